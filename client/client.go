@@ -1,0 +1,149 @@
+// Package client is the Go SDK for SemaQ.
+//
+// A Client is one connection to a SemaQ broker over the NATS protocol. It
+// publishes through the semantic ingress (envelope options set the AI
+// headers), subscribes with acknowledgements, and manages streams.
+//
+//	c, err := client.Connect(ctx, "nats://127.0.0.1:4222")
+//	ack, err := c.Publish(ctx, "ai.inference.llm", body,
+//		client.WithModel("llama3-70b"), client.WithPriority(semaq.PriorityHigh))
+//
+// Every method that talks to the broker takes a context first; a context
+// without a deadline gets the client's default timeout. Errors returned by
+// the broker are *semaq.APIError values and match the semaq.Err* sentinels
+// with errors.Is.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultURL is where Connect goes when given no URL and SEMAQ_URL is unset.
+const DefaultURL = "nats://127.0.0.1:4222"
+
+// Client is a connection to a SemaQ broker. It is safe for concurrent use.
+// Close releases it; subscriptions made from it stop working.
+type Client struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	timeout time.Duration
+}
+
+type connectOptions struct {
+	natsOpts []nats.Option
+	timeout  time.Duration
+}
+
+// Option configures Connect. Options validate their arguments and may fail.
+type Option func(*connectOptions) error
+
+// WithNATSOptions passes options through to the NATS connection (TLS,
+// credentials, an in-process server, reconnect policy...).
+func WithNATSOptions(opts ...nats.Option) Option {
+	return func(o *connectOptions) error {
+		o.natsOpts = append(o.natsOpts, opts...)
+		return nil
+	}
+}
+
+// WithName names the connection, as the broker's monitoring shows it.
+func WithName(name string) Option {
+	return func(o *connectOptions) error {
+		if name == "" {
+			return errors.New("client: WithName: empty name")
+		}
+		o.natsOpts = append(o.natsOpts, nats.Name(name))
+		return nil
+	}
+}
+
+// WithTimeout sets the timeout applied to calls whose context has no
+// deadline. The default is five seconds.
+func WithTimeout(d time.Duration) Option {
+	return func(o *connectOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("client: WithTimeout: %s is not positive", d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// Connect dials a broker. An empty url means $SEMAQ_URL, then DefaultURL.
+// The dial is bounded by ctx.
+func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
+	o := connectOptions{timeout: 5 * time.Second}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	if url == "" {
+		url = os.Getenv("SEMAQ_URL")
+	}
+	if url == "" {
+		url = DefaultURL
+	}
+	natsOpts := []nats.Option{nats.Name("semaq-client")}
+	if dl, ok := ctx.Deadline(); ok {
+		natsOpts = append(natsOpts, nats.Timeout(time.Until(dl)))
+	}
+	natsOpts = append(natsOpts, o.natsOpts...)
+	type result struct {
+		nc  *nats.Conn
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		nc, err := nats.Connect(url, natsOpts...)
+		done <- result{nc, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.nc != nil {
+				r.nc.Close()
+			}
+		}()
+		return nil, fmt.Errorf("client: connecting to %s: %w", url, ctx.Err())
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("client: connecting to %s: %w", url, r.err)
+	}
+	js, err := jetstream.New(r.nc)
+	if err != nil {
+		r.nc.Close()
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	return &Client{nc: r.nc, js: js, timeout: o.timeout}, nil
+}
+
+// Conn is the underlying NATS connection, for features the SDK does not
+// wrap. Closing it closes the client.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// Close closes the connection. Pending publishes are flushed first.
+func (c *Client) Close() {
+	if c.nc.IsClosed() {
+		return
+	}
+	_ = c.nc.FlushTimeout(c.timeout)
+	c.nc.Close()
+}
+
+// withTimeout gives ctx the client's default timeout if it has no deadline.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}

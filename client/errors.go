@@ -1,0 +1,72 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// Errors the SDK returns besides the broker's *semaq.APIError values (which
+// match the semaq.Err* sentinels).
+var (
+	// ErrSubscriptionDone is returned by Subscription.Next after the
+	// subscription's message limit was reached or it was closed.
+	ErrSubscriptionDone = errors.New("client: subscription done")
+)
+
+// reply is the union of a success body and an error body.
+type reply struct {
+	Error *semaq.APIError `json:"error"`
+}
+
+// request sends an API request and decodes the reply into out.
+func (c *Client) request(ctx context.Context, subj string, body any, out any) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	var data []byte
+	if body != nil {
+		var err error
+		if data, err = json.Marshal(body); err != nil {
+			return fmt.Errorf("client: encoding request: %w", err)
+		}
+	}
+	m, err := c.nc.RequestWithContext(ctx, subj, data)
+	if err != nil {
+		return transportError(err, subj)
+	}
+	return decodeReply(m.Data, out)
+}
+
+func decodeReply(data []byte, out any) error {
+	var r reply
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("client: broker sent a reply that is not JSON: %w", err)
+	}
+	if r.Error != nil {
+		return r.Error
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("client: decoding reply: %w", err)
+	}
+	return nil
+}
+
+// transportError names what failed when the broker did not answer.
+func transportError(err error, subj string) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return semaq.NewAPIError(semaq.ErrUnavailable, "nothing answers on %s: is this a SemaQ broker?", subj)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return fmt.Errorf("client: no reply on %s in time: %w", subj, err)
+	default:
+		return fmt.Errorf("client: %s: %w", subj, err)
+	}
+}

@@ -1,0 +1,122 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Sync modes.
+const (
+	// SyncInterval fsyncs on a timer (JetStream's default, every two
+	// minutes); an ack means "in the OS page cache".
+	SyncInterval = "interval"
+	// SyncAlways fsyncs every write before it is acknowledged; an ack means
+	// "on disk".
+	SyncAlways = "always"
+)
+
+// Config is the configuration of one node. The zero value is not valid; start
+// from DefaultConfig.
+type Config struct {
+	// DataDir holds JetStream's files.
+	DataDir string `yaml:"data"`
+	// Listen is the NATS client address, host:port. Port 0 picks a free one.
+	Listen string `yaml:"listen"`
+	// HTTP is the HTTP front door address; empty disables it.
+	HTTP string `yaml:"http"`
+	// Sync is SyncInterval or SyncAlways.
+	Sync string `yaml:"sync"`
+	// SyncEvery is the fsync period in interval mode; 0 means JetStream's
+	// default.
+	SyncEvery time.Duration `yaml:"sync_interval"`
+	// Name names the node; empty lets NATS pick one.
+	Name string `yaml:"name"`
+	// MaxHeaderBytes bounds the header block of one message.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxPayload bounds one message (headers and data); 0 means 1 MiB.
+	MaxPayload int `yaml:"max_payload"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+}
+
+// DefaultConfig is the embedded default: everything on loopback, data in ./data.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:        "./data",
+		Listen:         "127.0.0.1:4222",
+		HTTP:           "127.0.0.1:8080",
+		Sync:           SyncInterval,
+		MaxHeaderBytes: 16 * 1024,
+		MaxPayload:     1 << 20,
+		LogLevel:       "info",
+	}
+}
+
+// Validate reports the first problem with c, naming the setting.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("data: the data directory must be set")
+	}
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	if c.HTTP != "" {
+		if _, _, err := splitHostPort(c.HTTP); err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+	}
+	switch c.Sync {
+	case SyncInterval, SyncAlways:
+	default:
+		return fmt.Errorf("sync: %q is not a sync mode (want %s or %s)", c.Sync, SyncAlways, SyncInterval)
+	}
+	if c.SyncEvery < 0 {
+		return fmt.Errorf("sync_interval: %s is negative", c.SyncEvery)
+	}
+	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 1<<20 {
+		return fmt.Errorf("max_header_bytes: %d is outside 1024..1048576", c.MaxHeaderBytes)
+	}
+	if c.MaxPayload < 1024 || c.MaxPayload > 64<<20 {
+		return fmt.Errorf("max_payload: %d is outside 1024..67108864", c.MaxPayload)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	return nil
+}
+
+// LoadConfigFile reads a YAML config file over c. Unknown keys are errors, so
+// a typo does not silently fall back to a default.
+func LoadConfigFile(path string, c *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
+}
+
+func splitHostPort(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port: %w", addr, err)
+	}
+	var p int
+	if _, err := fmt.Sscanf(port, "%d", &p); err != nil || p < 0 || p > 65535 || fmt.Sprint(p) != port {
+		return "", 0, fmt.Errorf("%q: port %q is not a number in 0..65535", addr, port)
+	}
+	return host, p, nil
+}

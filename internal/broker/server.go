@@ -1,0 +1,289 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpapi"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Version is the SemaQ version reported by the server.
+var Version = "0.1.0-dev"
+
+// internalUser is the NATS user the semantic layer connects as. Its password
+// is random per process and never leaves it.
+const internalUser = "semaq-internal"
+
+// publicUser is the user every client without credentials becomes.
+const publicUser = "semaq-public"
+
+// Server is one SemaQ node. Create it with New, then Start; Shutdown stops it.
+// Its methods are safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+
+	ns       *server.Server
+	password string
+	nc       *nats.Conn // internal connection of the semantic layer
+	js       jetstream.JetStream
+	ingress  *ingress
+	apiSubs  []*nats.Subscription
+
+	httpSrv *http.Server
+	httpLn  net.Listener
+	front   *client.Client // the HTTP front door's own client connection
+
+	shutdownOnce sync.Once
+}
+
+// New validates cfg and prepares a server. Nothing listens until Start.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var pw [24]byte
+	if _, err := rand.Read(pw[:]); err != nil {
+		return nil, fmt.Errorf("broker: generating internal credentials: %w", err)
+	}
+	return &Server{cfg: cfg, log: log, password: hex.EncodeToString(pw[:])}, nil
+}
+
+// Start runs the embedded NATS server, connects the semantic layer, loads
+// the streams, and opens the HTTP front door. It returns when the node is
+// ready to serve, or with an error and nothing left running.
+func (s *Server) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			s.stop(context.Background())
+		}
+	}()
+	opts, err := s.natsOptions()
+	if err != nil {
+		return err
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	ns.SetLoggerV2(&natsLogger{log: s.log.With("component", "nats")}, s.cfg.LogLevel == "debug", false, false)
+	s.ns = ns
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		return fmt.Errorf("broker: NATS server did not become ready on %s", s.cfg.Listen)
+	}
+
+	s.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(internalUser, s.password),
+		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
+	if err != nil {
+		return fmt.Errorf("broker: internal connection: %w", err)
+	}
+	s.js, err = jetstream.New(s.nc)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	s.ingress = newIngress(s.nc, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes)
+	if err := s.syncStreams(ctx); err != nil {
+		return err
+	}
+	if err := s.startAPI(); err != nil {
+		return err
+	}
+	if s.cfg.HTTP != "" {
+		if err := s.startHTTP(ctx); err != nil {
+			return err
+		}
+	}
+	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.HTTPAddr(), "data", s.cfg.DataDir, "sync", s.cfg.Sync)
+	return nil
+}
+
+func (s *Server) natsOptions() (*server.Options, error) {
+	host, port, err := splitHostPort(s.cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	opts := &server.Options{
+		ServerName:   s.cfg.Name,
+		Host:         host,
+		Port:         port,
+		JetStream:    true,
+		StoreDir:     s.cfg.DataDir,
+		NoSigs:       true,
+		MaxPayload:   int32(s.cfg.MaxPayload),
+		SyncAlways:   s.cfg.Sync == SyncAlways,
+		SyncInterval: s.cfg.SyncEvery,
+		Users: []*server.User{
+			{Username: internalUser, Password: s.password},
+			{Username: publicUser, Permissions: publicPermissions()},
+		},
+		NoAuthUser: publicUser,
+	}
+	if port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	return opts, nil
+}
+
+// publicPermissions is what every client gets: everything except writing to
+// storage directly and changing streams behind the semantic layer's back.
+// Reading, consuming, acking and the SemaQ API stay open.
+func publicPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Deny: []string{
+			semaq.StoragePrefix + ">",
+			"$JS.API.STREAM.CREATE.>",
+			"$JS.API.STREAM.UPDATE.>",
+			"$JS.API.STREAM.DELETE.>",
+			"$JS.API.STREAM.PURGE.>",
+			"$JS.API.STREAM.RESTORE.>",
+			"$JS.API.STREAM.MSG.DELETE.>",
+			"$JS.API.STREAM.PEER.REMOVE.>",
+			"$JS.API.ACCOUNT.PURGE.>",
+			"$KV.>",
+			"$O.>",
+		}},
+	}
+}
+
+// ClientURL is the NATS URL clients connect to.
+func (s *Server) ClientURL() string {
+	if s.ns == nil {
+		return ""
+	}
+	return s.ns.ClientURL()
+}
+
+// HTTPAddr is the address of the HTTP front door, or "" when disabled.
+func (s *Server) HTTPAddr() string {
+	if s.httpLn == nil {
+		return ""
+	}
+	return s.httpLn.Addr().String()
+}
+
+// NATSServer exposes the embedded server, for in-process clients
+// (nats.InProcessServer) and benchmarks.
+func (s *Server) NATSServer() *server.Server { return s.ns }
+
+// InternalConn returns a new connection with the semantic layer's rights,
+// which may write to storage directly. Benchmarks use it to measure raw
+// JetStream beside the ingress; nothing else should.
+func (s *Server) InternalConn(opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{nats.UserInfo(internalUser, s.password)}, opts...)
+	return nats.Connect(s.ClientURL(), opts...)
+}
+
+// Config returns the configuration the server runs with.
+func (s *Server) Config() Config { return s.cfg }
+
+func (s *Server) startHTTP(ctx context.Context) error {
+	front, err := client.Connect(ctx, "", client.WithNATSOptions(nats.InProcessServer(s.ns), nats.Name("semaq-http")))
+	if err != nil {
+		return fmt.Errorf("broker: http front door connection: %w", err)
+	}
+	s.front = front
+	ln, err := net.Listen("tcp", s.cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("broker: http: %w", err)
+	}
+	s.httpLn = ln
+	h := httpapi.New(httpapi.Options{
+		Client:         front,
+		Log:            s.log.With("component", "http"),
+		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
+		MaxBody:        s.cfg.MaxPayload,
+		Ready:          s.ready,
+	})
+	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// ready reports whether the node can take traffic, for /healthz.
+func (s *Server) ready() error {
+	if s.ns == nil || !s.ns.Running() {
+		return errors.New("nats server not running")
+	}
+	if !s.ns.JetStreamEnabled() {
+		return errors.New("jetstream not enabled")
+	}
+	if s.nc == nil || !s.nc.IsConnected() {
+		return errors.New("semantic layer not connected")
+	}
+	return nil
+}
+
+// Shutdown stops the node gracefully: the HTTP front door stops taking
+// requests, in-flight ingress messages are handed to JetStream, and the NATS
+// server shuts down. It returns when everything has stopped or ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.shutdownOnce.Do(func() { err = s.stop(ctx) })
+	return err
+}
+
+func (s *Server) stop(ctx context.Context) error {
+	var errs []error
+	if s.httpSrv != nil {
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+		}
+	} else if s.httpLn != nil {
+		s.httpLn.Close()
+	}
+	if s.front != nil {
+		s.front.Close()
+	}
+	if s.nc != nil && !s.nc.IsClosed() {
+		closed := make(chan struct{})
+		s.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		if err := s.nc.Drain(); err != nil {
+			s.nc.Close()
+		} else {
+			select {
+			case <-closed:
+			case <-ctx.Done():
+				s.nc.Close()
+				errs = append(errs, fmt.Errorf("draining ingress: %w", ctx.Err()))
+			}
+		}
+	}
+	if s.ns != nil {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+	}
+	return errors.Join(errs...)
+}
+
+// natsLogger sends the embedded server's log lines to slog.
+type natsLogger struct{ log *slog.Logger }
+
+// Notices are the NATS startup banner and routine news; SemaQ prints its own.
+func (l *natsLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }

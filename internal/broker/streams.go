@@ -1,0 +1,397 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// apiTimeout bounds one management operation against JetStream.
+const apiTimeout = 10 * time.Second
+
+// startAPI serves the management API on $SQ.API and follows JetStream's
+// stream advisories, so streams changed through another node (or restored
+// from disk) are served by this node's ingress too.
+func (s *Server) startAPI() error {
+	handlers := map[string]nats.MsgHandler{
+		fmt.Sprintf(semaq.APIStreamCreateT, "*"): s.apiCreate,
+		fmt.Sprintf(semaq.APIStreamInfoT, "*"):   s.apiInfo,
+		fmt.Sprintf(semaq.APIStreamDeleteT, "*"): s.apiDelete,
+		semaq.APIStreamList:                      s.apiList,
+		semaq.APIStreamLookup:                    s.apiLookup,
+		semaq.APIInfo:                            s.apiServerInfo,
+	}
+	for subj, h := range handlers {
+		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
+		if err != nil {
+			return fmt.Errorf("broker: api: %w", err)
+		}
+		s.apiSubs = append(s.apiSubs, sub)
+	}
+	sub, err := s.nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.*.*", func(m *nats.Msg) {
+		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+		defer cancel()
+		if err := s.syncStreams(ctx); err != nil {
+			s.log.Warn("refreshing streams after advisory", "subject", m.Subject, "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("broker: advisories: %w", err)
+	}
+	s.apiSubs = append(s.apiSubs, sub)
+	return s.nc.Flush()
+}
+
+// syncStreams makes the ingress serve exactly the SemaQ streams JetStream has.
+func (s *Server) syncStreams(ctx context.Context) error {
+	have := make(map[string]bool)
+	lister := s.js.ListStreams(ctx)
+	for info := range lister.Info() {
+		if !isSemaqStream(&info.Config) {
+			continue
+		}
+		have[info.Config.Name] = true
+		if err := s.ingress.set(info.Config.Name, publicSubjects(&info.Config)); err != nil {
+			return err
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return fmt.Errorf("broker: listing streams: %w", err)
+	}
+	for _, name := range s.ingress.names() {
+		if !have[name] {
+			s.ingress.remove(name)
+		}
+	}
+	return nil
+}
+
+func isSemaqStream(c *jetstream.StreamConfig) bool {
+	return c.Metadata[semaq.MetadataVersion] != ""
+}
+
+func publicSubjects(c *jetstream.StreamConfig) []string {
+	out := make([]string, 0, len(c.Subjects))
+	for _, s := range c.Subjects {
+		out = append(out, strings.TrimPrefix(s, semaq.StoragePrefix))
+	}
+	return out
+}
+
+// jsConfig maps a user's stream configuration onto JetStream's. Subjects are
+// moved into the reserved namespace and a transform stores them under their
+// public names.
+func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error) {
+	if err := checkStreamName(c.Name); err != nil {
+		return jetstream.StreamConfig{}, err
+	}
+	if len(c.Subjects) == 0 {
+		return jetstream.StreamConfig{}, errors.New("a stream needs at least one subject")
+	}
+	stored := make([]string, 0, len(c.Subjects))
+	for i, subj := range c.Subjects {
+		if err := checkPublicSubject(subj); err != nil {
+			return jetstream.StreamConfig{}, err
+		}
+		for _, prev := range c.Subjects[:i] {
+			if subjectsOverlap(prev, subj) {
+				return jetstream.StreamConfig{}, fmt.Errorf("subjects %q and %q overlap", prev, subj)
+			}
+		}
+		stored = append(stored, semaq.StoragePrefix+subj)
+	}
+	jc := jetstream.StreamConfig{
+		Name:             c.Name,
+		Description:      c.Description,
+		Subjects:         stored,
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: semaq.StoragePrefix + ">", Destination: ">"},
+		MaxAge:           c.MaxAge,
+		MaxBytes:         c.MaxBytes,
+		MaxMsgs:          c.MaxMsgs,
+		Replicas:         c.Replicas,
+		Duplicates:       c.Duplicates,
+		AllowMsgTTL:      true,
+		AllowDirect:      true,
+		Metadata:         map[string]string{semaq.MetadataVersion: "1"},
+	}
+	switch c.Retention {
+	case "", "limits":
+		jc.Retention = jetstream.LimitsPolicy
+	case "workqueue":
+		jc.Retention = jetstream.WorkQueuePolicy
+	case "interest":
+		jc.Retention = jetstream.InterestPolicy
+	default:
+		return jc, fmt.Errorf("retention %q is not one of limits, workqueue, interest", c.Retention)
+	}
+	switch c.Storage {
+	case "", "file":
+		jc.Storage = jetstream.FileStorage
+	case "memory":
+		jc.Storage = jetstream.MemoryStorage
+	default:
+		return jc, fmt.Errorf("storage %q is not one of file, memory", c.Storage)
+	}
+	if c.MaxAge < 0 {
+		return jc, fmt.Errorf("max age %s is negative", c.MaxAge)
+	}
+	if c.MaxAge > 0 && c.MaxAge < time.Second {
+		return jc, fmt.Errorf("max age %s is under one second", c.MaxAge)
+	}
+	if c.MaxBytes == 0 {
+		jc.MaxBytes = -1
+	} else if c.MaxBytes < 0 {
+		return jc, fmt.Errorf("max bytes %d is negative", c.MaxBytes)
+	}
+	if c.MaxMsgs == 0 {
+		jc.MaxMsgs = -1
+	} else if c.MaxMsgs < 0 {
+		return jc, fmt.Errorf("max msgs %d is negative", c.MaxMsgs)
+	}
+	if c.Replicas == 0 {
+		jc.Replicas = 1
+	} else if c.Replicas < 0 || c.Replicas > 5 {
+		return jc, fmt.Errorf("replicas %d is outside 1..5", c.Replicas)
+	}
+	if c.Duplicates < 0 {
+		return jc, fmt.Errorf("duplicate window %s is negative", c.Duplicates)
+	}
+	return jc, nil
+}
+
+// streamInfo maps JetStream's stream info onto SemaQ's.
+func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
+	c := &info.Config
+	out := semaq.StreamInfo{
+		Config: semaq.StreamConfig{
+			Name:        c.Name,
+			Description: c.Description,
+			Subjects:    publicSubjects(c),
+			Retention:   strings.TrimSuffix(strings.ToLower(c.Retention.String()), "policy"),
+			Storage:     strings.ToLower(c.Storage.String()),
+			MaxAge:      c.MaxAge,
+			MaxBytes:    c.MaxBytes,
+			MaxMsgs:     c.MaxMsgs,
+			Replicas:    c.Replicas,
+			Duplicates:  c.Duplicates,
+		},
+		State: semaq.StreamState{
+			Messages:      info.State.Msgs,
+			Bytes:         info.State.Bytes,
+			FirstSeq:      info.State.FirstSeq,
+			FirstTime:     info.State.FirstTime,
+			LastSeq:       info.State.LastSeq,
+			LastTime:      info.State.LastTime,
+			ConsumerCount: info.State.Consumers,
+		},
+		Created: info.Created,
+		Sync:    s.cfg.Sync,
+	}
+	if c.Storage == jetstream.MemoryStorage {
+		out.Sync = "memory"
+	}
+	return out
+}
+
+func (s *Server) apiCreate(m *nats.Msg) {
+	var req semaq.StreamConfig
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: request is not valid JSON: %v", err))
+		return
+	}
+	name := lastToken(m.Subject)
+	if req.Name == "" {
+		req.Name = name
+	}
+	if req.Name != name {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: name %q in the body differs from %q in the subject", req.Name, name))
+		return
+	}
+	jc, err := s.jsConfig(&req)
+	if err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: %v", req.Name, err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	if _, err := s.js.Stream(ctx, req.Name); err == nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name))
+		return
+	}
+	st, err := s.js.CreateStream(ctx, jc)
+	if err != nil {
+		s.replyErr(m, s.jsError(err, "stream %s", req.Name))
+		return
+	}
+	if err := s.ingress.set(req.Name, req.Subjects); err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err))
+		return
+	}
+	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)
+	s.replyJSON(m, s.streamInfo(st.CachedInfo()))
+}
+
+func (s *Server) apiInfo(m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	name := lastToken(m.Subject)
+	info, err := s.semaqStream(ctx, name)
+	if err != nil {
+		s.replyErr(m, s.jsError(err, "stream %s", name))
+		return
+	}
+	s.replyJSON(m, s.streamInfo(info))
+}
+
+func (s *Server) apiDelete(m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	name := lastToken(m.Subject)
+	if _, err := s.semaqStream(ctx, name); err != nil {
+		s.replyErr(m, s.jsError(err, "stream %s", name))
+		return
+	}
+	// Stop taking writes first, so nothing is acknowledged into a stream
+	// that is going away.
+	s.ingress.remove(name)
+	if err := s.js.DeleteStream(ctx, name); err != nil {
+		s.replyErr(m, s.jsError(err, "stream %s", name))
+		return
+	}
+	s.log.Info("stream removed", "stream", name)
+	s.replyJSON(m, struct {
+		Success bool `json:"success"`
+	}{true})
+}
+
+func (s *Server) apiList(m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	out := semaq.StreamListResponse{Streams: []semaq.StreamInfo{}}
+	lister := s.js.ListStreams(ctx)
+	for info := range lister.Info() {
+		if isSemaqStream(&info.Config) {
+			out.Streams = append(out.Streams, s.streamInfo(info))
+		}
+	}
+	if err := lister.Err(); err != nil {
+		s.replyErr(m, s.jsError(err, "listing streams"))
+		return
+	}
+	slices.SortFunc(out.Streams, func(a, b semaq.StreamInfo) int { return strings.Compare(a.Config.Name, b.Config.Name) })
+	s.replyJSON(m, out)
+}
+
+func (s *Server) apiLookup(m *nats.Msg) {
+	var req semaq.StreamLookupRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: request is not valid JSON: %v", err))
+		return
+	}
+	if err := checkSubject(req.Subject, true); err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: %v", err))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	defer cancel()
+	var names []string
+	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+req.Subject))
+	for n := range lister.Name() {
+		names = append(names, n)
+	}
+	if err := lister.Err(); err != nil {
+		s.replyErr(m, s.jsError(err, "stream lookup"))
+		return
+	}
+	switch len(names) {
+	case 0:
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrNoStream, "no stream captures subject %s", req.Subject))
+	case 1:
+		s.replyJSON(m, semaq.StreamLookupResponse{Stream: names[0]})
+	default:
+		slices.Sort(names)
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "subject %s spans streams %s; use a narrower subject", req.Subject, strings.Join(names, ", ")))
+	}
+}
+
+func (s *Server) apiServerInfo(m *nats.Msg) {
+	s.replyJSON(m, semaq.ServerInfo{
+		Version:   Version,
+		Name:      s.ns.Name(),
+		NATSURL:   s.ClientURL(),
+		HTTPAddr:  s.HTTPAddr(),
+		Sync:      s.cfg.Sync,
+		JetStream: s.ns.JetStreamEnabled(),
+	})
+}
+
+// semaqStream returns the info of a SemaQ-managed stream; internal streams
+// (KV buckets and the like) are reported as not found.
+func (s *Server) semaqStream(ctx context.Context, name string) (*jetstream.StreamInfo, error) {
+	st, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	info := st.CachedInfo()
+	if !isSemaqStream(&info.Config) {
+		return nil, jetstream.ErrStreamNotFound
+	}
+	return info, nil
+}
+
+// jsError turns a JetStream error into an API error with context.
+func (s *Server) jsError(err error, format string, args ...any) *semaq.APIError {
+	what := fmt.Sprintf(format, args...)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return semaq.NewAPIError(semaq.ErrStreamNotFound, "%s: not found", what)
+	case errors.Is(err, jetstream.ErrInvalidStreamName):
+		return semaq.NewAPIError(semaq.ErrBadStream, "%s: invalid name", what)
+	case errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500:
+		return &semaq.APIError{Code: apiErr.Code, ErrCode: semaq.ErrCodeBadStream, Description: fmt.Sprintf("%s: %s", what, apiErr.Description)}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: JetStream did not answer in time", what)
+	default:
+		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: %v", what, err)
+	}
+}
+
+func (s *Server) replyJSON(m *nats.Msg, v any) {
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "encoding reply: %v", err))
+		return
+	}
+	if err := m.Respond(b); err != nil {
+		s.log.Warn("api reply", "subject", m.Subject, "err", err)
+	}
+}
+
+func (s *Server) replyErr(m *nats.Msg, e *semaq.APIError) {
+	if m.Reply == "" {
+		return
+	}
+	if err := m.Respond(semaq.MarshalError(e)); err != nil {
+		s.log.Warn("api reply", "subject", m.Subject, "err", err)
+	}
+}
+
+func lastToken(subj string) string {
+	if i := strings.LastIndexByte(subj, '.'); i >= 0 {
+		return subj[i+1:]
+	}
+	return subj
+}
