@@ -2,19 +2,19 @@ package broker
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/httpapi"
@@ -23,10 +23,6 @@ import (
 
 // Version is the SemaQ version reported by the server.
 var Version = "0.1.0-dev"
-
-// internalUser is the NATS user the semantic layer connects as. Its password
-// is random per process and never leaves it.
-const internalUser = "semaq-internal"
 
 // publicUser is the user every client without credentials becomes.
 const publicUser = "semaq-public"
@@ -37,12 +33,13 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	ns       *server.Server
-	password string
-	nc       *nats.Conn // internal connection of the semantic layer
-	js       jetstream.JetStream
-	ingress  *ingress
-	apiSubs  []*nats.Subscription
+	ns      *server.Server
+	ikey    nkeys.KeyPair // the internal user's key, never leaves the process
+	ipub    string
+	nc      *nats.Conn // internal connection of the semantic layer
+	js      jetstream.JetStream
+	ingress *ingress
+	apiSubs []*nats.Subscription
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -59,11 +56,15 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var pw [24]byte
-	if _, err := rand.Read(pw[:]); err != nil {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
 		return nil, fmt.Errorf("broker: generating internal credentials: %w", err)
 	}
-	return &Server{cfg: cfg, log: log, password: hex.EncodeToString(pw[:])}, nil
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("broker: generating internal credentials: %w", err)
+	}
+	return &Server{cfg: cfg, log: log, ikey: kp, ipub: pub}, nil
 }
 
 // Start runs the embedded NATS server, connects the semantic layer, loads
@@ -90,7 +91,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("broker: NATS server did not become ready on %s", s.cfg.Listen)
 	}
 
-	s.nc, err = nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(internalUser, s.password),
+	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
 		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
 	if err != nil {
 		return fmt.Errorf("broker: internal connection: %w", err)
@@ -130,10 +131,11 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		MaxPayload:   int32(s.cfg.MaxPayload),
 		SyncAlways:   s.cfg.Sync == SyncAlways,
 		SyncInterval: s.cfg.SyncEvery,
-		Users: []*server.User{
-			{Username: internalUser, Password: s.password},
-			{Username: publicUser, Permissions: publicPermissions()},
-		},
+		// The semantic layer authenticates with a key made for this process;
+		// everyone else is the public user, whose permissions keep them out
+		// of storage.
+		Nkeys:      []*server.NkeyUser{{Nkey: s.ipub}},
+		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions()}},
 		NoAuthUser: publicUser,
 	}
 	if port == 0 {
@@ -187,8 +189,13 @@ func (s *Server) NATSServer() *server.Server { return s.ns }
 // which may write to storage directly. Benchmarks use it to measure raw
 // JetStream beside the ingress; nothing else should.
 func (s *Server) InternalConn(opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{nats.UserInfo(internalUser, s.password)}, opts...)
+	opts = append([]nats.Option{s.internalAuth()}, opts...)
 	return nats.Connect(s.ClientURL(), opts...)
+}
+
+// internalAuth signs the server's nonce with the internal key.
+func (s *Server) internalAuth() nats.Option {
+	return nats.Nkey(s.ipub, func(nonce []byte) ([]byte, error) { return s.ikey.Sign(nonce) })
 }
 
 // Config returns the configuration the server runs with.
@@ -282,8 +289,16 @@ type natsLogger struct{ log *slog.Logger }
 
 // Notices are the NATS startup banner and routine news; SemaQ prints its own.
 func (l *natsLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *natsLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Warnf(format string, v ...any) {
+	// The public user has no password by design: it is the NoAuthUser
+	// every anonymous client maps to. NATS warns about that as if it were a
+	// weak password.
+	if strings.HasPrefix(format, "Plaintext passwords detected") {
+		return
+	}
+	l.log.Warn(fmt.Sprintf(format, v...))
+}
+func (l *natsLogger) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }

@@ -1,0 +1,66 @@
+// Package brokertest starts real SemaQ brokers for tests: on 127.0.0.1 with
+// a free port, data in a temporary directory, stopped at the end of the test.
+package brokertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Start runs a broker for the test. Options adjust the configuration before
+// it starts (the data directory, NATS and HTTP addresses are already set).
+func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Server {
+	t.Helper()
+	cfg := broker.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.HTTP = "127.0.0.1:0"
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := broker.New(cfg, nil)
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("brokertest: start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s
+}
+
+// Connect returns an SDK client of s, closed at the end of the test.
+func Connect(t testing.TB, s *broker.Server) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Connect(ctx, s.ClientURL())
+	if err != nil {
+		t.Fatalf("brokertest: connect: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// AddStream creates a stream and fails the test if it cannot.
+func AddStream(t testing.TB, c *client.Client, name string, subjects ...string) *semaq.StreamInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := c.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: subjects})
+	if err != nil {
+		t.Fatalf("brokertest: add stream %s: %v", name, err)
+	}
+	return info
+}

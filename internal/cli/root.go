@@ -1,0 +1,95 @@
+// Package cli implements the semaq command: the broker (serve), the client
+// commands that talk to a broker over NATS (pub, sub, stream), and the
+// benchmarks (bench).
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/client"
+)
+
+// Main runs the command line and returns the process exit code. Errors are
+// printed as one line on stderr.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := newRoot(stdin, stdout, stderr)
+	root.SetArgs(args)
+	if err := root.ExecuteContext(ctx); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			if ee.msg != "" {
+				fmt.Fprintf(stderr, "semaq: %s\n", oneLine(ee.msg))
+			}
+			return ee.code
+		}
+		fmt.Fprintf(stderr, "semaq: %s\n", oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// exitError ends a command with a given exit code.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// env is what every command shares: its streams and the client flags.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+	server string
+}
+
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "semaq",
+		Short:         "SemaQ: an AI-native semantic message broker on embedded NATS JetStream",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(
+		newServeCmd(e),
+		newPubCmd(e),
+		newSubCmd(e),
+		newStreamCmd(e),
+		newBenchCmd(e),
+	)
+	return root
+}
+
+// addServerFlag adds --server to a client command.
+func (e *env) addServerFlag(cmd *cobra.Command) {
+	def := os.Getenv("SEMAQ_URL")
+	if def == "" {
+		def = client.DefaultURL
+	}
+	cmd.Flags().StringVar(&e.server, "server", def, "broker NATS URL (default $SEMAQ_URL or "+client.DefaultURL+")")
+}
+
+// connect dials the broker named by --server.
+func (e *env) connect(ctx context.Context) (*client.Client, error) {
+	return client.Connect(ctx, e.server, client.WithName("semaq-cli"))
+}

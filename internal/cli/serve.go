@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/internal/broker"
+)
+
+// shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
+const shutdownGrace = 30 * time.Second
+
+func newServeCmd(e *env) *cobra.Command {
+	var (
+		configFile string
+		flags      broker.Config
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run a broker (embedded NATS JetStream, ingress, HTTP front door)",
+		Long: `Run a SemaQ broker. With no flags it serves NATS on 127.0.0.1:4222 and HTTP on
+127.0.0.1:8080 and keeps its data in ./data. Settings come from the defaults,
+then --config (YAML), then flags. SIGINT or SIGTERM drain in-flight messages
+and exit 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := broker.DefaultConfig()
+			if configFile != "" {
+				if err := broker.LoadConfigFile(configFile, &cfg); err != nil {
+					return err
+				}
+			}
+			f := cmd.Flags()
+			if f.Changed("data") {
+				cfg.DataDir = flags.DataDir
+			}
+			if f.Changed("listen") {
+				cfg.Listen = flags.Listen
+			}
+			if f.Changed("http") {
+				cfg.HTTP = flags.HTTP
+			}
+			if f.Changed("sync") {
+				cfg.Sync = flags.Sync
+			}
+			if f.Changed("log-level") {
+				cfg.LogLevel = flags.LogLevel
+			}
+			return serve(cmd.Context(), e, cfg)
+		},
+	}
+	def := broker.DefaultConfig()
+	f := cmd.Flags()
+	f.StringVar(&configFile, "config", "", "YAML config file (keys: data, listen, http, sync, sync_interval, name, max_header_bytes, max_payload, log_level)")
+	f.StringVar(&flags.DataDir, "data", def.DataDir, "data directory")
+	f.StringVar(&flags.Listen, "listen", def.Listen, "NATS client address host:port (port 0 picks one)")
+	f.StringVar(&flags.HTTP, "http", def.HTTP, `HTTP address host:port ("" disables HTTP)`)
+	f.StringVar(&flags.Sync, "sync", def.Sync, "durability: always (fsync before every ack) or interval (periodic fsync)")
+	f.StringVar(&flags.LogLevel, "log-level", def.LogLevel, "debug, info, warn or error")
+	return cmd
+}
+
+func serve(ctx context.Context, e *env, cfg broker.Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	srv, err := broker.New(cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
