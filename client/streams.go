@@ -10,8 +10,8 @@ import (
 // AddStream creates a stream. It fails with semaq.ErrStreamExists when the
 // name is taken and semaq.ErrBadStream when the configuration is refused.
 func (c *Client) AddStream(ctx context.Context, cfg semaq.StreamConfig) (*semaq.StreamInfo, error) {
-	if cfg.Name == "" {
-		return nil, semaq.NewAPIError(semaq.ErrBadStream, "stream name is empty")
+	if err := semaq.CheckStreamName(cfg.Name); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadStream, "%v", err)
 	}
 	var info semaq.StreamInfo
 	if err := c.request(ctx, fmt.Sprintf(semaq.APIStreamCreateT, cfg.Name), cfg, &info); err != nil {
@@ -22,8 +22,8 @@ func (c *Client) AddStream(ctx context.Context, cfg semaq.StreamConfig) (*semaq.
 
 // StreamInfo describes one stream; semaq.ErrStreamNotFound if there is none.
 func (c *Client) StreamInfo(ctx context.Context, name string) (*semaq.StreamInfo, error) {
-	if name == "" {
-		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "stream name is empty")
+	if err := semaq.CheckStreamName(name); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 	}
 	var info semaq.StreamInfo
 	if err := c.request(ctx, fmt.Sprintf(semaq.APIStreamInfoT, name), nil, &info); err != nil {
@@ -43,8 +43,8 @@ func (c *Client) Streams(ctx context.Context) ([]semaq.StreamInfo, error) {
 
 // DeleteStream deletes a stream and every message in it.
 func (c *Client) DeleteStream(ctx context.Context, name string) error {
-	if name == "" {
-		return semaq.NewAPIError(semaq.ErrBadRequest, "stream name is empty")
+	if err := semaq.CheckStreamName(name); err != nil {
+		return semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 	}
 	return c.request(ctx, fmt.Sprintf(semaq.APIStreamDeleteT, name), nil, nil)
 }

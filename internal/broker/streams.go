@@ -15,6 +15,10 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
+// jsErrReplicasNotSupported is JetStream's answer to replicas > 1 on a
+// single node. It comes as a 500, but it is the request that is wrong.
+const jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+
 // apiTimeout bounds one management operation against JetStream.
 const apiTimeout = 10 * time.Second
 
@@ -91,7 +95,7 @@ func publicSubjects(c *jetstream.StreamConfig) []string {
 // moved into the reserved namespace and a transform stores them under their
 // public names.
 func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error) {
-	if err := checkStreamName(c.Name); err != nil {
+	if err := semaq.CheckStreamName(c.Name); err != nil {
 		return jetstream.StreamConfig{}, err
 	}
 	if len(c.Subjects) == 0 {
@@ -357,8 +361,8 @@ func (s *Server) jsError(err error, format string, args ...any) *semaq.APIError 
 		return semaq.NewAPIError(semaq.ErrStreamNotFound, "%s: not found", what)
 	case errors.Is(err, jetstream.ErrInvalidStreamName):
 		return semaq.NewAPIError(semaq.ErrBadStream, "%s: invalid name", what)
-	case errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500:
-		return &semaq.APIError{Code: apiErr.Code, ErrCode: semaq.ErrCodeBadStream, Description: fmt.Sprintf("%s: %s", what, apiErr.Description)}
+	case errors.As(err, &apiErr) && (apiErr.Code >= 400 && apiErr.Code < 500 || apiErr.ErrorCode == jsErrReplicasNotSupported):
+		return &semaq.APIError{Code: 400, ErrCode: semaq.ErrCodeBadStream, Description: fmt.Sprintf("%s: %s", what, apiErr.Description)}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: JetStream did not answer in time", what)
 	default:

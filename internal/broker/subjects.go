@@ -5,24 +5,6 @@ import (
 	"strings"
 )
 
-// checkStreamName accepts names JetStream accepts and that are safe as a
-// subject token and a file name: letters, digits, '-' and '_'.
-func checkStreamName(name string) error {
-	if name == "" {
-		return fmt.Errorf("stream name is empty")
-	}
-	if len(name) > 128 {
-		return fmt.Errorf("stream name %q is longer than 128 bytes", name)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return fmt.Errorf("stream name %q has %q at byte %d; use letters, digits, '-' and '_'", name, c, i)
-		}
-	}
-	return nil
-}
-
 // checkPublicSubject validates a subject pattern a stream captures. Patterns
 // that could capture reply inboxes or system subjects are refused: a stream
 // on ">" would swallow every request's reply.

@@ -1,0 +1,184 @@
+package semaq
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Subjects of the SemaQ management API. Requests and replies are JSON; an
+// error reply carries an "error" object like the JetStream API's.
+const (
+	APIPrefix          = "$SQ.API."
+	APIInfo            = "$SQ.API.INFO"
+	APIStreamCreateT   = "$SQ.API.STREAM.CREATE.%s"
+	APIStreamInfoT     = "$SQ.API.STREAM.INFO.%s"
+	APIStreamDeleteT   = "$SQ.API.STREAM.DELETE.%s"
+	APIStreamList      = "$SQ.API.STREAM.LIST"
+	APIStreamLookup    = "$SQ.API.STREAM.LOOKUP"
+	StoragePrefix      = "$SQ.w."
+	IngressQueueGroup  = "semaq.ingress"
+	APIQueueGroup      = "semaq.api"
+	MetadataSubjects   = "semaq.subjects"
+	MetadataVersion    = "semaq.version"
+	MetadataDurability = "semaq.durability"
+)
+
+// PubAck acknowledges a stored message. It is the JetStream PubAck, so stock
+// NATS JetStream clients read it unchanged.
+type PubAck struct {
+	Stream    string `json:"stream"`
+	Sequence  uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Domain    string `json:"domain,omitempty"`
+}
+
+// StreamConfig is what a user asks for when adding a stream. Subjects are
+// public subjects; the broker stores them behind the ingress.
+type StreamConfig struct {
+	Name        string        `json:"name"`
+	Description string        `json:"description,omitempty"`
+	Subjects    []string      `json:"subjects"`
+	Retention   string        `json:"retention,omitempty"` // limits (default), workqueue, interest
+	Storage     string        `json:"storage,omitempty"`   // file (default), memory
+	MaxAge      time.Duration `json:"max_age,omitempty"`
+	MaxBytes    int64         `json:"max_bytes,omitempty"`
+	MaxMsgs     int64         `json:"max_msgs,omitempty"`
+	Replicas    int           `json:"replicas,omitempty"`
+	// Duplicates is the Nats-Msg-Id dedup window; 0 means two minutes.
+	Duplicates time.Duration `json:"duplicate_window,omitempty"`
+}
+
+// StreamState is the live state of a stream.
+type StreamState struct {
+	Messages      uint64    `json:"messages"`
+	Bytes         uint64    `json:"bytes"`
+	FirstSeq      uint64    `json:"first_seq"`
+	FirstTime     time.Time `json:"first_ts"`
+	LastSeq       uint64    `json:"last_seq"`
+	LastTime      time.Time `json:"last_ts"`
+	ConsumerCount int       `json:"consumer_count"`
+}
+
+// StreamInfo describes a stream.
+type StreamInfo struct {
+	Config  StreamConfig `json:"config"`
+	State   StreamState  `json:"state"`
+	Created time.Time    `json:"created"`
+	// Sync is how the server makes writes durable: "always" (fsync before
+	// the ack) or "interval" (periodic fsync).
+	Sync string `json:"sync"`
+}
+
+// StreamLookupRequest asks which stream captures a public subject.
+type StreamLookupRequest struct {
+	Subject string `json:"subject"`
+}
+
+// StreamLookupResponse names the stream that captures a subject.
+type StreamLookupResponse struct {
+	Stream string `json:"stream"`
+}
+
+// StreamListResponse lists streams.
+type StreamListResponse struct {
+	Streams []StreamInfo `json:"streams"`
+}
+
+// ServerInfo describes the broker.
+type ServerInfo struct {
+	Version   string `json:"version"`
+	Name      string `json:"name"`
+	NATSURL   string `json:"nats_url"`
+	HTTPAddr  string `json:"http_addr,omitempty"`
+	Sync      string `json:"sync"`
+	JetStream bool   `json:"jetstream"`
+}
+
+// APIError is the error object of the management API and of the ingress. Its
+// JSON shape is the JetStream API error's, so NATS clients show its
+// description.
+type APIError struct {
+	Code        int    `json:"code"`
+	ErrCode     uint16 `json:"err_code,omitempty"`
+	Description string `json:"description"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s (code %d, err_code %d)", e.Description, e.Code, e.ErrCode)
+}
+
+// Is matches another *APIError with the same ErrCode (or, when neither has
+// one, the same Code), so callers can test for a sentinel with errors.Is.
+func (e *APIError) Is(target error) bool {
+	t, ok := target.(*APIError)
+	if !ok || e == nil || t == nil {
+		return false
+	}
+	if e.ErrCode != 0 || t.ErrCode != 0 {
+		return e.ErrCode == t.ErrCode
+	}
+	return e.Code == t.Code
+}
+
+// Error codes. Codes 10000-10999 are JetStream's and pass through unchanged;
+// SemaQ's own start at 20000 so they never collide.
+const (
+	ErrCodeBadEnvelope    uint16 = 20001
+	ErrCodeHeaderTooLarge uint16 = 20002
+	ErrCodeBadRequest     uint16 = 20003
+	ErrCodeNoStream       uint16 = 20004
+	ErrCodeStreamNotFound uint16 = 20005
+	ErrCodeStreamExists   uint16 = 20006
+	ErrCodeBadStream      uint16 = 20007
+	ErrCodeTooLarge       uint16 = 20008
+	ErrCodeUnavailable    uint16 = 20009
+	ErrCodeInternal       uint16 = 20010
+)
+
+// Sentinels for errors.Is. Each matches any *APIError with the same code.
+var (
+	ErrNoStream       = &APIError{Code: 404, ErrCode: ErrCodeNoStream, Description: "no stream captures the subject"}
+	ErrStreamNotFound = &APIError{Code: 404, ErrCode: ErrCodeStreamNotFound, Description: "stream not found"}
+	ErrStreamExists   = &APIError{Code: 400, ErrCode: ErrCodeStreamExists, Description: "stream already exists"}
+	ErrBadStream      = &APIError{Code: 400, ErrCode: ErrCodeBadStream, Description: "invalid stream configuration"}
+	ErrBadRequest     = &APIError{Code: 400, ErrCode: ErrCodeBadRequest, Description: "bad request"}
+	ErrTooLarge       = &APIError{Code: 413, ErrCode: ErrCodeTooLarge, Description: "message too large"}
+	ErrUnavailable    = &APIError{Code: 503, ErrCode: ErrCodeUnavailable, Description: "unavailable"}
+	// ErrEnvelope matches ingress rejections for a bad envelope.
+	ErrEnvelope = &APIError{Code: 400, ErrCode: ErrCodeBadEnvelope, Description: "invalid envelope"}
+)
+
+// NewAPIError builds an error with the code of sentinel and a description.
+func NewAPIError(sentinel *APIError, format string, args ...any) *APIError {
+	return &APIError{Code: sentinel.Code, ErrCode: sentinel.ErrCode, Description: fmt.Sprintf(format, args...)}
+}
+
+// ErrorReply is the body of an error reply.
+type ErrorReply struct {
+	Error *APIError `json:"error"`
+}
+
+// MarshalError renders e as an error reply body.
+func MarshalError(e *APIError) []byte {
+	b, _ := json.Marshal(ErrorReply{Error: e})
+	return b
+}
+
+// CheckStreamName accepts names that are safe as a subject token and a file
+// name: 1 to 128 letters, digits, '-' and '_'.
+func CheckStreamName(name string) error {
+	if name == "" {
+		return fmt.Errorf("stream name is empty")
+	}
+	if len(name) > 128 {
+		return fmt.Errorf("stream name %q is longer than 128 bytes", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("stream name %q has %q at byte %d; use letters, digits, '-' and '_'", name, c, i)
+		}
+	}
+	return nil
+}
