@@ -131,12 +131,15 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 // wrap. Closing it closes the client.
 func (c *Client) Conn() *nats.Conn { return c.nc }
 
-// Close closes the connection. Pending publishes are flushed first.
+// Close closes the connection. Pending publishes are flushed first while
+// the connection is up; a disconnected client closes at once.
 func (c *Client) Close() {
 	if c.nc.IsClosed() {
 		return
 	}
-	_ = c.nc.FlushTimeout(c.timeout)
+	if c.nc.IsConnected() {
+		_ = c.nc.FlushTimeout(c.timeout)
+	}
 	c.nc.Close()
 }
 

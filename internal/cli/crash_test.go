@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
 )
@@ -23,15 +25,18 @@ func TestCrashLosesNoAckedMessage(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"--data", dir, "--listen", "127.0.0.1:0", "--http", "", "--sync", "always"}
 	const (
-		cycles     = 3
+		cycles     = 5
 		publishers = 4
-		perCycle   = 150 // acks to see before each kill
+		perCycle   = 300 // acks to see before each kill
 	)
 	acked := map[string]bool{}
 	ctx := context.Background()
+	start := time.Now()
 
 	for cycle := range cycles {
+		t0 := time.Now()
 		srv := startChild(t, args...)
+		t.Logf("cycle %d: ready after %s", cycle, time.Since(t0))
 		if cycle == 0 {
 			c, err := client.Connect(ctx, srv.url)
 			if err != nil {
@@ -50,7 +55,9 @@ func TestCrashLosesNoAckedMessage(t *testing.T) {
 			wg     sync.WaitGroup
 		)
 		for p := range publishers {
-			c, err := client.Connect(ctx, srv.url, client.WithTimeout(5*time.Second))
+			// No reconnect: a publish in flight at the kill fails at once
+			// instead of waiting for a server that is not coming back.
+			c, err := client.Connect(ctx, srv.url, client.WithTimeout(5*time.Second), client.WithNATSOptions(nats.NoReconnect()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,15 +86,19 @@ func TestCrashLosesNoAckedMessage(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatalf("cycle %d: only %d acks in 60s", cycle, got)
 		}
+		t.Logf("cycle %d: %d acks after %s", cycle, perCycle, time.Since(t0))
 		if err := srv.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 		srv.wait(t)
 		wg.Wait()
+		t.Logf("cycle %d: killed after %s", cycle, time.Since(t0))
 	}
 
 	// Restart and read everything back.
+	t.Logf("restart at %s", time.Since(start))
 	srv := startChild(t, args...)
+	t.Logf("ready at %s", time.Since(start))
 	c, err := client.Connect(ctx, srv.url)
 	if err != nil {
 		t.Fatal(err)
@@ -136,11 +147,14 @@ func TestCrashLosesNoAckedMessage(t *testing.T) {
 	}
 	t.Logf("%d cycles: %d acknowledged, %d stored", cycles, len(acked), len(stored))
 
+	t.Logf("read back done at %s", time.Since(start))
 	// SIGTERM drains and exits 0.
 	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := srv.wait(t); code != 0 {
+	code := srv.wait(t)
+	t.Logf("exited at %s", time.Since(start))
+	if code != 0 {
 		t.Fatalf("exit code after SIGTERM = %d\n%s", code, srv.output())
 	}
 }
