@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -244,7 +245,10 @@ func (s *Subscription) Next(ctx context.Context) (*Msg, error) {
 }
 
 // fetchWait is how long one pull request waits at the broker for messages.
-const fetchWait = 5 * time.Second
+// A pull request cannot be withdrawn, so Close waits up to this long for an
+// open one to end, handing back what it still delivers; short keeps Close
+// quick, long saves idle round trips.
+const fetchWait = time.Second
 
 // Close ends the subscription. Messages fetched but not yet returned by Next
 // are handed back for immediate redelivery; an ephemeral subscription's
@@ -256,6 +260,11 @@ func (s *Subscription) Close() error {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.batch != nil {
+			// Hand back everything the open pull request delivers, so a
+			// durable's next subscriber gets it at once instead of after
+			// the ack wait.
+			expire := time.NewTimer(2 * fetchWait)
+			defer expire.Stop()
 		drain:
 			for {
 				select {
@@ -264,7 +273,7 @@ func (s *Subscription) Close() error {
 						break drain
 					}
 					_ = jm.Nak()
-				default:
+				case <-expire.C:
 					break drain
 				}
 			}
@@ -370,5 +379,11 @@ func (m *Msg) MarshalJSON() ([]byte, error) {
 	} else {
 		out.DataB64 = m.Data
 	}
-	return json.Marshal(out)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // payloads are data, not HTML
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }

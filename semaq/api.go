@@ -104,8 +104,13 @@ type APIError struct {
 	Description string `json:"description"`
 }
 
+// Error returns the description alone: it is written to be read by people.
+// Code and ErrCode are for programs.
 func (e *APIError) Error() string {
-	return fmt.Sprintf("%s (code %d, err_code %d)", e.Description, e.Code, e.ErrCode)
+	if e.Description == "" {
+		return fmt.Sprintf("error code %d (err_code %d)", e.Code, e.ErrCode)
+	}
+	return e.Description
 }
 
 // Is matches another *APIError with the same ErrCode (or, when neither has

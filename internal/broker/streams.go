@@ -183,8 +183,8 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 			Retention:   strings.TrimSuffix(strings.ToLower(c.Retention.String()), "policy"),
 			Storage:     strings.ToLower(c.Storage.String()),
 			MaxAge:      c.MaxAge,
-			MaxBytes:    c.MaxBytes,
-			MaxMsgs:     c.MaxMsgs,
+			MaxBytes:    max(c.MaxBytes, 0), // JetStream's -1 is SemaQ's 0: no limit
+			MaxMsgs:     max(c.MaxMsgs, 0),
 			Replicas:    c.Replicas,
 			Duplicates:  c.Duplicates,
 		},

@@ -86,7 +86,7 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	if def == "" {
 		def = client.DefaultURL
 	}
-	cmd.Flags().StringVar(&e.server, "server", def, "broker NATS URL (default $SEMAQ_URL or "+client.DefaultURL+")")
+	cmd.Flags().StringVar(&e.server, "server", def, "broker NATS URL; $SEMAQ_URL sets the default")
 }
 
 // connect dials the broker named by --server.

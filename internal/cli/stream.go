@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+func newStreamCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "stream",
+		Short: "Manage streams: add, ls, info, rm",
+		// Runnable, so that an unknown subcommand is an error rather than help.
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(
+		newStreamAddCmd(e),
+		newStreamLsCmd(e),
+		newStreamInfoCmd(e),
+		newStreamRmCmd(e),
+	)
+	return cmd
+}
+
+var (
+	retentions = []string{"limits", "workqueue", "interest"}
+	storages   = []string{"file", "memory"}
+)
+
+func newStreamAddCmd(e *env) *cobra.Command {
+	var (
+		cfg    semaq.StreamConfig
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add NAME --subjects PATTERN[,PATTERN]",
+		Short: "Create a stream that stores the messages published on its subjects",
+		Example: `  semaq stream add AI --subjects 'ai.>'
+  semaq stream add JOBS --subjects 'jobs.*' --retention workqueue --max-age 24h`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Name = args[0]
+			if len(cfg.Subjects) == 0 {
+				return fmt.Errorf("--subjects is required: the subject patterns the stream captures, e.g. --subjects 'ai.>'")
+			}
+			for _, s := range cfg.Subjects {
+				if strings.TrimSpace(s) == "" {
+					return fmt.Errorf("--subjects %q: empty pattern", strings.Join(cfg.Subjects, ","))
+				}
+			}
+			var err error
+			if cfg.Retention, err = oneOf("retention", cfg.Retention, retentions); err != nil {
+				return err
+			}
+			if cfg.Storage, err = oneOf("storage", cfg.Storage, storages); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := c.AddStream(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, info)
+			}
+			_, err = fmt.Fprintf(e.stdout, "Stream %s created: subjects %s, retention %s, storage %s\n",
+				info.Config.Name, strings.Join(info.Config.Subjects, ","),
+				orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"))
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Subjects, "subjects", nil, "subject `PATTERN`s the stream captures, comma separated or repeated (required)")
+	f.StringVar(&cfg.Retention, "retention", "", "limits (default), workqueue or interest")
+	f.StringVar(&cfg.Storage, "storage", "", "file (default) or memory")
+	f.DurationVar(&cfg.MaxAge, "max-age", 0, "drop messages older than this (0: no limit)")
+	f.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "drop the oldest messages beyond this many bytes (0: no limit)")
+	f.IntVar(&cfg.Replicas, "replicas", 0, "number of replicas (0: the broker's default)")
+	f.StringVar(&cfg.Description, "description", "", "what the stream is for")
+	f.BoolVar(&asJSON, "json", false, "print the created stream as JSON")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func newStreamLsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List streams",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			streams, err := c.Streams(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if streams == nil {
+					streams = []semaq.StreamInfo{}
+				}
+				return writeJSON(e.stdout, streams)
+			}
+			if len(streams) == 0 {
+				_, err := fmt.Fprintln(e.stdout, "No streams.")
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSUBJECTS\tMESSAGES\tBYTES\tSTORAGE\tRETENTION")
+			for _, s := range streams {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Config.Name, strings.Join(s.Config.Subjects, ","),
+					s.State.Messages, formatBytes(s.State.Bytes),
+					orDefault(s.Config.Storage, "file"), orDefault(s.Config.Retention, "limits"))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the streams as a JSON array")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func newStreamInfoCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "info NAME",
+		Short: "Describe a stream: configuration, durability and state",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			info, err := c.StreamInfo(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, info)
+			}
+			return writeStreamInfo(e.stdout, info)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the stream info as JSON")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func newStreamRmCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "rm NAME",
+		Aliases: []string{"delete"},
+		Short:   "Delete a stream and every message in it",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.DeleteStream(ctx, args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(e.stdout, "Stream %s deleted\n", args[0])
+			return err
+		},
+	}
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+// oneOf checks the value of --flag against its choices (any case) and
+// returns it in lower case; empty stays empty, for the broker's default.
+func oneOf(flag, v string, choices []string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	lv := strings.ToLower(v)
+	for _, c := range choices {
+		if lv == c {
+			return lv, nil
+		}
+	}
+	return "", fmt.Errorf("--%s %q: use %s", flag, v, strings.Join(choices, ", "))
+}
+
+func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
+	cfg, st := info.Config, info.State
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "Stream %s\n", cfg.Name)
+	if cfg.Description != "" {
+		fmt.Fprintf(tw, "  Description:\t%s\n", cfg.Description)
+	}
+	fmt.Fprintf(tw, "  Subjects:\t%s\n", strings.Join(cfg.Subjects, ", "))
+	fmt.Fprintf(tw, "  Retention:\t%s\n", orDefault(cfg.Retention, "limits"))
+	fmt.Fprintf(tw, "  Storage:\t%s\n", orDefault(cfg.Storage, "file"))
+	if cfg.Replicas > 0 {
+		fmt.Fprintf(tw, "  Replicas:\t%d\n", cfg.Replicas)
+	}
+	fmt.Fprintf(tw, "  Durability:\t%s\n", describeSync(info.Sync))
+	fmt.Fprintf(tw, "  Max age:\t%s\n", limit(cfg.MaxAge > 0, cfg.MaxAge.String()))
+	fmt.Fprintf(tw, "  Max bytes:\t%s\n", limit(cfg.MaxBytes > 0, formatBytes(uint64(cfg.MaxBytes))))
+	fmt.Fprintf(tw, "  Max messages:\t%s\n", limit(cfg.MaxMsgs > 0, fmt.Sprint(cfg.MaxMsgs)))
+	dup := cfg.Duplicates
+	if dup == 0 {
+		dup = 2 * time.Minute
+	}
+	fmt.Fprintf(tw, "  Dedup window:\t%s\n", dup)
+	fmt.Fprintf(tw, "  Created:\t%s\n", formatTime(info.Created))
+	fmt.Fprintf(tw, "  Messages:\t%d\n", st.Messages)
+	fmt.Fprintf(tw, "  Bytes:\t%s\n", formatBytes(st.Bytes))
+	if st.Messages > 0 {
+		fmt.Fprintf(tw, "  First seq:\t%d (%s)\n", st.FirstSeq, formatTime(st.FirstTime))
+		fmt.Fprintf(tw, "  Last seq:\t%d (%s)\n", st.LastSeq, formatTime(st.LastTime))
+	} else {
+		fmt.Fprintf(tw, "  First seq:\t%d\n", st.FirstSeq)
+		fmt.Fprintf(tw, "  Last seq:\t%d\n", st.LastSeq)
+	}
+	fmt.Fprintf(tw, "  Consumers:\t%d\n", st.ConsumerCount)
+	return tw.Flush()
+}
+
+func describeSync(mode string) string {
+	switch mode {
+	case "always":
+		return "always (fsync before every ack)"
+	case "interval":
+		return "interval (periodic fsync; a machine crash can lose the latest writes)"
+	case "":
+		return "unknown"
+	default:
+		return mode
+	}
+}
+
+func limit(set bool, v string) string {
+	if !set {
+		return "unlimited"
+	}
+	return v
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// formatBytes renders n in binary units: 512 B, 1.5 KiB, 3.0 MiB.
+func formatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// writeJSON prints v as indented JSON, leaving subject wildcards such as >
+// unescaped.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

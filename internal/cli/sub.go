@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/client"
+)
+
+// subFlags are the flags of `semaq sub`.
+type subFlags struct {
+	durable string
+	deliver string
+	count   int
+	timeout time.Duration
+	json    bool
+}
+
+func newSubCmd(e *env) *cobra.Command {
+	var fl subFlags
+	cmd := &cobra.Command{
+		Use:   "sub SUBJECT",
+		Short: "Receive and acknowledge the messages stored on a subject",
+		Long: `Receive the messages stored on SUBJECT (wildcards allowed within one stream),
+print each one and acknowledge it. By default it starts at the first stored
+message and then waits for new ones; --deliver new starts with the next one
+published. A --durable subscription keeps its position: run it again to
+resume after the last acknowledged message.
+
+With --count N it exits 0 after N messages, or non-zero if --timeout passes
+first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
+		Example: `  semaq sub 'ai.>' --count 10 --timeout 30s
+  semaq sub ai.inference.llm --durable worker --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts, err := fl.options(cmd)
+			if err != nil {
+				return err
+			}
+			return e.sub(cmd.Context(), args[0], fl, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&fl.durable, "durable", "", "durable subscription `NAME`: the broker keeps its position")
+	f.StringVar(&fl.deliver, "deliver", "all", "where a new subscription starts: all (first stored message) or new")
+	f.IntVar(&fl.count, "count", 0, "exit after `N` messages")
+	f.DurationVar(&fl.timeout, "timeout", 0, "give up after this long (with --count: exit non-zero)")
+	f.BoolVar(&fl.json, "json", false, "print one JSON object per message")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+// options turns the flags into subscribe options. Errors name the flag.
+func (fl *subFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, error) {
+	f := cmd.Flags()
+	var opts []client.SubscribeOption
+	if f.Changed("durable") {
+		if err := checkDurable(fl.durable); err != nil {
+			return nil, fmt.Errorf("--durable: %w", err)
+		}
+		opts = append(opts, client.WithDurable(fl.durable))
+	}
+	switch strings.ToLower(fl.deliver) {
+	case "all":
+		opts = append(opts, client.WithDeliver(client.DeliverAll))
+	case "new":
+		opts = append(opts, client.WithDeliver(client.DeliverNew))
+	default:
+		return nil, fmt.Errorf("--deliver %q: use all or new", fl.deliver)
+	}
+	if f.Changed("count") {
+		if fl.count < 1 {
+			return nil, fmt.Errorf("--count %d: want at least 1", fl.count)
+		}
+		// Pull no more than N, so a durable run leaves nothing in flight and
+		// the next run resumes at once instead of after the ack wait.
+		opts = append(opts, client.WithMaxMessages(fl.count), client.WithPrefetch(min(fl.count, 128)))
+	}
+	if f.Changed("timeout") && fl.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout: %s is not positive", fl.timeout)
+	}
+	return opts, nil
+}
+
+// checkDurable rejects the names client.WithDurable rejects, so the error can
+// name the flag.
+func checkDurable(name string) error {
+	if name == "" {
+		return errors.New("empty name")
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
+			return fmt.Errorf("name %q has %q; use letters, digits, '-' and '_'", name, c)
+		}
+	}
+	return nil
+}
+
+func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []client.SubscribeOption) error {
+	// runCtx bounds the whole run; ctx alone ends with SIGINT.
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if fl.timeout > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, fl.timeout)
+	}
+	defer cancel()
+
+	c, err := e.connect(runCtx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted
+		}
+		return err
+	}
+	defer c.Close()
+	sub, err := c.Subscribe(runCtx, subject, opts...)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer sub.Close()
+	desc := ""
+	if fl.durable != "" {
+		desc = ", durable " + fl.durable
+	}
+	fmt.Fprintf(e.stderr, "Subscribed to %s on stream %s%s\n", subject, sub.Stream(), desc)
+
+	// Acks outlive SIGINT and --timeout: a message that was printed is
+	// acknowledged (bounded by the client's default timeout).
+	ackCtx := context.WithoutCancel(ctx)
+	received := 0
+	for {
+		msg, err := sub.Next(runCtx)
+		switch {
+		case errors.Is(err, client.ErrSubscriptionDone):
+			return nil
+		case err != nil && ctx.Err() != nil:
+			return nil // interrupted
+		case err != nil && runCtx.Err() != nil:
+			if fl.count > 0 {
+				return fmt.Errorf("received %d of %d messages before --timeout %s", received, fl.count, fl.timeout)
+			}
+			return nil
+		case err != nil:
+			return err
+		}
+		received++
+		if err := e.printMsg(msg, fl.json); err != nil {
+			return err
+		}
+		if err := msg.Ack(ackCtx); err != nil {
+			return fmt.Errorf("acknowledging %s seq %d: %w", msg.Stream, msg.Seq, err)
+		}
+	}
+}
+
+func (e *env) printMsg(msg *client.Msg, asJSON bool) error {
+	if asJSON {
+		b, err := json.Marshal(msg)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+		return err
+	}
+	return writeMsg(e.stdout, msg)
+}
+
+// writeMsg prints a message for people: a title line, the headers sorted by
+// name, the payload (base64 when it is not UTF-8) and a blank line.
+func writeMsg(w io.Writer, msg *client.Msg) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[#%d] %s (stream %s, %s)\n", msg.Seq, msg.Subject, msg.Stream, msg.Time.UTC().Format(time.RFC3339Nano))
+	names := make([]string, 0, len(msg.Header))
+	for k := range msg.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		for _, v := range msg.Header[k] {
+			fmt.Fprintf(&b, "  %s: %s\n", k, v)
+		}
+	}
+	switch {
+	case len(msg.Data) == 0:
+		b.WriteString("(empty payload)\n")
+	case utf8.Valid(msg.Data):
+		b.Write(msg.Data)
+		if msg.Data[len(msg.Data)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	default:
+		fmt.Fprintf(&b, "(%d bytes, not UTF-8; base64) %s\n", len(msg.Data), base64.StdEncoding.EncodeToString(msg.Data))
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(w, b.String())
+	return err
+}
