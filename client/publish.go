@@ -146,7 +146,7 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, opts 
 	m.Data = data
 	for _, opt := range opts {
 		if err := opt(m.Header); err != nil {
-			return nil, err
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 		}
 	}
 	return c.PublishMsg(ctx, m)

@@ -144,7 +144,7 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 	o := subscribeOptions{prefetch: 128, ackWait: 30 * time.Second}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
-			return nil, err
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 		}
 	}
 	stream, err := c.StreamBySubject(ctx, subject)

@@ -220,6 +220,8 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		Ready:          s.ready,
 	})
 	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Event streams never finish on their own; end them when shutting down.
+	s.httpSrv.RegisterOnShutdown(h.CloseStreams)
 	go func() {
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)

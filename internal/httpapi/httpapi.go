@@ -2,13 +2,19 @@
 // Server-Sent Events, and stream listing. It is a client of the broker like
 // any other: publishes go through the same ingress as NATS publishes, so the
 // two front doors accept and refuse exactly the same messages.
+//
+// Every answer that is not an event stream is JSON, errors included:
+// {"error":{"code":<HTTP status>,"err_code":<SemaQ code>,"message":"..."}}.
+// docs/http.md is the user-facing contract.
 package httpapi
 
 import (
-	"encoding/json"
-	"errors"
+	"context"
 	"log/slog"
 	"net/http"
+	"path"
+	"strings"
+	"time"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
@@ -20,101 +26,141 @@ type Options struct {
 	Client *client.Client
 	// Log receives request errors; nil discards them.
 	Log *slog.Logger
-	// MaxHeaderBytes bounds the envelope headers of one publish.
+	// MaxHeaderBytes bounds the forwarded headers of one publish, counted
+	// as the ingress counts them; 0 means semaq.DefaultMaxHeaderBytes. Set
+	// it to the broker's limit so both front doors refuse the same messages.
 	MaxHeaderBytes int
-	// MaxBody bounds a publish body.
+	// MaxBody bounds a publish body; 0 means 1 MiB.
 	MaxBody int
+	// BodyTimeout bounds reading a publish body, on servers that support
+	// per-request deadlines; 0 means one minute.
+	BodyTimeout time.Duration
 	// Ready reports whether the node can serve; nil means always.
 	Ready func() error
 }
 
-type api struct {
-	Options
+// Handler is the HTTP front door. It is safe for concurrent use.
+type Handler struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+
+	// closing is cancelled by CloseStreams; event streams end with it.
+	closing      context.Context
+	closeStreams context.CancelFunc
 }
 
 // New returns the HTTP handler of the front door.
-func New(o Options) http.Handler {
+func New(o Options) *Handler {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 1 << 20
 	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = time.Minute
+	}
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = semaq.DefaultMaxHeaderBytes
 	}
-	a := &api{o}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", a.healthz)
-	mux.HandleFunc("POST /api/v1/publish/{subject}", a.publish)
-	mux.HandleFunc("GET /api/v1/subscribe/{subject}", a.subscribe)
-	mux.HandleFunc("GET /api/v1/streams", a.streams)
-	mux.HandleFunc("GET /api/v1/streams/{name}", a.stream)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, 0, "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
-	return mux
+	h := &Handler{opts: o, log: o.Log, mux: http.NewServeMux()}
+	h.closing, h.closeStreams = context.WithCancel(context.Background())
+	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("POST /api/v1/publish/{subject}", h.needsClient(h.publish))
+	h.mux.HandleFunc("GET /api/v1/subscribe/{subject}", h.needsClient(h.subscribe))
+	h.mux.HandleFunc("GET /api/v1/streams", h.needsClient(h.streams))
+	h.mux.HandleFunc("GET /api/v1/streams/{name}", h.needsClient(h.stream))
+	// The catch-all matches every method and path the patterns above do
+	// not, so ServeMux's plain-text 404 and 405 never reach a client.
+	h.mux.HandleFunc("/", h.noRoute)
+	return h
 }
 
-func (a *api) healthz(w http.ResponseWriter, r *http.Request) {
-	if a.Ready != nil {
-		if err := a.Ready(); err != nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": err.Error()})
-			return
+// CloseStreams ends every open event stream, as if each had reached its
+// count, and makes later ones end at once. http.Server.Shutdown waits for
+// active requests, and an event stream is active until its client leaves:
+// register this with http.Server.RegisterOnShutdown so a shutdown does not
+// wait for every subscriber to go away. Other endpoints are unaffected.
+func (h *Handler) CloseStreams() { h.closeStreams() }
+
+// ServeHTTP routes a request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// ServeMux answers a path with empty, "." or ".." segments with a
+	// redirect to the cleaned path; for an API that is a surprise (a POST
+	// turns into a request elsewhere), so refuse instead.
+	if p := r.URL.EscapedPath(); r.Method != http.MethodConnect && p != cleanPath(p) {
+		writeError(w, http.StatusNotFound, 0,
+			"no such endpoint: "+r.Method+" "+p+" (a path must not have empty, '.' or '..' segments; percent-encode a dot subject as %2E)")
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// needsClient answers 503 instead of calling fn when the handler was built
+// without a broker connection.
+func (h *Handler) needsClient(fn http.HandlerFunc) http.HandlerFunc {
+	if h.opts.Client != nil {
+		return fn
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, semaq.ErrCodeUnavailable, errNotConnected.Error())
+	}
+}
+
+// noRoute answers 405 with an Allow header when the path exists for other
+// methods, 404 otherwise.
+func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := h.mux.Handler(probe); pattern != "/" && pattern != "" {
+			allowed = append(allowed, m)
 		}
+	}
+	if len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeError(w, http.StatusMethodNotAllowed, 0,
+			"method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+strings.Join(allowed, " or "))
+		return
+	}
+	writeError(w, http.StatusNotFound, 0, "no such endpoint: "+r.Method+" "+r.URL.Path)
+}
+
+// cleanPath is ServeMux's canonical form of a path: rooted, no empty, "."
+// or ".." segments, the trailing slash kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
+	err := error(nil)
+	if h.opts.Ready != nil {
+		err = h.opts.Ready()
+	}
+	if err == nil && (h.opts.Client == nil || !h.opts.Client.Conn().IsConnected()) {
+		err = errNotConnected
+	}
+	if err != nil {
+		var b struct {
+			Status string    `json:"status"`
+			Error  errorInfo `json:"error"`
+		}
+		b.Status = "unavailable"
+		b.Error = errorInfo{Code: http.StatusServiceUnavailable, ErrCode: semaq.ErrCodeUnavailable, Message: err.Error()}
+		writeJSON(w, http.StatusServiceUnavailable, b)
+		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
-
-func (a *api) streams(w http.ResponseWriter, r *http.Request) {
-	list, err := a.Client.Streams(r.Context())
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, semaq.StreamListResponse{Streams: list})
-}
-
-func (a *api) stream(w http.ResponseWriter, r *http.Request) {
-	info, err := a.Client.StreamInfo(r.Context(), r.PathValue("name"))
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, info)
-}
-
-// errorBody is the HTTP error shape: {"error":{"code":..,"err_code":..,"message":..}}.
-type errorBody struct {
-	Error struct {
-		Code    int    `json:"code"`
-		ErrCode uint16 `json:"err_code,omitempty"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, status int, errCode uint16, msg string) {
-	var b errorBody
-	b.Error.Code, b.Error.ErrCode, b.Error.Message = status, errCode, msg
-	writeJSON(w, status, b)
-}
-
-// writeErr maps an SDK or broker error onto an HTTP status.
-func writeErr(w http.ResponseWriter, err error) {
-	var apiErr *semaq.APIError
-	if errors.As(err, &apiErr) {
-		status := apiErr.Code
-		if status < 400 || status > 599 {
-			status = http.StatusBadGateway
-		}
-		writeError(w, status, apiErr.ErrCode, apiErr.Description)
-		return
-	}
-	writeError(w, http.StatusServiceUnavailable, semaq.ErrCodeUnavailable, err.Error())
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
 }

@@ -5,68 +5,86 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/semaq"
 )
 
+// pubAck is the answer to a publish. It is written from its own type rather
+// than semaq.PubAck, whose duplicate field is omitted when false: HTTP
+// clients get all three fields every time.
+type pubAck struct {
+	Stream    string `json:"stream"`
+	Seq       uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
 // publish stores the request body on the subject in the path. The envelope
 // comes from HTTP headers of the same names as the NATS headers
-// (docs/envelope.md); other HTTP headers are not forwarded, except those
-// starting with Nats-Expected- (JetStream's optimistic-concurrency checks).
-func (a *api) publish(w http.ResponseWriter, r *http.Request) {
+// (docs/envelope.md); other headers are forwarded only as described at
+// envelopeFromHTTP. The message then goes through the ingress like a NATS
+// publish, which validates and normalises it.
+func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 	subject := r.PathValue("subject")
 	if err := checkLiteralSubject(subject); err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
 		return
 	}
 	m := nats.NewMsg(subject)
-	if err := envelopeFromHTTP(r.Header, m.Header, a.MaxHeaderBytes); err != nil {
+	if err := envelopeFromHTTP(r.Header, m.Header, h.opts.MaxHeaderBytes); err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadEnvelope, err.Error())
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.MaxBody)))
+	if r.ContentLength > int64(h.opts.MaxBody) {
+		writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
+		return
+	}
+	// The server has no overall read timeout (event streams run for
+	// hours), so a body that trickles in is bounded here.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.opts.MaxBody)))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge,
-				fmt.Sprintf("body is larger than the limit of %d bytes", a.MaxBody))
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeError(w, http.StatusRequestTimeout, semaq.ErrCodeBadRequest, fmt.Sprintf("body not received within %s", h.opts.BodyTimeout))
 			return
 		}
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "reading body: "+err.Error())
 		return
 	}
 	m.Data = body
-	ack, err := a.Client.PublishMsg(r.Context(), m)
+	ack, err := h.opts.Client.PublishMsg(r.Context(), m)
 	if err != nil {
+		if _, ok := errors.AsType[*semaq.APIError](err); !ok {
+			// No usable answer: the ingress may be slow, or something other
+			// than the ingress answers on the subject. Say which.
+			if _, lerr := h.opts.Client.StreamBySubject(r.Context(), subject); errors.Is(lerr, semaq.ErrNoStream) {
+				writeError(w, http.StatusNotFound, semaq.ErrCodeNoStream, "no stream captures subject "+subject)
+				return
+			}
+			h.log.Warn("publish", "subject", subject, "err", err)
+		}
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ack)
+	writeJSON(w, http.StatusOK, pubAck{Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate})
 }
 
-// envelopeFromHTTP copies the envelope headers (any case, aliases included)
-// and Nats-Expected-* headers from an HTTP request into a NATS header. Each
-// must be given once; the broker validates the values.
-func envelopeFromHTTP(in http.Header, out nats.Header, maxBytes int) error {
-	total := 0
-	for k, vs := range in {
-		if !semaq.IsEnvelopeHeader(k) && !strings.HasPrefix(strings.ToLower(k), "nats-expected-") {
-			continue
-		}
-		for _, v := range vs {
-			total += len(k) + len(v) + 4
-			if total > maxBytes {
-				return fmt.Errorf("invalid header %s: envelope headers exceed the limit of %d bytes", k, maxBytes)
-			}
-			out.Add(k, v)
-		}
-	}
-	return nil
+func (h *Handler) tooLarge() string {
+	return fmt.Sprintf("body is larger than the limit of %d bytes", h.opts.MaxBody)
 }
 
+// checkLiteralSubject accepts a subject one message can be published to.
+// The ingress never sees a subject this refuses: wildcards publish nowhere,
+// and the reserved namespaces ($SQ, $JS, _INBOX...) would let an HTTP client
+// call the management API or answer someone else's request.
 func checkLiteralSubject(s string) error {
 	if s == "" {
 		return errors.New("subject is empty")
@@ -74,11 +92,11 @@ func checkLiteralSubject(s string) error {
 	if len(s) > 1024 {
 		return errors.New("subject is longer than 1024 bytes")
 	}
-	for _, t := range strings.Split(s, ".") {
+	for t := range strings.SplitSeq(s, ".") {
 		if t == "" {
 			return fmt.Errorf("subject %q has an empty token", s)
 		}
-		if t == "*" || t == ">" || strings.ContainsAny(t, "*>") {
+		if strings.ContainsAny(t, "*>") {
 			return fmt.Errorf("subject %q has a wildcard; publish to a literal subject", s)
 		}
 		for i := 0; i < len(t); i++ {
