@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/semaq/semaq/internal/broker"
+)
+
+// Target names.
+const (
+	// TargetSemaq publishes on public subjects through the semantic ingress,
+	// as any SemaQ client does.
+	TargetSemaq = "semaq"
+	// TargetJetStream publishes straight into a JetStream stream with the
+	// same storage settings: the baseline every SemaQ figure is a ratio of.
+	TargetJetStream = "jetstream"
+)
+
+// TargetNames lists the targets in the order reports show them.
+var TargetNames = []string{TargetSemaq, TargetJetStream}
+
+// Limits of an ingest run, so a typo cannot start an hour-long run or
+// exhaust memory.
+const (
+	MaxDuration   = time.Hour
+	MaxWindow     = 1 << 16
+	MaxPublishers = 64
+	MaxRounds     = 100
+	// MaxSize leaves room for the envelope under the broker's default
+	// 1 MiB message limit.
+	MaxSize = 1<<20 - 4096
+)
+
+// IngestConfig configures the ingest scenario. Start from
+// DefaultIngestConfig; Validate reports the first bad setting.
+type IngestConfig struct {
+	// Targets to measure, each at most once.
+	Targets []string `json:"targets"`
+	// Duration is the measured time of each phase (throughput, latency) for
+	// each target. A run takes about 2 × len(Targets) × (Duration + Warmup).
+	Duration time.Duration `json:"duration"`
+	// Warmup is the unmeasured publishing each target gets before the
+	// first measured phase.
+	Warmup time.Duration `json:"warmup"`
+	// Size is the payload of one message in bytes; the envelope headers
+	// come on top.
+	Size int `json:"size"`
+	// Sync is the broker's durability mode, broker.SyncInterval or
+	// broker.SyncAlways.
+	Sync string `json:"sync"`
+	// Window bounds the unacknowledged asynchronous publishes of one
+	// publisher in the throughput phase.
+	Window int `json:"window"`
+	// Publishers is the number of connections publishing concurrently in
+	// the throughput phase. The latency phase always uses one.
+	Publishers int `json:"publishers"`
+	// TraceParent gives every message a sampled W3C traceparent, as an
+	// OpenTelemetry-instrumented client sends.
+	TraceParent bool `json:"traceparent"`
+	// Rounds splits each phase into this many slices per target, run in
+	// alternating target order (A B, B A, ...), so slow drift in the
+	// machine or the stores does not favour whichever target runs first.
+	Rounds int `json:"rounds"`
+	// DataDir is where the broker keeps its files: a directory that is
+	// empty or does not exist yet, kept afterwards. Empty means a new
+	// temporary directory, removed afterwards.
+	DataDir string `json:"-"`
+	// Progress, when set, receives one line per step of the run.
+	Progress io.Writer `json:"-"`
+}
+
+// DefaultIngestConfig measures both targets for five seconds per phase with
+// 1 KiB messages, a full envelope and interval sync.
+func DefaultIngestConfig() IngestConfig {
+	return IngestConfig{
+		Targets:     slices.Clone(TargetNames),
+		Duration:    5 * time.Second,
+		Warmup:      time.Second,
+		Size:        1024,
+		Sync:        broker.SyncInterval,
+		Window:      256,
+		Publishers:  1,
+		Rounds:      4,
+		TraceParent: true,
+	}
+}
+
+// Validate reports the first problem with c, naming the setting.
+func (c *IngestConfig) Validate() error {
+	if len(c.Targets) == 0 {
+		return fmt.Errorf("%w: targets: none given (want one or more of %s)", ErrBadConfig, strings.Join(TargetNames, ", "))
+	}
+	for i, t := range c.Targets {
+		if !slices.Contains(TargetNames, t) {
+			return fmt.Errorf("%w: targets: %q is not a target (want %s)", ErrBadConfig, t, strings.Join(TargetNames, ", "))
+		}
+		if slices.Contains(c.Targets[:i], t) {
+			return fmt.Errorf("%w: targets: %q is given twice", ErrBadConfig, t)
+		}
+	}
+	if c.Duration <= 0 || c.Duration > MaxDuration {
+		return fmt.Errorf("%w: duration: %s is outside (0, %s]", ErrBadConfig, c.Duration, MaxDuration)
+	}
+	if c.Warmup < 0 || c.Warmup > MaxDuration {
+		return fmt.Errorf("%w: warmup: %s is outside [0, %s]", ErrBadConfig, c.Warmup, MaxDuration)
+	}
+	if c.Size < 0 || c.Size > MaxSize {
+		return fmt.Errorf("%w: size: %d bytes is outside 0..%d", ErrBadConfig, c.Size, MaxSize)
+	}
+	switch c.Sync {
+	case broker.SyncInterval, broker.SyncAlways:
+	default:
+		return fmt.Errorf("%w: sync: %q is not a sync mode (want %s or %s)", ErrBadConfig, c.Sync, broker.SyncInterval, broker.SyncAlways)
+	}
+	if c.Window < 1 || c.Window > MaxWindow {
+		return fmt.Errorf("%w: window: %d is outside 1..%d", ErrBadConfig, c.Window, MaxWindow)
+	}
+	if c.Publishers < 1 || c.Publishers > MaxPublishers {
+		return fmt.Errorf("%w: publishers: %d is outside 1..%d", ErrBadConfig, c.Publishers, MaxPublishers)
+	}
+	if c.Rounds < 1 || c.Rounds > MaxRounds {
+		return fmt.Errorf("%w: rounds: %d is outside 1..%d", ErrBadConfig, c.Rounds, MaxRounds)
+	}
+	if c.Duration/time.Duration(c.Rounds) < time.Millisecond {
+		return fmt.Errorf("%w: rounds: %d rounds of %s leave under a millisecond each", ErrBadConfig, c.Rounds, c.Duration)
+	}
+	return nil
+}

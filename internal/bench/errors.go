@@ -1,0 +1,11 @@
+package bench
+
+import "errors"
+
+// ErrBadConfig is matched (errors.Is) by every configuration error; the
+// error's text names the setting and what was wrong with it.
+var ErrBadConfig = errors.New("bench: invalid configuration")
+
+// ErrNoAcks means a target acknowledged nothing during a measured phase, so
+// there is no figure to report; the error carries the first publish error.
+var ErrNoAcks = errors.New("bench: no message was acknowledged")

@@ -1,0 +1,212 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Streams and subjects of the ingest scenario.
+const (
+	semaqStream      = "BENCH_SEMAQ"
+	semaqSubjects    = "bench.semaq.>"
+	semaqSubject     = "bench.semaq.ingest"
+	jetstreamStream  = "BENCH_RAW"
+	jetstreamSubject = "benchraw.ingest"
+	// The raw stream lives outside the reserved $SQ namespace, as a plain
+	// JetStream user's would.
+	jetstreamSubjects = "benchraw.>"
+)
+
+// target is one way of getting a message into a stream.
+type target struct {
+	name    string
+	subject string // what publishers publish on
+	// dial opens a publisher connection over loopback TCP.
+	dial func(srv *broker.Server, name string) (*nats.Conn, error)
+}
+
+var targets = map[string]*target{
+	TargetSemaq: {
+		name:    TargetSemaq,
+		subject: semaqSubject,
+		// An ordinary client: the public user, through the ingress.
+		dial: func(srv *broker.Server, name string) (*nats.Conn, error) {
+			return nats.Connect(srv.ClientURL(), nats.Name(name))
+		},
+	},
+	TargetJetStream: {
+		name:    TargetJetStream,
+		subject: jetstreamSubject,
+		// The connection with the semantic layer's rights, which created
+		// the stream (the public user may not manage streams).
+		dial: func(srv *broker.Server, name string) (*nats.Conn, error) {
+			return srv.InternalConn(nats.Name(name))
+		},
+	},
+}
+
+// createStreams makes the two streams of the scenario. The SemaQ stream is
+// created through the SDK like a user's; the raw stream is a copy of the
+// JetStream configuration the broker made for it, minus the reserved
+// namespace and its transform, so both store with exactly the same
+// settings (file storage, limits, AllowMsgTTL, AllowDirect, dedup window)
+// whatever the broker's defaults become.
+func createStreams(ctx context.Context, srv *broker.Server) error {
+	c, err := client.Connect(ctx, srv.ClientURL(), client.WithName("semaq-bench-admin"))
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: semaqStream, Subjects: []string{semaqSubjects}}); err != nil {
+		return fmt.Errorf("bench: creating stream %s: %w", semaqStream, err)
+	}
+
+	nc, err := srv.InternalConn(nats.Name("semaq-bench-admin"))
+	if err != nil {
+		return fmt.Errorf("bench: internal connection: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	st, err := js.Stream(ctx, semaqStream)
+	if err != nil {
+		return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
+	}
+	if _, err := js.CreateStream(ctx, rawConfig(st.CachedInfo().Config)); err != nil {
+		return fmt.Errorf("bench: creating stream %s: %w", jetstreamStream, err)
+	}
+	return nil
+}
+
+// rawConfig is the baseline stream: the SemaQ stream's JetStream
+// configuration on a public subject with no transform and no SemaQ marker.
+func rawConfig(c jetstream.StreamConfig) jetstream.StreamConfig {
+	c.Name = jetstreamStream
+	c.Description = "semaq bench: raw JetStream baseline"
+	c.Subjects = []string{jetstreamSubjects}
+	c.SubjectTransform = nil
+	c.Metadata = nil
+	return c
+}
+
+// newMessage is one message of the scenario: size bytes of JSON-ish text
+// with the envelope an SDK client sends for an inference request, with a
+// sampled traceparent if asked. Both targets send the same bytes; the
+// ingress validates the headers and stamps AI-Received on the way into the
+// SemaQ stream.
+func newMessage(subject string, size int, traceparent bool) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Header.Set(semaq.HdrModel, "llama3-70b-instruct")
+	m.Header.Set(semaq.HdrTenant, "acme-prod")
+	m.Header.Set(semaq.HdrPriority, semaq.PriorityHigh.String())
+	m.Header.Set(semaq.HdrPromptTokens, "512")
+	if traceparent {
+		m.Header.Set(semaq.HdrTraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	}
+	const text = `{"messages":[{"role":"user","content":"Summarise the attached quarterly report for the board."}]} `
+	m.Data = []byte(strings.Repeat(text, size/len(text)+1)[:size])
+	return m
+}
+
+// publisher is one connection publishing one message over and over. Acks
+// and failures are counted for the life of the publisher; phases read the
+// difference.
+type publisher struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	msg *nats.Msg
+
+	acked  atomic.Int64
+	failed atomic.Int64
+
+	mu       sync.Mutex
+	firstErr error
+}
+
+func newPublisher(srv *broker.Server, t *target, name string, msg *nats.Msg, window int) (*publisher, error) {
+	nc, err := t.dial(srv, name)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %s: connecting: %w", t.name, err)
+	}
+	p := &publisher{nc: nc, msg: msg}
+	p.js, err = jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(window),
+		jetstream.WithPublishAsyncAckHandler(func(jetstream.JetStream, *nats.Msg, *jetstream.PubAck) { p.acked.Add(1) }),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) { p.fail(err) }),
+	)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("bench: %s: %w", t.name, err)
+	}
+	return p, nil
+}
+
+func (p *publisher) fail(err error) {
+	p.failed.Add(1)
+	p.mu.Lock()
+	if p.firstErr == nil {
+		p.firstErr = err
+	}
+	p.mu.Unlock()
+}
+
+func (p *publisher) err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.firstErr
+}
+
+func (p *publisher) close() { p.nc.Close() }
+
+// drainTimeout bounds the wait for the acks still in flight when a
+// throughput slice ends. Reaching it means messages were lost.
+const drainTimeout = 30 * time.Second
+
+// publishAsync publishes with at most the window unacknowledged until end,
+// then waits for the acks in flight.
+func (p *publisher) publishAsync(ctx context.Context, end time.Time) error {
+	for ctx.Err() == nil && time.Now().Before(end) {
+		if _, err := p.js.PublishMsgAsync(p.msg); err != nil {
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				continue // the window stayed full for a while; keep waiting
+			}
+			p.fail(err)
+			break
+		}
+	}
+	timer := time.NewTimer(drainTimeout)
+	defer timer.Stop()
+	select {
+	case <-p.js.PublishAsyncComplete():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return fmt.Errorf("bench: %d messages still unacknowledged %s after publishing stopped", p.js.PublishAsyncPending(), drainTimeout)
+	}
+}
+
+// publishSync publishes one message and waits for its ack.
+func (p *publisher) publishSync(ctx context.Context) error {
+	_, err := p.js.PublishMsg(ctx, p.msg)
+	if err != nil {
+		p.fail(err)
+		return err
+	}
+	p.acked.Add(1)
+	return nil
+}

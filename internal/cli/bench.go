@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/internal/bench"
+)
+
+func newBenchCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure SemaQ against raw JetStream on an embedded broker",
+		Long: `Run a benchmark scenario on a broker embedded in this process (temporary data
+directory, NATS on 127.0.0.1 with a free port, no HTTP) and report SemaQ's
+figures beside raw JetStream's from the same run, as ratios.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown scenario %q for \"semaq bench\" (scenarios: ingest)", args[0])
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newBenchIngestCmd(e))
+	return cmd
+}
+
+func newBenchIngestCmd(e *env) *cobra.Command {
+	def := bench.DefaultIngestConfig()
+	cfg := def
+	var (
+		jsonFile string
+		quiet    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ingest",
+		Short: "Publish throughput and latency: through the ingress vs straight into JetStream",
+		Long: `Publish to a SemaQ stream through the semantic ingress and to a raw JetStream
+stream with the same storage settings, on one embedded broker, from nats.go
+clients over loopback TCP. Each target gets a warm-up, then a throughput
+phase (asynchronous publishes, at most --window unacknowledged per
+publisher, acknowledged messages counted) and a latency phase (sequential
+synchronous publishes in an HDR histogram), each --duration long and cut
+into --rounds slices run in alternating target order.
+
+The table goes to stdout, progress to stderr; --json writes the report.`,
+		Example: `  semaq bench ingest
+  semaq bench ingest --sync always --duration 10s --json ingest.json
+  semaq bench ingest --targets semaq --size 4096 --publishers 4`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for i, t := range cfg.Targets {
+				cfg.Targets[i] = strings.TrimSpace(t)
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			out, err := openReport(jsonFile, e.stdout)
+			if err != nil {
+				return err
+			}
+			defer out.abort()
+			if !quiet {
+				cfg.Progress = e.stderr
+			}
+			rep, err := bench.RunIngest(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if err := out.write(rep); err != nil {
+				return err
+			}
+			if jsonFile == "-" {
+				return nil
+			}
+			return rep.WriteTable(e.stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Targets, "targets", def.Targets, "targets to measure, comma-separated: "+strings.Join(bench.TargetNames, ", "))
+	f.DurationVar(&cfg.Duration, "duration", def.Duration, "measured time of each phase (throughput, latency) per target")
+	f.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured publishing per target before measuring")
+	f.IntVar(&cfg.Size, "size", def.Size, "message payload in bytes (envelope headers come on top)")
+	f.StringVar(&cfg.Sync, "sync", def.Sync, "broker durability: interval (periodic fsync) or always (fsync before every ack)")
+	f.IntVar(&cfg.Window, "window", def.Window, "most unacknowledged asynchronous publishes per publisher")
+	f.IntVar(&cfg.Publishers, "publishers", def.Publishers, "concurrent publisher connections per target in the throughput phase")
+	f.IntVar(&cfg.Rounds, "rounds", def.Rounds, "slices of each phase per target, run in alternating target order")
+	f.BoolVar(&cfg.TraceParent, "traceparent", def.TraceParent, "give every message a sampled W3C traceparent (--traceparent=false: none)")
+	f.StringVar(&cfg.DataDir, "data", "", "broker data directory, empty or new, kept afterwards (default: a temporary directory, removed afterwards)")
+	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
+	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
+	return cmd
+}
+
+// reportFile is where --json goes. A file is written under a temporary
+// name, checked to be writable before the run, and renamed into place once
+// the report is complete, so a failed run leaves no partial report.
+type reportFile struct {
+	stdout io.Writer
+	tmp    *os.File
+	path   string
+}
+
+func openReport(path string, stdout io.Writer) (*reportFile, error) {
+	switch path {
+	case "":
+		return &reportFile{}, nil
+	case "-":
+		return &reportFile{stdout: stdout, path: path}, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, fmt.Errorf("--json %s: %w", path, err)
+	}
+	return &reportFile{tmp: tmp, path: path}, nil
+}
+
+func (r *reportFile) write(rep *bench.Report) error {
+	switch {
+	case r.stdout != nil:
+		return rep.WriteJSON(r.stdout)
+	case r.tmp == nil:
+		return nil
+	}
+	err := rep.WriteJSON(r.tmp)
+	err = errors.Join(err, r.tmp.Close())
+	if err == nil {
+		err = os.Rename(r.tmp.Name(), r.path)
+	}
+	if err != nil {
+		return fmt.Errorf("--json %s: %w", r.path, err)
+	}
+	r.tmp = nil
+	return nil
+}
+
+// abort removes the temporary file of a report that was not written.
+func (r *reportFile) abort() {
+	if r.tmp != nil {
+		r.tmp.Close()
+		os.Remove(r.tmp.Name())
+	}
+}
