@@ -44,13 +44,8 @@ type SubscribeOption func(*subscribeOptions) error
 // forgotten when closed.
 func WithDurable(name string) SubscribeOption {
 	return func(o *subscribeOptions) error {
-		if name == "" {
-			return errors.New("client: WithDurable: empty name")
-		}
-		for i := 0; i < len(name); i++ {
-			if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
-				return fmt.Errorf("client: WithDurable: name %q has %q; use letters, digits, '-' and '_'", name, c)
-			}
+		if err := semaq.CheckConsumerName(name); err != nil {
+			return fmt.Errorf("client: WithDurable: %w", err)
 		}
 		o.durable = name
 		return nil

@@ -187,3 +187,20 @@ func CheckStreamName(name string) error {
 	}
 	return nil
 }
+
+// CheckConsumerName accepts durable subscription names JetStream accepts as
+// a subject token: no spaces, control characters, '.', '*', '>', '/' or '\\'.
+func CheckConsumerName(name string) error {
+	if name == "" {
+		return fmt.Errorf("durable name is empty")
+	}
+	if len(name) > 128 {
+		return fmt.Errorf("durable name %q is longer than 128 bytes", name)
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
+			return fmt.Errorf("durable name %q has %q at byte %d; use letters, digits, '-' and '_'", name, c, i)
+		}
+	}
+	return nil
+}

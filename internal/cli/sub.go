@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/semaq"
 )
 
 // subFlags are the flags of `semaq sub`.
@@ -65,7 +66,7 @@ func (fl *subFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, error
 	f := cmd.Flags()
 	var opts []client.SubscribeOption
 	if f.Changed("durable") {
-		if err := checkDurable(fl.durable); err != nil {
+		if err := semaq.CheckConsumerName(fl.durable); err != nil {
 			return nil, fmt.Errorf("--durable: %w", err)
 		}
 		opts = append(opts, client.WithDurable(fl.durable))
@@ -90,20 +91,6 @@ func (fl *subFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, error
 		return nil, fmt.Errorf("--timeout: %s is not positive", fl.timeout)
 	}
 	return opts, nil
-}
-
-// checkDurable rejects the names client.WithDurable rejects, so the error can
-// name the flag.
-func checkDurable(name string) error {
-	if name == "" {
-		return errors.New("empty name")
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
-			return fmt.Errorf("name %q has %q; use letters, digits, '-' and '_'", name, c)
-		}
-	}
-	return nil
 }
 
 func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []client.SubscribeOption) error {

@@ -126,8 +126,8 @@ func subscribeOptions(r *http.Request) ([]client.SubscribeOption, error) {
 		return nil, fmt.Errorf("deliver=%q: want all or new", d)
 	}
 	if d := q.Get("durable"); d != "" {
-		if err := checkDurable(d); err != nil {
-			return nil, err
+		if err := semaq.CheckConsumerName(d); err != nil {
+			return nil, fmt.Errorf("durable=%q: %w", d, err)
 		}
 		opts = append(opts, client.WithDurable(d))
 	}
@@ -159,18 +159,6 @@ func subscribeOptions(r *http.Request) ([]client.SubscribeOption, error) {
 		opts = append(opts, client.WithMaxMessages(n), client.WithPrefetch(min(n, 128)))
 	}
 	return opts, nil
-}
-
-// checkDurable applies the SDK's rule for durable names here, so a bad name
-// is the client's 400 rather than an SDK error the handler cannot tell from
-// a broker failure.
-func checkDurable(name string) error {
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; c <= ' ' || c == '.' || c == '*' || c == '>' || c == '/' || c == '\\' || c >= 0x7f {
-			return fmt.Errorf("durable=%q has %q at byte %d; use letters, digits, '-' and '_'", name, c, i)
-		}
-	}
-	return nil
 }
 
 func jsonString(s string) string {
