@@ -76,6 +76,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newSubCmd(e),
 		newStreamCmd(e),
 		newBenchCmd(e),
+		newSchemaCmd(e),
 	)
 	return root
 }
