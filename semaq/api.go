@@ -139,6 +139,8 @@ const (
 	ErrCodeTooLarge       uint16 = 20008
 	ErrCodeUnavailable    uint16 = 20009
 	ErrCodeInternal       uint16 = 20010
+	ErrCodeSchema         uint16 = 20011
+	ErrCodeSchemaNotFound uint16 = 20012
 )
 
 // Sentinels for errors.Is. Each matches any *APIError with the same code.
@@ -150,6 +152,12 @@ var (
 	ErrBadRequest     = &APIError{Code: 400, ErrCode: ErrCodeBadRequest, Description: "bad request"}
 	ErrTooLarge       = &APIError{Code: 413, ErrCode: ErrCodeTooLarge, Description: "message too large"}
 	ErrUnavailable    = &APIError{Code: 503, ErrCode: ErrCodeUnavailable, Description: "unavailable"}
+	// ErrSchema matches ingress rejections of a payload that does not match
+	// the schema bound to its subject.
+	ErrSchema = &APIError{Code: 400, ErrCode: ErrCodeSchema, Description: "payload does not match its schema"}
+	// ErrSchemaNotFound matches a schema id or registry subject that does not
+	// exist.
+	ErrSchemaNotFound = &APIError{Code: 404, ErrCode: ErrCodeSchemaNotFound, Description: "schema not found"}
 	// ErrEnvelope matches ingress rejections for a bad envelope.
 	ErrEnvelope = &APIError{Code: 400, ErrCode: ErrCodeBadEnvelope, Description: "invalid envelope"}
 )

@@ -37,6 +37,10 @@ type Options struct {
 	BodyTimeout time.Duration
 	// Ready reports whether the node can serve; nil means always.
 	Ready func() error
+	// Routes, when set, registers more endpoints on the handler's mux (the
+	// schema registry's Confluent-compatible paths). They answer for
+	// themselves; the front door's JSON 404/405 covers the rest.
+	Routes func(*http.ServeMux)
 }
 
 // Handler is the HTTP front door. It is safe for concurrent use.
@@ -71,6 +75,9 @@ func New(o Options) *Handler {
 	h.mux.HandleFunc("GET /api/v1/subscribe/{subject}", h.needsClient(h.subscribe))
 	h.mux.HandleFunc("GET /api/v1/streams", h.needsClient(h.streams))
 	h.mux.HandleFunc("GET /api/v1/streams/{name}", h.needsClient(h.stream))
+	if o.Routes != nil {
+		o.Routes(h.mux)
+	}
 	// The catch-all matches every method and path the patterns above do
 	// not, so ServeMux's plain-text 404 and 405 never reach a client.
 	h.mux.HandleFunc("/", h.noRoute)
@@ -112,7 +119,7 @@ func (h *Handler) needsClient(fn http.HandlerFunc) http.HandlerFunc {
 // methods, 404 otherwise.
 func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	var allowed []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := h.mux.Handler(probe); pattern != "/" && pattern != "" {
