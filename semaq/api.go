@@ -47,6 +47,11 @@ type StreamConfig struct {
 	Replicas    int           `json:"replicas,omitempty"`
 	// Duplicates is the Nats-Msg-Id dedup window; 0 means two minutes.
 	Duplicates time.Duration `json:"duplicate_window,omitempty"`
+	// Durability is "fsync" (an ack means the message is on disk; acks are
+	// group-committed) or "interval" (an ack means the message is written to
+	// the OS; fsync on a timer). Empty takes the server's default (--sync).
+	// Memory streams report "memory".
+	Durability string `json:"durability,omitempty"`
 }
 
 // StreamState is the live state of a stream.
@@ -65,9 +70,33 @@ type StreamInfo struct {
 	Config  StreamConfig `json:"config"`
 	State   StreamState  `json:"state"`
 	Created time.Time    `json:"created"`
-	// Sync is how the server makes writes durable: "always" (fsync before
-	// the ack) or "interval" (periodic fsync).
+	// Sync is how the stream makes writes durable: "always" (fsync before
+	// the ack), "interval" (periodic fsync) or "memory".
 	Sync string `json:"sync"`
+	// Commit describes the group commits of an fsync stream on this node.
+	Commit *CommitStats `json:"commit,omitempty"`
+}
+
+// CommitStats are the group-commit figures of one stream on one node since
+// it started serving it.
+type CommitStats struct {
+	Batches  uint64 `json:"batches"`
+	Acks     uint64 `json:"acks"`
+	Failures uint64 `json:"failures"`
+	// BatchSize is acks per fsync.
+	BatchSize Summary `json:"batch_size"`
+	// CommitLatency is the fsync time per batch, in µs.
+	CommitLatency Summary `json:"commit_latency_us"`
+}
+
+// Summary describes a distribution.
+type Summary struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   int64   `json:"p50"`
+	P90   int64   `json:"p90"`
+	P99   int64   `json:"p99"`
+	Max   int64   `json:"max"`
 }
 
 // StreamLookupRequest asks which stream captures a public subject.
@@ -141,6 +170,7 @@ const (
 	ErrCodeInternal       uint16 = 20010
 	ErrCodeSchema         uint16 = 20011
 	ErrCodeSchemaNotFound uint16 = 20012
+	ErrCodeCommit         uint16 = 20013
 )
 
 // Sentinels for errors.Is. Each matches any *APIError with the same code.
@@ -158,6 +188,9 @@ var (
 	// ErrSchemaNotFound matches a schema id or registry subject that does not
 	// exist.
 	ErrSchemaNotFound = &APIError{Code: 404, ErrCode: ErrCodeSchemaNotFound, Description: "schema not found"}
+	// ErrCommit matches a failed group commit: the message may be stored but
+	// was not made durable; publish it again with the same Nats-Msg-Id.
+	ErrCommit = &APIError{Code: 503, ErrCode: ErrCodeCommit, Description: "durable commit failed"}
 	// ErrEnvelope matches ingress rejections for a bad envelope.
 	ErrEnvelope = &APIError{Code: 400, ErrCode: ErrCodeBadEnvelope, Description: "invalid envelope"}
 )

@@ -1,15 +1,18 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/semaq"
 )
@@ -24,20 +27,27 @@ import (
 // messages in order and the ingress republishes them in that order on one
 // connection.
 type ingress struct {
-	nc   *nats.Conn
-	log  *slog.Logger
-	opts semaq.NormalizeOptions
+	nc       *nats.Conn
+	log      *slog.Logger
+	opts     semaq.NormalizeOptions
+	storeDir func(stream string) string // a stream's block-file directory
+	syncFile func(*os.File) error       // fsync; replaced by fault-injection tests
 
 	mu      sync.Mutex
 	streams map[string]*ingressStream // by stream name
+	acks    ackRouter
+	ackSub  *nats.Subscription
 
 	accepted atomic.Uint64
 	rejected atomic.Uint64
 }
 
 type ingressStream struct {
-	subjects []string
-	subs     []*nats.Subscription
+	name       string
+	subjects   []string
+	durability string
+	subs       []*nats.Subscription
+	commit     *committer // nil unless durability is fsync
 }
 
 // Pending limits of an ingress subscription. Past them NATS drops messages
@@ -48,49 +58,66 @@ const (
 	ingressPendingBytes = 512 << 20
 )
 
-func newIngress(nc *nats.Conn, log *slog.Logger, maxHeaderBytes int) *ingress {
-	return &ingress{
-		nc:      nc,
-		log:     log,
-		opts:    semaq.NormalizeOptions{MaxHeaderBytes: maxHeaderBytes, Stamp: true},
-		streams: make(map[string]*ingressStream),
+func newIngress(nc *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string) (*ingress, error) {
+	in := &ingress{
+		nc:       nc,
+		log:      log,
+		opts:     semaq.NormalizeOptions{MaxHeaderBytes: maxHeaderBytes, Stamp: true},
+		storeDir: storeDir,
+		streams:  make(map[string]*ingressStream),
 	}
+	in.acks.nc = nc
+	in.acks.prefix = "_SQ_ACK." + nuid.Next() + "."
+	in.acks.committers.Store(&map[string]*committer{})
+	sub, err := nc.Subscribe(in.acks.prefix+">", in.acks.route)
+	if err != nil {
+		return nil, fmt.Errorf("ingress: ack subscription: %w", err)
+	}
+	if err := sub.SetPendingLimits(ingressPendingMsgs, ingressPendingBytes); err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	in.ackSub = sub
+	return in, nil
 }
 
-// set makes the ingress serve stream name on subjects, replacing what it
-// served for that stream before.
-func (in *ingress) set(name string, subjects []string) error {
+// set makes the ingress serve stream name on subjects with a durability,
+// replacing what it served for that stream before.
+func (in *ingress) set(name string, subjects []string, durability string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if cur, ok := in.streams[name]; ok {
-		if slices.Equal(cur.subjects, subjects) {
+		if slices.Equal(cur.subjects, subjects) && cur.durability == durability {
 			return nil
 		}
-		cur.unsubscribe()
-		delete(in.streams, name)
+		in.removeLocked(cur)
 	}
-	st := &ingressStream{subjects: slices.Clone(subjects)}
+	st := &ingressStream{name: name, subjects: slices.Clone(subjects), durability: durability}
+	if durability == DurabilityFsync {
+		st.commit = newCommitter(name, in.storeDir(name), in.nc, in.log, in.syncFile)
+		in.publishCommitters(name, st.commit)
+	}
+	handle := func(m *nats.Msg) { in.handle(st, m) }
 	for _, subj := range subjects {
-		sub, err := in.nc.QueueSubscribe(subj, semaq.IngressQueueGroup, in.handle)
+		sub, err := in.nc.QueueSubscribe(subj, semaq.IngressQueueGroup, handle)
 		if err != nil {
-			st.unsubscribe()
+			in.removeLocked(st)
 			return fmt.Errorf("ingress: subscribing to %s: %w", subj, err)
 		}
+		st.subs = append(st.subs, sub)
 		if err := sub.SetPendingLimits(ingressPendingMsgs, ingressPendingBytes); err != nil {
-			st.unsubscribe()
+			in.removeLocked(st)
 			return fmt.Errorf("ingress: %w", err)
 		}
-		st.subs = append(st.subs, sub)
 	}
 	// Make sure the server has the interest before a caller reports the
 	// stream as ready: a publish right after "stream add" must not find
 	// no responders.
 	if err := in.nc.Flush(); err != nil {
-		st.unsubscribe()
+		in.removeLocked(st)
 		return fmt.Errorf("ingress: %w", err)
 	}
 	in.streams[name] = st
-	in.log.Debug("serving stream", "stream", name, "subjects", subjects)
+	in.log.Debug("serving stream", "stream", name, "subjects", subjects, "durability", durability)
 	return nil
 }
 
@@ -99,10 +126,76 @@ func (in *ingress) remove(name string) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if st, ok := in.streams[name]; ok {
-		st.unsubscribe()
-		delete(in.streams, name)
+		in.removeLocked(st)
 		in.log.Debug("stopped serving stream", "stream", name)
 	}
+}
+
+// removeLocked stops a stream's subscriptions, then commits and releases
+// what its committer holds. in.mu is held.
+func (in *ingress) removeLocked(st *ingressStream) {
+	st.unsubscribe()
+	if st.commit != nil {
+		in.publishCommitters(st.name, nil)
+		st.commit.close()
+	}
+	if in.streams[st.name] == st {
+		delete(in.streams, st.name)
+	}
+}
+
+// publishCommitters swaps in a copy of the committer table with name set to
+// c (nil removes it). The ack router reads the table without locks.
+func (in *ingress) publishCommitters(name string, c *committer) {
+	old := *in.acks.committers.Load()
+	next := make(map[string]*committer, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	if c == nil {
+		delete(next, name)
+	} else {
+		next[name] = c
+	}
+	in.acks.committers.Store(&next)
+}
+
+// commitStats returns the group-commit figures of stream name, if it is an
+// fsync stream served here.
+func (in *ingress) commitStats(name string) *semaq.CommitStats {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if st, ok := in.streams[name]; ok && st.commit != nil {
+		return st.commit.stats.snapshot()
+	}
+	return nil
+}
+
+// shutdown stops taking messages, waits (bounded by ctx) for JetStream to
+// ack what was already handed to it, commits and releases every held ack,
+// and stops the committers.
+func (in *ingress) shutdown(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, st := range in.streams {
+		st.unsubscribe()
+	}
+	var err error
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for in.acks.sent.Load() != in.acks.routed.Load() {
+		select {
+		case <-ctx.Done():
+			err = fmt.Errorf("ingress: %d acks still outstanding: %w", in.acks.sent.Load()-in.acks.routed.Load(), ctx.Err())
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	for _, st := range in.streams {
+		in.removeLocked(st)
+	}
+	return err
 }
 
 // names returns the streams served.
@@ -124,7 +217,7 @@ func (st *ingressStream) unsubscribe() {
 }
 
 // handle is the hot path: it runs once per published message.
-func (in *ingress) handle(m *nats.Msg) {
+func (in *ingress) handle(st *ingressStream, m *nats.Msg) {
 	if m.Header == nil {
 		m.Header = make(nats.Header, 1)
 	}
@@ -133,6 +226,12 @@ func (in *ingress) handle(m *nats.Msg) {
 		return
 	}
 	out := nats.Msg{Subject: semaq.StoragePrefix + m.Subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
+	if st.commit != nil && m.Reply != "" {
+		// JetStream acks to the ingress; the committer releases the ack
+		// after the fsync that covers the message.
+		out.Reply = in.acks.prefix + m.Reply
+		in.acks.sent.Add(1)
+	}
 	if err := in.nc.PublishMsg(&out); err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			in.reject(m, semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",

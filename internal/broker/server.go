@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -46,6 +48,9 @@ type Server struct {
 	front   *client.Client // the HTTP front door's own client connection
 
 	shutdownOnce sync.Once
+
+	// syncFile replaces fsync in group commits; tests inject faults here.
+	syncFile func(*os.File) error
 }
 
 // New validates cfg and prepares a server. Nothing listens until Start.
@@ -100,7 +105,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	s.ingress = newIngress(s.nc, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes)
+	s.ingress, err = newIngress(s.nc, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.storeDir)
+	if err != nil {
+		return err
+	}
+	s.ingress.syncFile = s.syncFile
 	if err := s.syncStreams(ctx); err != nil {
 		return err
 	}
@@ -129,7 +138,9 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		StoreDir:     s.cfg.DataDir,
 		NoSigs:       true,
 		MaxPayload:   int32(s.cfg.MaxPayload),
-		SyncAlways:   s.cfg.Sync == SyncAlways,
+		// JetStream never fsyncs per message: streams with durability
+		// fsync are group-committed by the ingress (groupcommit.go), the
+		// rest rely on JetStream's periodic sync.
 		SyncInterval: s.cfg.SyncEvery,
 		// The semantic layer authenticates with a key made for this process;
 		// everyone else is the public user, whose permissions keep them out
@@ -198,6 +209,19 @@ func (s *Server) internalAuth() nats.Option {
 	return nats.Nkey(s.ipub, func(nonce []byte) ([]byte, error) { return s.ikey.Sign(nonce) })
 }
 
+// storeDir is where JetStream keeps the block files of a stream.
+func (s *Server) storeDir(stream string) string {
+	return filepath.Join(s.cfg.DataDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams", stream, "msgs")
+}
+
+// defaultDurability is the durability of a stream that names none.
+func (s *Server) defaultDurability() string {
+	if s.cfg.Sync == SyncAlways {
+		return DurabilityFsync
+	}
+	return DurabilityInterval
+}
+
 // Config returns the configuration the server runs with.
 func (s *Server) Config() Config { return s.cfg }
 
@@ -264,6 +288,11 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	if s.front != nil {
 		s.front.Close()
+	}
+	if s.ingress != nil {
+		if err := s.ingress.shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.nc != nil && !s.nc.IsClosed() {
 		closed := make(chan struct{})

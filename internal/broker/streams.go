@@ -64,7 +64,7 @@ func (s *Server) syncStreams(ctx context.Context) error {
 			continue
 		}
 		have[info.Config.Name] = true
-		if err := s.ingress.set(info.Config.Name, publicSubjects(&info.Config)); err != nil {
+		if err := s.ingress.set(info.Config.Name, publicSubjects(&info.Config), s.durability(&info.Config)); err != nil {
 			return err
 		}
 	}
@@ -81,6 +81,18 @@ func (s *Server) syncStreams(ctx context.Context) error {
 
 func isSemaqStream(c *jetstream.StreamConfig) bool {
 	return c.Metadata[semaq.MetadataVersion] != ""
+}
+
+// durability reads a stream's durability from its metadata; streams made
+// before it was recorded take the server's default.
+func (s *Server) durability(c *jetstream.StreamConfig) string {
+	if c.Storage == jetstream.MemoryStorage {
+		return DurabilityMemory
+	}
+	if d := c.Metadata[semaq.MetadataDurability]; d != "" {
+		return d
+	}
+	return s.defaultDurability()
 }
 
 func publicSubjects(c *jetstream.StreamConfig) []string {
@@ -126,6 +138,19 @@ func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error)
 		AllowMsgTTL:      true,
 		AllowDirect:      true,
 		Metadata:         map[string]string{semaq.MetadataVersion: "1"},
+	}
+	switch c.Durability {
+	case "":
+		if c.Storage != "memory" {
+			jc.Metadata[semaq.MetadataDurability] = s.defaultDurability()
+		}
+	case DurabilityFsync, DurabilityInterval:
+		if c.Storage == "memory" {
+			return jc, fmt.Errorf("durability %s needs file storage; memory streams are not durable", c.Durability)
+		}
+		jc.Metadata[semaq.MetadataDurability] = c.Durability
+	default:
+		return jc, fmt.Errorf("durability %q is not one of fsync, interval", c.Durability)
 	}
 	switch c.Retention {
 	case "", "limits":
@@ -187,6 +212,7 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 			MaxMsgs:     max(c.MaxMsgs, 0),
 			Replicas:    c.Replicas,
 			Duplicates:  c.Duplicates,
+			Durability:  s.durability(c),
 		},
 		State: semaq.StreamState{
 			Messages:      info.State.Msgs,
@@ -198,10 +224,15 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 			ConsumerCount: info.State.Consumers,
 		},
 		Created: info.Created,
-		Sync:    s.cfg.Sync,
 	}
-	if c.Storage == jetstream.MemoryStorage {
+	switch out.Config.Durability {
+	case DurabilityFsync:
+		out.Sync = SyncAlways
+		out.Commit = s.ingress.commitStats(c.Name)
+	case DurabilityMemory:
 		out.Sync = "memory"
+	default:
+		out.Sync = SyncInterval
 	}
 	return out
 }
@@ -236,7 +267,7 @@ func (s *Server) apiCreate(m *nats.Msg) {
 		s.replyErr(m, s.jsError(err, "stream %s", req.Name))
 		return
 	}
-	if err := s.ingress.set(req.Name, req.Subjects); err != nil {
+	if err := s.ingress.set(req.Name, req.Subjects, s.durability(&jc)); err != nil {
 		s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err))
 		return
 	}

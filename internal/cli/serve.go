@@ -59,7 +59,7 @@ and exit 0.`,
 	f.StringVar(&flags.DataDir, "data", def.DataDir, "data directory")
 	f.StringVar(&flags.Listen, "listen", def.Listen, "NATS client address host:port (port 0 picks one)")
 	f.StringVar(&flags.HTTP, "http", def.HTTP, `HTTP address host:port ("" disables HTTP)`)
-	f.StringVar(&flags.Sync, "sync", def.Sync, "durability: always (fsync before every ack) or interval (periodic fsync)")
+	f.StringVar(&flags.Sync, "sync", def.Sync, "default stream durability: always (an ack means fsynced; group-committed) or interval (periodic fsync)")
 	f.StringVar(&flags.LogLevel, "log-level", def.LogLevel, "debug, info, warn or error")
 	return cmd
 }

@@ -31,8 +31,9 @@ func newStreamCmd(e *env) *cobra.Command {
 }
 
 var (
-	retentions = []string{"limits", "workqueue", "interest"}
-	storages   = []string{"file", "memory"}
+	retentions   = []string{"limits", "workqueue", "interest"}
+	storages     = []string{"file", "memory"}
+	durabilities = []string{"fsync", "interval"}
 )
 
 func newStreamAddCmd(e *env) *cobra.Command {
@@ -63,6 +64,9 @@ func newStreamAddCmd(e *env) *cobra.Command {
 			if cfg.Storage, err = oneOf("storage", cfg.Storage, storages); err != nil {
 				return err
 			}
+			if cfg.Durability, err = oneOf("durability", cfg.Durability, durabilities); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			c, err := e.connect(ctx)
 			if err != nil {
@@ -86,6 +90,7 @@ func newStreamAddCmd(e *env) *cobra.Command {
 	f.StringSliceVar(&cfg.Subjects, "subjects", nil, "subject `PATTERN`s the stream captures, comma separated or repeated (required)")
 	f.StringVar(&cfg.Retention, "retention", "", "limits (default), workqueue or interest")
 	f.StringVar(&cfg.Storage, "storage", "", "file (default) or memory")
+	f.StringVar(&cfg.Durability, "durability", "", "fsync (an ack means on disk; group-committed) or interval (periodic fsync); default: the server's --sync")
 	f.DurationVar(&cfg.MaxAge, "max-age", 0, "drop messages older than this (0: no limit)")
 	f.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "drop the oldest messages beyond this many bytes (0: no limit)")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "number of replicas (0: the broker's default)")
@@ -219,6 +224,10 @@ func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
 		fmt.Fprintf(tw, "  Replicas:\t%d\n", cfg.Replicas)
 	}
 	fmt.Fprintf(tw, "  Durability:\t%s\n", describeSync(info.Sync))
+	if c := info.Commit; c != nil && c.Batches > 0 {
+		fmt.Fprintf(tw, "  Group commits:\t%d batches, %d acks, %d failed; acks per fsync p50 %d p99 %d; fsync p50 %dµs p99 %dµs\n",
+			c.Batches, c.Acks, c.Failures, c.BatchSize.P50, c.BatchSize.P99, c.CommitLatency.P50, c.CommitLatency.P99)
+	}
 	fmt.Fprintf(tw, "  Max age:\t%s\n", limit(cfg.MaxAge > 0, cfg.MaxAge.String()))
 	fmt.Fprintf(tw, "  Max bytes:\t%s\n", limit(cfg.MaxBytes > 0, formatBytes(uint64(cfg.MaxBytes))))
 	fmt.Fprintf(tw, "  Max messages:\t%s\n", limit(cfg.MaxMsgs > 0, fmt.Sprint(cfg.MaxMsgs)))
@@ -244,7 +253,7 @@ func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
 func describeSync(mode string) string {
 	switch mode {
 	case "always":
-		return "always (fsync before every ack)"
+		return "fsync (an ack means on disk; acks are group-committed)"
 	case "interval":
 		return "interval (periodic fsync; a machine crash can lose the latest writes)"
 	case "":
