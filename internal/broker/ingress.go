@@ -21,7 +21,10 @@ import (
 // subscription per public subject pattern of every stream; each message is
 // validated, normalised and republished into the reserved storage namespace
 // with the publisher's reply subject, so JetStream acknowledges the
-// publisher directly and the ingress never waits on storage.
+// publisher directly and the ingress never waits on storage. For streams
+// with durability fsync the reply subject is the ingress's own instead, and
+// the stream's committer releases the ack after the fsync that covers the
+// message (groupcommit.go).
 //
 // Per-publisher order holds because one subscription delivers a publisher's
 // messages in order and the ingress republishes them in that order on one
