@@ -131,13 +131,13 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		return nil, err
 	}
 	opts := &server.Options{
-		ServerName:   s.cfg.Name,
-		Host:         host,
-		Port:         port,
-		JetStream:    true,
-		StoreDir:     s.cfg.DataDir,
-		NoSigs:       true,
-		MaxPayload:   int32(s.cfg.MaxPayload),
+		ServerName: s.cfg.Name,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   s.cfg.DataDir,
+		NoSigs:     true,
+		MaxPayload: int32(s.cfg.MaxPayload),
 		// JetStream never fsyncs per message: streams with durability
 		// fsync are group-committed by the ingress (groupcommit.go), the
 		// rest rely on JetStream's periodic sync.

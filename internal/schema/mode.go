@@ -47,8 +47,12 @@ func ParseMode(s string) (Mode, error) {
 }
 
 func (m Mode) transitive() bool { return strings.HasSuffix(string(m), "_TRANSITIVE") }
-func (m Mode) backward() bool   { return m == Backward || m == BackwardTransitive || m == Full || m == FullTransitive }
-func (m Mode) forward() bool    { return m == Forward || m == ForwardTransitive || m == Full || m == FullTransitive }
+func (m Mode) backward() bool {
+	return m == Backward || m == BackwardTransitive || m == Full || m == FullTransitive
+}
+func (m Mode) forward() bool {
+	return m == Forward || m == ForwardTransitive || m == Full || m == FullTransitive
+}
 
 // Check reports why candidate may not follow previous (oldest first) under
 // mode. Non-transitive modes check only the latest previous version. Each
