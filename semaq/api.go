@@ -52,6 +52,9 @@ type StreamConfig struct {
 	// the OS; fsync on a timer). Empty takes the server's default (--sync).
 	// Memory streams report "memory".
 	Durability string `json:"durability,omitempty"`
+	// Schema binds every subject pattern of the stream to this schema
+	// registry subject: the ingress refuses payloads that do not match it.
+	Schema string `json:"schema,omitempty"`
 }
 
 // StreamState is the live state of a stream.

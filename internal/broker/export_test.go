@@ -3,6 +3,8 @@ package broker
 import (
 	"os"
 
+	"github.com/semaq/semaq/internal/registry"
+
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -17,3 +19,6 @@ func AcksRouted(s *Server) uint64 { return s.ingress.acks.routed.Load() }
 
 // CommitStats returns a stream's group-commit figures.
 func CommitStats(s *Server, stream string) *semaq.CommitStats { return s.ingress.commitStats(stream) }
+
+// Registry exposes the node's schema registry.
+func Registry(s *Server) *registry.Registry { return s.reg }

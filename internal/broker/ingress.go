@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -33,6 +34,7 @@ type ingress struct {
 	nc       *nats.Conn
 	log      *slog.Logger
 	opts     semaq.NormalizeOptions
+	reg      *registry.Registry         // schema-on-write; nil disables it
 	storeDir func(stream string) string // a stream's block-file directory
 	syncFile func(*os.File) error       // fsync; replaced by fault-injection tests
 
@@ -224,9 +226,16 @@ func (in *ingress) handle(st *ingressStream, m *nats.Msg) {
 	if m.Header == nil {
 		m.Header = make(nats.Header, 1)
 	}
-	if _, err := semaq.Normalize(m.Header, time.Now(), in.opts); err != nil {
+	env, err := semaq.Normalize(m.Header, time.Now(), in.opts)
+	if err != nil {
 		in.reject(m, semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error()))
 		return
+	}
+	if in.reg != nil {
+		if e := checkSchema(in.reg, m, env.SchemaID); e != nil {
+			in.reject(m, e)
+			return
+		}
 	}
 	out := nats.Msg{Subject: semaq.StoragePrefix + m.Subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
 	if st.commit != nil && m.Reply != "" {

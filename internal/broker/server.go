@@ -20,6 +20,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/httpapi"
+	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -41,6 +42,7 @@ type Server struct {
 	nc      *nats.Conn // internal connection of the semantic layer
 	js      jetstream.JetStream
 	ingress *ingress
+	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
 	apiSubs []*nats.Subscription
 
 	httpSrv *http.Server
@@ -105,11 +107,16 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
+	s.reg, err = registry.Open(ctx, s.js, registry.Config{Log: s.log.With("component", "registry")})
+	if err != nil {
+		return fmt.Errorf("broker: schema registry: %w", err)
+	}
 	s.ingress, err = newIngress(s.nc, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.storeDir)
 	if err != nil {
 		return err
 	}
 	s.ingress.syncFile = s.syncFile
+	s.ingress.reg = s.reg
 	if err := s.syncStreams(ctx); err != nil {
 		return err
 	}
@@ -242,6 +249,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
 		MaxBody:        s.cfg.MaxPayload,
 		Ready:          s.ready,
+		Routes:         s.reg.Routes,
 	})
 	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	// Event streams never finish on their own; end them when shutting down.
@@ -292,6 +300,11 @@ func (s *Server) stop(ctx context.Context) error {
 	if s.ingress != nil {
 		if err := s.ingress.shutdown(ctx); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if s.reg != nil {
+		if err := s.reg.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("schema registry: %w", err))
 		}
 	}
 	if s.nc != nil && !s.nc.IsClosed() {

@@ -225,6 +225,14 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 		},
 		Created: info.Created,
 	}
+	if s.reg != nil {
+		for _, b := range s.reg.Bindings() {
+			if slices.Contains(out.Config.Subjects, b.Pattern) {
+				out.Config.Schema = b.Subject
+				break
+			}
+		}
+	}
 	switch out.Config.Durability {
 	case DurabilityFsync:
 		out.Sync = SyncAlways
@@ -262,10 +270,27 @@ func (s *Server) apiCreate(m *nats.Msg) {
 		s.replyErr(m, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name))
 		return
 	}
+	if req.Schema != "" {
+		if _, _, ok := s.reg.Latest(req.Schema); !ok {
+			s.replyErr(m, semaq.NewAPIError(semaq.ErrSchemaNotFound, "stream %s: schema registry subject %q has no live version; register a schema first", req.Name, req.Schema))
+			return
+		}
+	}
 	st, err := s.js.CreateStream(ctx, jc)
 	if err != nil {
 		s.replyErr(m, s.jsError(err, "stream %s", req.Name))
 		return
+	}
+	// Bind before serving, so no message reaches the stream unchecked.
+	for _, p := range req.Subjects {
+		if req.Schema == "" {
+			break
+		}
+		if err := s.reg.Bind(ctx, p, req.Schema); err != nil {
+			_ = s.js.DeleteStream(ctx, req.Name)
+			s.replyErr(m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err))
+			return
+		}
 	}
 	if err := s.ingress.set(req.Name, req.Subjects, s.durability(&jc)); err != nil {
 		s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err))
@@ -291,7 +316,8 @@ func (s *Server) apiDelete(m *nats.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	name := lastToken(m.Subject)
-	if _, err := s.semaqStream(ctx, name); err != nil {
+	info, err := s.semaqStream(ctx, name)
+	if err != nil {
 		s.replyErr(m, s.jsError(err, "stream %s", name))
 		return
 	}
@@ -301,6 +327,14 @@ func (s *Server) apiDelete(m *nats.Msg) {
 	if err := s.js.DeleteStream(ctx, name); err != nil {
 		s.replyErr(m, s.jsError(err, "stream %s", name))
 		return
+	}
+	// Bindings of the stream's own patterns go with it.
+	for _, b := range s.reg.Bindings() {
+		if slices.Contains(publicSubjects(&info.Config), b.Pattern) {
+			if err := s.reg.Unbind(ctx, b.Pattern); err != nil {
+				s.log.Warn("unbinding a deleted stream's schema", "stream", name, "pattern", b.Pattern, "err", err)
+			}
+		}
 	}
 	s.log.Info("stream removed", "stream", name)
 	s.replyJSON(m, struct {

@@ -1,0 +1,362 @@
+// Package registry is SemaQ's schema registry: Confluent Schema Registry's
+// model (subjects, versions, global schema ids, compatibility modes, soft
+// and permanent deletes, references) stored in a JetStream KV bucket, with
+// Confluent's REST API on top (http.go) so Confluent clients and
+// serializers work unchanged. It also stores schema-on-write bindings from
+// NATS subject patterns to registry subjects (binding.go).
+//
+// Every node keeps the whole registry in memory as an immutable snapshot
+// behind an atomic pointer, kept current by a KV watcher: reads (and the
+// ingress hot path: Latest, Cached, SubjectHasID, BindingFor) never lock
+// and never touch the network. Writes go to the bucket with
+// compare-and-set (ids from a CAS counter, versions and schema identities
+// created once), so nodes sharing a bucket never hand out one id or one
+// version twice; a write returns once this node's snapshot shows it.
+// Reads on one node see writes made through another node as soon as the
+// watcher delivers them, usually within milliseconds.
+//
+// docs/schema-registry.md is the user-facing contract.
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/schema"
+)
+
+// Config configures a registry. The zero value takes every default.
+type Config struct {
+	// Bucket is the JetStream KV bucket; default "SQ_SCHEMAS".
+	Bucket string
+	// Replicas of the bucket when Open creates it; default 1.
+	Replicas int
+	// Formats are the schema formats accepted; default schema.Default.
+	Formats *schema.Formats
+	// Log receives warnings about unusable stored entries; nil discards.
+	Log *slog.Logger
+}
+
+// DefaultBucket is the KV bucket of a registry configured without one.
+const DefaultBucket = "SQ_SCHEMAS"
+
+var bucketRe = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+func (c *Config) defaults() {
+	if c.Bucket == "" {
+		c.Bucket = DefaultBucket
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Formats == nil {
+		c.Formats = schema.Default
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports a configuration Open would refuse. Zero fields are
+// valid: they take their defaults.
+func (c Config) Validate() error {
+	if c.Bucket != "" && !bucketRe.MatchString(c.Bucket) {
+		return fmt.Errorf("registry: bucket %q: use letters, digits, '-' and '_'", c.Bucket)
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		return fmt.Errorf("registry: replicas %d: use 1 to 5", c.Replicas)
+	}
+	return nil
+}
+
+// SchemaRequest is a schema as clients submit it.
+type SchemaRequest struct {
+	Schema string `json:"schema"`
+	// SchemaType is AVRO, JSON or PROTOBUF (any case); "" means AVRO.
+	SchemaType string             `json:"schemaType,omitempty"`
+	References []schema.Reference `json:"references,omitempty"`
+}
+
+// Entry is a schema by global id. Entries are immutable: never modify one.
+type Entry struct {
+	ID int
+	// SchemaType is always set: AVRO, JSON or PROTOBUF.
+	SchemaType string
+	// Schema is the text as first registered (or its canonical form, when
+	// it was registered with normalize).
+	Schema     string
+	References []schema.Reference
+	// Compiled validates payloads. It is nil when the schema's format is
+	// not in the registry's Formats (or the stored text no longer parses).
+	Compiled schema.Schema
+}
+
+// Version is one version of a subject.
+type Version struct {
+	Subject    string
+	Version    int
+	ID         int
+	SchemaType string // always set
+	Schema     string
+	References []schema.Reference
+	// Deleted reports a soft-deleted version (only returned when asked for).
+	Deleted bool
+}
+
+// SubjectVersion names one version of a subject.
+type SubjectVersion struct {
+	Subject string `json:"subject"`
+	Version int    `json:"version"`
+}
+
+// Registry is a schema registry node. Its methods are safe for concurrent
+// use. Operations take ctx for their JetStream writes; reads answer from
+// memory.
+type Registry struct {
+	cfg     Config
+	log     *slog.Logger
+	formats *schema.Formats
+	kv      jetstream.KeyValue
+	watcher jetstream.KeyWatcher
+
+	state atomic.Pointer[state]
+
+	// mu guards changed, which is closed and replaced every time a new
+	// state is published, waking writers waiting for their revision.
+	mu      sync.Mutex
+	changed chan struct{}
+
+	// wmu serialises this node's writes, so that its own writers do not
+	// compete for the same compare-and-set slots. Held across a whole
+	// operation, never while publishing state. Order: wmu -> mu.
+	wmu sync.Mutex
+
+	// precompiled hands schemas parsed by Register to the watcher, which
+	// would otherwise parse them again: id -> schema.Schema.
+	precompiled sync.Map
+
+	done      chan struct{} // closed by Close
+	stopped   chan struct{} // closed when the watcher goroutine returns
+	closeOnce sync.Once
+}
+
+// Open creates the bucket if it does not exist, loads the registry into
+// memory, and keeps it current with a KV watcher until Close. js needs the
+// rights to create the bucket and write its keys (the broker's internal
+// connection). ctx bounds the opening only.
+func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.defaults()
+	kv, err := openBucket(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{
+		cfg:     cfg,
+		log:     cfg.Log,
+		formats: cfg.Formats,
+		kv:      kv,
+		changed: make(chan struct{}),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	// The watcher outlives ctx: it runs until Close.
+	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("registry: watching bucket %s: %w", cfg.Bucket, err)
+	}
+	r.watcher = w
+	m := newModel()
+	var added []int
+load:
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("registry: watcher of bucket %s stopped while loading", cfg.Bucket)
+			}
+			if e == nil {
+				break load
+			}
+			if id := m.apply(e, r.log); id != 0 {
+				added = append(added, id)
+			}
+		case <-ctx.Done():
+			_ = w.Stop()
+			return nil, fmt.Errorf("registry: loading bucket %s: %w", cfg.Bucket, ctx.Err())
+		}
+	}
+	for _, id := range added {
+		m.compile(id, r.formats, nil, r.log)
+	}
+	r.state.Store(m.snapshot())
+	go r.watch(m)
+	return r, nil
+}
+
+func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if err == nil {
+		return kv, nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("registry: opening bucket %s: %w", cfg.Bucket, err)
+	}
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "SemaQ schema registry",
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		// Another node created it first.
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("registry: creating bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// Close stops the watcher. Reads keep answering from the last snapshot;
+// writes fail with ErrStore. Close is idempotent.
+func (r *Registry) Close() error {
+	var err error
+	r.closeOnce.Do(func() {
+		close(r.done)
+		err = r.watcher.Stop()
+		<-r.stopped
+	})
+	// A watcher whose connection closed first has nothing left to stop.
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("registry: stopping watcher: %w", err)
+	}
+	return nil
+}
+
+// watch applies KV updates to the model and publishes a snapshot after
+// each batch (everything already queued), so a burst of writes costs one
+// snapshot.
+func (r *Registry) watch(m *model) {
+	defer close(r.stopped)
+	updates := r.watcher.Updates()
+	for {
+		var added []int
+		apply := func(e jetstream.KeyValueEntry) {
+			if e == nil {
+				return
+			}
+			if id := m.apply(e, r.log); id != 0 {
+				added = append(added, id)
+			}
+		}
+		select {
+		case e, ok := <-updates:
+			if !ok {
+				return
+			}
+			apply(e)
+		case <-r.done:
+			// Free a sender the watcher's subscription may have blocked.
+			for range len(updates) {
+				<-updates
+			}
+			return
+		}
+	batch:
+		for {
+			select {
+			case e, ok := <-updates:
+				if !ok {
+					break batch
+				}
+				apply(e)
+			default:
+				break batch
+			}
+		}
+		for _, id := range added {
+			var pre schema.Schema
+			if v, ok := r.precompiled.LoadAndDelete(id); ok {
+				pre = v.(schema.Schema)
+			}
+			m.compile(id, r.formats, pre, r.log)
+		}
+		r.publish(m.snapshot())
+	}
+}
+
+func (r *Registry) publish(st *state) {
+	r.state.Store(st)
+	r.mu.Lock()
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// waitRev returns once the snapshot includes KV revision rev.
+func (r *Registry) waitRev(ctx context.Context, rev uint64) error {
+	for {
+		r.mu.Lock()
+		st, ch := r.state.Load(), r.changed
+		r.mu.Unlock()
+		if st.rev >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-r.stopped:
+			return errClosed()
+		case <-ctx.Done():
+			return storeErr("waiting for the registry to catch up", ctx.Err())
+		}
+	}
+}
+
+// catchUp waits until the snapshot includes everything in the bucket now,
+// so a write decides on current data even when another node wrote last.
+func (r *Registry) catchUp(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return errClosed()
+	default:
+	}
+	status, err := r.kv.Status(ctx)
+	if err != nil {
+		return storeErr("reading the bucket status", err)
+	}
+	bs, ok := status.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return errorf(CodeStore, "unexpected bucket status type %T", status)
+	}
+	return r.waitRev(ctx, bs.StreamInfo().State.LastSeq)
+}
+
+func errClosed() *Error { return errorf(CodeStore, "the registry is closed") }
+
+// conflict reports a lost compare-and-set: someone else wrote the key.
+func conflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// maxAttempts bounds the retries of one write that keeps losing
+// compare-and-set races against other nodes.
+const maxAttempts = 100
+
+// marshal encodes a record. Records are plain structs of strings and
+// numbers, which always encode.
+func marshal(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
