@@ -3,8 +3,10 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -43,3 +45,50 @@ func TestSchemaInfer(t *testing.T) {
 		t.Fatalf("empty input: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+func TestStreamAddWithSchema(t *testing.T) {
+	srv := startChild(t, "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	dir := t.TempDir()
+	schemaFile := filepath.Join(dir, "req.json")
+	if err := os.WriteFile(schemaFile, []byte(`{"type":"object","required":["model"],"properties":{"model":{"type":"string"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := Main(append(args, "--server", srv.url), strings.NewReader(stdin), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, _, stderr := run("", "stream", "add", "AI", "--subjects", "ai.>", "--schema", "req"); code == 0 || !strings.Contains(stderr, "req") {
+		t.Fatalf("stream bound to an unregistered subject: exit %d %q", code, stderr)
+	}
+	// Register through the Confluent REST API of the same broker.
+	info, err := os.ReadFile(schemaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]string{"schema": string(info), "schemaType": "JSON"})
+	httpAddr := regexpHTTP.FindStringSubmatch(srv.output())
+	if httpAddr == nil {
+		t.Fatalf("no http address in %s", srv.output())
+	}
+	resp, err := http.Post("http://"+httpAddr[1]+"/subjects/req/versions", "application/json", bytes.NewReader(body))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("register: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if code, _, stderr := run("", "stream", "add", "AI", "--subjects", "ai.>", "--schema", "req"); code != 0 {
+		t.Fatalf("stream add --schema: exit %d %q", code, stderr)
+	}
+	if code, out, _ := run("", "stream", "info", "AI"); code != 0 || !strings.Contains(out, "Schema:") || !strings.Contains(out, "req") {
+		t.Fatalf("stream info: exit %d\n%s", code, out)
+	}
+	if code, _, _ := run("", "pub", "ai.x", `{"model":"llama3"}`); code != 0 {
+		t.Fatal("valid payload refused")
+	}
+	code, _, stderr := run("", "pub", "ai.x", `{"prompt":"no model"}`)
+	if code == 0 || !strings.Contains(stderr, "model") || !strings.Contains(stderr, "does not match schema") {
+		t.Fatalf("invalid payload: exit %d %q", code, stderr)
+	}
+}
+
+var regexpHTTP = regexp.MustCompile(`http=(\S+)`)

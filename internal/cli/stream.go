@@ -95,6 +95,7 @@ func newStreamAddCmd(e *env) *cobra.Command {
 	f.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "drop the oldest messages beyond this many bytes (0: no limit)")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "number of replicas (0: the broker's default)")
 	f.StringVar(&cfg.Description, "description", "", "what the stream is for")
+	f.StringVar(&cfg.Schema, "schema", "", "schema registry `SUBJECT` every message must match (schema-on-write)")
 	f.BoolVar(&asJSON, "json", false, "print the created stream as JSON")
 	e.addServerFlag(cmd)
 	return cmd
@@ -224,6 +225,9 @@ func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
 		fmt.Fprintf(tw, "  Replicas:\t%d\n", cfg.Replicas)
 	}
 	fmt.Fprintf(tw, "  Durability:\t%s\n", describeSync(info.Sync))
+	if cfg.Schema != "" {
+		fmt.Fprintf(tw, "  Schema:\t%s (every message is validated on the way in)\n", cfg.Schema)
+	}
 	if c := info.Commit; c != nil && c.Batches > 0 {
 		fmt.Fprintf(tw, "  Group commits:\t%d batches, %d acks, %d failed; acks per fsync p50 %d p99 %d; fsync p50 %dµs p99 %dµs\n",
 			c.Batches, c.Acks, c.Failures, c.BatchSize.P50, c.BatchSize.P99, c.CommitLatency.P50, c.CommitLatency.P99)
