@@ -1,34 +1,58 @@
 // Package bench measures SemaQ against raw embedded JetStream in the same
-// run, on the same server, and reports the ratio: absolute figures on a
-// shared machine are noise, the ratio is the signal.
+// run and reports the ratio: absolute figures on a shared machine are noise,
+// the ratio is the signal.
 //
-// A run starts one embedded broker (temporary data directory, NATS on
-// 127.0.0.1 with a free port, no HTTP) and drives it from nats.go clients
-// over loopback TCP. The ingest scenario (RunIngest) publishes to a SemaQ
-// stream through the semantic ingress and to a plain JetStream stream with
-// identical storage settings, measuring asynchronous throughput with a
-// bounded in-flight window and synchronous publish latency in HDR
-// histograms. Reports print as a table or JSON.
+// A run starts one embedded broker (NATS on 127.0.0.1 with a free port, no
+// HTTP) and drives it from nats.go clients over loopback TCP. The ingest
+// scenario (RunIngest) publishes to a SemaQ stream through the semantic
+// ingress and to a plain JetStream stream with identical storage settings.
+// With interval sync both streams live on the broker's server. With sync
+// always the SemaQ stream is an fsync stream (acks group-committed by the
+// ingress) and the raw stream lives on a second embedded nats-server that
+// runs JetStream with sync_always, one fsync per message: the durable
+// baseline. Phases: asynchronous throughput with a bounded in-flight window,
+// sequential publish latency, and publish latency at paced offered rates,
+// each in HDR histograms. Reports print as a table or JSON.
 package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 )
 
-// rig is the broker of one run with the scenario's streams in it.
+// Servers a target can run on, as reports name them.
+const (
+	// ServerBroker is the SemaQ broker's embedded nats-server.
+	ServerBroker = "broker"
+	// ServerRaw is a second embedded nats-server in the same process with
+	// nothing but JetStream, for the sync_always baseline.
+	ServerRaw = "raw"
+)
+
+// rig is the servers of one run with the scenario's streams in them.
 type rig struct {
-	srv *broker.Server
+	srv   *broker.Server
+	admin *client.Client // reads the SemaQ stream's info (group-commit stats)
+	// raw runs the raw JetStream stream when it must not share the broker's
+	// JetStream settings (sync always); nil when it lives on the broker.
+	raw *server.Server
 }
 
-// startRig starts a broker keeping its files in dir, with the given sync
-// mode, and creates the streams of both targets.
+// startRig starts a broker with the given sync mode and, in always mode, the
+// sync_always server of the baseline, keeping their files in
+// subdirectories of dir, and creates the streams of both targets.
 func startRig(ctx context.Context, dir, sync string) (_ *rig, err error) {
 	cfg := broker.DefaultConfig()
-	cfg.DataDir = dir
+	cfg.DataDir = filepath.Join(dir, TargetSemaq)
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HTTP = ""
 	cfg.Sync = sync
@@ -46,20 +70,83 @@ func startRig(ctx context.Context, dir, sync string) (_ *rig, err error) {
 			r.close()
 		}
 	}()
-	if err := createStreams(ctx, srv); err != nil {
+	if sync == broker.SyncAlways {
+		// Same filesystem as the broker's store, so both pay the same disk.
+		if r.raw, err = startRawServer(filepath.Join(dir, TargetJetStream), cfg.MaxPayload); err != nil {
+			return nil, err
+		}
+	}
+	if r.admin, err = client.Connect(ctx, srv.ClientURL(), client.WithName("semaq-bench-admin")); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := createStreams(ctx, r, durabilityOf(sync)); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
+// startRawServer starts a plain embedded nats-server with JetStream in
+// sync_always mode: every message is fsynced before its ack. No auth, no
+// signal handlers, loopback on a free port.
+func startRawServer(storeDir string, maxPayload int) (*server.Server, error) {
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "semaq-bench-raw",
+		Host:       "127.0.0.1",
+		Port:       server.RANDOM_PORT,
+		JetStream:  true,
+		StoreDir:   storeDir,
+		SyncAlways: true,
+		NoSigs:     true,
+		MaxPayload: int32(maxPayload),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bench: raw JetStream server: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(30 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("bench: raw JetStream server did not become ready")
+	}
+	if c := ns.JetStreamConfig(); c == nil || !c.SyncAlways {
+		ns.Shutdown()
+		return nil, errors.New("bench: raw JetStream server runs without sync_always")
+	}
+	return ns, nil
+}
+
+// rawConn connects to the server holding the raw stream with the rights to
+// manage and publish to it: the broker's internal connection, or the raw
+// server's, which has no auth.
+func (r *rig) rawConn(opts ...nats.Option) (*nats.Conn, error) {
+	if r.raw != nil {
+		return nats.Connect(r.raw.ClientURL(), opts...)
+	}
+	return r.srv.InternalConn(opts...)
+}
+
+// rawServer is the server the raw stream runs on.
+func (r *rig) rawServer() *server.Server {
+	if r.raw != nil {
+		return r.raw
+	}
+	return r.srv.NATSServer()
+}
+
 // publisher opens a publisher connection to target t, publishing messages
 // of size bytes, with a traceparent or not.
 func (r *rig) publisher(t *target, size int, traceparent bool, window int) (*publisher, error) {
-	return newPublisher(r.srv, t, "semaq-bench-"+t.name, newMessage(t.subject, size, traceparent), window)
+	return newPublisher(r, t, "semaq-bench-"+t.name, newMessage(t.subject, size, traceparent), window)
 }
 
 func (r *rig) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if r.admin != nil {
+		r.admin.Close()
+	}
 	_ = r.srv.Shutdown(ctx)
+	if r.raw != nil {
+		r.raw.Shutdown()
+		r.raw.WaitForShutdown()
+	}
 }

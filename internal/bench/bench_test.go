@@ -34,11 +34,26 @@ func TestRunIngest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := tinyConfig(t)
+	cfg.Rates = []int{500}
 	var progress bytes.Buffer
 	cfg.Progress = &progress
 	rep, err := RunIngest(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Interval mode: one server, no fsync before acks, for both.
+	checkSetup(t, rep, map[string]TargetSetup{
+		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval},
+		TargetJetStream: {Target: TargetJetStream, Server: ServerBroker, Stream: jetstreamStream, Durability: DurabilityInterval},
+	})
+	for _, name := range TargetNames {
+		checkPaced(t, rep.Result(name), &cfg)
+		if gc := rep.Result(name).GroupCommit; gc != nil {
+			t.Errorf("%s: group-commit figures on an interval stream: %+v", name, gc)
+		}
+	}
+	if rep.Goals == nil || rep.Goals.DurableThroughputMet != nil {
+		t.Errorf("goals %+v: want the interval goals without the durable one", rep.Goals)
 	}
 	if rep.Scenario != ScenarioIngest {
 		t.Errorf("scenario = %q, want %q", rep.Scenario, ScenarioIngest)
@@ -78,7 +93,7 @@ func TestRunIngest(t *testing.T) {
 	if rep.Goals == nil {
 		t.Error("no goals in a report with both targets")
 	}
-	for _, step := range []string{"warming up semaq", "throughput jetstream: round 2/4", "latency semaq: round 1/4"} {
+	for _, step := range []string{"warming up semaq", "throughput jetstream: round 2/4", "latency semaq: round 1/4", "paced jetstream: 500 msgs/s, round 4/4"} {
 		if !strings.Contains(progress.String(), step) {
 			t.Errorf("progress lacks %q:\n%s", step, progress.String())
 		}
@@ -117,10 +132,269 @@ func TestRunIngest(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"semaq", "jetstream", "semaq vs jetstream", "goals:"} {
+	for _, want := range []string{"semaq", "jetstream", "semaq vs jetstream", "goals: throughput ≥ 0.85×", "paced:", "jetstream on the broker's nats-server (JetStream sync_always false)"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
+	}
+}
+
+// Sync always: SemaQ's group-committed fsync stream against raw JetStream
+// on its own server with sync_always, with the paced phase by default
+// rates.
+func TestRunIngestDurable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := tinyConfig(t)
+	cfg.Sync = broker.SyncAlways
+	cfg.Rates = DefaultRates
+	cfg.Rounds = 2
+	rep, err := RunIngest(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSetup(t, rep, map[string]TargetSetup{
+		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityFsync},
+		TargetJetStream: {Target: TargetJetStream, Server: ServerRaw, Stream: jetstreamStream, JetStreamSyncAlways: true, Durability: DurabilitySyncAlways},
+	})
+	if !slices.Equal(rep.Config.Rates, DefaultRates) {
+		t.Errorf("config rates %v, want %v", rep.Config.Rates, DefaultRates)
+	}
+	for _, name := range TargetNames {
+		res := rep.Result(name)
+		if res == nil {
+			t.Fatalf("no result for %s", name)
+		}
+		if res.ThroughputMsgsPerS <= 0 || res.Latency.P50 <= 0 || res.Errors != 0 {
+			t.Errorf("%s: throughput %.1f, latency %+v, %d errors (%s)", name, res.ThroughputMsgsPerS, res.Latency, res.Errors, res.FirstError)
+		}
+		checkPaced(t, res, &cfg)
+	}
+
+	s, raw := rep.Result(TargetSemaq), rep.Result(TargetJetStream)
+	gc := s.GroupCommit
+	if gc == nil || gc.Batches == 0 || gc.Acks < uint64(s.Msgs) || gc.Failures != 0 || gc.BatchSize.Max < 1 {
+		t.Errorf("semaq group commit %+v, want every ack of the run committed without failure", gc)
+	}
+	if s.ThroughputAcksPerFsync < 1 {
+		t.Errorf("semaq: %.1f acks per fsync in the throughput phase", s.ThroughputAcksPerFsync)
+	}
+	for _, p := range s.Paced {
+		if p.Fsyncs == 0 || p.AcksPerFsync < 1 {
+			t.Errorf("semaq at %d msgs/s: %d fsyncs, %.1f acks per fsync", p.Rate, p.Fsyncs, p.AcksPerFsync)
+		}
+	}
+	if raw.GroupCommit != nil || raw.ThroughputAcksPerFsync != 0 {
+		t.Errorf("raw jetstream has group-commit figures: %+v", raw.GroupCommit)
+	}
+	g := rep.Goals
+	if g == nil || g.DurableThroughputMet == nil || g.DurableThroughputRatioMin != GoalDurableThroughputRatio || g.ThroughputRatio != *s.RatioVsJetStream {
+		t.Errorf("goals %+v: want the durable goal on the semaq/jetstream ratio", g)
+	}
+
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Config struct {
+			Setup []struct {
+				Target     string `json:"target"`
+				Server     string `json:"server"`
+				SyncAlways *bool  `json:"jetstream_sync_always"`
+			} `json:"setup"`
+		} `json:"config"`
+		Results []struct {
+			Target string `json:"target"`
+			Paced  []struct {
+				Rate     *int     `json:"rate"`
+				Achieved *float64 `json:"achieved_msgs_per_s"`
+				Latency  *struct {
+					P50  *float64 `json:"p50"`
+					P99  *float64 `json:"p99"`
+					P999 *float64 `json:"p999"`
+				} `json:"latency_us"`
+			} `json:"paced"`
+		} `json:"results"`
+		Goals struct {
+			Met *bool `json:"durable_throughput_met"`
+		} `json:"goals"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("report JSON: %v\n%s", err, buf.String())
+	}
+	if doc.Goals.Met == nil || len(doc.Config.Setup) != 2 {
+		t.Errorf("report JSON lacks goals.durable_throughput_met or config.setup:\n%s", buf.String())
+	}
+	for _, s := range doc.Config.Setup {
+		if s.SyncAlways == nil || *s.SyncAlways != (s.Target == TargetJetStream) {
+			t.Errorf("config.setup %+v: want jetstream_sync_always on the raw target only", s)
+		}
+	}
+	for _, r := range doc.Results {
+		if len(r.Paced) != len(DefaultRates) {
+			t.Fatalf("%s: %d paced results in JSON, want %d:\n%s", r.Target, len(r.Paced), len(DefaultRates), buf.String())
+		}
+		for _, p := range r.Paced {
+			if p.Rate == nil || p.Achieved == nil || p.Latency == nil || p.Latency.P50 == nil || p.Latency.P99 == nil || p.Latency.P999 == nil {
+				t.Errorf("%s: paced result lacks rate, achieved_msgs_per_s or latency_us.p50/p99/p999:\n%s", r.Target, buf.String())
+			}
+		}
+	}
+
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"jetstream on its own nats-server (JetStream sync_always true), stream BENCH_RAW, fsync per message",
+		"semaq on the broker's nats-server (JetStream sync_always false), stream BENCH_SEMAQ, durability fsync",
+		"paced:", "added:", "semaq group commit:", "goals: durable throughput ≥ 10× jetstream sync_always",
+	} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+}
+
+// checkSetup compares the report's setup with want, by target.
+func checkSetup(t *testing.T, rep *Report, want map[string]TargetSetup) {
+	t.Helper()
+	if len(rep.Config.Setup) != len(want) {
+		t.Fatalf("setup %+v, want %d targets", rep.Config.Setup, len(want))
+	}
+	for _, got := range rep.Config.Setup {
+		if got != want[got.Target] {
+			t.Errorf("setup of %s = %+v, want %+v", got.Target, got, want[got.Target])
+		}
+	}
+}
+
+// checkPaced checks that res has a sane paced result for every rate of cfg.
+func checkPaced(t *testing.T, res *Result, cfg *IngestConfig) {
+	t.Helper()
+	if len(res.Paced) != len(cfg.Rates) {
+		t.Fatalf("%s: %d paced results, want %d", res.Target, len(res.Paced), len(cfg.Rates))
+	}
+	slice := cfg.Duration / time.Duration(cfg.Rounds)
+	for i, p := range res.Paced {
+		offered := int64(cfg.Rounds) * (int64(p.Rate) * int64(slice) / int64(time.Second))
+		l := p.Latency
+		switch {
+		case p.Rate != cfg.Rates[i]:
+			t.Errorf("%s: paced result %d is at %d msgs/s, want %d", res.Target, i, p.Rate, cfg.Rates[i])
+		case p.Offered != offered:
+			t.Errorf("%s at %d msgs/s: offered %d, want %d", res.Target, p.Rate, p.Offered, offered)
+		case p.Errors != 0:
+			t.Errorf("%s at %d msgs/s: %d errors, first: %s", res.Target, p.Rate, p.Errors, p.FirstError)
+		case p.Sent+p.Skipped != p.Offered || p.Acked+p.Unacked != p.Sent || p.Acked <= 0:
+			t.Errorf("%s at %d msgs/s: offered %d, sent %d, skipped %d, acked %d, unacked %d: counts do not add up", res.Target, p.Rate, p.Offered, p.Sent, p.Skipped, p.Acked, p.Unacked)
+		case p.Late > p.Sent:
+			t.Errorf("%s at %d msgs/s: %d late of %d sent", res.Target, p.Rate, p.Late, p.Sent)
+		case p.AchievedMsgsPerS <= 0 || p.AchievedMsgsPerS > float64(p.Rate):
+			t.Errorf("%s at %d msgs/s: achieved %.1f msgs/s", res.Target, p.Rate, p.AchievedMsgsPerS)
+		case l.P50 <= 0 || l.P99 < l.P50 || l.P999 < l.P99 || l.Max < l.P999:
+			t.Errorf("%s at %d msgs/s: latency %+v, want 0 < p50 <= p99 <= p999 <= max", res.Target, p.Rate, l)
+		case p.Sustained != (p.Skipped+p.Unacked <= p.Offered/100):
+			t.Errorf("%s at %d msgs/s: sustained %v with %d skipped and %d unacked of %d", res.Target, p.Rate, p.Sustained, p.Skipped, p.Unacked, p.Offered)
+		}
+		if res.Target == TargetJetStream && p.LatencyDeltaUS != nil {
+			t.Errorf("the baseline at %d msgs/s is compared with itself", p.Rate)
+		}
+	}
+}
+
+// The pacer never lets more than its window into flight and never waits
+// longer than its drain bound for acks that do not come.
+func TestPacerBoundsInFlight(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := startTestRig(t)
+	// A subscriber that never replies: every publish stays in flight.
+	nc, err := nats.Connect(r.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Subscribe("bench.blackhole", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hole := &target{name: "blackhole", subject: "bench.blackhole", dial: targets[TargetSemaq].dial}
+	p, err := r.publisher(hole, 10, false, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	pc, err := newPacer(p, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.drain = 50 * time.Millisecond
+	h := newHistogram()
+	c, err := pc.run(ctx, 1000, 100*time.Millisecond, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.offered != 100 || c.sent != 8 || c.skipped != 92 || c.unacked != 8 || c.acked != 0 || h.count() != 0 {
+		t.Errorf("offered %d, sent %d, skipped %d, unacked %d, acked %d, %d latencies; want 100, 8, 92, 8, 0, 0",
+			c.offered, c.sent, c.skipped, c.unacked, c.acked, h.count())
+	}
+	res := (&pacedRun{rate: 1000, lat: h, counts: c}).result()
+	if res.Sustained || res.Skipped != 92 {
+		t.Errorf("result %+v: want not sustained", res)
+	}
+}
+
+// Added latency is only stated where the baseline kept up; the durable goal
+// only when SemaQ's fsync stream ran against sync_always.
+func TestReportCompare(t *testing.T) {
+	t.Parallel()
+	lat := func(p50 float64) Latency { return Latency{P50: p50, P99: 2 * p50, P999: 3 * p50} }
+	mk := func(semaqDur, rawDur string) *Report {
+		return &Report{
+			Config: ReportConfig{Rates: []int{1000, 10000}, Setup: []TargetSetup{
+				{Target: TargetSemaq, Durability: semaqDur}, {Target: TargetJetStream, Durability: rawDur},
+			}},
+			Results: []Result{
+				{Target: TargetSemaq, ThroughputMsgsPerS: 50000, Latency: lat(500), Paced: []PacedResult{
+					{Rate: 1000, Sustained: true, Latency: lat(900)}, {Rate: 10000, Sustained: true, Latency: lat(1200)},
+				}},
+				{Target: TargetJetStream, ThroughputMsgsPerS: 4000, Latency: lat(400), Paced: []PacedResult{
+					{Rate: 1000, Sustained: true, Latency: lat(450)}, {Rate: 10000, Sustained: false, Latency: lat(70000)},
+				}},
+			},
+		}
+	}
+	rep := mk(DurabilityFsync, DurabilitySyncAlways)
+	rep.compare()
+	s := rep.Result(TargetSemaq)
+	if d := s.Paced[0].LatencyDeltaUS; d == nil || d.P50 != 450 || d.P99 != 900 {
+		t.Errorf("added latency at 1000 msgs/s = %+v, want p50 +450, p99 +900", d)
+	}
+	if d := s.Paced[1].LatencyDeltaUS; d != nil {
+		t.Errorf("added latency over a baseline that did not keep up: %+v", d)
+	}
+	g := rep.Goals
+	if g == nil || g.ThroughputRatio != 12.5 || g.DurableThroughputMet == nil || !*g.DurableThroughputMet {
+		t.Errorf("goals %+v: want the durable goal met at 12.5×", g)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"jetstream did not sustain 10000 msgs/s", "queueing-dominated", "durable throughput ≥ 10× jetstream sync_always: 12.5× met"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+
+	rep = mk(DurabilityInterval, DurabilityInterval)
+	rep.compare()
+	if rep.Goals == nil || rep.Goals.DurableThroughputMet != nil {
+		t.Errorf("interval run has the durable goal: %+v", rep.Goals)
 	}
 }
 
@@ -216,6 +490,11 @@ func TestIngestConfigValidate(t *testing.T) {
 		{"zero publishers", func(c *IngestConfig) { c.Publishers = 0 }, "publishers: 0"},
 		{"zero rounds", func(c *IngestConfig) { c.Rounds = 0 }, "rounds: 0"},
 		{"rounds too short", func(c *IngestConfig) { c.Duration, c.Rounds = 10*time.Millisecond, 20 }, "under a millisecond"},
+		{"rates", func(c *IngestConfig) { c.Rates = []int{1000, 10000} }, ""},
+		{"zero rate", func(c *IngestConfig) { c.Rates = []int{0} }, "rates: 0 msgs/s is outside"},
+		{"huge rate", func(c *IngestConfig) { c.Rates = []int{MaxRate + 1} }, "rates: 1000001 msgs/s"},
+		{"rate twice", func(c *IngestConfig) { c.Rates = []int{10, 10} }, "rates: 10 is given twice"},
+		{"too many rates", func(c *IngestConfig) { c.Rates = make([]int, MaxRates+1) }, "at most 16"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,37 +512,69 @@ func TestIngestConfigValidate(t *testing.T) {
 	}
 }
 
-// The comparison is only fair if both streams store alike.
+// The comparison is only fair if both streams store alike, and in always
+// mode only if the baseline's server really fsyncs every message while the
+// broker leaves it to the ingress's group commit.
 func TestStreamsStoreAlike(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	r := startTestRig(t)
-	nc, err := r.srv.InternalConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgOf := func(name string) jetstream.StreamConfig {
-		st, err := js.Stream(ctx, name)
-		if err != nil {
-			t.Fatalf("stream %s: %v", name, err)
-		}
-		c := st.CachedInfo().Config
-		c.Name, c.Description, c.Subjects, c.SubjectTransform, c.Metadata = "", "", nil, nil, nil
-		return c
-	}
-	s, raw := cfgOf(semaqStream), cfgOf(jetstreamStream)
-	sj, _ := json.Marshal(s)
-	rj, _ := json.Marshal(raw)
-	if !bytes.Equal(sj, rj) {
-		t.Errorf("stream settings differ:\nsemaq     %s\njetstream %s", sj, rj)
-	}
-	if s.Storage != jetstream.FileStorage || !s.AllowMsgTTL {
-		t.Errorf("semaq stream: storage %s, AllowMsgTTL %v; the scenario expects file storage with TTLs", s.Storage, s.AllowMsgTTL)
+	for _, sync := range []string{broker.SyncInterval, broker.SyncAlways} {
+		t.Run(sync, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r := startTestRigSync(t, sync)
+			cfgOf := func(nc *nats.Conn, err error, name string) jetstream.StreamConfig {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				js, err := jetstream.New(nc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, err := js.Stream(ctx, name)
+				if err != nil {
+					t.Fatalf("stream %s: %v", name, err)
+				}
+				c := st.CachedInfo().Config
+				c.Name, c.Description, c.Subjects, c.SubjectTransform, c.Metadata = "", "", nil, nil, nil
+				return c
+			}
+			nc, err := r.srv.InternalConn()
+			s := cfgOf(nc, err, semaqStream)
+			rnc, err := r.rawConn()
+			raw := cfgOf(rnc, err, jetstreamStream)
+			sj, _ := json.Marshal(s)
+			rj, _ := json.Marshal(raw)
+			if !bytes.Equal(sj, rj) {
+				t.Errorf("stream settings differ:\nsemaq     %s\njetstream %s", sj, rj)
+			}
+			if s.Storage != jetstream.FileStorage || !s.AllowMsgTTL {
+				t.Errorf("semaq stream: storage %s, AllowMsgTTL %v; the scenario expects file storage with TTLs", s.Storage, s.AllowMsgTTL)
+			}
+
+			always := sync == broker.SyncAlways
+			if got := r.srv.NATSServer().JetStreamConfig().SyncAlways; got {
+				t.Error("the broker runs JetStream with sync_always; durability is the ingress's group commit")
+			}
+			if (r.raw != nil) != always {
+				t.Fatalf("raw server running = %v in %s mode", r.raw != nil, sync)
+			}
+			if always {
+				if !r.raw.JetStreamConfig().SyncAlways {
+					t.Error("the raw baseline's server runs without sync_always")
+				}
+				if r.raw.ClientURL() == r.srv.ClientURL() {
+					t.Error("the raw baseline shares the broker's server")
+				}
+			}
+			info, err := r.admin.StreamInfo(ctx, semaqStream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := durabilityOf(sync); info.Config.Durability != want {
+				t.Errorf("semaq stream durability %q, want %q", info.Config.Durability, want)
+			}
+		})
 	}
 }
 
@@ -359,9 +670,14 @@ func TestInOrder(t *testing.T) {
 
 func startTestRig(tb testing.TB) *rig {
 	tb.Helper()
+	return startTestRigSync(tb, broker.SyncInterval)
+}
+
+func startTestRigSync(tb testing.TB, sync string) *rig {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := startRig(ctx, tb.TempDir(), broker.SyncInterval)
+	r, err := startRig(ctx, tb.TempDir(), sync)
 	if err != nil {
 		tb.Fatal(err)
 	}

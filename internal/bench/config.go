@@ -30,6 +30,8 @@ const (
 	MaxWindow     = 1 << 16
 	MaxPublishers = 64
 	MaxRounds     = 100
+	MaxRate       = 1_000_000
+	MaxRates      = 16
 	// MaxSize leaves room for the envelope under the broker's default
 	// 1 MiB message limit.
 	MaxSize = 1<<20 - 4096
@@ -40,8 +42,9 @@ const (
 type IngestConfig struct {
 	// Targets to measure, each at most once.
 	Targets []string `json:"targets"`
-	// Duration is the measured time of each phase (throughput, latency) for
-	// each target. A run takes about 2 × len(Targets) × (Duration + Warmup).
+	// Duration is the measured time of each phase (throughput, latency, and
+	// each rate of the paced phase) for each target. A run takes about
+	// (2 + len(Rates)) × len(Targets) × Duration, plus the warm-up.
 	Duration time.Duration `json:"duration"`
 	// Warmup is the unmeasured publishing each target gets before the
 	// first measured phase.
@@ -49,11 +52,14 @@ type IngestConfig struct {
 	// Size is the payload of one message in bytes; the envelope headers
 	// come on top.
 	Size int `json:"size"`
-	// Sync is the broker's durability mode, broker.SyncInterval or
-	// broker.SyncAlways.
+	// Sync is the durability measured, broker.SyncInterval or
+	// broker.SyncAlways. Interval: one broker holds both streams, neither
+	// fsyncs before acking. Always: the SemaQ stream is an fsync stream
+	// (group commit) and the raw stream runs on a second nats-server with
+	// JetStream sync_always (one fsync per message).
 	Sync string `json:"sync"`
 	// Window bounds the unacknowledged asynchronous publishes of one
-	// publisher in the throughput phase.
+	// publisher in the throughput phase, and of the pacer.
 	Window int `json:"window"`
 	// Publishers is the number of connections publishing concurrently in
 	// the throughput phase. The latency phase always uses one.
@@ -61,6 +67,12 @@ type IngestConfig struct {
 	// TraceParent gives every message a sampled W3C traceparent, as an
 	// OpenTelemetry-instrumented client sends.
 	TraceParent bool `json:"traceparent"`
+	// Rates are the offered loads of the paced phase, in msgs/s: each target
+	// publishes asynchronously on a fixed schedule at each rate for
+	// Duration, with at most Window in flight, and every ack is timed.
+	// Empty: no paced phase. DefaultRates is what the CLI uses with sync
+	// always.
+	Rates []int `json:"rates"`
 	// Rounds splits each phase into this many slices per target, run in
 	// alternating target order (A B, B A, ...), so slow drift in the
 	// machine or the stores does not favour whichever target runs first.
@@ -72,6 +84,10 @@ type IngestConfig struct {
 	// Progress, when set, receives one line per step of the run.
 	Progress io.Writer `json:"-"`
 }
+
+// DefaultRates are the offered loads of the paced phase when durability is
+// measured (sync always): a quiet and a busy stream.
+var DefaultRates = []int{1000, 10000}
 
 // DefaultIngestConfig measures both targets for five seconds per phase with
 // 1 KiB messages, a full envelope and interval sync.
@@ -121,6 +137,17 @@ func (c *IngestConfig) Validate() error {
 	}
 	if c.Publishers < 1 || c.Publishers > MaxPublishers {
 		return fmt.Errorf("%w: publishers: %d is outside 1..%d", ErrBadConfig, c.Publishers, MaxPublishers)
+	}
+	if len(c.Rates) > MaxRates {
+		return fmt.Errorf("%w: rates: %d rates, at most %d", ErrBadConfig, len(c.Rates), MaxRates)
+	}
+	for i, r := range c.Rates {
+		if r < 1 || r > MaxRate {
+			return fmt.Errorf("%w: rates: %d msgs/s is outside 1..%d", ErrBadConfig, r, MaxRate)
+		}
+		if slices.Contains(c.Rates[:i], r) {
+			return fmt.Errorf("%w: rates: %d is given twice", ErrBadConfig, r)
+		}
 	}
 	if c.Rounds < 1 || c.Rounds > MaxRounds {
 		return fmt.Errorf("%w: rounds: %d is outside 1..%d", ErrBadConfig, c.Rounds, MaxRounds)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/semaq/semaq/semaq"
 )
 
 // ScenarioIngest names the ingest scenario in reports.
@@ -26,7 +28,19 @@ type run struct {
 	acked   int64         // throughput phase
 	elapsed time.Duration // throughput phase, drain included
 	rounds  []float64     // msgs/s of each throughput slice
+	commits commitCounts  // group commits of the throughput phase
 	lat     *histogram
+
+	pacer *pacer
+	paced []*pacedRun // one per rate
+}
+
+// pacedRun is one target at one offered rate, all rounds added up.
+type pacedRun struct {
+	rate    int
+	lat     *histogram
+	counts  pacedCounts
+	commits commitCounts
 }
 
 // RunIngest runs the ingest scenario and returns its report.
@@ -35,12 +49,15 @@ type run struct {
 // (asynchronous publishes, at most cfg.Window unacknowledged per publisher,
 // only acknowledged messages counted, the wait for the last acks included
 // in the time), then the latency phase (one publisher, sequential
-// synchronous publishes, each timed). Each phase is cut into cfg.Rounds
-// slices per target, run in alternating target order, so neither target
-// always runs first or on a store the other has just warmed.
+// synchronous publishes, each timed), then for each of cfg.Rates the paced
+// phase (one publisher offering that rate open loop, each ack timed). Each
+// phase is cut into cfg.Rounds slices per target, run in alternating target
+// order, so neither target always runs first or on a store the other has
+// just warmed.
 //
-// RunIngest blocks for about 2 × len(cfg.Targets) × (cfg.Duration +
-// cfg.Warmup/2); cancelling ctx stops it early with ctx's error.
+// RunIngest blocks for about (2 + len(cfg.Rates)) × len(cfg.Targets) ×
+// cfg.Duration plus the warm-up; cancelling ctx stops it early with ctx's
+// error.
 func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -75,6 +92,10 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			}
 		}
 	}()
+	setup, err := r.setup(ctx, cfg.Targets)
+	if err != nil {
+		return nil, err
+	}
 	for _, name := range cfg.Targets {
 		rn := &run{t: targets[name], lat: newHistogram()}
 		runs = append(runs, rn)
@@ -110,10 +131,19 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	for round := range cfg.Rounds {
 		for _, rn := range inOrder(runs, round) {
 			progress("throughput %s: round %d/%d, %s, window %d, %d publisher(s)", rn.t.name, round+1, cfg.Rounds, slice, cfg.Window, cfg.Publishers)
+			before, err := r.commitCounts(ctx, rn.t)
+			if err != nil {
+				return nil, err
+			}
 			acked, elapsed, err := throughputSlice(ctx, rn.pubs, slice)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: throughput: %w", rn.t.name, err)
 			}
+			after, err := r.commitCounts(ctx, rn.t)
+			if err != nil {
+				return nil, err
+			}
+			rn.commits.add(after.sub(before))
 			rn.acked += acked
 			rn.elapsed += elapsed
 			rn.rounds = append(rn.rounds, round1(float64(acked)/elapsed.Seconds()))
@@ -128,7 +158,11 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		}
 	}
 
-	rep := &Report{Scenario: ScenarioIngest, Config: reportConfig(&cfg)}
+	if err := pacedPhase(ctx, r, runs, &cfg, progress); err != nil {
+		return nil, err
+	}
+
+	rep := &Report{Scenario: ScenarioIngest, Config: reportConfig(&cfg, setup)}
 	for i, rn := range runs {
 		res := Result{
 			Target:         rn.t.name,
@@ -153,10 +187,130 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		secs := rn.elapsed.Seconds()
 		res.ThroughputMsgsPerS = round1(float64(rn.acked) / secs)
 		res.ThroughputMBPerS = round1(float64(rn.acked) * float64(cfg.Size) / secs / 1e6)
+		res.ThroughputAcksPerFsync = rn.commits.perFsync()
+		for _, pr := range rn.paced {
+			if pr.counts.acked == 0 {
+				return nil, fmt.Errorf("%w by target %s in the paced phase at %d msgs/s (%d skipped, %d failed, first: %v)",
+					ErrNoAcks, rn.t.name, pr.rate, pr.counts.skipped, pr.counts.failed, pr.counts.firstErr)
+			}
+			res.Paced = append(res.Paced, pr.result())
+		}
+		if res.GroupCommit, err = r.groupCommit(ctx, rn.t); err != nil {
+			return nil, err
+		}
 		rep.Results = append(rep.Results, res)
 	}
 	rep.compare()
 	return rep, nil
+}
+
+// pacedPhase offers every target each rate of cfg.Rates in turn, in
+// cfg.Rounds slices per target in alternating order.
+func pacedPhase(ctx context.Context, r *rig, runs []*run, cfg *IngestConfig, progress func(string, ...any)) error {
+	if len(cfg.Rates) == 0 {
+		return nil
+	}
+	for _, rn := range runs {
+		pc, err := newPacer(rn.pubs[0], cfg.Window)
+		if err != nil {
+			return err
+		}
+		rn.pacer = pc
+		for _, rate := range cfg.Rates {
+			rn.paced = append(rn.paced, &pacedRun{rate: rate, lat: newHistogram()})
+		}
+	}
+	slice := cfg.Duration / time.Duration(cfg.Rounds)
+	for i, rate := range cfg.Rates {
+		for round := range cfg.Rounds {
+			for _, rn := range inOrder(runs, round) {
+				progress("paced %s: %d msgs/s, round %d/%d, %s, at most %d in flight", rn.t.name, rate, round+1, cfg.Rounds, slice, cfg.Window)
+				pr := rn.paced[i]
+				before, err := r.commitCounts(ctx, rn.t)
+				if err != nil {
+					return err
+				}
+				c, err := rn.pacer.run(ctx, rate, slice, pr.lat)
+				if err != nil {
+					return fmt.Errorf("bench: %s: paced at %d msgs/s: %w", rn.t.name, rate, err)
+				}
+				after, err := r.commitCounts(ctx, rn.t)
+				if err != nil {
+					return err
+				}
+				pr.counts.add(c)
+				pr.commits.add(after.sub(before))
+			}
+		}
+	}
+	return nil
+}
+
+// result summarises a target at one rate.
+func (pr *pacedRun) result() PacedResult {
+	c := &pr.counts
+	res := PacedResult{
+		Rate:         pr.rate,
+		Latency:      pr.lat.summary(),
+		Offered:      c.offered,
+		Sent:         c.sent,
+		Acked:        c.acked,
+		Skipped:      c.skipped,
+		Late:         c.late,
+		Unacked:      c.unacked,
+		Errors:       c.failed,
+		AcksPerFsync: pr.commits.perFsync(),
+		Fsyncs:       pr.commits.batches,
+	}
+	if c.elapsed > 0 {
+		res.AchievedMsgsPerS = round1(float64(c.acked) / c.elapsed.Seconds())
+	}
+	if c.firstErr != nil {
+		res.FirstError = c.firstErr.Error()
+	}
+	lost := c.skipped + c.unacked + c.failed
+	res.Sustained = float64(lost) <= sustainedLoss*float64(c.offered)
+	return res
+}
+
+// commitCounts are the group-commit counters of an fsync stream.
+type commitCounts struct{ batches, acks uint64 }
+
+func (c *commitCounts) add(o commitCounts) { c.batches += o.batches; c.acks += o.acks }
+
+func (c commitCounts) sub(o commitCounts) commitCounts {
+	return commitCounts{batches: c.batches - o.batches, acks: c.acks - o.acks}
+}
+
+// perFsync is the mean number of acks released by one fsync, or 0.
+func (c commitCounts) perFsync() float64 {
+	if c.batches == 0 {
+		return 0
+	}
+	return round1(float64(c.acks) / float64(c.batches))
+}
+
+// commitCounts reads the group-commit counters of target t's stream: zero
+// unless t is SemaQ on an fsync stream.
+func (r *rig) commitCounts(ctx context.Context, t *target) (commitCounts, error) {
+	cs, err := r.groupCommit(ctx, t)
+	if err != nil || cs == nil {
+		return commitCounts{}, err
+	}
+	return commitCounts{batches: cs.Batches, acks: cs.Acks}, nil
+}
+
+// groupCommit returns the group-commit figures of target t's stream, as
+// `semaq stream info` shows them; nil unless t is SemaQ on an fsync stream.
+func (r *rig) groupCommit(ctx context.Context, t *target) (*semaq.CommitStats, error) {
+	if t.name != TargetSemaq {
+		return nil, nil
+	}
+	info, err := r.admin.StreamInfo(ctx, semaqStream)
+	if err != nil {
+		return nil, fmt.Errorf("bench: stream %s: %w", semaqStream, err)
+	}
+	return info.Commit, nil
 }
 
 // checkEmptyDir accepts a directory that is empty or does not exist yet:

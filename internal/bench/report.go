@@ -8,10 +8,12 @@ import (
 	"runtime"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/semaq"
 )
 
 // Goals SemaQ's ingress is measured against (docs/benchmarks.md).
@@ -22,6 +24,20 @@ const (
 	// GoalP50DeltaUS is the most a synchronous publish through the ingress
 	// may add to raw JetStream's median, in microseconds.
 	GoalP50DeltaUS = 30.0
+	// GoalDurableThroughputRatio is the least throughput of a SemaQ fsync
+	// stream (group commit), as a multiple of raw JetStream with
+	// sync_always (one fsync per message).
+	GoalDurableThroughputRatio = 10.0
+)
+
+// Durabilities a report names: how a target's acks were made durable.
+const (
+	// DurabilityFsync: an ack means on disk; the ingress group-commits.
+	DurabilityFsync = broker.DurabilityFsync
+	// DurabilityInterval: an ack means written to the OS; fsync on a timer.
+	DurabilityInterval = broker.DurabilityInterval
+	// DurabilitySyncAlways: JetStream fsyncs every message before its ack.
+	DurabilitySyncAlways = "sync_always"
 )
 
 // Report is the outcome of one scenario run. Its JSON form is the --json
@@ -45,15 +61,52 @@ type ReportConfig struct {
 	Publishers  int      `json:"publishers"`
 	Rounds      int      `json:"rounds"`
 	TraceParent bool     `json:"traceparent"`
-	GoVersion   string   `json:"go_version"`
-	Platform    string   `json:"platform"`
-	CPUs        int      `json:"cpus"`
-	GOMAXPROCS  int      `json:"gomaxprocs"`
-	NATSServer  string   `json:"nats_server"`
-	SemaQ       string   `json:"semaq"`
+	Rates       []int    `json:"rates,omitempty"` // offered loads of the paced phase, msgs/s
+	// Setup says where each target ran and how its acks were made durable,
+	// as read back from the running servers.
+	Setup      []TargetSetup `json:"setup"`
+	GoVersion  string        `json:"go_version"`
+	Platform   string        `json:"platform"`
+	CPUs       int           `json:"cpus"`
+	GOMAXPROCS int           `json:"gomaxprocs"`
+	NATSServer string        `json:"nats_server"`
+	SemaQ      string        `json:"semaq"`
 }
 
-func reportConfig(c *IngestConfig) ReportConfig {
+// TargetSetup is where one target ran.
+type TargetSetup struct {
+	Target string `json:"target"`
+	// Server is ServerBroker (the SemaQ broker's embedded nats-server) or
+	// ServerRaw (a second embedded nats-server with only JetStream).
+	Server string `json:"server"`
+	Stream string `json:"stream"`
+	// JetStreamSyncAlways is the JetStream sync_always setting of the
+	// target's server.
+	JetStreamSyncAlways bool `json:"jetstream_sync_always"`
+	// Durability is DurabilityFsync, DurabilityInterval or
+	// DurabilitySyncAlways.
+	Durability string `json:"durability"`
+}
+
+// describe says in words what an ack of the target means.
+func (s TargetSetup) describe() string {
+	server := "the broker's nats-server"
+	if s.Server == ServerRaw {
+		server = "its own nats-server"
+	}
+	var ack string
+	switch s.Durability {
+	case DurabilityFsync:
+		ack = "durability fsync: acks group-committed by the ingress"
+	case DurabilitySyncAlways:
+		ack = "fsync per message before the ack"
+	default:
+		ack = "durability interval: no fsync before the ack"
+	}
+	return fmt.Sprintf("%s on %s (JetStream sync_always %v), stream %s, %s", s.Target, server, s.JetStreamSyncAlways, s.Stream, ack)
+}
+
+func reportConfig(c *IngestConfig, setup []TargetSetup) ReportConfig {
 	return ReportConfig{
 		Targets:     c.Targets,
 		Duration:    c.Duration.String(),
@@ -64,6 +117,8 @@ func reportConfig(c *IngestConfig) ReportConfig {
 		Publishers:  c.Publishers,
 		Rounds:      c.Rounds,
 		TraceParent: c.TraceParent,
+		Rates:       c.Rates,
+		Setup:       setup,
 		GoVersion:   runtime.Version(),
 		Platform:    runtime.GOOS + "/" + runtime.GOARCH,
 		CPUs:        runtime.NumCPU(),
@@ -95,6 +150,47 @@ type Result struct {
 	RatioVsJetStream *float64 `json:"ratio_vs_jetstream,omitempty"`
 	// LatencyDeltaUS is this target's latency minus raw JetStream's.
 	LatencyDeltaUS *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+	// ThroughputAcksPerFsync is the mean group-commit batch of the
+	// throughput phase; set for an fsync stream.
+	ThroughputAcksPerFsync float64 `json:"throughput_acks_per_fsync,omitempty"`
+	// Paced is the latency at each offered rate, in the order of the rates.
+	Paced []PacedResult `json:"paced,omitempty"`
+	// GroupCommit is what `semaq stream info` reports for an fsync stream
+	// at the end of the run (all phases, warm-up included).
+	GroupCommit *semaq.CommitStats `json:"group_commit,omitempty"`
+}
+
+// PacedResult is one target at one offered rate.
+type PacedResult struct {
+	Rate             int     `json:"rate"` // offered, msgs/s
+	AchievedMsgsPerS float64 `json:"achieved_msgs_per_s"`
+	// Sustained: at most 1% of the offered messages were skipped,
+	// unacknowledged or failed. If not, the target could not keep up and
+	// its latencies are queueing-dominated: the window of messages in
+	// flight over the rate it achieved.
+	Sustained bool `json:"sustained"`
+	// Latency is publish to ack of each acknowledged message.
+	Latency Latency `json:"latency_us"`
+	Offered int64   `json:"offered"`
+	Sent    int64   `json:"sent"`
+	Acked   int64   `json:"acked"`
+	// Skipped messages were not sent: the window was full at their time.
+	Skipped int64 `json:"skipped"`
+	// Late messages were sent more than 2 ms after their time (the pacer
+	// was not scheduled in time).
+	Late int64 `json:"late"`
+	// Unacked messages had no ack 10 s after the slice's last send.
+	Unacked    int64  `json:"unacked"`
+	Errors     int64  `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
+	// LatencyDeltaUS is the latency SemaQ adds to raw JetStream at this
+	// rate; set only when both sustained it (otherwise the baseline's
+	// figure is a queue, not a latency).
+	LatencyDeltaUS *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+	// Fsyncs and AcksPerFsync are the group commits during this rate's
+	// slices; set for an fsync stream.
+	Fsyncs       uint64  `json:"fsyncs,omitempty"`
+	AcksPerFsync float64 `json:"acks_per_fsync,omitempty"`
 }
 
 // Goals compares SemaQ with the baseline against GoalThroughputRatio and
@@ -106,6 +202,10 @@ type Goals struct {
 	P50DeltaUS         float64 `json:"p50_delta_us"`
 	P50DeltaUSMax      float64 `json:"p50_delta_us_max"`
 	P50Met             bool    `json:"p50_met"`
+	// The durable goal, set when SemaQ ran an fsync stream against a raw
+	// baseline with sync_always: throughput_ratio ≥ this.
+	DurableThroughputRatioMin float64 `json:"durable_throughput_ratio_min,omitempty"`
+	DurableThroughputMet      *bool   `json:"durable_throughput_met,omitempty"`
 }
 
 // Result returns the result of target, or nil.
@@ -132,6 +232,13 @@ func (r *Report) compare() {
 		ratio := math.Round(res.ThroughputMsgsPerS/base.ThroughputMsgsPerS*1000) / 1000
 		delta := res.Latency.sub(base.Latency)
 		res.RatioVsJetStream, res.LatencyDeltaUS = &ratio, &delta
+		for j := range res.Paced {
+			p := &res.Paced[j]
+			if b := base.paced(p.Rate); b != nil && b.Sustained && p.Sustained {
+				d := p.Latency.sub(b.Latency)
+				p.LatencyDeltaUS = &d
+			}
+		}
 		if res.Target == TargetSemaq {
 			r.Goals = &Goals{
 				ThroughputRatio:    ratio,
@@ -141,8 +248,33 @@ func (r *Report) compare() {
 				P50DeltaUSMax:      GoalP50DeltaUS,
 				P50Met:             delta.P50 <= GoalP50DeltaUS,
 			}
+			if r.durable() {
+				met := ratio >= GoalDurableThroughputRatio
+				r.Goals.DurableThroughputRatioMin, r.Goals.DurableThroughputMet = GoalDurableThroughputRatio, &met
+			}
 		}
 	}
+}
+
+// durable reports whether SemaQ's fsync stream ran against the sync_always
+// baseline.
+func (r *Report) durable() bool {
+	var fsync, always bool
+	for _, s := range r.Config.Setup {
+		fsync = fsync || s.Target == TargetSemaq && s.Durability == DurabilityFsync
+		always = always || s.Target == TargetJetStream && s.Durability == DurabilitySyncAlways
+	}
+	return fsync && always
+}
+
+// paced returns the paced result at rate, or nil.
+func (res *Result) paced(rate int) *PacedResult {
+	for i := range res.Paced {
+		if res.Paced[i].Rate == rate {
+			return &res.Paced[i]
+		}
+	}
+	return nil
 }
 
 // WriteJSON writes r as indented JSON.
@@ -152,8 +284,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
-// WriteTable writes r for people: one line per target, one per comparison
-// with the baseline, and the goals.
+// WriteTable writes r for people: where each target ran, one line per
+// target, one per comparison with the baseline, the paced latencies, and
+// the goals.
 func (r *Report) WriteTable(w io.Writer) error {
 	c := &r.Config
 	var b strings.Builder
@@ -163,7 +296,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "%s: %d-byte messages, %s, sync %s, %s per phase per target in %d round(s), window %d, %d publisher(s)\n",
 		r.Scenario, c.Size, envelope, c.Sync, c.Duration, c.Rounds, c.Window, c.Publishers)
-	fmt.Fprintf(&b, "%s %s, %d CPUs, nats-server %s, semaq %s\n\n", c.GoVersion, c.Platform, c.CPUs, c.NATSServer, c.SemaQ)
+	fmt.Fprintf(&b, "%s %s, %d CPUs, nats-server %s, semaq %s\n", c.GoVersion, c.Platform, c.CPUs, c.NATSServer, c.SemaQ)
+	for _, s := range c.Setup {
+		fmt.Fprintf(&b, "  %s\n", s.describe())
+	}
+	b.WriteString("\n")
 	// Numbers align right; the first column is padded to align left.
 	width := len("target")
 	for _, res := range r.Results {
@@ -201,17 +338,90 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if err := r.writePaced(&b, width); err != nil {
+		return err
+	}
+	for _, res := range r.Results {
+		if gc := res.GroupCommit; gc != nil {
+			fmt.Fprintf(&b, "%s group commit: %.1f acks per fsync in the throughput phase; whole run %d fsyncs, %d acks, %d failed, acks per fsync p50 %d p99 %d, fsync p50 %d µs p99 %d µs\n",
+				res.Target, res.ThroughputAcksPerFsync, gc.Batches, gc.Acks, gc.Failures, gc.BatchSize.P50, gc.BatchSize.P99, gc.CommitLatency.P50, gc.CommitLatency.P99)
+		}
+	}
 	if g := r.Goals; g != nil {
-		fmt.Fprintf(&b, "goals: throughput ≥ %.2f× jetstream: %.3f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
-			g.ThroughputRatioMin, g.ThroughputRatio, metWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
+		if g.DurableThroughputMet != nil {
+			fmt.Fprintf(&b, "goals: durable throughput ≥ %.0f× jetstream sync_always: %.1f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
+				g.DurableThroughputRatioMin, g.ThroughputRatio, metWord(*g.DurableThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
+		} else {
+			fmt.Fprintf(&b, "goals: throughput ≥ %.2f× jetstream: %.3f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
+				g.ThroughputRatioMin, g.ThroughputRatio, metWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
+		}
 	}
 	for _, res := range r.Results {
 		if res.FirstError != "" {
 			fmt.Fprintf(&b, "%s: first error: %s\n", res.Target, res.FirstError)
 		}
+		for _, p := range res.Paced {
+			if p.FirstError != "" {
+				fmt.Fprintf(&b, "%s at %d msgs/s: first error: %s\n", res.Target, p.Rate, p.FirstError)
+			}
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePaced writes the paced phase: per rate, one line per target and the
+// latency SemaQ adds, then what each rate that was not sustained means.
+func (r *Report) writePaced(b *strings.Builder, width int) error {
+	c := &r.Config
+	if len(c.Rates) == 0 {
+		return nil
+	}
+	fmt.Fprintf(b, "\npaced: publish→ack latency at an offered rate (open loop, async, at most %d in flight), %s per rate per target\n", c.Window, c.Duration)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\toffered\tachieved\tp50 µs\tp99 µs\tp99.9 µs\tacked\tskipped\tlate\tacks/fsync\t\n", width, "target")
+	var notes []string
+	for _, rate := range c.Rates {
+		for _, res := range r.Results {
+			p := res.paced(rate)
+			if p == nil {
+				continue
+			}
+			perFsync := "–"
+			if p.AcksPerFsync > 0 {
+				perFsync = fmt.Sprintf("%.1f", p.AcksPerFsync)
+			}
+			fmt.Fprintf(tw, "%-*s\t%d\t%.0f\t%.1f\t%.1f\t%.1f\t%d\t%d\t%d\t%s\t\n",
+				width, res.Target, p.Rate, p.AchievedMsgsPerS, p.Latency.P50, p.Latency.P99, p.Latency.P999, p.Acked, p.Skipped, p.Late, perFsync)
+			if !p.Sustained {
+				queue := "∞"
+				if p.AchievedMsgsPerS > 0 {
+					queue = (time.Duration(float64(c.Window) / p.AchievedMsgsPerS * float64(time.Second))).Round(time.Millisecond).String()
+				}
+				notes = append(notes, fmt.Sprintf("%s did not sustain %d msgs/s (achieved %.0f; %d of %d offered skipped with the window full, %d unacknowledged): its latencies at this rate are queueing-dominated (%d in flight / %.0f msgs/s ≈ %s)",
+					res.Target, p.Rate, p.AchievedMsgsPerS, p.Skipped, p.Offered, p.Unacked, c.Window, p.AchievedMsgsPerS, queue))
+			}
+		}
+		for _, res := range r.Results {
+			p := res.paced(rate)
+			if p == nil || res.RatioVsJetStream == nil {
+				continue
+			}
+			label := res.Target + " vs " + TargetJetStream
+			if d := p.LatencyDeltaUS; d != nil {
+				fmt.Fprintf(tw, "%-*s\t%d\tadded:\t%+.1f\t%+.1f\t%+.1f\t\t\t\t\t\n", width, label, p.Rate, d.P50, d.P99, d.P999)
+			} else {
+				fmt.Fprintf(tw, "%-*s\t%d\tadded:\t–\t–\t–\t\t\t\t\t\n", width, label, p.Rate)
+			}
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(b, "  %s\n", n)
+	}
+	return nil
 }
 
 func metWord(ok bool) string {

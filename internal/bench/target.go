@@ -9,10 +9,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
@@ -34,7 +34,7 @@ type target struct {
 	name    string
 	subject string // what publishers publish on
 	// dial opens a publisher connection over loopback TCP.
-	dial func(srv *broker.Server, name string) (*nats.Conn, error)
+	dial func(r *rig, name string) (*nats.Conn, error)
 }
 
 var targets = map[string]*target{
@@ -42,38 +42,48 @@ var targets = map[string]*target{
 		name:    TargetSemaq,
 		subject: semaqSubject,
 		// An ordinary client: the public user, through the ingress.
-		dial: func(srv *broker.Server, name string) (*nats.Conn, error) {
-			return nats.Connect(srv.ClientURL(), nats.Name(name))
+		dial: func(r *rig, name string) (*nats.Conn, error) {
+			return nats.Connect(r.srv.ClientURL(), nats.Name(name))
 		},
 	},
 	TargetJetStream: {
 		name:    TargetJetStream,
 		subject: jetstreamSubject,
-		// The connection with the semantic layer's rights, which created
-		// the stream (the public user may not manage streams).
-		dial: func(srv *broker.Server, name string) (*nats.Conn, error) {
-			return srv.InternalConn(nats.Name(name))
+		// On the broker: the connection with the semantic layer's rights,
+		// which created the stream (the public user may not manage
+		// streams). On the raw server: a plain connection.
+		dial: func(r *rig, name string) (*nats.Conn, error) {
+			return r.rawConn(nats.Name(name))
 		},
 	},
 }
 
-// createStreams makes the two streams of the scenario. The SemaQ stream is
-// created through the SDK like a user's; the raw stream is a copy of the
-// JetStream configuration the broker made for it, minus the reserved
-// namespace and its transform, so both store with exactly the same
-// settings (file storage, limits, AllowMsgTTL, AllowDirect, dedup window)
-// whatever the broker's defaults become.
-func createStreams(ctx context.Context, srv *broker.Server) error {
-	c, err := client.Connect(ctx, srv.ClientURL(), client.WithName("semaq-bench-admin"))
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
+// durabilityOf is the durability the SemaQ stream is created with in a sync
+// mode: always asks for group-committed fsync explicitly.
+func durabilityOf(sync string) string {
+	if sync == broker.SyncAlways {
+		return broker.DurabilityFsync
 	}
-	defer c.Close()
-	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: semaqStream, Subjects: []string{semaqSubjects}}); err != nil {
+	return broker.DurabilityInterval
+}
+
+// createStreams makes the two streams of the scenario. The SemaQ stream is
+// created through the SDK like a user's, with the given durability; the
+// raw stream is a copy of the JetStream configuration the broker made for
+// it, minus the reserved namespace and its transform, so both store with
+// exactly the same settings (file storage, limits, AllowMsgTTL,
+// AllowDirect, dedup window) whatever the broker's defaults become. It is
+// created on the raw server when the rig has one.
+func createStreams(ctx context.Context, r *rig, durability string) error {
+	info, err := r.admin.AddStream(ctx, semaq.StreamConfig{Name: semaqStream, Subjects: []string{semaqSubjects}, Durability: durability})
+	if err != nil {
 		return fmt.Errorf("bench: creating stream %s: %w", semaqStream, err)
 	}
+	if info.Config.Durability != durability {
+		return fmt.Errorf("bench: stream %s has durability %q, asked for %q", semaqStream, info.Config.Durability, durability)
+	}
 
-	nc, err := srv.InternalConn(nats.Name("semaq-bench-admin"))
+	nc, err := r.srv.InternalConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
 	}
@@ -86,7 +96,17 @@ func createStreams(ctx context.Context, srv *broker.Server) error {
 	if err != nil {
 		return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
 	}
-	if _, err := js.CreateStream(ctx, rawConfig(st.CachedInfo().Config)); err != nil {
+
+	rnc, err := r.rawConn(nats.Name("semaq-bench-admin"))
+	if err != nil {
+		return fmt.Errorf("bench: raw JetStream connection: %w", err)
+	}
+	defer rnc.Close()
+	rjs, err := jetstream.New(rnc)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	if _, err := rjs.CreateStream(ctx, rawConfig(st.CachedInfo().Config)); err != nil {
 		return fmt.Errorf("bench: creating stream %s: %w", jetstreamStream, err)
 	}
 	return nil
@@ -101,6 +121,42 @@ func rawConfig(c jetstream.StreamConfig) jetstream.StreamConfig {
 	c.SubjectTransform = nil
 	c.Metadata = nil
 	return c
+}
+
+// setup reads back where each target runs and how its acks are made
+// durable, from the running servers rather than from the configuration.
+func (r *rig) setup(ctx context.Context, names []string) ([]TargetSetup, error) {
+	out := make([]TargetSetup, 0, len(names))
+	for _, name := range names {
+		switch name {
+		case TargetSemaq:
+			info, err := r.admin.StreamInfo(ctx, semaqStream)
+			if err != nil {
+				return nil, fmt.Errorf("bench: stream %s: %w", semaqStream, err)
+			}
+			out = append(out, TargetSetup{
+				Target: name, Server: ServerBroker, Stream: semaqStream,
+				JetStreamSyncAlways: syncAlways(r.srv.NATSServer()),
+				Durability:          info.Config.Durability,
+			})
+		case TargetJetStream:
+			s := TargetSetup{Target: name, Server: ServerBroker, Stream: jetstreamStream, JetStreamSyncAlways: syncAlways(r.rawServer())}
+			if r.raw != nil {
+				s.Server = ServerRaw
+			}
+			s.Durability = DurabilityInterval
+			if s.JetStreamSyncAlways {
+				s.Durability = DurabilitySyncAlways
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func syncAlways(ns *server.Server) bool {
+	c := ns.JetStreamConfig()
+	return c != nil && c.SyncAlways
 }
 
 // newMessage is one message of the scenario: size bytes of JSON-ish text
@@ -137,8 +193,8 @@ type publisher struct {
 	firstErr error
 }
 
-func newPublisher(srv *broker.Server, t *target, name string, msg *nats.Msg, window int) (*publisher, error) {
-	nc, err := t.dial(srv, name)
+func newPublisher(r *rig, t *target, name string, msg *nats.Msg, window int) (*publisher, error) {
+	nc, err := t.dial(r, name)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: connecting: %w", t.name, err)
 	}

@@ -1,7 +1,7 @@
 package broker
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -178,9 +178,9 @@ func (c *committer) commit(batch []heldAck) {
 	}
 }
 
-// syncStore fsyncs every block file written since the last commit: the
-// current one, and any that JetStream started since, with the directory
-// that holds their names.
+// syncStore fsyncs every block file written since the last commit: each
+// one JetStream finished since (it may have started several), the current
+// one, and the directory when a file is new to this committer.
 func (c *committer) syncStore() error {
 	newFile := false
 	for {
@@ -188,10 +188,11 @@ func (c *committer) syncStore() error {
 		if _, err := os.Stat(next); err != nil {
 			break
 		}
+		// Block cur is complete: make sure it is on disk before moving on.
+		if err := c.syncCurrent(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 		if c.curFile != nil {
-			if err := c.sync(c.curFile); err != nil {
-				return fmt.Errorf("fsync %s: %w", c.curFile.Name(), err)
-			}
 			c.curFile.Close()
 			c.curFile = nil
 		}
@@ -199,21 +200,16 @@ func (c *committer) syncStore() error {
 		newFile = true
 	}
 	if c.curFile == nil {
-		f, err := os.Open(filepath.Join(c.dir, strconv.Itoa(c.cur)+".blk"))
-		if err != nil {
-			if !errors.Is(err, os.ErrNotExist) {
-				return err
-			}
-			if _, derr := os.Stat(c.dir); derr != nil {
-				return fmt.Errorf("stream store not found: %w", derr)
-			}
-			return errors.New("no block file to sync although JetStream acknowledged a write")
-		}
-		c.curFile = f
 		newFile = true
 	}
-	if err := c.sync(c.curFile); err != nil {
-		return fmt.Errorf("fsync %s: %w", c.curFile.Name(), err)
+	if err := c.syncCurrent(); err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		if _, derr := os.Stat(c.dir); derr != nil {
+			return fmt.Errorf("stream store not found: %w", derr)
+		}
+		return errors.New("no block file to sync although JetStream acknowledged a write")
 	}
 	if newFile {
 		d, err := os.Open(c.dir)
@@ -224,6 +220,23 @@ func (c *committer) syncStore() error {
 		if err := c.sync(d); err != nil {
 			return fmt.Errorf("fsync %s: %w", c.dir, err)
 		}
+	}
+	return nil
+}
+
+// syncCurrent fsyncs block file c.cur, opening it if needed. A block that
+// no longer exists (JetStream removed it after its messages expired or were
+// purged) reports os.ErrNotExist.
+func (c *committer) syncCurrent() error {
+	if c.curFile == nil {
+		f, err := os.Open(filepath.Join(c.dir, strconv.Itoa(c.cur)+".blk"))
+		if err != nil {
+			return err
+		}
+		c.curFile = f
+	}
+	if err := c.sync(c.curFile); err != nil {
+		return fmt.Errorf("fsync %s: %w", c.curFile.Name(), err)
 	}
 	return nil
 }
@@ -270,6 +283,27 @@ func (s *commitStats) snapshot() *semaq.CommitStats {
 	}
 }
 
+// ackStream reads the stream name of a successful JetStream PubAck without
+// decoding it all: this runs once per durable message. Stream names SemaQ
+// accepts hold no quotes or escapes, so the first "stream":"..." is it. Any
+// error reply, or anything unexpected, reports false.
+func ackStream(b []byte) (string, bool) {
+	if bytes.Contains(b, []byte(`"error"`)) {
+		return "", false
+	}
+	const key = `"stream":"`
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return "", false
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 {
+		return "", false
+	}
+	return string(rest[:j]), true
+}
+
 // ackRouter receives JetStream's PubAcks for fsync streams on one wildcard
 // subscription and hands each to its stream's committer. The publisher's
 // reply subject travels in the ack subject itself (prefix + reply), so no
@@ -288,16 +322,13 @@ type ackRouter struct {
 func (r *ackRouter) route(m *nats.Msg) {
 	defer r.routed.Add(1)
 	reply := strings.TrimPrefix(m.Subject, r.prefix)
-	var ack struct {
-		Stream string          `json:"stream"`
-		Error  json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &ack); err != nil || ack.Error != nil || ack.Stream == "" {
+	stream, ok := ackStream(m.Data)
+	if !ok {
 		// Errors need no fsync: nothing was stored.
 		_ = r.nc.Publish(reply, m.Data)
 		return
 	}
-	c := (*r.committers.Load())[ack.Stream]
+	c := (*r.committers.Load())[stream]
 	if c == nil {
 		// The stream stopped being fsync between publish and ack: the
 		// write is at JetStream's own durability.

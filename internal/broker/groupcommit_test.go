@@ -264,3 +264,76 @@ func TestGroupCommitBatchesAndKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+func TestGroupCommitSyncsEveryNewBlock(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		synced  = map[string]int{}
+		release = make(chan struct{})
+		first   sync.Once
+	)
+	s := startWithHook(t, func(f *os.File) error {
+		// Hold the first fsync until every message is written, so the
+		// next commit finds several new block files at once.
+		first.Do(func() { <-release })
+		mu.Lock()
+		synced[filepath.Base(f.Name())]++
+		mu.Unlock()
+		return f.Sync()
+	})
+	c := brokertest.Connect(t, s)
+	addDurable(t, c, "D", "d.>", "fsync")
+	js, err := jetstream.New(c.Conn(), jetstream.WithPublishAsyncMaxPending(256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Large messages fill several block files, often more than one
+	// between two commits.
+	big := make([]byte, 200<<10)
+	for range 200 {
+		if _, err := js.PublishAsync("d.x", big); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for broker.AcksRouted(s) < 200 {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of 200 writes acknowledged by JetStream", broker.AcksRouted(s))
+		}
+		time.Sleep(time.Millisecond) // polling a condition
+	}
+	close(release)
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(60 * time.Second):
+		t.Fatal("publishes not acknowledged")
+	}
+	blks, _ := filepath.Glob(filepath.Join(broker.StoreDir(s, "D"), "*.blk"))
+	if len(blks) < 3 {
+		t.Fatalf("only %d block files; the test needs rollovers", len(blks))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range blks {
+		if synced[filepath.Base(b)] == 0 {
+			t.Errorf("block %s holds acknowledged messages but was never fsynced", filepath.Base(b))
+		}
+	}
+}
+
+func TestShutdownAfterOversizeDurableMessage(t *testing.T) {
+	s := brokertest.Start(t, func(c *broker.Config) { c.MaxPayload = 64 << 10 })
+	c := brokertest.Connect(t, s)
+	addDurable(t, c, "D", "d.>", "fsync")
+	ctx := context.Background()
+	// Fits as published, too large once the ingress adds the envelope.
+	_, err := c.Publish(ctx, "d.x", make([]byte, 64<<10-30))
+	if !errors.Is(err, semaq.ErrTooLarge) {
+		t.Fatalf("oversize after stamping: %v", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+}

@@ -245,6 +245,9 @@ func (in *ingress) handle(st *ingressStream, m *nats.Msg) {
 		in.acks.sent.Add(1)
 	}
 	if err := in.nc.PublishMsg(&out); err != nil {
+		if out.Reply != m.Reply {
+			in.acks.sent.Add(^uint64(0)) // no ack will come for it
+		}
 		if errors.Is(err, nats.ErrMaxPayload) {
 			in.reject(m, semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",
 				m.Subject, len(m.Data), in.nc.MaxPayload()))

@@ -6,11 +6,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/broker"
 )
 
 func newBenchCmd(e *env) *cobra.Command {
@@ -37,26 +40,39 @@ func newBenchIngestCmd(e *env) *cobra.Command {
 	var (
 		jsonFile string
 		quiet    bool
+		rates    string
 	)
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Publish throughput and latency: through the ingress vs straight into JetStream",
 		Long: `Publish to a SemaQ stream through the semantic ingress and to a raw JetStream
-stream with the same storage settings, on one embedded broker, from nats.go
-clients over loopback TCP. Each target gets a warm-up, then a throughput
-phase (asynchronous publishes, at most --window unacknowledged per
-publisher, acknowledged messages counted) and a latency phase (sequential
-synchronous publishes in an HDR histogram), each --duration long and cut
-into --rounds slices run in alternating target order.
+stream with the same storage settings, from nats.go clients over loopback
+TCP. Each target gets a warm-up, then a throughput phase (asynchronous
+publishes, at most --window unacknowledged per publisher, acknowledged
+messages counted), a latency phase (sequential synchronous publishes in an
+HDR histogram) and, for each of --rates, a paced phase (asynchronous
+publishes at that offered rate, open loop, each ack timed). Every phase is
+--duration long per target and rate, cut into --rounds slices run in
+alternating target order.
+
+--sync interval: both streams on one embedded broker, no fsync before acks.
+--sync always: the SemaQ stream has durability fsync (acks group-committed
+by the ingress); the raw stream runs on a second embedded nats-server with
+JetStream sync_always (one fsync per message), the durable baseline.
 
 The table goes to stdout, progress to stderr; --json writes the report.`,
 		Example: `  semaq bench ingest
   semaq bench ingest --sync always --duration 10s --json ingest.json
+  semaq bench ingest --sync interval --rates 1000,10000
   semaq bench ingest --targets semaq --size 4096 --publishers 4`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for i, t := range cfg.Targets {
 				cfg.Targets[i] = strings.TrimSpace(t)
+			}
+			var err error
+			if cfg.Rates, err = parseRates(rates, cfg.Sync, cmd.Flags().Changed("rates")); err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -87,7 +103,8 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.DurationVar(&cfg.Duration, "duration", def.Duration, "measured time of each phase (throughput, latency) per target")
 	f.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured publishing per target before measuring")
 	f.IntVar(&cfg.Size, "size", def.Size, "message payload in bytes (envelope headers come on top)")
-	f.StringVar(&cfg.Sync, "sync", def.Sync, "broker durability: interval (periodic fsync) or always (fsync before every ack)")
+	f.StringVar(&cfg.Sync, "sync", def.Sync, "durability measured: interval (no fsync before acks) or always (SemaQ group commit against JetStream sync_always)")
+	f.StringVar(&rates, "rates", "", "offered loads of the paced phase in msgs/s, comma-separated, or none (default: "+formatRates(bench.DefaultRates)+" with --sync always, none otherwise)")
 	f.IntVar(&cfg.Window, "window", def.Window, "most unacknowledged asynchronous publishes per publisher")
 	f.IntVar(&cfg.Publishers, "publishers", def.Publishers, "concurrent publisher connections per target in the throughput phase")
 	f.IntVar(&cfg.Rounds, "rounds", def.Rounds, "slices of each phase per target, run in alternating target order")
@@ -96,6 +113,37 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
+}
+
+// parseRates reads --rates. Not given, it is bench.DefaultRates with sync
+// always and none otherwise.
+func parseRates(s, sync string, given bool) ([]int, error) {
+	if !given {
+		if sync == broker.SyncAlways {
+			return slices.Clone(bench.DefaultRates), nil
+		}
+		return nil, nil
+	}
+	if s = strings.TrimSpace(s); s == "none" || s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%w: rates: %q is not a number of msgs/s", bench.ErrBadConfig, strings.TrimSpace(f))
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func formatRates(rates []int) string {
+	s := make([]string, len(rates))
+	for i, r := range rates {
+		s[i] = strconv.Itoa(r)
+	}
+	return strings.Join(s, ",")
 }
 
 // reportFile is where --json goes. A file is written under a temporary

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -64,6 +65,86 @@ func TestBenchIngest(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".ingest.json.tmp*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
+	if strings.Contains(r.stdout, "paced:") {
+		t.Errorf("interval mode ran the paced phase without --rates:\n%s", r.stdout)
+	}
+}
+
+// --sync always measures group commit against a sync_always server, with
+// the paced phase at the default rates.
+func TestBenchIngestDurable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "durable.json")
+	r := runBench(append([]string{"ingest", "--sync", "always", "--rounds", "2", "--json", file}, tinyBench...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"sync always",
+		"jetstream on its own nats-server (JetStream sync_always true)",
+		"semaq on the broker's nats-server (JetStream sync_always false), stream BENCH_SEMAQ, durability fsync",
+		"paced:", "goals: durable throughput ≥ 10× jetstream sync_always",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "paced semaq: 10000 msgs/s, round 2/2") {
+		t.Errorf("no paced progress on stderr:\n%s", r.stderr)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Config struct {
+			Rates []int `json:"rates"`
+		} `json:"config"`
+		Results []struct {
+			Target string `json:"target"`
+			Paced  []struct {
+				Rate     int     `json:"rate"`
+				Achieved float64 `json:"achieved_msgs_per_s"`
+			} `json:"paced"`
+		} `json:"results"`
+		Goals struct {
+			Min float64 `json:"durable_throughput_ratio_min"`
+			Met *bool   `json:"durable_throughput_met"`
+		} `json:"goals"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json file: %v\n%s", err, b)
+	}
+	if len(rep.Config.Rates) != 2 || rep.Config.Rates[0] != 1000 || rep.Config.Rates[1] != 10000 {
+		t.Errorf("rates %v, want the default 1000,10000", rep.Config.Rates)
+	}
+	if rep.Goals.Min != 10 || rep.Goals.Met == nil {
+		t.Errorf("goals lack the durable goal:\n%s", b)
+	}
+	for _, res := range rep.Results {
+		if len(res.Paced) != 2 || res.Paced[0].Rate != 1000 || res.Paced[1].Achieved <= 0 {
+			t.Errorf("%s: paced %+v", res.Target, res.Paced)
+		}
+	}
+}
+
+func TestBenchParseRates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in, sync string
+		given    bool
+		want     []int
+	}{
+		{"", "always", false, []int{1000, 10000}},
+		{"", "interval", false, nil},
+		{"none", "always", true, nil},
+		{"500, 2000", "interval", true, []int{500, 2000}},
+	}
+	for _, tt := range tests {
+		got, err := parseRates(tt.in, tt.sync, tt.given)
+		if err != nil || !slices.Equal(got, tt.want) {
+			t.Errorf("parseRates(%q, %s, %v) = %v, %v; want %v", tt.in, tt.sync, tt.given, got, err, tt.want)
+		}
+	}
 }
 
 func TestBenchIngestJSONStdout(t *testing.T) {
@@ -104,6 +185,8 @@ func TestBenchIngestErrors(t *testing.T) {
 		{"bad duration", []string{"ingest", "--duration", "soon"}, `invalid argument "soon" for "--duration"`},
 		{"huge size", []string{"ingest", "--size", "9999999"}, "size: 9999999 bytes"},
 		{"zero window", []string{"ingest", "--window", "0"}, "window: 0"},
+		{"bad rate", []string{"ingest", "--rates", "1000,fast"}, `rates: "fast" is not a number of msgs/s`},
+		{"zero rate", []string{"ingest", "--sync", "always", "--rates", "0"}, "rates: 0 msgs/s is outside 1..1000000"},
 		{"json dir", []string{"ingest", "--json", missingDir}, "--json " + missingDir},
 		{"unknown scenario", []string{"rag"}, `unknown scenario "rag" for "semaq bench" (scenarios: ingest)`},
 		{"extra argument", []string{"ingest", "now"}, `unknown command "now" for "semaq bench ingest"`},
