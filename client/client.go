@@ -34,6 +34,7 @@ type Client struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	timeout time.Duration
+	schemas schemaCache // schemas read by id; ids are immutable
 }
 
 type connectOptions struct {

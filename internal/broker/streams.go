@@ -34,6 +34,9 @@ func (s *Server) startAPI() error {
 		semaq.APIStreamLookup:                    s.apiLookup,
 		semaq.APIInfo:                            s.apiServerInfo,
 	}
+	for subj, h := range s.schemaHandlers() {
+		handlers[subj] = h
+	}
 	for subj, h := range handlers {
 		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
 		if err != nil {
