@@ -336,3 +336,24 @@ func TestStreamInfoReportsConfig(t *testing.T) {
 		t.Fatalf("memory stream info = %+v", mem)
 	}
 }
+
+// TestStreamCreateRacesAdvisoryResync creates streams while JetStream's
+// advisories make the node resync its stream list: a publish right after
+// each create must find the ingress serving the new stream.
+func TestStreamCreateRacesAdvisoryResync(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	for i := range 30 {
+		name := fmt.Sprintf("S%d", i)
+		subj := fmt.Sprintf("race%d.x", i)
+		if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("race%d.>", i)}}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 20 {
+			if _, err := c.Publish(ctx, subj, []byte("x")); err != nil {
+				t.Fatalf("stream %s, publish %d right after create: %v", name, j, err)
+			}
+		}
+	}
+}

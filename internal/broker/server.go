@@ -51,6 +51,10 @@ type Server struct {
 
 	shutdownOnce sync.Once
 
+	// streamsMu serialises stream create, delete and the resync that
+	// follows JetStream's stream advisories.
+	streamsMu sync.Mutex
+
 	// syncFile replaces fsync in group commits; tests inject faults here.
 	syncFile func(*os.File) error
 }
@@ -99,7 +103,19 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 
 	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
-		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
+		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				s.log.Warn("semantic layer disconnected from the NATS server", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			s.log.Error("semantic layer connection error", "subject", subj, "err", err)
+		}))
 	if err != nil {
 		return fmt.Errorf("broker: internal connection: %w", err)
 	}

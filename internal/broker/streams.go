@@ -59,7 +59,12 @@ func (s *Server) startAPI() error {
 }
 
 // syncStreams makes the ingress serve exactly the SemaQ streams JetStream has.
+// It holds streamsMu, like stream create and delete: a sync that listed the
+// streams just before a create must not remove the new stream's ingress
+// after the create added it.
 func (s *Server) syncStreams(ctx context.Context) error {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
 	have := make(map[string]bool)
 	lister := s.js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -269,6 +274,8 @@ func (s *Server) apiCreate(m *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
 	if _, err := s.js.Stream(ctx, req.Name); err == nil {
 		s.replyErr(m, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name))
 		return
@@ -319,6 +326,8 @@ func (s *Server) apiDelete(m *nats.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 	defer cancel()
 	name := lastToken(m.Subject)
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
 	info, err := s.semaqStream(ctx, name)
 	if err != nil {
 		s.replyErr(m, s.jsError(err, "stream %s", name))
