@@ -56,20 +56,28 @@ func (r *Registry) Routes(mux *http.ServeMux) {
 	handle("POST /compatibility/subjects/{subject}/versions", r.postCompatibility)
 	handle("GET /mode", r.getMode)
 	handle("GET /mode/{subject}", r.getMode)
+	handle("GET /contexts", r.getContexts)
+	// Anything else under the registry's paths gets Confluent's 404/405, so
+	// a Confluent client reports the error instead of an empty one, even
+	// where the registry shares a mux with other endpoints.
+	for _, p := range []string{"/subjects", "/subjects/", "/schemas/", "/config", "/config/",
+		"/compatibility/", "/mode", "/mode/", "/contexts", "/contexts/"} {
+		mux.HandleFunc(p, notFound(mux))
+	}
 }
 
-// Handler is the REST API alone: Routes on a mux of its own, with
-// Confluent's JSON 404 and 405 for anything else. Mount it under a prefix
-// with http.StripPrefix.
-func (r *Registry) Handler() http.Handler {
-	mux := http.NewServeMux()
-	r.Routes(mux)
-	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+// getContexts lists schema contexts: the registry has only the default one.
+func (r *Registry) getContexts(*http.Request) (any, error) { return []string{"."}, nil }
+
+// notFound answers Confluent's 405 when another method has an endpoint at
+// the path (every endpoint pattern names its method), else 404.
+func notFound(mux *http.ServeMux) http.HandlerFunc {
+	return func(w http.ResponseWriter, req *http.Request) {
 		var allowed []string
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
 			probe := req.Clone(req.Context())
 			probe.Method = m
-			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
+			if _, pattern := mux.Handler(probe); strings.Contains(pattern, " ") {
 				allowed = append(allowed, m)
 			}
 		}
@@ -79,7 +87,16 @@ func (r *Registry) Handler() http.Handler {
 			return
 		}
 		writeError(w, &Error{Code: http.StatusNotFound, Message: "HTTP 404 Not Found"})
-	})
+	}
+}
+
+// Handler is the REST API alone: Routes on a mux of its own, with
+// Confluent's JSON 404 and 405 for anything else. Mount it under a prefix
+// with http.StripPrefix.
+func (r *Registry) Handler() http.Handler {
+	mux := http.NewServeMux()
+	r.Routes(mux)
+	mux.HandleFunc("/", notFound(mux))
 	return mux
 }
 
