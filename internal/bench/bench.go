@@ -6,6 +6,10 @@
 // HTTP) and drives it from nats.go clients over loopback TCP. The ingest
 // scenario (RunIngest) publishes to a SemaQ stream through the semantic
 // ingress and to a plain JetStream stream with identical storage settings.
+// With a schema (IngestConfig.Schema) the SemaQ stream is bound to it in
+// the broker's registry, so the ingress validates every message, a second
+// SemaQ stream without it can be measured beside it (TargetSemaqNoSchema),
+// and all targets publish the same sample payload, valid under the schema.
 // With interval sync both streams live on the broker's server. With sync
 // always the SemaQ stream is an fsync stream (acks group-committed by the
 // ingress) and the raw stream lives on a second embedded nats-server that
@@ -45,12 +49,16 @@ type rig struct {
 	// raw runs the raw JetStream stream when it must not share the broker's
 	// JetStream settings (sync always); nil when it lives on the broker.
 	raw *server.Server
+	// schemaID is the registry id of the schema the SemaQ stream is bound
+	// to; 0 without one.
+	schemaID int
 }
 
 // startRig starts a broker with the given sync mode and, in always mode, the
 // sync_always server of the baseline, keeping their files in
-// subdirectories of dir, and creates the streams of both targets.
-func startRig(ctx context.Context, dir, sync string) (_ *rig, err error) {
+// subdirectories of dir, and creates the streams of both targets, the
+// SemaQ one bound to sc when it is not nil.
+func startRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *rig, err error) {
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = filepath.Join(dir, TargetSemaq)
 	cfg.Listen = "127.0.0.1:0"
@@ -79,7 +87,7 @@ func startRig(ctx context.Context, dir, sync string) (_ *rig, err error) {
 	if r.admin, err = client.Connect(ctx, srv.ClientURL(), client.WithName("semaq-bench-admin")); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if err := createStreams(ctx, r, durabilityOf(sync)); err != nil {
+	if err := createStreams(ctx, r, durabilityOf(sync), sc); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -133,9 +141,9 @@ func (r *rig) rawServer() *server.Server {
 }
 
 // publisher opens a publisher connection to target t, publishing messages
-// of size bytes, with a traceparent or not.
-func (r *rig) publisher(t *target, size int, traceparent bool, window int) (*publisher, error) {
-	return newPublisher(r, t, "semaq-bench-"+t.name, newMessage(t.subject, size, traceparent), window)
+// with data as payload, with a traceparent or not.
+func (r *rig) publisher(t *target, data []byte, traceparent bool, window int) (*publisher, error) {
+	return newPublisher(r, t, "semaq-bench-"+t.name, newMessage(t.subject, data, traceparent), window)
 }
 
 func (r *rig) close() {

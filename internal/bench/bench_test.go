@@ -46,7 +46,7 @@ func TestRunIngest(t *testing.T) {
 		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval},
 		TargetJetStream: {Target: TargetJetStream, Server: ServerBroker, Stream: jetstreamStream, Durability: DurabilityInterval},
 	})
-	for _, name := range TargetNames {
+	for _, name := range DefaultTargets {
 		checkPaced(t, rep.Result(name), &cfg)
 		if gc := rep.Result(name).GroupCommit; gc != nil {
 			t.Errorf("%s: group-commit figures on an interval stream: %+v", name, gc)
@@ -61,7 +61,7 @@ func TestRunIngest(t *testing.T) {
 	if got := len(rep.Results); got != 2 {
 		t.Fatalf("got %d results, want 2", got)
 	}
-	for _, name := range TargetNames {
+	for _, name := range DefaultTargets {
 		res := rep.Result(name)
 		if res == nil {
 			t.Fatalf("no result for %s", name)
@@ -160,7 +160,7 @@ func TestRunIngestDurable(t *testing.T) {
 	if !slices.Equal(rep.Config.Rates, DefaultRates) {
 		t.Errorf("config rates %v, want %v", rep.Config.Rates, DefaultRates)
 	}
-	for _, name := range TargetNames {
+	for _, name := range DefaultTargets {
 		res := rep.Result(name)
 		if res == nil {
 			t.Fatalf("no result for %s", name)
@@ -323,7 +323,7 @@ func TestPacerBoundsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	hole := &target{name: "blackhole", subject: "bench.blackhole", dial: targets[TargetSemaq].dial}
-	p, err := r.publisher(hole, 10, false, 8)
+	p, err := r.publisher(hole, generatedBody(10), false, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,6 +482,17 @@ func TestIngestConfigValidate(t *testing.T) {
 		{"unknown target", func(c *IngestConfig) { c.Targets = []string{"semaq", "rabbitmq"} }, `targets: "rabbitmq" is not a target`},
 		{"no targets", func(c *IngestConfig) { c.Targets = nil }, "targets: none given"},
 		{"twice", func(c *IngestConfig) { c.Targets = []string{"semaq", "semaq"} }, `"semaq" is given twice`},
+		{"noschema without schema", func(c *IngestConfig) { c.Targets = SchemaTargets }, `"semaq-noschema" is the comparison for a run with a schema`},
+		{"schema", func(c *IngestConfig) {
+			c.Targets, c.Payload = SchemaTargets, []byte(`{}`)
+			c.Schema = &SchemaConfig{Type: "JSON", Text: `{}`}
+		}, ""},
+		{"schema type", func(c *IngestConfig) { c.Payload, c.Schema = []byte(`{}`), &SchemaConfig{Type: "json", Text: `{}`} }, `schema: type "json" is not one of`},
+		{"schema empty", func(c *IngestConfig) {
+			c.Payload, c.Schema = []byte(`{}`), &SchemaConfig{Type: "AVRO", Text: " ", File: "x.avsc"}
+		}, "schema: x.avsc is empty"},
+		{"schema without payload", func(c *IngestConfig) { c.Schema = &SchemaConfig{Type: "JSON", Text: `{}`} }, "payload: a schema needs a sample payload"},
+		{"empty payload", func(c *IngestConfig) { c.Payload, c.PayloadFile = []byte("\n"), "p.json" }, "payload: p.json is empty"},
 		{"zero duration", func(c *IngestConfig) { c.Duration = 0 }, "duration: 0s"},
 		{"negative warmup", func(c *IngestConfig) { c.Warmup = -time.Second }, "warmup: -1s"},
 		{"huge size", func(c *IngestConfig) { c.Size = 2 << 20 }, "size: 2097152 bytes"},
@@ -584,8 +595,8 @@ func TestTargetsStore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := startTestRig(t)
-	for _, name := range TargetNames {
-		p, err := r.publisher(targets[name], 100, true, 8)
+	for _, name := range DefaultTargets {
+		p, err := r.publisher(targets[name], generatedBody(100), true, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -644,11 +655,11 @@ func TestHistogram(t *testing.T) {
 	}
 }
 
-func TestNewMessage(t *testing.T) {
+func TestGeneratedBody(t *testing.T) {
 	t.Parallel()
 	for _, size := range []int{0, 1, 97, 1024, 100_000} {
-		if m := newMessage("x", size, false); len(m.Data) != size {
-			t.Errorf("size %d: got %d bytes", size, len(m.Data))
+		if b := generatedBody(size); len(b) != size {
+			t.Errorf("size %d: got %d bytes", size, len(b))
 		}
 	}
 }
@@ -677,7 +688,7 @@ func startTestRigSync(tb testing.TB, sync string) *rig {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := startRig(ctx, tb.TempDir(), sync)
+	r, err := startRig(ctx, tb.TempDir(), sync, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -689,7 +700,7 @@ func startTestRigSync(tb testing.TB, sync string) *rig {
 // ack, server and ingress work included, as are their allocations.
 func benchmarkSync(b *testing.B, target string, traceparent bool) {
 	r := startTestRig(b)
-	p, err := r.publisher(targets[target], 1024, traceparent, 1)
+	p, err := r.publisher(targets[target], generatedBody(1024), traceparent, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -716,7 +727,7 @@ func benchmarkAsync(b *testing.B, target string, traceparent bool) {
 }
 
 func benchmarkAsyncOn(b *testing.B, r *rig, t *target, traceparent bool) {
-	p, err := r.publisher(t, 1024, traceparent, 256)
+	p, err := r.publisher(t, generatedBody(1024), traceparent, 256)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // Target names.
@@ -15,13 +17,24 @@ const (
 	// TargetSemaq publishes on public subjects through the semantic ingress,
 	// as any SemaQ client does.
 	TargetSemaq = "semaq"
+	// TargetSemaqNoSchema publishes like TargetSemaq, to a second SemaQ
+	// stream with the same settings but no schema. Only in runs with a
+	// schema: it measures, in the same run, what enforcement costs.
+	TargetSemaqNoSchema = "semaq-noschema"
 	// TargetJetStream publishes straight into a JetStream stream with the
 	// same storage settings: the baseline every SemaQ figure is a ratio of.
 	TargetJetStream = "jetstream"
 )
 
 // TargetNames lists the targets in the order reports show them.
-var TargetNames = []string{TargetSemaq, TargetJetStream}
+var TargetNames = []string{TargetSemaq, TargetSemaqNoSchema, TargetJetStream}
+
+// DefaultTargets are the targets of DefaultIngestConfig; SchemaTargets are
+// the ones to measure with a schema.
+var (
+	DefaultTargets = []string{TargetSemaq, TargetJetStream}
+	SchemaTargets  = []string{TargetSemaq, TargetSemaqNoSchema, TargetJetStream}
+)
 
 // Limits of an ingest run, so a typo cannot start an hour-long run or
 // exhaust memory.
@@ -50,7 +63,8 @@ type IngestConfig struct {
 	// first measured phase.
 	Warmup time.Duration `json:"warmup"`
 	// Size is the payload of one message in bytes; the envelope headers
-	// come on top.
+	// come on top. With Payload, 0 sends Payload as is, and any other size
+	// pads the longest string in it (see Payload).
 	Size int `json:"size"`
 	// Sync is the durability measured, broker.SyncInterval or
 	// broker.SyncAlways. Interval: one broker holds both streams, neither
@@ -77,6 +91,25 @@ type IngestConfig struct {
 	// alternating target order (A B, B A, ...), so slow drift in the
 	// machine or the stores does not favour whichever target runs first.
 	Rounds int `json:"rounds"`
+	// Payload, when set, is what every message carries instead of
+	// generated text: a JSON document. Without Schema it is sent as is. With
+	// a JSON Schema it must match the schema and is sent as is; with Avro it
+	// is the datum in Avro's JSON encoding (a union value may also be given
+	// bare) and with Protobuf the file's first message in protojson, which
+	// the run encodes and sends in Confluent's wire format (magic byte,
+	// schema id, for Protobuf the message indexes, then the binary). Every
+	// target gets the same bytes. Surrounding whitespace is dropped. With
+	// Size > 0 the longest string value of the document is lengthened with
+	// English text until the payload, as sent, is Size bytes (or, where a
+	// length prefix grows by a byte, the largest size under it).
+	Payload []byte `json:"-"`
+	// PayloadFile names where Payload came from, for the report.
+	PayloadFile string `json:"-"`
+	// Schema, when set, makes the SemaQ target enforce a schema: the run
+	// registers it under SchemaSubject, creates the SemaQ stream bound to
+	// it (semaq.StreamConfig.Schema), and the ingress validates every
+	// message. It needs Payload. The raw JetStream stream validates nothing.
+	Schema *SchemaConfig `json:"-"`
 	// DataDir is where the broker keeps its files: a directory that is
 	// empty or does not exist yet, kept afterwards. Empty means a new
 	// temporary directory, removed afterwards.
@@ -84,6 +117,24 @@ type IngestConfig struct {
 	// Progress, when set, receives one line per step of the run.
 	Progress io.Writer `json:"-"`
 }
+
+// SchemaSubject is the registry subject a run registers Schema under.
+const SchemaSubject = "bench-semaq-value"
+
+// SchemaConfig is a schema for the SemaQ target to enforce.
+type SchemaConfig struct {
+	// Type is schema.TypeJSON, schema.TypeAvro or schema.TypeProtobuf.
+	Type schema.Type
+	// Text is the schema as registered: a JSON Schema, an Avro schema, or
+	// one .proto file whose imports are all google/protobuf ones (the run
+	// registers no references).
+	Text string
+	// File names where Text came from, for the report.
+	File string
+}
+
+// SchemaTypes are the schema types a run can enforce.
+var SchemaTypes = []schema.Type{schema.TypeJSON, schema.TypeAvro, schema.TypeProtobuf}
 
 // DefaultRates are the offered loads of the paced phase when durability is
 // measured (sync always): a quiet and a busy stream.
@@ -93,7 +144,7 @@ var DefaultRates = []int{1000, 10000}
 // 1 KiB messages, a full envelope and interval sync.
 func DefaultIngestConfig() IngestConfig {
 	return IngestConfig{
-		Targets:     slices.Clone(TargetNames),
+		Targets:     slices.Clone(DefaultTargets),
 		Duration:    5 * time.Second,
 		Warmup:      time.Second,
 		Size:        1024,
@@ -116,6 +167,9 @@ func (c *IngestConfig) Validate() error {
 		}
 		if slices.Contains(c.Targets[:i], t) {
 			return fmt.Errorf("%w: targets: %q is given twice", ErrBadConfig, t)
+		}
+		if t == TargetSemaqNoSchema && c.Schema == nil {
+			return fmt.Errorf("%w: targets: %q is the comparison for a run with a schema; give a schema", ErrBadConfig, t)
 		}
 	}
 	if c.Duration <= 0 || c.Duration > MaxDuration {
@@ -149,6 +203,20 @@ func (c *IngestConfig) Validate() error {
 			return fmt.Errorf("%w: rates: %d is given twice", ErrBadConfig, r)
 		}
 	}
+	if c.Payload != nil && len(bytes.TrimSpace(c.Payload)) == 0 {
+		return fmt.Errorf("%w: payload: %s is empty", ErrBadConfig, nameOr(c.PayloadFile, "the payload"))
+	}
+	if s := c.Schema; s != nil {
+		if !slices.Contains(SchemaTypes, s.Type) {
+			return fmt.Errorf("%w: schema: type %q is not one of JSON, AVRO, PROTOBUF", ErrBadConfig, s.Type)
+		}
+		if strings.TrimSpace(s.Text) == "" {
+			return fmt.Errorf("%w: schema: %s is empty", ErrBadConfig, nameOr(s.File, "the schema"))
+		}
+		if c.Payload == nil {
+			return fmt.Errorf("%w: payload: a schema needs a sample payload that matches it", ErrBadConfig)
+		}
+	}
 	if c.Rounds < 1 || c.Rounds > MaxRounds {
 		return fmt.Errorf("%w: rounds: %d is outside 1..%d", ErrBadConfig, c.Rounds, MaxRounds)
 	}
@@ -156,4 +224,12 @@ func (c *IngestConfig) Validate() error {
 		return fmt.Errorf("%w: rounds: %d rounds of %s leave under a millisecond each", ErrBadConfig, c.Rounds, c.Duration)
 	}
 	return nil
+}
+
+// nameOr is name, or what when name is empty.
+func nameOr(name, what string) string {
+	if name == "" {
+		return what
+	}
+	return name
 }

@@ -55,11 +55,21 @@ type pacedRun struct {
 // order, so neither target always runs first or on a store the other has
 // just warmed.
 //
+// With cfg.Schema, the payload is checked against the schema before
+// anything starts (a mismatch is ErrBadConfig), validating it is timed in
+// process for up to a second (Report.Validation), the SemaQ stream is
+// created bound to the schema, and at the end its last message must carry
+// the schema's id, which only the ingress's validation sets.
+//
 // RunIngest blocks for about (2 + len(cfg.Rates)) × len(cfg.Targets) ×
 // cfg.Duration plus the warm-up; cancelling ctx stops it early with ctx's
 // error.
 func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	pl, err := preparePayload(&cfg)
+	if err != nil {
 		return nil, err
 	}
 	dir := cfg.DataDir
@@ -77,12 +87,22 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		}
 	}
 
+	var validation *Validation
+	if pl.compiled != nil {
+		d := min(maxValidationTime, cfg.Duration)
+		progress("timing %s validation of the %d-byte payload in process (%s)", cfg.Schema.Type, pl.size(), d)
+		if validation, err = measureValidation(pl.compiled, pl.body, d); err != nil {
+			return nil, fmt.Errorf("bench: timing validation: %w", err)
+		}
+	}
+
 	progress("starting broker (data %s, sync %s)", dir, cfg.Sync)
-	r, err := startRig(ctx, dir, cfg.Sync)
+	r, err := startRig(ctx, dir, cfg.Sync, cfg.Schema)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
+	data := pl.data(r.schemaID)
 
 	runs := make([]*run, 0, len(cfg.Targets))
 	defer func() {
@@ -100,7 +120,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		rn := &run{t: targets[name], lat: newHistogram()}
 		runs = append(runs, rn)
 		for range cfg.Publishers {
-			p, err := r.publisher(rn.t, cfg.Size, cfg.TraceParent, cfg.Window)
+			p, err := r.publisher(rn.t, data, cfg.TraceParent, cfg.Window)
 			if err != nil {
 				return nil, err
 			}
@@ -161,8 +181,13 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	if err := pacedPhase(ctx, r, runs, &cfg, progress); err != nil {
 		return nil, err
 	}
+	if r.schemaID > 0 && slices.Contains(cfg.Targets, TargetSemaq) {
+		if err := r.checkEnforced(ctx); err != nil {
+			return nil, err
+		}
+	}
 
-	rep := &Report{Scenario: ScenarioIngest, Config: reportConfig(&cfg, setup)}
+	rep := &Report{Scenario: ScenarioIngest, Config: reportConfig(&cfg, setup, pl, r.schemaID), Validation: validation}
 	for i, rn := range runs {
 		res := Result{
 			Target:         rn.t.name,
@@ -186,7 +211,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		}
 		secs := rn.elapsed.Seconds()
 		res.ThroughputMsgsPerS = round1(float64(rn.acked) / secs)
-		res.ThroughputMBPerS = round1(float64(rn.acked) * float64(cfg.Size) / secs / 1e6)
+		res.ThroughputMBPerS = round1(float64(rn.acked) * float64(len(data)) / secs / 1e6)
 		res.ThroughputAcksPerFsync = rn.commits.perFsync()
 		for _, pr := range rn.paced {
 			if pr.counts.acked == 0 {
@@ -291,7 +316,7 @@ func (c commitCounts) perFsync() float64 {
 }
 
 // commitCounts reads the group-commit counters of target t's stream: zero
-// unless t is SemaQ on an fsync stream.
+// unless t is a SemaQ fsync stream.
 func (r *rig) commitCounts(ctx context.Context, t *target) (commitCounts, error) {
 	cs, err := r.groupCommit(ctx, t)
 	if err != nil || cs == nil {
@@ -301,14 +326,14 @@ func (r *rig) commitCounts(ctx context.Context, t *target) (commitCounts, error)
 }
 
 // groupCommit returns the group-commit figures of target t's stream, as
-// `semaq stream info` shows them; nil unless t is SemaQ on an fsync stream.
+// `semaq stream info` shows them; nil unless t is a SemaQ fsync stream.
 func (r *rig) groupCommit(ctx context.Context, t *target) (*semaq.CommitStats, error) {
-	if t.name != TargetSemaq {
+	if t.stream == "" {
 		return nil, nil
 	}
-	info, err := r.admin.StreamInfo(ctx, semaqStream)
+	info, err := r.admin.StreamInfo(ctx, t.stream)
 	if err != nil {
-		return nil, fmt.Errorf("bench: stream %s: %w", semaqStream, err)
+		return nil, fmt.Errorf("bench: stream %s: %w", t.stream, err)
 	}
 	return info.Commit, nil
 }

@@ -28,6 +28,10 @@ const (
 	// stream (group commit), as a multiple of raw JetStream with
 	// sync_always (one fsync per message).
 	GoalDurableThroughputRatio = 10.0
+	// GoalSchemaThroughputRatio is the least ingress throughput with every
+	// message validated against a schema, as a fraction of raw JetStream's
+	// (which validates nothing).
+	GoalSchemaThroughputRatio = 0.7
 )
 
 // Durabilities a report names: how a target's acks were made durable.
@@ -48,6 +52,20 @@ type Report struct {
 	Results  []Result     `json:"results"`
 	// Goals is set when both SemaQ and the JetStream baseline were measured.
 	Goals *Goals `json:"goals,omitempty"`
+	// Validation is set when the SemaQ stream enforced a schema.
+	Validation *Validation `json:"validation,omitempty"`
+	// SchemaCost is set when SemaQ ran with and without the schema.
+	SchemaCost *SchemaCost `json:"schema_cost,omitempty"`
+}
+
+// SchemaCost is what enforcing the schema cost the ingress in this run:
+// TargetSemaq against TargetSemaqNoSchema, same payload, same rounds.
+type SchemaCost struct {
+	// ThroughputRatio is semaq's throughput over semaq-noschema's.
+	ThroughputRatio float64 `json:"throughput_ratio"`
+	// LatencyDeltaUS is semaq's sequential publish latency minus
+	// semaq-noschema's.
+	LatencyDeltaUS Latency `json:"latency_delta_us"`
 }
 
 // ReportConfig records what was run and where.
@@ -62,6 +80,13 @@ type ReportConfig struct {
 	Rounds      int      `json:"rounds"`
 	TraceParent bool     `json:"traceparent"`
 	Rates       []int    `json:"rates,omitempty"` // offered loads of the paced phase, msgs/s
+	// Payload names the file every message's payload came from; empty for
+	// generated text. PayloadPadded: its longest string was lengthened to
+	// make Size.
+	Payload       string `json:"payload,omitempty"`
+	PayloadPadded bool   `json:"payload_padded,omitempty"`
+	// Schema is what the SemaQ stream enforced, if anything.
+	Schema *SchemaSetup `json:"schema,omitempty"`
 	// Setup says where each target ran and how its acks were made durable,
 	// as read back from the running servers.
 	Setup      []TargetSetup `json:"setup"`
@@ -86,6 +111,22 @@ type TargetSetup struct {
 	// Durability is DurabilityFsync, DurabilityInterval or
 	// DurabilitySyncAlways.
 	Durability string `json:"durability"`
+	// Schema is the registry subject the stream's subjects are bound to, as
+	// the broker reports it: every message is validated. Empty: none.
+	Schema string `json:"schema,omitempty"`
+}
+
+// SchemaSetup is the schema a run registered and bound the SemaQ stream
+// to.
+type SchemaSetup struct {
+	Type    string `json:"type"` // JSON, AVRO, PROTOBUF
+	File    string `json:"file,omitempty"`
+	Subject string `json:"subject"` // registry subject
+	ID      int    `json:"id"`      // registry id
+	// ConfluentFramed: payloads carry Confluent's header (magic byte 0 and
+	// the id), as Avro and Protobuf serializers send them. Otherwise they
+	// are plain JSON, validated against the subject's latest version.
+	ConfluentFramed bool `json:"confluent_framed"`
 }
 
 // describe says in words what an ack of the target means.
@@ -103,15 +144,21 @@ func (s TargetSetup) describe() string {
 	default:
 		ack = "durability interval: no fsync before the ack"
 	}
-	return fmt.Sprintf("%s on %s (JetStream sync_always %v), stream %s, %s", s.Target, server, s.JetStreamSyncAlways, s.Stream, ack)
+	var bound string
+	if s.Schema != "" {
+		bound = ", every message validated against registry subject " + s.Schema
+	}
+	return fmt.Sprintf("%s on %s (JetStream sync_always %v), stream %s, %s%s", s.Target, server, s.JetStreamSyncAlways, s.Stream, ack, bound)
 }
 
-func reportConfig(c *IngestConfig, setup []TargetSetup) ReportConfig {
-	return ReportConfig{
+// reportConfig records c as run: with the payload's size as sent, and the
+// schema under the id the registry gave it.
+func reportConfig(c *IngestConfig, setup []TargetSetup, pl *payload, schemaID int) ReportConfig {
+	rc := ReportConfig{
 		Targets:     c.Targets,
 		Duration:    c.Duration.String(),
 		Warmup:      c.Warmup.String(),
-		Size:        c.Size,
+		Size:        pl.size(),
 		Sync:        c.Sync,
 		Window:      c.Window,
 		Publishers:  c.Publishers,
@@ -126,6 +173,13 @@ func reportConfig(c *IngestConfig, setup []TargetSetup) ReportConfig {
 		NATSServer:  server.VERSION,
 		SemaQ:       broker.Version,
 	}
+	if c.Payload != nil {
+		rc.Payload, rc.PayloadPadded = nameOr(c.PayloadFile, "(given)"), pl.padded
+	}
+	if sc := c.Schema; sc != nil {
+		rc.Schema = &SchemaSetup{Type: string(sc.Type), File: sc.File, Subject: SchemaSubject, ID: schemaID, ConfluentFramed: pl.framed}
+	}
+	return rc
 }
 
 // Result is what one target achieved.
@@ -193,7 +247,8 @@ type PacedResult struct {
 	AcksPerFsync float64 `json:"acks_per_fsync,omitempty"`
 }
 
-// Goals compares SemaQ with the baseline against GoalThroughputRatio and
+// Goals compares SemaQ with the baseline against GoalThroughputRatio (or
+// GoalSchemaThroughputRatio when SemaQ enforced a schema) and
 // GoalP50DeltaUS. Missing a goal is a finding, not an error.
 type Goals struct {
 	ThroughputRatio    float64 `json:"throughput_ratio"`
@@ -218,8 +273,15 @@ func (r *Report) Result(target string) *Result {
 	return nil
 }
 
-// compare sets the ratios to the baseline and the goals.
+// compare sets the ratios to the baseline, the goals, and the cost of
+// schema enforcement.
 func (r *Report) compare() {
+	if s, n := r.Result(TargetSemaq), r.Result(TargetSemaqNoSchema); s != nil && n != nil && n.ThroughputMsgsPerS > 0 {
+		r.SchemaCost = &SchemaCost{
+			ThroughputRatio: math.Round(s.ThroughputMsgsPerS/n.ThroughputMsgsPerS*1000) / 1000,
+			LatencyDeltaUS:  s.Latency.sub(n.Latency),
+		}
+	}
 	base := r.Result(TargetJetStream)
 	if base == nil || base.ThroughputMsgsPerS == 0 {
 		return
@@ -240,10 +302,14 @@ func (r *Report) compare() {
 			}
 		}
 		if res.Target == TargetSemaq {
+			minRatio := GoalThroughputRatio
+			if r.Config.Schema != nil {
+				minRatio = GoalSchemaThroughputRatio
+			}
 			r.Goals = &Goals{
 				ThroughputRatio:    ratio,
-				ThroughputRatioMin: GoalThroughputRatio,
-				ThroughputMet:      ratio >= GoalThroughputRatio,
+				ThroughputRatioMin: minRatio,
+				ThroughputMet:      ratio >= minRatio,
 				P50DeltaUS:         delta.P50,
 				P50DeltaUSMax:      GoalP50DeltaUS,
 				P50Met:             delta.P50 <= GoalP50DeltaUS,
@@ -300,6 +366,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, s := range c.Setup {
 		fmt.Fprintf(&b, "  %s\n", s.describe())
 	}
+	r.writePayload(&b)
 	b.WriteString("\n")
 	// Numbers align right; the first column is padded to align left.
 	width := len("target")
@@ -338,6 +405,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		b.WriteString("\n")
 	}
+	if sc := r.SchemaCost; sc != nil {
+		d := sc.LatencyDeltaUS
+		fmt.Fprintf(&b, "schema enforcement: %s at %.3f× the throughput of %s; sequential publish p50 %+.1f µs, p99 %+.1f µs\n",
+			TargetSemaq, sc.ThroughputRatio, TargetSemaqNoSchema, d.P50, d.P99)
+	}
 	if err := r.writePaced(&b, width); err != nil {
 		return err
 	}
@@ -352,9 +424,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "goals: durable throughput ≥ %.0f× jetstream sync_always: %.1f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
 				g.DurableThroughputRatioMin, g.ThroughputRatio, metWord(*g.DurableThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
 		} else {
-			fmt.Fprintf(&b, "goals: throughput ≥ %.2f× jetstream: %.3f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
-				g.ThroughputRatioMin, g.ThroughputRatio, metWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
+			what := "throughput"
+			if c.Schema != nil {
+				what = "throughput with " + c.Schema.Type + " schema enforcement"
+			}
+			fmt.Fprintf(&b, "goals: %s ≥ %.2f× jetstream: %.3f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
+				what, g.ThroughputRatioMin, g.ThroughputRatio, metWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
 		}
+	}
+	if v := r.Validation; v != nil {
+		fmt.Fprintf(&b, "goals: %s validation ≤ %.0f µs: %.2f µs %s\n", v.SchemaType, v.NSPerOpMax/1e3, v.NSPerOp/1e3, metWord(v.Met))
 	}
 	for _, res := range r.Results {
 		if res.FirstError != "" {
@@ -368,6 +447,30 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePayload says what the messages carried and, with a schema, what
+// validating one costs.
+func (r *Report) writePayload(b *strings.Builder) {
+	c := &r.Config
+	if c.Payload != "" {
+		how := "sent as is"
+		if c.PayloadPadded {
+			how = "longest string padded"
+		}
+		fmt.Fprintf(b, "  payload: %s, %d bytes, %s\n", c.Payload, c.Size, how)
+	}
+	if s := c.Schema; s != nil {
+		wire := "plain JSON, validated against the subject's latest version"
+		if s.ConfluentFramed {
+			wire = "Confluent wire format (magic byte, schema id)"
+		}
+		fmt.Fprintf(b, "  schema: %s %s, registry subject %s, id %d; payloads in %s\n", s.Type, nameOr(s.File, "(given)"), s.Subject, s.ID, wire)
+	}
+	if v := r.Validation; v != nil {
+		fmt.Fprintf(b, "  validation in process (schema.Validate on the %d bytes the ingress checks, one goroutine): %.0f ns/op, %.1f allocs/op, %.0f B/op, %d calls\n",
+			v.PayloadBytes, v.NSPerOp, v.AllocsPerOp, v.BytesPerOp, v.Ops)
+	}
 }
 
 // writePaced writes the paced phase: per rate, one line per target and the

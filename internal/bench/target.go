@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
@@ -22,6 +23,9 @@ const (
 	semaqStream      = "BENCH_SEMAQ"
 	semaqSubjects    = "bench.semaq.>"
 	semaqSubject     = "bench.semaq.ingest"
+	noSchemaStream   = "BENCH_NOSCHEMA"
+	noSchemaSubjects = "bench.noschema.>"
+	noSchemaSubject  = "bench.noschema.ingest"
 	jetstreamStream  = "BENCH_RAW"
 	jetstreamSubject = "benchraw.ingest"
 	// The raw stream lives outside the reserved $SQ namespace, as a plain
@@ -33,6 +37,9 @@ const (
 type target struct {
 	name    string
 	subject string // what publishers publish on
+	// stream is the SemaQ stream behind the ingress; empty for the raw
+	// baseline.
+	stream string
 	// dial opens a publisher connection over loopback TCP.
 	dial func(r *rig, name string) (*nats.Conn, error)
 }
@@ -41,10 +48,14 @@ var targets = map[string]*target{
 	TargetSemaq: {
 		name:    TargetSemaq,
 		subject: semaqSubject,
-		// An ordinary client: the public user, through the ingress.
-		dial: func(r *rig, name string) (*nats.Conn, error) {
-			return nats.Connect(r.srv.ClientURL(), nats.Name(name))
-		},
+		stream:  semaqStream,
+		dial:    publicConn,
+	},
+	TargetSemaqNoSchema: {
+		name:    TargetSemaqNoSchema,
+		subject: noSchemaSubject,
+		stream:  noSchemaStream,
+		dial:    publicConn,
 	},
 	TargetJetStream: {
 		name:    TargetJetStream,
@@ -58,6 +69,12 @@ var targets = map[string]*target{
 	},
 }
 
+// publicConn is an ordinary client's connection: the public user, through
+// the ingress.
+func publicConn(r *rig, name string) (*nats.Conn, error) {
+	return nats.Connect(r.srv.ClientURL(), nats.Name(name))
+}
+
 // durabilityOf is the durability the SemaQ stream is created with in a sync
 // mode: always asks for group-committed fsync explicitly.
 func durabilityOf(sync string) string {
@@ -67,20 +84,42 @@ func durabilityOf(sync string) string {
 	return broker.DurabilityInterval
 }
 
-// createStreams makes the two streams of the scenario. The SemaQ stream is
-// created through the SDK like a user's, with the given durability; the
+// createStreams makes the streams of the scenario. The SemaQ stream is
+// created through the SDK like a user's, with the given durability, and
+// bound to sc, registered first, when sc is not nil; then, with sc, the
+// unbound SemaQ stream of TargetSemaqNoSchema, likewise; the
 // raw stream is a copy of the JetStream configuration the broker made for
 // it, minus the reserved namespace and its transform, so both store with
 // exactly the same settings (file storage, limits, AllowMsgTTL,
 // AllowDirect, dedup window) whatever the broker's defaults become. It is
 // created on the raw server when the rig has one.
-func createStreams(ctx context.Context, r *rig, durability string) error {
-	info, err := r.admin.AddStream(ctx, semaq.StreamConfig{Name: semaqStream, Subjects: []string{semaqSubjects}, Durability: durability})
+func createStreams(ctx context.Context, r *rig, durability string, sc *SchemaConfig) error {
+	want := semaq.StreamConfig{Name: semaqStream, Subjects: []string{semaqSubjects}, Durability: durability}
+	if sc != nil {
+		id, _, err := r.admin.RegisterSchema(ctx, SchemaSubject, sc.Text, client.WithSchemaType(string(sc.Type)))
+		if err != nil {
+			return fmt.Errorf("bench: registering %s under %s: %w", nameOr(sc.File, "the schema"), SchemaSubject, err)
+		}
+		r.schemaID, want.Schema = id, SchemaSubject
+	}
+	info, err := r.admin.AddStream(ctx, want)
 	if err != nil {
 		return fmt.Errorf("bench: creating stream %s: %w", semaqStream, err)
 	}
 	if info.Config.Durability != durability {
 		return fmt.Errorf("bench: stream %s has durability %q, asked for %q", semaqStream, info.Config.Durability, durability)
+	}
+	if info.Config.Schema != want.Schema {
+		return fmt.Errorf("bench: stream %s is bound to schema subject %q, asked for %q", semaqStream, info.Config.Schema, want.Schema)
+	}
+	if sc != nil {
+		info, err := r.admin.AddStream(ctx, semaq.StreamConfig{Name: noSchemaStream, Subjects: []string{noSchemaSubjects}, Durability: durability})
+		if err != nil {
+			return fmt.Errorf("bench: creating stream %s: %w", noSchemaStream, err)
+		}
+		if info.Config.Durability != durability || info.Config.Schema != "" {
+			return fmt.Errorf("bench: stream %s has durability %q and schema %q, asked for %q and none", noSchemaStream, info.Config.Durability, info.Config.Schema, durability)
+		}
 	}
 
 	nc, err := r.srv.InternalConn(nats.Name("semaq-bench-admin"))
@@ -129,15 +168,17 @@ func (r *rig) setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 	out := make([]TargetSetup, 0, len(names))
 	for _, name := range names {
 		switch name {
-		case TargetSemaq:
-			info, err := r.admin.StreamInfo(ctx, semaqStream)
+		case TargetSemaq, TargetSemaqNoSchema:
+			stream := targets[name].stream
+			info, err := r.admin.StreamInfo(ctx, stream)
 			if err != nil {
-				return nil, fmt.Errorf("bench: stream %s: %w", semaqStream, err)
+				return nil, fmt.Errorf("bench: stream %s: %w", stream, err)
 			}
 			out = append(out, TargetSetup{
-				Target: name, Server: ServerBroker, Stream: semaqStream,
+				Target: name, Server: ServerBroker, Stream: stream,
 				JetStreamSyncAlways: syncAlways(r.srv.NATSServer()),
 				Durability:          info.Config.Durability,
+				Schema:              info.Config.Schema,
 			})
 		case TargetJetStream:
 			s := TargetSetup{Target: name, Server: ServerBroker, Stream: jetstreamStream, JetStreamSyncAlways: syncAlways(r.rawServer())}
@@ -154,17 +195,44 @@ func (r *rig) setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 	return out, nil
 }
 
+// checkEnforced makes sure the ingress validated what the SemaQ stream
+// stored: its last message carries the schema's id in AI-Schema-Id, which
+// the ingress sets only on a payload it validated.
+func (r *rig) checkEnforced(ctx context.Context) error {
+	nc, err := r.srv.InternalConn(nats.Name("semaq-bench-admin"))
+	if err != nil {
+		return fmt.Errorf("bench: internal connection: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	st, err := js.Stream(ctx, semaqStream)
+	if err != nil {
+		return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
+	}
+	m, err := st.GetMsg(ctx, st.CachedInfo().State.LastSeq)
+	if err != nil {
+		return fmt.Errorf("bench: reading the last message of %s: %w", semaqStream, err)
+	}
+	if got, want := m.Header.Get(semaq.HdrSchemaID), strconv.Itoa(r.schemaID); got != want {
+		return fmt.Errorf("bench: stream %s stored a message with %s %q, want %s: the schema was not enforced", semaqStream, semaq.HdrSchemaID, got, want)
+	}
+	return nil
+}
+
 func syncAlways(ns *server.Server) bool {
 	c := ns.JetStreamConfig()
 	return c != nil && c.SyncAlways
 }
 
-// newMessage is one message of the scenario: size bytes of JSON-ish text
-// with the envelope an SDK client sends for an inference request, with a
-// sampled traceparent if asked. Both targets send the same bytes; the
-// ingress validates the headers and stamps AI-Received on the way into the
-// SemaQ stream.
-func newMessage(subject string, size int, traceparent bool) *nats.Msg {
+// newMessage is one message of the scenario: data with the envelope an SDK
+// client sends for an inference request, with a sampled traceparent if
+// asked. Both targets send the same bytes; the ingress validates the
+// headers (and, on a bound stream, the payload) and stamps AI-Received on
+// the way into the SemaQ stream.
+func newMessage(subject string, data []byte, traceparent bool) *nats.Msg {
 	m := nats.NewMsg(subject)
 	m.Header.Set(semaq.HdrModel, "llama3-70b-instruct")
 	m.Header.Set(semaq.HdrTenant, "acme-prod")
@@ -173,8 +241,7 @@ func newMessage(subject string, size int, traceparent bool) *nats.Msg {
 	if traceparent {
 		m.Header.Set(semaq.HdrTraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	}
-	const text = `{"messages":[{"role":"user","content":"Summarise the attached quarterly report for the board."}]} `
-	m.Data = []byte(strings.Repeat(text, size/len(text)+1)[:size])
+	m.Data = data
 	return m
 }
 

@@ -177,7 +177,7 @@ func TestBenchIngestErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown target", []string{"ingest", "--targets", "semaq,rabbitmq"}, `targets: "rabbitmq" is not a target (want semaq, jetstream)`},
+		{"unknown target", []string{"ingest", "--targets", "semaq,rabbitmq"}, `targets: "rabbitmq" is not a target (want semaq, semaq-noschema, jetstream)`},
 		{"empty targets", []string{"ingest", "--targets", ""}, "targets: none given"},
 		{"duplicate target", []string{"ingest", "--targets", "semaq, semaq"}, `"semaq" is given twice`},
 		{"bad sync", []string{"ingest", "--sync", "never"}, `sync: "never" is not a sync mode`},
@@ -205,5 +205,167 @@ func TestBenchIngestErrors(t *testing.T) {
 				t.Fatalf("stderr is not one \"semaq: \" line: %q", r.stderr)
 			}
 		})
+	}
+}
+
+// The ready-made pair in bench/schemas.
+var (
+	benchSchema = filepath.Join("..", "..", "bench", "schemas", "inference-request.json")
+	benchSample = filepath.Join("..", "..", "bench", "schemas", "inference-request.sample.json")
+)
+
+// tinySchemaBench are flags for a short run that sends the sample as is.
+var tinySchemaBench = []string{"--duration", "300ms", "--warmup", "100ms", "--window", "64", "--rounds", "2"}
+
+// --schema binds the SemaQ stream to the schema and sends the sample beside
+// it; semaq, semaq-noschema and jetstream run, and the report says what was
+// enforced and what validating one payload costs.
+func TestBenchIngestSchema(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "schema.json")
+	r := runBench(append([]string{"ingest", "--schema", benchSchema, "--json", file}, tinySchemaBench...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		"ingest: 304-byte messages",
+		"stream BENCH_SEMAQ, durability interval: no fsync before the ack, every message validated against registry subject bench-semaq-value",
+		"payload: " + benchSample + ", 304 bytes, sent as is",
+		"schema: JSON " + benchSchema + ", registry subject bench-semaq-value, id 1; payloads in plain JSON",
+		"validation in process", "ns/op",
+		"goals: throughput with JSON schema enforcement ≥ 0.70× jetstream",
+		"goals: JSON validation ≤ 10 µs",
+		"schema enforcement: semaq at",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "timing JSON validation of the 304-byte payload") {
+		t.Errorf("no validation progress on stderr:\n%s", r.stderr)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Config struct {
+			Size   int `json:"size"`
+			Schema struct {
+				Type    string `json:"type"`
+				Subject string `json:"subject"`
+				ID      int    `json:"id"`
+			} `json:"schema"`
+			Setup []struct {
+				Target string `json:"target"`
+				Schema string `json:"schema"`
+			} `json:"setup"`
+		} `json:"config"`
+		Results []struct {
+			Target string `json:"target"`
+			Msgs   int64  `json:"msgs"`
+			Errors int64  `json:"errors"`
+		} `json:"results"`
+		Goals struct {
+			Min float64 `json:"throughput_ratio_min"`
+		} `json:"goals"`
+		Validation struct {
+			NSPerOp float64 `json:"ns_per_op"`
+			Bytes   int     `json:"payload_bytes"`
+		} `json:"validation"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json file: %v\n%s", err, b)
+	}
+	c := rep.Config
+	if c.Size != 304 || c.Schema.Type != "JSON" || c.Schema.Subject != "bench-semaq-value" || c.Schema.ID != 1 {
+		t.Errorf("config: size %d, schema %+v", c.Size, c.Schema)
+	}
+	if len(c.Setup) != 3 || c.Setup[0].Schema != "bench-semaq-value" || c.Setup[1].Schema != "" || c.Setup[2].Schema != "" {
+		t.Errorf("setup %+v: want semaq bound, semaq-noschema and jetstream not", c.Setup)
+	}
+	if len(rep.Results) != 3 || rep.Results[1].Target != "semaq-noschema" {
+		t.Fatalf("results %+v, want semaq, semaq-noschema, jetstream", rep.Results)
+	}
+	for _, res := range rep.Results {
+		if res.Msgs <= 0 || res.Errors != 0 {
+			t.Errorf("%s: %d msgs, %d errors", res.Target, res.Msgs, res.Errors)
+		}
+	}
+	if rep.Goals.Min != 0.7 || rep.Validation.NSPerOp <= 0 || rep.Validation.Bytes != 304 {
+		t.Errorf("goals %+v, validation %+v", rep.Goals, rep.Validation)
+	}
+}
+
+// A payload the schema refuses, or a schema without one, fails before
+// anything runs, with one line naming the problem.
+func TestBenchIngestSchemaErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sample, err := os.ReadFile(benchSample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	badRole := write("bad-role.json", strings.Replace(string(sample), `"role":"user"`, `"role":"admin"`, 1))
+	noModel := write("no-model.json", `{"messages":[{"role":"user","content":"hi"}]}`)
+	lone := write("lone.json", `{"type":"object"}`)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad role", []string{"--schema", benchSchema, "--payload", badRole},
+			"payload: " + badRole + " does not match " + benchSchema + ": payload invalid at /messages/1/role"},
+		{"missing field", []string{"--schema", benchSchema, "--payload", noModel}, `missing property "model"`},
+		{"avro", []string{"--schema", benchSchema, "--schema-type", "avro", "--payload", benchSample}, "does not parse as AVRO"},
+		{"no sample", []string{"--schema", lone}, "--schema " + lone + " needs a sample payload that matches it: give --payload FILE"},
+		{"too small", []string{"--schema", benchSchema, "--size", "100"}, "size: 100 bytes is less than " + benchSample + " takes as sent (304 bytes)"},
+		{"bad type", []string{"--schema", benchSchema, "--schema-type", "xml"}, `--schema-type: "xml" is not json, avro or protobuf`},
+		{"type alone", []string{"--schema-type", "avro"}, "--schema-type needs --schema"},
+		{"missing schema", []string{"--schema", filepath.Join(dir, "none.json"), "--payload", benchSample}, "--schema: open "},
+		{"noschema alone", []string{"--targets", "semaq-noschema"}, `"semaq-noschema" is the comparison for a run with a schema`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runBench(append([]string{"ingest"}, tt.args...)...)
+			if r.code == 0 {
+				t.Fatalf("exit 0, want failure; stdout: %s", r.stdout)
+			}
+			if !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("stderr %q does not contain %q", r.stderr, tt.want)
+			}
+			if lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "semaq: ") {
+				t.Fatalf("stderr is not one \"semaq: \" line: %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestBenchSchemaTypeOf(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file, typ string
+		given     bool
+		want      string
+	}{
+		{"a.json", "", false, "JSON"},
+		{"a.AVSC", "", false, "AVRO"},
+		{"dir/a.proto", "", false, "PROTOBUF"},
+		{"a.schema", "", false, "JSON"},
+		{"a.json", "Avro", true, "AVRO"},
+		{"a.txt", "protobuf", true, "PROTOBUF"},
+	}
+	for _, tt := range tests {
+		got, err := schemaTypeOf(tt.file, tt.typ, tt.given)
+		if err != nil || string(got) != tt.want {
+			t.Errorf("schemaTypeOf(%q, %q, %v) = %q, %v; want %s", tt.file, tt.typ, tt.given, got, err, tt.want)
+		}
 	}
 }
