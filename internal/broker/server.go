@@ -136,6 +136,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.syncStreams(ctx); err != nil {
 		return err
 	}
+	if err := s.startDLQ(ctx); err != nil {
+		return err
+	}
 	if err := s.startAPI(); err != nil {
 		return err
 	}
@@ -195,6 +198,8 @@ func publicPermissions() *server.Permissions {
 			"$JS.API.ACCOUNT.PURGE.>",
 			"$KV.>",
 			"$O.>",
+			semaq.DLQPrefix + ">", // only the broker writes SQ_DLQ
+			"$JS.EVENT.>",         // forged advisories would make the broker dead-letter any message
 		}},
 	}
 }

@@ -37,6 +37,9 @@ func (s *Server) startAPI() error {
 	for subj, h := range s.schemaHandlers() {
 		handlers[subj] = h
 	}
+	for subj, h := range s.dlqHandlers() {
+		handlers[subj] = h
+	}
 	for subj, h := range handlers {
 		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
 		if err != nil {

@@ -77,6 +77,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newStreamCmd(e),
 		newBenchCmd(e),
 		newSchemaCmd(e),
+		newDLQCmd(e),
 	)
 	return root
 }
