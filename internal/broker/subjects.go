@@ -3,6 +3,8 @@ package broker
 import (
 	"fmt"
 	"strings"
+
+	"github.com/semaq/semaq/semaq"
 )
 
 // checkPublicSubject validates a subject pattern a stream captures. Patterns
@@ -24,39 +26,8 @@ func checkPublicSubject(subj string) error {
 	return nil
 }
 
-// checkSubject validates NATS subject syntax. With wildcards, '*' may stand
-// for a whole token and '>' for the last one.
-func checkSubject(subj string, wildcards bool) error {
-	if subj == "" {
-		return fmt.Errorf("subject is empty")
-	}
-	if len(subj) > 1024 {
-		return fmt.Errorf("subject is longer than 1024 bytes")
-	}
-	tokens := strings.Split(subj, ".")
-	for i, t := range tokens {
-		if t == "" {
-			return fmt.Errorf("subject %q has an empty token", subj)
-		}
-		for j := 0; j < len(t); j++ {
-			if c := t[j]; c <= ' ' || c == 0x7f {
-				return fmt.Errorf("subject %q has a space or control character", subj)
-			}
-		}
-		if strings.ContainsAny(t, "*>") {
-			if !wildcards {
-				return fmt.Errorf("subject %q has a wildcard; publish to a literal subject", subj)
-			}
-			if len(t) != 1 {
-				return fmt.Errorf("subject %q has a wildcard inside token %q", subj, t)
-			}
-			if t == ">" && i != len(tokens)-1 {
-				return fmt.Errorf("subject %q has '>' before its last token", subj)
-			}
-		}
-	}
-	return nil
-}
+// checkSubject validates NATS subject syntax (semaq.CheckSubject).
+func checkSubject(subj string, wildcards bool) error { return semaq.CheckSubject(subj, wildcards) }
 
 // subjectsOverlap reports whether some subject matches both patterns.
 func subjectsOverlap(a, b string) bool {

@@ -86,24 +86,8 @@ func (h *Handler) tooLarge() string {
 // and the reserved namespaces ($SQ, $JS, _INBOX...) would let an HTTP client
 // call the management API or answer someone else's request.
 func checkLiteralSubject(s string) error {
-	if s == "" {
-		return errors.New("subject is empty")
-	}
-	if len(s) > 1024 {
-		return errors.New("subject is longer than 1024 bytes")
-	}
-	for t := range strings.SplitSeq(s, ".") {
-		if t == "" {
-			return fmt.Errorf("subject %q has an empty token", s)
-		}
-		if strings.ContainsAny(t, "*>") {
-			return fmt.Errorf("subject %q has a wildcard; publish to a literal subject", s)
-		}
-		for i := 0; i < len(t); i++ {
-			if c := t[i]; c <= ' ' || c == 0x7f {
-				return fmt.Errorf("subject %q has a space or control character", s)
-			}
-		}
+	if err := semaq.CheckSubject(s, false); err != nil {
+		return err
 	}
 	if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_") {
 		return fmt.Errorf("subject %q is in a reserved namespace", s)

@@ -2,7 +2,7 @@ package registry
 
 import (
 	"context"
-	"fmt"
+	"github.com/semaq/semaq/semaq"
 	"slices"
 	"strings"
 )
@@ -63,32 +63,7 @@ func sortBindings(bs []compiledBinding) {
 // without spaces or control characters, '*' standing for a whole token and
 // '>' for the last ones.
 func checkPattern(p string) error {
-	if p == "" {
-		return fmt.Errorf("pattern is empty")
-	}
-	if len(p) > 1024 {
-		return fmt.Errorf("pattern is longer than 1024 bytes")
-	}
-	tokens := strings.Split(p, ".")
-	for i, t := range tokens {
-		if t == "" {
-			return fmt.Errorf("pattern %q has an empty token", p)
-		}
-		for j := 0; j < len(t); j++ {
-			if c := t[j]; c <= ' ' || c == 0x7f {
-				return fmt.Errorf("pattern %q has a space or control character", p)
-			}
-		}
-		if strings.ContainsAny(t, "*>") {
-			if len(t) != 1 {
-				return fmt.Errorf("pattern %q has a wildcard inside token %q", p, t)
-			}
-			if t == ">" && i != len(tokens)-1 {
-				return fmt.Errorf("pattern %q has '>' before its last token", p)
-			}
-		}
-	}
-	return nil
+	return semaq.CheckSubject(p, true)
 }
 
 // matchPattern reports whether the NATS subject matches the pattern,
