@@ -33,6 +33,7 @@ type subscribeOptions struct {
 	prefetch int
 	max      int
 	ackWait  time.Duration
+	filter   string // server-side filter (filter.go)
 }
 
 // SubscribeOption configures Subscribe.
@@ -130,6 +131,8 @@ type Subscription struct {
 	mu        sync.Mutex // held by Next; guards batch and delivered
 	batch     jetstream.MessageBatch
 	delivered int
+
+	src msgSource // set for a filtered subscription: replaces cons
 }
 
 // Subscribe starts receiving the messages stored on subject (wildcards
@@ -148,6 +151,9 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	if o.filter != "" {
+		return c.subscribeFiltered(ctx, subject, o)
+	}
 
 	s := &Subscription{c: c, stream: stream, subject: subject, opts: o, done: make(chan struct{}), durable: o.durable != ""}
 	if s.durable {
@@ -156,6 +162,10 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 		case err == nil:
 			if f := cons.CachedInfo().Config.FilterSubject; f != subject {
 				return nil, semaq.NewAPIError(semaq.ErrBadRequest, "durable %s follows subject %s, not %s", o.durable, f, subject)
+			}
+			if f := cons.CachedInfo().Config.Metadata[semaq.MetadataFilter]; f != "" {
+				o.filter = f // a filtered durable resumes with its filter
+				return c.subscribeFiltered(ctx, subject, o)
 			}
 			s.cons, s.name = cons, o.durable
 			return s, nil
@@ -208,6 +218,14 @@ func (s *Subscription) Next(ctx context.Context) (*Msg, error) {
 			return nil, ctx.Err()
 		default:
 		}
+		if s.src != nil {
+			jm, err := s.src.next(ctx, s.done)
+			if err != nil {
+				return nil, err
+			}
+			s.delivered++
+			return newMsg(s.c, jm)
+		}
 		if s.batch == nil {
 			n := s.opts.prefetch
 			if s.opts.max > 0 && s.opts.max-s.delivered < n {
@@ -254,6 +272,10 @@ func (s *Subscription) Close() error {
 		close(s.done)
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.src != nil {
+			err = s.src.close()
+			return
+		}
 		if s.batch != nil {
 			// Hand back everything the open pull request delivers, so a
 			// durable's next subscriber gets it at once instead of after

@@ -22,6 +22,10 @@ const (
 	// replaced.
 	HdrReceived = "AI-Received"
 
+	// HdrOriginSubject is set by the ingress when a route rule stores a
+	// message under another subject: the subject it was published to.
+	HdrOriginSubject = "AI-Origin-Subject"
+
 	// JetStream headers the ingress understands and passes through.
 	HdrMsgID = "Nats-Msg-Id"
 	HdrTTL   = "Nats-TTL"

@@ -45,6 +45,12 @@ type ingress struct {
 
 	accepted atomic.Uint64
 	rejected atomic.Uint64
+
+	// Route rules (routes.go): routes is nil when routing is off; served
+	// snapshots the streams (copy-on-write under mu) so a route finds its
+	// target's stream without the lock.
+	routes *router
+	served atomic.Pointer[[]*ingressStream]
 }
 
 type ingressStream struct {
@@ -122,6 +128,7 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 		return fmt.Errorf("ingress: %w", err)
 	}
 	in.streams[name] = st
+	in.publishServed()
 	in.log.Debug("serving stream", "stream", name, "subjects", subjects, "durability", durability)
 	return nil
 }
@@ -146,6 +153,7 @@ func (in *ingress) removeLocked(st *ingressStream) {
 	}
 	if in.streams[st.name] == st {
 		delete(in.streams, st.name)
+		in.publishServed()
 	}
 }
 
@@ -237,7 +245,17 @@ func (in *ingress) handle(st *ingressStream, m *nats.Msg) {
 			return
 		}
 	}
-	out := nats.Msg{Subject: semaq.StoragePrefix + m.Subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
+	subject := m.Subject
+	if in.routes != nil {
+		if rt := in.routes.table.Load(); len(rt.rules) > 0 {
+			var e *semaq.APIError
+			if subject, st, e = in.route(rt, st, m); e != nil {
+				in.reject(m, e)
+				return
+			}
+		}
+	}
+	out := nats.Msg{Subject: semaq.StoragePrefix + subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
 	if st.commit != nil && m.Reply != "" {
 		// JetStream acks to the ingress; the committer releases the ack
 		// after the fsync that covers the message.

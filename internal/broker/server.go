@@ -43,7 +43,9 @@ type Server struct {
 	js      jetstream.JetStream
 	ingress *ingress
 	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
+	routes  *router            // route rules (routes.go)
 	apiSubs []*nats.Subscription
+	filters *filters // filtered subscriptions (filter.go)
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -133,6 +135,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.ingress.syncFile = s.syncFile
 	s.ingress.reg = s.reg
+	if err := s.startRoutes(ctx); err != nil {
+		return err
+	}
 	if err := s.syncStreams(ctx); err != nil {
 		return err
 	}
@@ -318,10 +323,14 @@ func (s *Server) stop(ctx context.Context) error {
 	if s.front != nil {
 		s.front.Close()
 	}
+	s.stopFilters() // pumps publish on the internal connection: stop them before it drains
 	if s.ingress != nil {
 		if err := s.ingress.shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := s.stopRoutes(); err != nil {
+		errs = append(errs, err)
 	}
 	if s.reg != nil {
 		if err := s.reg.Close(); err != nil {

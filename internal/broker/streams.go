@@ -40,6 +40,12 @@ func (s *Server) startAPI() error {
 	for subj, h := range s.dlqHandlers() {
 		handlers[subj] = h
 	}
+	for subj, h := range s.routeHandlers() {
+		handlers[subj] = h
+	}
+	for subj, h := range s.filterHandlers() {
+		handlers[subj] = h
+	}
 	for subj, h := range handlers {
 		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
 		if err != nil {

@@ -78,6 +78,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newBenchCmd(e),
 		newSchemaCmd(e),
 		newDLQCmd(e),
+		newRouteCmd(e),
 	)
 	return root
 }

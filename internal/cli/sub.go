@@ -25,6 +25,7 @@ type subFlags struct {
 	count   int
 	timeout time.Duration
 	json    bool
+	filter  string
 }
 
 func newSubCmd(e *env) *cobra.Command {
@@ -38,10 +39,15 @@ message and then waits for new ones; --deliver new starts with the next one
 published. A --durable subscription keeps its position: run it again to
 resume after the last acknowledged message.
 
+--filter EXPR (CEL, see docs/expressions.md) makes the broker send only the
+messages that match; the rest are acknowledged by the broker. A durable keeps
+its filter: run it again without --filter to resume with it.
+
 With --count N it exits 0 after N messages, or non-zero if --timeout passes
 first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 		Example: `  semaq sub 'ai.>' --count 10 --timeout 30s
-  semaq sub ai.inference.llm --durable worker --json`,
+  semaq sub ai.inference.llm --durable worker --json
+  semaq sub ai.scores --filter 'payload.confidence > 0.85' --durable confident`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := fl.options(cmd)
@@ -57,6 +63,7 @@ first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 	f.IntVar(&fl.count, "count", 0, "exit after `N` messages")
 	f.DurationVar(&fl.timeout, "timeout", 0, "give up after this long (with --count: exit non-zero)")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object per message")
+	f.StringVar(&fl.filter, "filter", "", "server-side filter: only messages matching the CEL `EXPR` are sent")
 	e.addServerFlag(cmd)
 	return cmd
 }
@@ -70,6 +77,12 @@ func (fl *subFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, error
 			return nil, fmt.Errorf("--durable: %w", err)
 		}
 		opts = append(opts, client.WithDurable(fl.durable))
+	}
+	if f.Changed("filter") {
+		if strings.TrimSpace(fl.filter) == "" {
+			return nil, errors.New("--filter: the expression is empty")
+		}
+		opts = append(opts, client.WithFilter(fl.filter))
 	}
 	switch strings.ToLower(fl.deliver) {
 	case "all":

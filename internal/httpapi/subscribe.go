@@ -23,7 +23,8 @@ const keepalive = 15 * time.Second
 // the message's JSON form (client.Msg.MarshalJSON). A reconnecting
 // EventSource sends Last-Event-ID and resumes after it. Query parameters:
 // deliver=all|new, durable=NAME, start_seq=N, count=N (end after N
-// messages).
+// messages), filter=EXPR (only messages matching the CEL expression cross
+// the wire; docs/filtering.md).
 //
 // Each message is acked once its event is written and flushed to the
 // connection; one the client may not have received is handed back.
@@ -124,6 +125,9 @@ func subscribeOptions(r *http.Request) ([]client.SubscribeOption, error) {
 		opts = append(opts, client.WithDeliver(client.DeliverNew))
 	default:
 		return nil, fmt.Errorf("deliver=%q: want all or new", d)
+	}
+	if f := q.Get("filter"); f != "" {
+		opts = append(opts, client.WithFilter(f))
 	}
 	if d := q.Get("durable"); d != "" {
 		if err := semaq.CheckConsumerName(d); err != nil {

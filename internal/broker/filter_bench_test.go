@@ -1,0 +1,85 @@
+package broker_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+// BenchmarkFilteredConsume compares consuming through a broker-side filter
+// with the plain pull consumer the SDK uses without one. Every message is
+// received and acked (Msg.Ack waits for JetStream's confirmation). In
+// "all", the filter matches every message, so both deliver the same
+// messages; in "15%", a filtered subscriber reads one message in seven and
+// msgs/s counts the stream messages behind them.
+func BenchmarkFilteredConsume(b *testing.B) {
+	for _, bc := range []struct {
+		name, filter string
+		every        int // one message in every is a match
+	}{
+		{"raw", "", 1},
+		{"filter-all", "payload.confidence >= 0.0", 1},
+		{"filter-15%", "payload.confidence > 0.85", 7},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := brokertest.Start(b)
+			c := brokertest.Connect(b, s)
+			if _, err := c.AddStream(context.Background(), semaq.StreamConfig{Name: "B", Subjects: []string{"bench.>"}, Durability: "interval"}); err != nil {
+				b.Fatal(err)
+			}
+			nc := c.Conn()
+			for i := range b.N {
+				conf := 0.5
+				if i%bc.every == 0 {
+					conf = 0.9
+				}
+				if err := nc.Publish("bench.x", fmt.Appendf(nil, `{"i": %d, "confidence": %g}`, i, conf)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			deadline := time.Now().Add(time.Minute)
+			for {
+				info, err := c.StreamInfo(context.Background(), "B")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if info.State.Messages == uint64(b.N) {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("stored %d of %d", info.State.Messages, b.N)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			want := (b.N + bc.every - 1) / bc.every
+			var opts []client.SubscribeOption
+			if bc.filter != "" {
+				opts = append(opts, client.WithFilter(bc.filter))
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			sub, err := c.Subscribe(ctx, "bench.x", opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range want {
+				m, err := sub.Next(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Ack(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+			_ = sub.Close()
+		})
+	}
+}
