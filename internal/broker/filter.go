@@ -271,12 +271,8 @@ func consumerConfig(req *semaq.FilterStartRequest, src string) jetstream.Consume
 
 // lookup finds the one stream that captures subject.
 func (f *filters) lookup(ctx context.Context, subject string) (string, error) {
-	var names []string
-	lister := f.s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+subject))
-	for n := range lister.Name() {
-		names = append(names, n)
-	}
-	if err := lister.Err(); err != nil {
+	names, err := f.s.streamsCapturing(ctx, subject)
+	if err != nil {
 		return "", err
 	}
 	switch len(names) {
