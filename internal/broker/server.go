@@ -44,6 +44,7 @@ type Server struct {
 	ingress *ingress
 	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
 	routes  *router            // route rules (routes.go)
+	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
 	filters *filters // filtered subscriptions (filter.go)
 
@@ -142,6 +143,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := s.startDLQ(ctx); err != nil {
+		return err
+	}
+	if err := s.startAgents(ctx); err != nil {
 		return err
 	}
 	if err := s.startAPI(); err != nil {

@@ -46,6 +46,9 @@ func (s *Server) startAPI() error {
 	for subj, h := range s.filterHandlers() {
 		handlers[subj] = h
 	}
+	for subj, h := range s.agentHandlers() {
+		handlers[subj] = h
+	}
 	for subj, h := range handlers {
 		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
 		if err != nil {

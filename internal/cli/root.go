@@ -79,6 +79,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newSchemaCmd(e),
 		newDLQCmd(e),
 		newRouteCmd(e),
+		newAgentCmd(e),
 	)
 	return root
 }

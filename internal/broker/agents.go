@@ -1,0 +1,186 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// Agent capability registry (docs/agents.md).
+//
+// Announcements live in the KV bucket SQ_AGENTS, one key per agent ID,
+// written only by the broker. Liveness is the broker's own clock: an
+// announcement stamps AnnouncedAt and ExpiresAt = AnnouncedAt + TTL, and a
+// list returns only the entries not yet expired, deleting the expired
+// ones it finds. An expiry read back from the entry itself needs no timer
+// and no watcher, and every node answers the same way. The bucket's
+// MaxAge (MaxAgentTTL) removes entries nobody lists.
+//
+// Delivery by intent needs nothing here: client.ServeIntent subscribes
+// with the filter intent == "<intent>" on a durable shared by every agent
+// serving that intent.
+
+// agentLoadTimeout bounds opening the bucket when the node starts.
+const agentLoadTimeout = 30 * time.Second
+
+// agentTable is the announcement bucket.
+type agentTable struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// startAgents opens (or creates) the announcement bucket.
+func (s *Server) startAgents(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, agentLoadTimeout)
+	defer cancel()
+	kv, err := s.js.KeyValue(ctx, semaq.AgentBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      semaq.AgentBucket,
+			Description: "SemaQ agent announcements",
+			History:     1,
+			TTL:         semaq.MaxAgentTTL,
+			Storage:     jetstream.FileStorage,
+			Replicas:    1,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = s.js.KeyValue(ctx, semaq.AgentBucket) // another node made it first
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)
+	}
+	s.agents = &agentTable{kv: kv, now: time.Now}
+	return nil
+}
+
+// agentHandlers serves the registry on $SQ.API.AGENT.*.
+func (s *Server) agentHandlers() map[string]nats.MsgHandler {
+	return map[string]nats.MsgHandler{
+		semaq.APIAgentAnnounce: agentOp(s, "announce", s.agentAnnounce),
+		semaq.APIAgentList:     agentOp(s, "list", s.agentList),
+		semaq.APIAgentLeave:    agentOp(s, "leave", s.agentLeave),
+	}
+}
+
+// agentOp adapts one registry operation to a NATS handler, as routeOp does.
+func agentOp[Req any](s *Server, name string, op func(ctx context.Context, at *agentTable, req *Req) (any, error)) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		at := s.agents
+		if at == nil {
+			s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "agent registry not open"))
+			return
+		}
+		var req Req
+		if len(bytes.TrimSpace(m.Data)) > 0 {
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "agent %s: request is not valid JSON: %v", name, err))
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+		defer cancel()
+		out, err := op(ctx, at, &req)
+		if err != nil {
+			if ae, ok := errors.AsType[*semaq.APIError](err); ok {
+				s.replyErr(m, ae)
+				return
+			}
+			s.replyErr(m, s.jsError(err, "agent %s", name))
+			return
+		}
+		s.replyJSON(m, out)
+	}
+}
+
+func (s *Server) agentAnnounce(ctx context.Context, at *agentTable, req *semaq.AgentAnnounceRequest) (any, error) {
+	ttl, err := semaq.CheckAgent(&req.Agent, req.TTL)
+	if err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadAgent, "agent announce: %v", err)
+	}
+	now := at.now().UTC()
+	info := semaq.AgentInfo{Agent: req.Agent, TTL: ttl, AnnouncedAt: now, ExpiresAt: now.Add(ttl)}
+	info.Intents = slices.Compact(slices.Sorted(slices.Values(info.Intents)))
+	val, err := json.Marshal(info)
+	if err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadAgent, "agent %s: %v", info.ID, err)
+	}
+	if _, err := at.kv.Put(ctx, info.ID, val); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "agent %s: storing: %v", info.ID, err)
+	}
+	return info, nil
+}
+
+func (s *Server) agentList(ctx context.Context, at *agentTable, _ *struct{}) (any, error) {
+	live, expired, err := at.list(ctx)
+	if err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "agent list: %v", err)
+	}
+	for _, e := range expired {
+		// Only the revision read may go: a heartbeat since then keeps it.
+		if err := at.kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision())); err != nil &&
+			!errors.Is(err, jetstream.ErrKeyExists) {
+			s.log.Debug("removing expired agent", "agent", e.Key(), "err", err)
+		}
+	}
+	return semaq.AgentListResponse{Agents: live}, nil
+}
+
+func (s *Server) agentLeave(ctx context.Context, at *agentTable, req *semaq.AgentLeaveRequest) (any, error) {
+	if err := semaq.CheckAgentID(req.ID); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "agent leave: %v", err)
+	}
+	if _, err := at.kv.Get(ctx, req.ID); err != nil {
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, semaq.NewAPIError(semaq.ErrAgentNotFound, "agent %s not found", req.ID)
+		}
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "agent %s: reading: %v", req.ID, err)
+	}
+	if err := at.kv.Delete(ctx, req.ID); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "agent %s: deleting: %v", req.ID, err)
+	}
+	return semaq.AgentLeaveResponse{Success: true}, nil
+}
+
+// list reads every announcement: the live ones by ID, and the entries of
+// the expired or unreadable ones.
+func (at *agentTable) list(ctx context.Context) ([]semaq.AgentInfo, []jetstream.KeyValueEntry, error) {
+	w, err := at.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, nil, err
+	}
+	defer w.Stop()
+	now := at.now()
+	live := []semaq.AgentInfo{}
+	var expired []jetstream.KeyValueEntry
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, nil, errors.New("watcher stopped")
+			}
+			if e == nil {
+				slices.SortFunc(live, func(a, b semaq.AgentInfo) int { return strings.Compare(a.ID, b.ID) })
+				return live, expired, nil
+			}
+			var info semaq.AgentInfo
+			if err := json.Unmarshal(e.Value(), &info); err != nil || info.ID != e.Key() || !now.Before(info.ExpiresAt) {
+				expired = append(expired, e)
+				continue
+			}
+			live = append(live, info)
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
