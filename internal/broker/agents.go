@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -75,32 +74,12 @@ func (s *Server) agentHandlers() map[string]nats.MsgHandler {
 
 // agentOp adapts one registry operation to a NATS handler, as routeOp does.
 func agentOp[Req any](s *Server, name string, op func(ctx context.Context, at *agentTable, req *Req) (any, error)) nats.MsgHandler {
-	return func(m *nats.Msg) {
-		at := s.agents
-		if at == nil {
-			s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "agent registry not open"))
-			return
+	return apiOp(s, "agent "+name, func(ctx context.Context, req *Req) (any, error) {
+		if s.agents == nil {
+			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "agent registry not open")
 		}
-		var req Req
-		if len(bytes.TrimSpace(m.Data)) > 0 {
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "agent %s: request is not valid JSON: %v", name, err))
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-		defer cancel()
-		out, err := op(ctx, at, &req)
-		if err != nil {
-			if ae, ok := errors.AsType[*semaq.APIError](err); ok {
-				s.replyErr(m, ae)
-				return
-			}
-			s.replyErr(m, s.jsError(err, "agent %s", name))
-			return
-		}
-		s.replyJSON(m, out)
-	}
+		return op(ctx, s.agents, req)
+	}, s.apiError("agent "+name))
 }
 
 func (s *Server) agentAnnounce(ctx context.Context, at *agentTable, req *semaq.AgentAnnounceRequest) (any, error) {

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -370,27 +369,7 @@ func isMsgNotFound(err error) bool {
 // request (an empty body is the zero request), runs op with a bounded
 // context and replies with its result or its error.
 func dlqOp[Req any](s *Server, name string, op func(ctx context.Context, req *Req) (any, error)) nats.MsgHandler {
-	return func(m *nats.Msg) {
-		var req Req
-		if len(bytes.TrimSpace(m.Data)) > 0 {
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "dlq %s: request is not valid JSON: %v", name, err))
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-		defer cancel()
-		out, err := op(ctx, &req)
-		if err != nil {
-			if ae, ok := errors.AsType[*semaq.APIError](err); ok {
-				s.replyErr(m, ae)
-				return
-			}
-			s.replyErr(m, s.jsError(err, "dlq %s", name))
-			return
-		}
-		s.replyJSON(m, out)
-	}
+	return apiOp(s, "dlq "+name, op, s.apiError("dlq "+name))
 }
 
 // dlqFilter is the SQ_DLQ subject of the dead letters of stream and

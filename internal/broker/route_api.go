@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,32 +28,12 @@ func (s *Server) routeHandlers() map[string]nats.MsgHandler {
 
 // routeOp adapts one route operation to a NATS handler, as dlqOp does.
 func routeOp[Req any](s *Server, name string, op func(ctx context.Context, rt *router, req *Req) (any, error)) nats.MsgHandler {
-	return func(m *nats.Msg) {
-		rt := s.routes
-		if rt == nil {
-			s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "route rules not loaded"))
-			return
+	return apiOp(s, "route "+name, func(ctx context.Context, req *Req) (any, error) {
+		if s.routes == nil {
+			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route rules not loaded")
 		}
-		var req Req
-		if len(bytes.TrimSpace(m.Data)) > 0 {
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "route %s: request is not valid JSON: %v", name, err))
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-		defer cancel()
-		out, err := op(ctx, rt, &req)
-		if err != nil {
-			if ae, ok := errors.AsType[*semaq.APIError](err); ok {
-				s.replyErr(m, ae)
-				return
-			}
-			s.replyErr(m, s.jsError(err, "route %s", name))
-			return
-		}
-		s.replyJSON(m, out)
-	}
+		return op(ctx, s.routes, req)
+	}, s.apiError("route "+name))
 }
 
 func badRoute(name string, err error) *semaq.APIError {

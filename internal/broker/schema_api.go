@@ -1,9 +1,7 @@
 package broker
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 
@@ -38,28 +36,12 @@ func (s *Server) schemaHandlers() map[string]nats.MsgHandler {
 // request (an empty body is the zero request), runs op with a bounded
 // context and replies with its result or its error.
 func schemaOp[Req any](s *Server, name string, op func(ctx context.Context, reg *registry.Registry, req *Req) (any, error)) nats.MsgHandler {
-	return func(m *nats.Msg) {
-		reg := s.reg
-		if reg == nil {
-			s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "schema registry not running"))
-			return
+	return apiOp(s, "schema "+name, func(ctx context.Context, req *Req) (any, error) {
+		if s.reg == nil {
+			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "schema registry not running")
 		}
-		var req Req
-		if len(bytes.TrimSpace(m.Data)) > 0 {
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "schema %s: request is not valid JSON: %v", name, err))
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-		defer cancel()
-		out, err := op(ctx, reg, &req)
-		if err != nil {
-			s.replyErr(m, schemaAPIError(err))
-			return
-		}
-		s.replyJSON(m, out)
-	}
+		return op(ctx, s.reg, req)
+	}, schemaAPIError)
 }
 
 // schemaAPIError maps a registry error onto the API's error: its Confluent
