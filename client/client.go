@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultURL is where Connect goes when given no URL and SEMAQ_URL is unset.
@@ -35,11 +36,15 @@ type Client struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 	schemas schemaCache // schemas read by id; ids are immutable
+	work    worker      // this client as a work-queue worker (queue.go)
+	// tracerProvider starts Msg.StartSpan spans; nil means the global one.
+	tracerProvider trace.TracerProvider
 }
 
 type connectOptions struct {
-	natsOpts []nats.Option
-	timeout  time.Duration
+	natsOpts       []nats.Option
+	timeout        time.Duration
+	tracerProvider trace.TracerProvider
 }
 
 // Option configures Connect. Options validate their arguments and may fail.
@@ -125,7 +130,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		r.nc.Close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{nc: r.nc, js: js, timeout: o.timeout}, nil
+	return &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider}, nil
 }
 
 // Conn is the underlying NATS connection, for features the SDK does not

@@ -155,6 +155,10 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, opts 
 // PublishMsg sends a prepared NATS message through the ingress and waits for
 // the acknowledgement.
 func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, error) {
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
+	injectIfAbsent(ctx, m.Header) // a publish inside a span continues its trace
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	resp, err := c.nc.RequestMsgWithContext(ctx, m)

@@ -34,6 +34,10 @@ type subscribeOptions struct {
 	max      int
 	ackWait  time.Duration
 	filter   string // server-side filter (filter.go)
+	key      string // key-shared group key (keyshared.go)
+	member   string // key-shared member name
+	// maxAckPending of a key-shared group
+	maxAckPending int
 }
 
 // SubscribeOption configures Subscribe.

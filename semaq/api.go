@@ -134,6 +134,8 @@ type APIError struct {
 	Code        int    `json:"code"`
 	ErrCode     uint16 `json:"err_code,omitempty"`
 	Description string `json:"description"`
+	// RetryAfterMs, on an ErrOverloaded refusal, is when to try again.
+	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
 }
 
 // Error returns the description alone: it is written to be read by people.

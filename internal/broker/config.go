@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/semaq/semaq/internal/telemetry"
 )
 
 // Sync modes.
@@ -44,6 +46,15 @@ type Config struct {
 	MaxPayload int `yaml:"max_payload"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `yaml:"log_level"`
+	// OTLPEndpoint is the OTLP/HTTP collector traces are exported to
+	// (docs/tracing.md); empty disables tracing.
+	OTLPEndpoint string `yaml:"otlp_endpoint"`
+	// TraceSample is the fraction of messages and requests arriving without
+	// a traceparent that start a trace (0..1); ones with a traceparent
+	// follow its sampled flag.
+	TraceSample float64 `yaml:"trace_sample"`
+	// TokenStorage is where token streams are kept: memory (default) or file.
+	TokenStorage string `yaml:"token_storage"`
 }
 
 // DefaultConfig is the embedded default: everything on loopback, data in ./data.
@@ -85,6 +96,19 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxPayload < 1024 || c.MaxPayload > 64<<20 {
 		return fmt.Errorf("max_payload: %d is outside 1024..67108864", c.MaxPayload)
+	}
+	switch c.TokenStorage {
+	case "", "memory", "file":
+	default:
+		return fmt.Errorf("token_storage: %q is not memory or file", c.TokenStorage)
+	}
+	if c.OTLPEndpoint != "" {
+		if err := telemetry.CheckEndpoint(c.OTLPEndpoint); err != nil {
+			return fmt.Errorf("otlp_endpoint: %w", err)
+		}
+	}
+	if c.TraceSample < 0 || c.TraceSample > 1 {
+		return fmt.Errorf("trace_sample: %g is outside 0..1", c.TraceSample)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

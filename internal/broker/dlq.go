@@ -281,6 +281,7 @@ func (s *Server) deadLetter(ctx context.Context, ev dlqEvent, moveFromWorkqueue 
 		}
 	}
 	if !ack.Duplicate {
+		s.metrics.DeadLetter(ev.stream, ev.reason)
 		s.log.Info("message dead-lettered", "stream", ev.stream, "seq", ev.seq, "consumer", ev.consumer,
 			"reason", ev.reason, "dlq_seq", ack.Sequence, "payload_lost", d.PayloadLost)
 	}

@@ -65,6 +65,7 @@ type filterPump struct {
 	stopping                 atomic.Bool
 	matched, skipped, errors atomic.Uint64
 	stopOnce                 sync.Once
+	pos                      []*patternObs // delivery latency by stream pattern (observe.go)
 }
 
 // filterHandlers serves $SQ.API.FILTER.*. PING and STOP carry the node in the
@@ -202,6 +203,7 @@ func (f *filters) start(ctx context.Context, req *semaq.FilterStartRequest) (*se
 	p := &filterPump{
 		stream: stream, consumer: cons.CachedInfo().Name,
 		durable: req.Durable != "", deliver: req.DeliverSubject, prog: prog, nc: f.s.nc,
+		pos: f.s.streamPatterns(stream),
 	}
 	p.lastPing.Store(time.Now().UnixNano())
 	p.cc, err = cons.Consume(p.handle,
@@ -313,7 +315,9 @@ func (p *filterPump) handle(jm jetstream.Msg) {
 		// Not acked: JetStream redelivers it after the ack wait.
 		p.matched.Add(^uint64(0))
 		_ = jm.Nak()
+		return
 	}
+	recordDelivered(p.pos, jm.Subject(), h)
 }
 
 func (p *filterPump) stats() semaq.FilterStats {

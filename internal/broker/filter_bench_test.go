@@ -2,9 +2,13 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
@@ -12,7 +16,9 @@ import (
 )
 
 // BenchmarkFilteredConsume compares consuming through a broker-side filter
-// with the plain pull consumer the SDK uses without one. Every message is
+// with the plain pull consumer the SDK uses without one, and with a stock
+// nats.go JetStream pull consumer on the same stream ("raw-js": no SemaQ
+// code between the consumer and JetStream) as the baseline for ratios. Every message is
 // received and acked (Msg.Ack waits for JetStream's confirmation). In
 // "all", the filter matches every message, so both deliver the same
 // messages; in "15%", a filtered subscriber reads one message in seven and
@@ -20,11 +26,13 @@ import (
 func BenchmarkFilteredConsume(b *testing.B) {
 	for _, bc := range []struct {
 		name, filter string
-		every        int // one message in every is a match
+		every        int  // one message in every is a match
+		rawJS        bool // stock jetstream.Consumer, acked with DoubleAck
 	}{
-		{"raw", "", 1},
-		{"filter-all", "payload.confidence >= 0.0", 1},
-		{"filter-15%", "payload.confidence > 0.85", 7},
+		{"raw-js", "", 1, true},
+		{"raw", "", 1, false},
+		{"filter-all", "payload.confidence >= 0.0", 1, false},
+		{"filter-15%", "payload.confidence > 0.85", 7, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			s := brokertest.Start(b)
@@ -62,6 +70,10 @@ func BenchmarkFilteredConsume(b *testing.B) {
 				opts = append(opts, client.WithFilter(bc.filter))
 			}
 			ctx := context.Background()
+			if bc.rawJS {
+				benchRawJS(b, nc, want)
+				return
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
 			sub, err := c.Subscribe(ctx, "bench.x", opts...)
@@ -81,5 +93,43 @@ func BenchmarkFilteredConsume(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 			_ = sub.Close()
 		})
+	}
+}
+
+// benchRawJS consumes want messages of stream B with a plain nats.go
+// JetStream pull consumer, acking each as Msg.Ack does (waiting for
+// JetStream's confirmation).
+func benchRawJS(b *testing.B, nc *nats.Conn, want int) {
+	ctx := context.Background()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	cons, err := js.CreateConsumer(ctx, "B", jetstream.ConsumerConfig{
+		FilterSubject: "bench.x", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 10000,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(128))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range want {
+		m, err := it.Next()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := m.DoubleAck(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	it.Stop()
+	if err := js.DeleteConsumer(ctx, "B", cons.CachedInfo().Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		b.Fatal(err)
 	}
 }

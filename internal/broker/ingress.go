@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
+	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -51,6 +53,15 @@ type ingress struct {
 	// target's stream without the lock.
 	routes *router
 	served atomic.Pointer[[]*ingressStream]
+
+	// queues maps a queue's stream name to its dispatcher, for admission
+	// control (queue.go); copy-on-write.
+	queues atomic.Pointer[map[string]*dispatcher]
+
+	// Observability (observe.go): nil metrics and tracing record nothing.
+	metrics *metrics.Metrics
+	tracing *telemetry.Tracing
+	lat     latencySampler
 }
 
 type ingressStream struct {
@@ -107,8 +118,9 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 		st.commit = newCommitter(name, in.storeDir(name), in.nc, in.log, in.syncFile)
 		in.publishCommitters(name, st.commit)
 	}
-	handle := func(m *nats.Msg) { in.handle(st, m) }
 	for _, subj := range subjects {
+		po := in.patternObs(subj)
+		handle := func(m *nats.Msg) { in.handle(st, po, m) }
 		sub, err := in.nc.QueueSubscribe(subj, semaq.IngressQueueGroup, handle)
 		if err != nil {
 			in.removeLocked(st)
@@ -230,18 +242,22 @@ func (st *ingressStream) unsubscribe() {
 }
 
 // handle is the hot path: it runs once per published message.
-func (in *ingress) handle(st *ingressStream, m *nats.Msg) {
+func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 	if m.Header == nil {
 		m.Header = make(nats.Header, 1)
 	}
-	env, err := semaq.Normalize(m.Header, time.Now(), in.opts)
+	o := msgObs{po: po}
+	now := time.Now()
+	env, err := semaq.Normalize(m.Header, now, in.opts)
 	if err != nil {
-		in.reject(m, semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error()))
+		in.reject(m, &o, semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error()))
 		return
 	}
+	o.begin(in, m, env)
+	defer o.end()
 	if in.reg != nil {
-		if e := checkSchema(in.reg, m, env.SchemaID); e != nil {
-			in.reject(m, e)
+		if e := o.schema(in, m, env.SchemaID); e != nil {
+			in.reject(m, &o, e)
 			return
 		}
 	}
@@ -249,36 +265,49 @@ func (in *ingress) handle(st *ingressStream, m *nats.Msg) {
 	if in.routes != nil {
 		if rt := in.routes.table.Load(); len(rt.rules) > 0 {
 			var e *semaq.APIError
-			if subject, st, e = in.route(rt, st, m); e != nil {
-				in.reject(m, e)
+			if subject, st, e = o.route(in, rt, st, m); e != nil {
+				in.reject(m, &o, e)
 				return
 			}
 		}
 	}
+	if qs := in.queues.Load(); qs != nil {
+		if d := (*qs)[st.name]; d != nil {
+			if e := d.admit(&env, len(m.Data)); e != nil {
+				in.reject(m, &o, e)
+				return
+			}
+		}
+	}
+	o.carry(m.Header)
 	out := nats.Msg{Subject: semaq.StoragePrefix + subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
 	if st.commit != nil && m.Reply != "" {
 		// JetStream acks to the ingress; the committer releases the ack
 		// after the fsync that covers the message.
 		out.Reply = in.acks.prefix + m.Reply
 		in.acks.sent.Add(1)
+	} else {
+		in.lat.sample(po, &out, now)
 	}
 	if err := in.nc.PublishMsg(&out); err != nil {
 		if out.Reply != m.Reply {
 			in.acks.sent.Add(^uint64(0)) // no ack will come for it
 		}
 		if errors.Is(err, nats.ErrMaxPayload) {
-			in.reject(m, semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",
+			in.reject(m, &o, semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",
 				m.Subject, len(m.Data), in.nc.MaxPayload()))
 			return
 		}
-		in.reject(m, semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err))
+		in.reject(m, &o, semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err))
 		return
 	}
 	in.accepted.Add(1)
+	o.accepted(in, &env)
 }
 
-func (in *ingress) reject(m *nats.Msg, e *semaq.APIError) {
+func (in *ingress) reject(m *nats.Msg, o *msgObs, e *semaq.APIError) {
 	in.rejected.Add(1)
+	o.rejected(e)
 	if m.Reply == "" {
 		in.log.Debug("rejected message without reply subject", "subject", m.Subject, "err", e.Description)
 		return

@@ -347,9 +347,16 @@ func keyHash(s string) uint64 {
 // stream that captures that subject. A routed message gets
 // AI-Origin-Subject. A target no stream captures refuses the message.
 func (in *ingress) route(rt *routeTable, st *ingressStream, m *nats.Msg) (string, *ingressStream, *semaq.APIError) {
+	subject, st, _, e := in.routeRule(rt, st, m)
+	return subject, st, e
+}
+
+// routeRule is route that also returns the rule that decided, nil when
+// none matched (the trace span names it).
+func (in *ingress) routeRule(rt *routeTable, st *ingressStream, m *nats.Msg) (string, *ingressStream, *rule, *semaq.APIError) {
 	cands := rt.candidates(m.Subject)
 	if len(cands) == 0 {
-		return m.Subject, st, nil
+		return m.Subject, st, nil, nil
 	}
 	em := expr.Message{Subject: m.Subject, Header: m.Header, Data: m.Data}
 	for _, r := range cands {
@@ -366,7 +373,7 @@ func (in *ingress) route(rt *routeTable, st *ingressStream, m *nats.Msg) (string
 		}
 		ts := in.targetStream(t)
 		if ts == nil {
-			return "", nil, semaq.NewAPIError(semaq.ErrNoStream,
+			return "", nil, r, semaq.NewAPIError(semaq.ErrNoStream,
 				"route %s sends messages on %s to %s, which no stream captures; nothing was stored (add a stream for %s or change the route)",
 				r.def.Name, m.Subject, t.subject, t.subject)
 		}
@@ -375,9 +382,9 @@ func (in *ingress) route(rt *routeTable, st *ingressStream, m *nats.Msg) (string
 			t.matched.Add(1)
 		}
 		m.Header[semaq.HdrOriginSubject] = []string{m.Subject}
-		return t.subject, ts, nil
+		return t.subject, ts, r, nil
 	}
-	return m.Subject, st, nil
+	return m.Subject, st, nil, nil
 }
 
 // targetStream finds the served stream capturing a target, cached per

@@ -20,7 +20,9 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/httpapi"
+	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
+	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -47,6 +49,12 @@ type Server struct {
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
 	filters *filters // filtered subscriptions (filter.go)
+	queues  queues   // work-queue dispatchers (queue.go, dispatch*.go)
+	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
+	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
+	tokens  *tokenStore // token-stream retention (tokens.go)
+
+	keyShared *keyShared // key-shared groups (keyshared.go)
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -90,6 +98,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			s.stop(context.Background())
 		}
 	}()
+	if err := s.startObservability(ctx); err != nil {
+		return err
+	}
 	opts, err := s.natsOptions()
 	if err != nil {
 		return err
@@ -136,6 +147,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.ingress.syncFile = s.syncFile
 	s.ingress.reg = s.reg
+	if err := s.observeIngress(); err != nil {
+		return err
+	}
 	if err := s.startRoutes(ctx); err != nil {
 		return err
 	}
@@ -146,6 +160,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := s.startAgents(ctx); err != nil {
+		return err
+	}
+	if err := s.startTokens(ctx); err != nil {
 		return err
 	}
 	if err := s.startAPI(); err != nil {
@@ -209,6 +226,7 @@ func publicPermissions() *server.Permissions {
 			"$O.>",
 			semaq.DLQPrefix + ">", // only the broker writes SQ_DLQ
 			"$JS.EVENT.>",         // forged advisories would make the broker dead-letter any message
+			"_SQ_LAT.>",           // sampled acks: the broker forwards them with its own rights
 		}},
 	}
 }
@@ -280,6 +298,8 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		MaxBody:        s.cfg.MaxPayload,
 		Ready:          s.ready,
 		Routes:         s.reg.Routes,
+		Metrics:        s.metrics,
+		Tracing:        s.tracing,
 	})
 	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	// Event streams never finish on their own; end them when shutting down.
@@ -328,6 +348,9 @@ func (s *Server) stop(ctx context.Context) error {
 		s.front.Close()
 	}
 	s.stopFilters() // pumps publish on the internal connection: stop them before it drains
+	s.stopQueues()
+	s.tokens.stop()
+	s.stopKeyShared()
 	if s.ingress != nil {
 		if err := s.ingress.shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -358,6 +381,9 @@ func (s *Server) stop(ctx context.Context) error {
 	if s.ns != nil {
 		s.ns.Shutdown()
 		s.ns.WaitForShutdown()
+	}
+	if err := s.stopTracing(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

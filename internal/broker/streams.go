@@ -49,6 +49,12 @@ func (s *Server) startAPI() error {
 	for subj, h := range s.agentHandlers() {
 		handlers[subj] = h
 	}
+	for subj, h := range s.queueHandlers() {
+		handlers[subj] = h
+	}
+	for subj, h := range s.keySharedHandlers() {
+		handlers[subj] = h
+	}
 	for subj, h := range handlers {
 		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
 		if err != nil {
@@ -78,12 +84,16 @@ func (s *Server) syncStreams(ctx context.Context) error {
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	have := make(map[string]bool)
+	queued := make(map[string]semaq.QueueConfig)
 	lister := s.js.ListStreams(ctx)
 	for info := range lister.Info() {
 		if !isSemaqStream(&info.Config) {
 			continue
 		}
 		have[info.Config.Name] = true
+		if qc, ok := queueConfigOf(&info.Config); ok && s.isQueueLeader(info) {
+			queued[info.Config.Name] = qc
+		}
 		if err := s.ingress.set(info.Config.Name, publicSubjects(&info.Config), s.durability(&info.Config)); err != nil {
 			return err
 		}
@@ -96,7 +106,7 @@ func (s *Server) syncStreams(ctx context.Context) error {
 			s.ingress.remove(name)
 		}
 	}
-	return nil
+	return s.syncQueues(ctx, queued)
 }
 
 func isSemaqStream(c *jetstream.StreamConfig) bool {

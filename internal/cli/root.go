@@ -80,6 +80,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newDLQCmd(e),
 		newRouteCmd(e),
 		newAgentCmd(e),
+		newQueueCmd(e),
+		newWorkCmd(e),
+		newCancelCmd(e),
 	)
 	return root
 }

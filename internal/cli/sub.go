@@ -26,6 +26,9 @@ type subFlags struct {
 	timeout time.Duration
 	json    bool
 	filter  string
+	group   string
+	key     string
+	member  string
 }
 
 func newSubCmd(e *env) *cobra.Command {
@@ -43,11 +46,18 @@ resume after the last acknowledged message.
 messages that match; the rest are acknowledged by the broker. A durable keeps
 its filter: run it again without --filter to resume with it.
 
+--group G --key KEY joins the key-shared group G: the group's members share
+the messages by key (session, tenant or a CEL key expression), each key's
+messages going to one member at a time in order (docs/key-shared.md). Run
+it in several terminals to scale out; --key may be left out to join an
+existing group.
+
 With --count N it exits 0 after N messages, or non-zero if --timeout passes
 first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 		Example: `  semaq sub 'ai.>' --count 10 --timeout 30s
   semaq sub ai.inference.llm --durable worker --json
-  semaq sub ai.scores --filter 'payload.confidence > 0.85' --durable confident`,
+  semaq sub ai.scores --filter 'payload.confidence > 0.85' --durable confident
+  semaq sub ai.chat --group chat-workers --key session`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := fl.options(cmd)
@@ -64,6 +74,9 @@ first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 	f.DurationVar(&fl.timeout, "timeout", 0, "give up after this long (with --count: exit non-zero)")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object per message")
 	f.StringVar(&fl.filter, "filter", "", "server-side filter: only messages matching the CEL `EXPR` are sent")
+	f.StringVar(&fl.group, "group", "", "join the key-shared group `G` (with --key)")
+	f.StringVar(&fl.key, "key", "", "key of a key-shared group: session, tenant or a CEL key `EXPR`")
+	f.StringVar(&fl.member, "member", "", "this member's `NAME` in a key-shared group (default: picked by the broker)")
 	e.addServerFlag(cmd)
 	return cmd
 }
@@ -83,6 +96,9 @@ func (fl *subFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, error
 			return nil, errors.New("--filter: the expression is empty")
 		}
 		opts = append(opts, client.WithFilter(fl.filter))
+	}
+	if err := fl.groupOptions(cmd, &opts); err != nil {
+		return nil, err
 	}
 	switch strings.ToLower(fl.deliver) {
 	case "all":
@@ -122,7 +138,12 @@ func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []clien
 		return err
 	}
 	defer c.Close()
-	sub, err := c.Subscribe(runCtx, subject, opts...)
+	var sub *client.Subscription
+	if fl.group != "" {
+		sub, err = c.SubscribeKeyShared(runCtx, subject, fl.group, opts...)
+	} else {
+		sub, err = c.Subscribe(runCtx, subject, opts...)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -133,6 +154,9 @@ func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []clien
 	desc := ""
 	if fl.durable != "" {
 		desc = ", durable " + fl.durable
+	}
+	if fl.group != "" {
+		desc = ", key-shared group " + fl.group
 	}
 	fmt.Fprintf(e.stderr, "Subscribed to %s on stream %s%s\n", subject, sub.Stream(), desc)
 

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -41,6 +43,12 @@ type Options struct {
 	// schema registry's Confluent-compatible paths). They answer for
 	// themselves; the front door's JSON 404/405 covers the rest.
 	Routes func(*http.ServeMux)
+	// Metrics, when set, is served at GET /metrics and records every
+	// request by route and status (observe.go).
+	Metrics *metrics.Metrics
+	// Tracing, when set, traces publishes: a server span continuing the
+	// request's traceparent, carried on to the ingress.
+	Tracing *telemetry.Tracing
 }
 
 // Handler is the HTTP front door. It is safe for concurrent use.
@@ -75,8 +83,12 @@ func New(o Options) *Handler {
 	h.mux.HandleFunc("GET /api/v1/subscribe/{subject}", h.needsClient(h.subscribe))
 	h.mux.HandleFunc("GET /api/v1/streams", h.needsClient(h.streams))
 	h.mux.HandleFunc("GET /api/v1/streams/{name}", h.needsClient(h.stream))
+	h.mux.HandleFunc("GET /api/v1/tokens/{id}", h.needsClient(h.tokens))
 	if o.Routes != nil {
 		o.Routes(h.mux)
+	}
+	if o.Metrics != nil {
+		h.mux.Handle("GET /metrics", o.Metrics.Handler())
 	}
 	// The catch-all matches every method and path the patterns above do
 	// not, so ServeMux's plain-text 404 and 405 never reach a client.
@@ -101,7 +113,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"no such endpoint: "+r.Method+" "+p+" (a path must not have empty, '.' or '..' segments; percent-encode a dot subject as %2E)")
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	h.serveObserved(w, r)
 }
 
 // needsClient answers 503 instead of calling fn when the handler was built

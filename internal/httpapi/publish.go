@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/semaq/semaq/semaq"
 )
@@ -60,8 +61,15 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.Data = body
-	ack, err := h.opts.Client.PublishMsg(r.Context(), m)
+	ctx, span := h.publishSpan(r.Context(), m)
+	if span != nil {
+		defer span.End()
+	}
+	ack, err := h.opts.Client.PublishMsg(ctx, m)
 	if err != nil {
+		if span != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
 		if _, ok := errors.AsType[*semaq.APIError](err); !ok {
 			// No usable answer: the ingress may be slow, or something other
 			// than the ingress answers on the subject. Say which.

@@ -1,0 +1,413 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// ErrJobCancelled is the cause of a Job's context when the request was
+// cancelled, or its lease lapsed, while the worker held it
+// (context.Cause(job.Context())).
+var ErrJobCancelled = errors.New("client: job cancelled")
+
+// AddQueue creates a work queue.
+func (c *Client) AddQueue(ctx context.Context, cfg semaq.QueueConfig) (*semaq.QueueInfo, error) {
+	if err := semaq.CheckStreamName(cfg.Name); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "client: queue name: %v", err)
+	}
+	var out semaq.QueueInfo
+	if err := c.request(ctx, fmt.Sprintf(semaq.APIQueueCreateT, cfg.Name), cfg, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// QueueInfo returns a queue's configuration and live status.
+func (c *Client) QueueInfo(ctx context.Context, name string) (*semaq.QueueInfo, error) {
+	var out semaq.QueueInfo
+	if err := c.request(ctx, fmt.Sprintf(semaq.APIQueueInfoT, name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Queues lists the work queues.
+func (c *Client) Queues(ctx context.Context) ([]semaq.QueueInfo, error) {
+	var out semaq.QueueListResponse
+	if err := c.request(ctx, semaq.APIQueueList, nil, &out); err != nil {
+		return nil, err
+	}
+	return out.Queues, nil
+}
+
+// DeleteQueue removes a queue and every request in it.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	return c.request(ctx, fmt.Sprintf(semaq.APIQueueDeleteT, name), nil, nil)
+}
+
+// Cancel cancels a request by its Nats-Msg-Id (or its sequence in the
+// queue): a queued request is removed; a request a worker holds is removed
+// and the worker's Job context is cancelled. An unknown request returns
+// semaq.ErrRequestNotFound.
+func (c *Client) Cancel(ctx context.Context, queue, id string) (*semaq.CancelResponse, error) {
+	var out semaq.CancelResponse
+	subj := fmt.Sprintf(semaq.APIQueueCancelT, queue)
+	if err := c.request(ctx, subj, semaq.CancelRequest{ID: id}, &out); err != nil {
+		if errors.Is(err, semaq.ErrUnavailable) {
+			return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", queue)
+		}
+		return nil, err
+	}
+	return &out, nil
+}
+
+// FetchOption configures one Fetch.
+type FetchOption func(*semaq.FetchRequest) error
+
+// FetchMax asks for up to n jobs (default 1, at most semaq.MaxFetchBatch).
+func FetchMax(n int) FetchOption {
+	return func(r *semaq.FetchRequest) error {
+		if n < 1 || n > semaq.MaxFetchBatch {
+			return fmt.Errorf("fetch max %d is outside 1..%d", n, semaq.MaxFetchBatch)
+		}
+		r.Max = n
+		return nil
+	}
+}
+
+// FetchMaxTokens bounds the prompt tokens of the batch. A single request
+// over the bound is delivered alone.
+func FetchMaxTokens(n int64) FetchOption {
+	return func(r *semaq.FetchRequest) error {
+		if n < 1 {
+			return fmt.Errorf("fetch max tokens %d is not positive", n)
+		}
+		r.MaxTokens = n
+		return nil
+	}
+}
+
+// FetchWait waits up to d for the first job; without it Fetch returns at
+// once, possibly with none.
+func FetchWait(d time.Duration) FetchOption {
+	return func(r *semaq.FetchRequest) error {
+		if d < 0 || d > semaq.MaxFetchWait {
+			return fmt.Errorf("fetch wait %s is outside 0..%s", d, semaq.MaxFetchWait)
+		}
+		r.Wait = d
+		return nil
+	}
+}
+
+// FetchLabels describes the worker: "model" and "adapter" (comma-separated
+// lists of what it has loaded) give it the requests that need them first.
+func FetchLabels(labels map[string]string) FetchOption {
+	return func(r *semaq.FetchRequest) error {
+		r.Labels = labels
+		return nil
+	}
+}
+
+// worker is a client's identity as a worker: cancel notices for the jobs it
+// holds arrive on one subscription and cancel their contexts.
+type worker struct {
+	once sync.Once
+	err  error
+	id   string
+	mu   sync.Mutex
+	jobs map[string]*Job // queue + "." + seq
+}
+
+func (c *Client) workerID() (string, error) {
+	w := &c.work
+	w.once.Do(func() {
+		w.id = nuid.Next()
+		w.jobs = make(map[string]*Job)
+		_, w.err = c.nc.Subscribe(semaq.QueueCancelPrefix+w.id, func(m *nats.Msg) {
+			var n semaq.CancelNotice
+			if json.Unmarshal(m.Data, &n) != nil {
+				return
+			}
+			w.mu.Lock()
+			j := w.jobs[n.Queue+"."+strconv.FormatUint(n.Seq, 10)]
+			w.mu.Unlock()
+			if j != nil {
+				j.cancel(fmt.Errorf("%w: %s", ErrJobCancelled, n.Reason))
+			}
+		})
+		if w.err == nil {
+			w.err = c.nc.Flush()
+		}
+	})
+	return w.id, w.err
+}
+
+// Fetch asks queue for work and returns the jobs the dispatcher picked:
+// possibly none when no FetchWait was given or it passed. Each job must be
+// answered (Ack, Nak, Term) within its ack wait, or extended with
+// InProgress; otherwise it goes back to the queue for another worker.
+func (c *Client) Fetch(ctx context.Context, queue string, opts ...FetchOption) ([]*Job, error) {
+	id, err := c.workerID()
+	if err != nil {
+		return nil, fmt.Errorf("client: fetch: cancel subscription: %w", err)
+	}
+	req := semaq.FetchRequest{Worker: id, Max: 1}
+	for _, o := range opts {
+		if err := o(&req); err != nil {
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: %v", err)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Wait+c.timeout)
+		defer cancel()
+	}
+	body, _ := json.Marshal(req)
+	inbox := c.nc.NewRespInbox()
+	msgs := make(chan *nats.Msg, req.Max+1)
+	sub, err := c.nc.ChanSubscribe(inbox, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("client: fetch: %w", err)
+	}
+	defer sub.Unsubscribe()
+	subj := fmt.Sprintf(semaq.APIQueueFetchT, queue)
+	if err := c.nc.PublishRequest(subj, inbox, body); err != nil {
+		return nil, fmt.Errorf("client: fetch from %s: %w", queue, err)
+	}
+	var jobs []*Job
+	for {
+		select {
+		case m := <-msgs:
+			if st := m.Header.Get(semaq.HdrQueueStatus); st != "" || len(m.Header) == 0 && len(m.Data) == 0 {
+				return c.endFetch(queue, m, jobs)
+			}
+			if m.Header.Get(semaq.HdrQueueSeq) == "" {
+				// The server's no-responders status: no dispatcher serves it.
+				if m.Header.Get("Status") == "503" {
+					return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found (no dispatcher answers on %s)", queue, subj)
+				}
+				continue
+			}
+			jobs = append(jobs, c.newJob(queue, m))
+		case <-ctx.Done():
+			// Jobs handed to us after this are not lost: their ack wait
+			// passes and they go to another worker.
+			for _, j := range jobs {
+				j.release()
+			}
+			return nil, fmt.Errorf("client: fetch from %s: %w", queue, ctx.Err())
+		}
+	}
+}
+
+func (c *Client) endFetch(queue string, m *nats.Msg, jobs []*Job) ([]*Job, error) {
+	switch st := m.Header.Get(semaq.HdrQueueStatus); st {
+	case "204", "408":
+		return jobs, nil
+	case "503":
+		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", queue)
+	default:
+		if len(m.Data) > 0 {
+			if err := decodeReply(m.Data, nil); err != nil {
+				return jobs, err
+			}
+		}
+		return jobs, fmt.Errorf("client: fetch from %s: status %s: %s", queue, st, m.Header.Get(semaq.HdrQueueDescription))
+	}
+}
+
+// Job is one request handed to this worker. Its fields are read-only.
+type Job struct {
+	Queue   string
+	Subject string // the subject the request was published on
+	Seq     uint64 // its sequence in the queue
+	ID      string // its Nats-Msg-Id, if it had one
+	Header  nats.Header
+	Data    []byte
+	// Deliveries is 1 the first time the request is handed out.
+	Deliveries int
+	// Tokens is the prompt tokens it was charged (Estimated when the
+	// request did not say).
+	Tokens    int64
+	Estimated bool
+	// Waited is how long it was queued.
+	Waited time.Duration
+
+	c      *Client
+	reply  string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   context.CancelFunc
+}
+
+func (c *Client) newJob(queue string, m *nats.Msg) *Job {
+	h := m.Header
+	j := &Job{Queue: queue, Subject: h.Get(semaq.HdrQueueSubject), ID: h.Get(semaq.HdrMsgID), Header: h, Data: m.Data, c: c, reply: m.Reply}
+	j.Seq, _ = strconv.ParseUint(h.Get(semaq.HdrQueueSeq), 10, 64)
+	j.Deliveries, _ = strconv.Atoi(h.Get(semaq.HdrQueueDeliver))
+	j.Tokens, _ = strconv.ParseInt(h.Get(semaq.HdrQueueTokens), 10, 64)
+	j.Estimated = h.Get(semaq.HdrQueueEstimate) == "true"
+	j.Waited, _ = time.ParseDuration(h.Get(semaq.HdrQueueWait))
+	base, cancel := context.WithCancelCause(context.Background())
+	j.ctx, j.cancel, j.stop = base, cancel, func() {}
+	if dl, err := time.Parse(time.RFC3339Nano, h.Get(semaq.HdrDeadline)); err == nil {
+		j.ctx, j.stop = context.WithDeadline(base, dl)
+	}
+	w := &c.work
+	w.mu.Lock()
+	w.jobs[j.key()] = j
+	w.mu.Unlock()
+	return j
+}
+
+func (j *Job) key() string { return j.Queue + "." + strconv.FormatUint(j.Seq, 10) }
+
+// Context is done when the request's deadline passes, when it is cancelled
+// (context.Cause is ErrJobCancelled with the reason), or once the job is
+// answered.
+func (j *Job) Context() context.Context { return j.ctx }
+
+// release forgets the job: its context ends, cancel notices are ignored.
+func (j *Job) release() {
+	w := &j.c.work
+	w.mu.Lock()
+	if w.jobs[j.key()] == j {
+		delete(w.jobs, j.key())
+	}
+	w.mu.Unlock()
+	j.stop()
+	j.cancel(context.Canceled)
+}
+
+// AckOption adds to an Ack.
+type AckOption func(*semaq.JobAckReport)
+
+// AckOutputTokens reports the tokens the worker generated; they count
+// toward the tenant's fair share.
+func AckOutputTokens(n int64) AckOption {
+	return func(r *semaq.JobAckReport) { r.OutputTokens = n }
+}
+
+// Ack says the request is done; the queue forgets it. It waits for the
+// dispatcher's confirmation: semaq.ErrLeaseLost means the job was no longer
+// this worker's (its ack wait passed or it was cancelled).
+func (j *Job) Ack(ctx context.Context, opts ...AckOption) error {
+	var rep semaq.JobAckReport
+	for _, o := range opts {
+		o(&rep)
+	}
+	body := semaq.JobAck
+	if rep.OutputTokens != 0 {
+		if rep.OutputTokens < 0 {
+			return semaq.NewAPIError(semaq.ErrBadRequest, "client: output tokens %d is negative", rep.OutputTokens)
+		}
+		b, _ := json.Marshal(rep)
+		body += " " + string(b)
+	}
+	return j.answer(ctx, body, true)
+}
+
+// Nak gives the request back to the queue, to be handed out again after
+// delay (at once when 0). Past the queue's max deliveries it is
+// dead-lettered instead.
+func (j *Job) Nak(ctx context.Context, delay time.Duration) error {
+	body := semaq.JobNak
+	if delay > 0 {
+		body += fmt.Sprintf(` {"delay_ms":%d}`, delay.Milliseconds())
+	}
+	return j.answer(ctx, body, true)
+}
+
+// InProgress restarts the job's ack wait.
+func (j *Job) InProgress(ctx context.Context) error {
+	return j.answer(ctx, semaq.JobInProgress, false)
+}
+
+// Term dead-letters the request with reason; it is never handed out again.
+func (j *Job) Term(ctx context.Context, reason string) error {
+	body := semaq.JobTerm
+	if reason != "" {
+		body += " " + reason
+	}
+	return j.answer(ctx, body, true)
+}
+
+func (j *Job) answer(ctx context.Context, body string, final bool) error {
+	ctx, cancel := j.c.withTimeout(ctx)
+	defer cancel()
+	m, err := j.c.nc.RequestWithContext(ctx, j.reply, []byte(body))
+	if err != nil {
+		return transportError(err, j.reply)
+	}
+	var r semaq.JobReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return fmt.Errorf("client: job %d: reply is not JSON: %w", j.Seq, err)
+	}
+	if final || !r.OK {
+		j.release()
+	}
+	if !r.OK {
+		if r.Error != nil {
+			return r.Error
+		}
+		return fmt.Errorf("client: job %d: refused", j.Seq)
+	}
+	return nil
+}
+
+// jobJSON is the JSON form of a Job (semaq work fetch --json).
+type jobJSON struct {
+	Queue      string            `json:"queue"`
+	Subject    string            `json:"subject"`
+	Seq        uint64            `json:"seq"`
+	ID         string            `json:"id,omitempty"`
+	Deliveries int               `json:"deliveries"`
+	Tokens     int64             `json:"tokens"`
+	Estimated  bool              `json:"tokens_estimated,omitempty"`
+	WaitedMs   float64           `json:"waited_ms"`
+	AckSubject string            `json:"ack_subject"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	Data       *string           `json:"data,omitempty"`
+	DataB64    []byte            `json:"data_b64,omitempty"`
+}
+
+// MarshalJSON renders the job as one JSON object: its queue fields, the
+// subject to answer it on (ack_subject), headers (name to first value), and
+// data as UTF-8 text, or data_b64 when the payload is not valid UTF-8.
+func (j *Job) MarshalJSON() ([]byte, error) {
+	out := jobJSON{Queue: j.Queue, Subject: j.Subject, Seq: j.Seq, ID: j.ID, Deliveries: j.Deliveries,
+		Tokens: j.Tokens, Estimated: j.Estimated, WaitedMs: float64(j.Waited.Microseconds()) / 1000, AckSubject: j.reply}
+	if len(j.Header) > 0 {
+		out.Headers = make(map[string]string, len(j.Header))
+		for k, v := range j.Header {
+			if len(v) > 0 {
+				out.Headers[k] = v[0]
+			}
+		}
+	}
+	if utf8.Valid(j.Data) {
+		s := string(j.Data)
+		out.Data = &s
+	} else {
+		out.DataB64 = j.Data
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}

@@ -1,0 +1,429 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// Token streams: the writer side. See docs/tokens.md.
+
+type tokenStreamOptions struct {
+	traceParent string
+	session     string
+	retention   time.Duration
+	window      int
+	maxBuffered int
+}
+
+// TokenStreamOption configures OpenTokenStream.
+type TokenStreamOption func(*tokenStreamOptions) error
+
+// WithStreamTraceParent binds a W3C traceparent to every record of the
+// stream, so a chain of agents can be followed end to end.
+func WithStreamTraceParent(tp string) TokenStreamOption {
+	return func(o *tokenStreamOptions) error {
+		if len(tp) > 512 {
+			return errors.New("client: WithStreamTraceParent: longer than 512 bytes")
+		}
+		o.traceParent = tp
+		return nil
+	}
+}
+
+// WithStreamSession binds a session (AI-Session) to every record.
+func WithStreamSession(session string) TokenStreamOption {
+	return func(o *tokenStreamOptions) error {
+		if len(session) > semaq.MaxEnvelopeValue {
+			return fmt.Errorf("client: WithStreamSession: longer than %d bytes", semaq.MaxEnvelopeValue)
+		}
+		o.session = session
+		return nil
+	}
+}
+
+// WithRetention keeps the stream readable for d after it is closed or
+// aborted (default semaq.DefaultTokenRetention; at most semaq.MaxTokenAge).
+func WithRetention(d time.Duration) TokenStreamOption {
+	return func(o *tokenStreamOptions) error {
+		if d < 0 || d > semaq.MaxTokenAge {
+			return fmt.Errorf("client: WithRetention: %s is outside 0..%s", d, semaq.MaxTokenAge)
+		}
+		o.retention = d
+		return nil
+	}
+}
+
+// WithWriteWindow bounds the records in flight to the broker without an
+// acknowledgement (default 1024). When the window is full, tokens written
+// meanwhile are merged into the next record instead of waiting.
+func WithWriteWindow(n int) TokenStreamOption {
+	return func(o *tokenStreamOptions) error {
+		if n < 1 || n > 1<<16 {
+			return fmt.Errorf("client: WithWriteWindow: %d is outside 1..65536", n)
+		}
+		o.window = n
+		return nil
+	}
+}
+
+// Limits of one record the writer builds.
+const (
+	maxRecordTokens = 1024
+	maxRecordBytes  = 32 << 10
+)
+
+// pendingToken is a token or function-call fragment not yet sent.
+type pendingToken struct {
+	text string
+	fn   *semaq.FunctionCallFragment
+}
+
+// TokenWriter writes the output of one request as a token stream. Write
+// and WriteFunctionCall never wait for the broker or for readers: records
+// go out asynchronously, at most the write window unacknowledged, and
+// tokens written while the window is full are merged into one record.
+// Close or Abort ends the stream and waits until every record is stored.
+//
+// Its methods may be called from several goroutines, but the order of
+// tokens is the order of the calls that return.
+type TokenWriter struct {
+	c    *Client
+	id   string
+	js   jetstream.JetStream
+	opts tokenStreamOptions
+
+	mu      sync.Mutex
+	pending []pendingToken
+	bytes   int    // of text pending
+	seq     uint64 // last record seq assigned
+	offset  uint64 // tokens assigned to records
+	written uint64 // tokens accepted by Write
+	err     error  // first failure; the stream is broken after it
+	ended   bool
+	wake    chan struct{} // flusher has work
+	room    chan struct{} // pending fell below maxBuffered
+	idle    chan struct{} // closed by the flusher when pending is empty after ending
+	flushed chan struct{} // flusher exited
+
+	buf []byte
+}
+
+// OpenTokenStream starts writing the token stream of request id. Nothing
+// is sent until the first token; a reader may start before or after.
+func (c *Client) OpenTokenStream(ctx context.Context, id string, opts ...TokenStreamOption) (*TokenWriter, error) {
+	if err := semaq.CheckRequestID(id); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: OpenTokenStream: %v", err)
+	}
+	o := tokenStreamOptions{retention: semaq.DefaultTokenRetention, window: 1024, maxBuffered: 8 << 20}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	w := &TokenWriter{c: c, id: id, opts: o,
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
+	js, err := jetstream.New(c.nc,
+		jetstream.WithPublishAsyncMaxPending(o.window),
+		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+			w.fail(fmt.Errorf("client: token stream %s: storing a record: %w", id, err))
+		}))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	w.js = js
+	go w.flusher()
+	return w, nil
+}
+
+// ID is the request id of the stream.
+func (w *TokenWriter) ID() string { return w.id }
+
+// Tokens is how many tokens have been written so far.
+func (w *TokenWriter) Tokens() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written
+}
+
+func (w *TokenWriter) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+}
+
+// Write appends one token. It returns at once unless more than 8 MiB of
+// text waits to be sent, then it waits for room or ctx. An error means the
+// stream is broken (a record could not be stored, or it was ended).
+func (w *TokenWriter) Write(ctx context.Context, text string) error {
+	return w.add(ctx, pendingToken{text: text})
+}
+
+// WriteFunctionCall appends a fragment of a function (tool) call: the
+// first fragment of a call gives its ID and Name, the rest pieces of its
+// JSON arguments. A fragment counts as one token.
+func (w *TokenWriter) WriteFunctionCall(ctx context.Context, f semaq.FunctionCallFragment) error {
+	if f.Index < 0 || f.Index > 1024 {
+		return semaq.NewAPIError(semaq.ErrBadRequest, "client: WriteFunctionCall: index %d is outside 0..1024", f.Index)
+	}
+	return w.add(ctx, pendingToken{fn: &f})
+}
+
+func (w *TokenWriter) add(ctx context.Context, t pendingToken) error {
+	for {
+		w.mu.Lock()
+		if w.err != nil {
+			err := w.err
+			w.mu.Unlock()
+			return err
+		}
+		if w.ended {
+			w.mu.Unlock()
+			return fmt.Errorf("client: token stream %s: write after Close or Abort", w.id)
+		}
+		if w.bytes < w.opts.maxBuffered {
+			w.pending = append(w.pending, t)
+			w.bytes += len(t.text)
+			w.written++
+			w.mu.Unlock()
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+			return nil
+		}
+		w.mu.Unlock()
+		select {
+		case <-w.room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// flusher turns pending tokens into records and publishes them. It runs
+// until the stream is ended and everything pending is sent.
+func (w *TokenWriter) flusher() {
+	defer close(w.flushed)
+	var batch []pendingToken
+	for {
+		w.mu.Lock()
+		batch, w.pending = w.pending, batch[:0]
+		w.bytes = 0
+		ended, failed := w.ended, w.err != nil
+		w.mu.Unlock()
+		select {
+		case w.room <- struct{}{}:
+		default:
+		}
+		if len(batch) == 0 {
+			if ended || failed {
+				return
+			}
+			<-w.wake
+			continue
+		}
+		if failed {
+			continue // drop: the stream is broken
+		}
+		w.send(batch)
+	}
+}
+
+// send publishes batch as as few records as the limits allow: runs of text
+// tokens merge, each function-call fragment is a record of its own.
+func (w *TokenWriter) send(batch []pendingToken) {
+	for len(batch) > 0 {
+		var c semaq.TokenChunk
+		n := 1
+		if batch[0].fn != nil {
+			c.Func = batch[0].fn
+			c.N = 1
+		} else {
+			size := len(batch[0].text)
+			for n < len(batch) && n < maxRecordTokens && batch[n].fn == nil && size+len(batch[n].text) <= maxRecordBytes {
+				size += len(batch[n].text)
+				n++
+			}
+			c.N = n
+			if n == 1 {
+				c.Text = batch[0].text
+			} else {
+				text := make([]byte, 0, size)
+				c.Lens = make([]int, n)
+				for i := range n {
+					text = append(text, batch[i].text...)
+					c.Lens[i] = len(batch[i].text)
+				}
+				c.Text = string(text)
+			}
+		}
+		batch = batch[n:]
+		w.mu.Lock()
+		w.seq++
+		c.Seq, c.Offset = w.seq, w.offset
+		w.offset += uint64(c.N)
+		w.mu.Unlock()
+		if err := w.publish(semaq.TokenChunkSubject(w.id), &c, nil); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Header) error {
+	c.TraceParent, c.Session = w.opts.traceParent, w.opts.session
+	w.buf = semaq.AppendTokenChunk(w.buf[:0], c)
+	m := &nats.Msg{Subject: subject, Data: append([]byte(nil), w.buf...), Header: hdr}
+	for {
+		_, err := w.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Second))
+		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			continue // the broker is slow: keep waiting, the window bounds us
+		}
+		if err != nil {
+			return fmt.Errorf("client: token stream %s: publishing: %w", w.id, err)
+		}
+		return nil
+	}
+}
+
+// Close ends the stream normally with final (finish reason and usage)
+// and waits until every record is stored. A writer that failed earlier
+// returns that error and writes no final record.
+func (w *TokenWriter) Close(ctx context.Context, final semaq.TokenFinal) error {
+	if final.FinishReason == "" {
+		final.FinishReason = "stop"
+	}
+	return w.end(ctx, &semaq.TokenChunk{Final: &final})
+}
+
+// Abort ends the stream with an error. A *semaq.TokenError keeps its code;
+// any other error is sent as code "aborted" with its text. Readers get the
+// error after every token written before it.
+func (w *TokenWriter) Abort(ctx context.Context, cause error) error {
+	te, ok := errors.AsType[*semaq.TokenError](cause)
+	if !ok {
+		msg := "aborted"
+		if cause != nil {
+			msg = cause.Error()
+		}
+		te = &semaq.TokenError{Code: "aborted", Message: msg}
+	}
+	return w.end(ctx, &semaq.TokenChunk{Error: te})
+}
+
+func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
+	w.mu.Lock()
+	if w.ended {
+		w.mu.Unlock()
+		return fmt.Errorf("client: token stream %s: already ended", w.id)
+	}
+	w.ended = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case <-w.flushed:
+	case <-ctx.Done():
+		return fmt.Errorf("client: token stream %s: sending pending tokens: %w", w.id, ctx.Err())
+	}
+	select {
+	case <-w.js.PublishAsyncComplete():
+	case <-ctx.Done():
+		return fmt.Errorf("client: token stream %s: waiting for acknowledgements: %w", w.id, ctx.Err())
+	}
+	w.mu.Lock()
+	err := w.err
+	w.seq++
+	term.Seq, term.Offset = w.seq, w.offset
+	w.mu.Unlock()
+	if err != nil && term.Final != nil {
+		return err
+	}
+	ctx, cancel := w.c.withTimeout(ctx)
+	defer cancel()
+	term.TraceParent, term.Session = w.opts.traceParent, w.opts.session
+	m := nats.NewMsg(semaq.TokenEndSubject(w.id))
+	m.Data = semaq.AppendTokenChunk(nil, term)
+	m.Header.Set(semaq.HdrTokenRetention, w.opts.retention.String())
+	if _, perr := w.js.PublishMsg(ctx, m); perr != nil {
+		return errors.Join(err, fmt.Errorf("client: token stream %s: storing the terminal record: %w", w.id, perr))
+	}
+	return err
+}
+
+// AbortTokenStream ends the token stream of request id with an error on
+// behalf of a writer that is gone (a worker that died mid-stream): the
+// error record follows the last record stored (it is record 1 of a stream
+// that has none). A stream that already ended is left as it is.
+func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.TokenError) error {
+	if err := semaq.CheckRequestID(id); err != nil {
+		return semaq.NewAPIError(semaq.ErrBadRequest, "client: AbortTokenStream: %v", err)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	last, err := c.LastTokenRecord(ctx, id)
+	if err != nil {
+		return err
+	}
+	term := &semaq.TokenChunk{Seq: 1, Error: te}
+	if last != nil {
+		if last.Terminal() {
+			return nil
+		}
+		term.Seq, term.Offset = last.Seq+1, last.Offset+uint64(last.N)
+		term.TraceParent, term.Session = last.TraceParent, last.Session
+	}
+	m := nats.NewMsg(semaq.TokenEndSubject(id))
+	m.Data = semaq.AppendTokenChunk(nil, term)
+	if _, err := c.js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("client: token stream %s: storing the error record: %w", id, err)
+	}
+	return nil
+}
+
+// LastTokenRecord returns the last record stored for request id, nil when
+// there is none.
+func (c *Client) LastTokenRecord(ctx context.Context, id string) (*semaq.TokenChunk, error) {
+	if err := semaq.CheckRequestID(id); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: LastTokenRecord: %v", err)
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	st, err := c.js.Stream(ctx, semaq.TokenStream)
+	if err != nil {
+		return nil, fmt.Errorf("client: token streams: %w", err)
+	}
+	var last *semaq.TokenChunk
+	for _, subj := range []string{semaq.TokenEndSubject(id), semaq.TokenChunkSubject(id)} {
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("client: token stream %s: %w", id, err)
+		}
+		rec, err := semaq.ParseTokenChunk(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("client: token stream %s: %w", id, err)
+		}
+		if last == nil || rec.Seq > last.Seq {
+			last = rec
+		}
+	}
+	return last, nil
+}

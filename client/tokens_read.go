@@ -1,0 +1,407 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// Token streams: the reader side. See docs/tokens.md.
+
+// ErrTokenGap matches a *TokenGapError: a record of a token stream did not
+// arrive within the gap timeout, or too many later ones arrived before it.
+// The reader never skips a missing record.
+var ErrTokenGap = errors.New("client: token stream gap")
+
+// TokenGapError says which record is missing and for how long it was
+// awaited. It matches ErrTokenGap.
+type TokenGapError struct {
+	ID       string
+	Missing  uint64        // seq of the first missing record
+	Waited   time.Duration // since a later record showed the gap
+	Buffered int           // later records held back
+}
+
+func (e *TokenGapError) Error() string {
+	return fmt.Sprintf("client: token stream %s: record %d missing after %s (%d later records held back)",
+		e.ID, e.Missing, e.Waited.Round(time.Millisecond), e.Buffered)
+}
+
+// Is makes the error match ErrTokenGap.
+func (e *TokenGapError) Is(target error) bool { return target == ErrTokenGap }
+
+type tokenReadOptions struct {
+	fromSeq    uint64
+	fromOffset uint64
+	window     int
+	gapTimeout time.Duration
+}
+
+// TokenReadOption configures ReadTokens.
+type TokenReadOption func(*tokenReadOptions) error
+
+// FromSeq starts reading at record seq (1 is the first): a reader that
+// saw records up to n resumes with FromSeq(n+1).
+func FromSeq(seq uint64) TokenReadOption {
+	return func(o *tokenReadOptions) error {
+		if seq == 0 {
+			return errors.New("client: FromSeq: records are numbered from 1")
+		}
+		o.fromSeq = seq
+		return nil
+	}
+}
+
+// FromOffset starts reading at token offset n (0 is the first token): a
+// chunk that starts before n is cut to begin there.
+func FromOffset(n uint64) TokenReadOption {
+	return func(o *tokenReadOptions) error {
+		o.fromOffset = n
+		return nil
+	}
+}
+
+// WithReorderWindow bounds how many records that arrive ahead of a missing
+// one are held back waiting for it (default 1024); one more is a gap.
+func WithReorderWindow(n int) TokenReadOption {
+	return func(o *tokenReadOptions) error {
+		if n < 1 || n > 1<<20 {
+			return fmt.Errorf("client: WithReorderWindow: %d is outside 1..1048576", n)
+		}
+		o.window = n
+		return nil
+	}
+}
+
+// WithGapTimeout sets how long a missing record is awaited once a later
+// one has arrived (default 5s).
+func WithGapTimeout(d time.Duration) TokenReadOption {
+	return func(o *tokenReadOptions) error {
+		if d <= 0 {
+			return fmt.Errorf("client: WithGapTimeout: %s is not positive", d)
+		}
+		o.gapTimeout = d
+		return nil
+	}
+}
+
+// TokenReader reads one token stream in order. Next must be called from
+// one goroutine at a time; Close may be called from any and makes a
+// blocked Next return. A slow reader holds back only itself: records stay
+// in the stream until it asks for them.
+type TokenReader struct {
+	id   string
+	opts tokenReadOptions
+	cons jetstream.Consumer
+	it   jetstream.MessagesContext
+
+	mu       sync.Mutex // held by Next
+	want     uint64     // next seq to deliver
+	ahead    map[uint64]*semaq.TokenChunk
+	gapSince time.Time
+	err      error // sticky end: io.EOF after the final record, or the failure
+	dups     int
+
+	closeOnce sync.Once
+}
+
+// ReadTokens starts reading the token stream of request id. It may start
+// before the writer: it waits for the records. Next returns the chunks in
+// order, duplicates dropped.
+func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOption) (*TokenReader, error) {
+	if err := semaq.CheckRequestID(id); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: ReadTokens: %v", err)
+	}
+	o := tokenReadOptions{window: 1024, gapTimeout: 5 * time.Second}
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
+		}
+	}
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	cons, err := c.js.OrderedConsumer(ctx, semaq.TokenStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{semaq.TokenSubjectFilter(id)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// A reader that vanished without Close frees the broker soon.
+		InactiveThreshold: 10 * time.Second,
+	})
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "token stream store %s not found: is this a SemaQ broker?", semaq.TokenStream)
+		}
+		return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
+	}
+	want := uint64(1)
+	if o.fromSeq > 0 {
+		want = o.fromSeq
+	}
+	return &TokenReader{id: id, opts: o, cons: cons, it: it, want: want, ahead: map[uint64]*semaq.TokenChunk{}}, nil
+}
+
+// ID is the request id of the stream.
+func (r *TokenReader) ID() string { return r.id }
+
+// Duplicates is how many records were dropped as duplicates so far.
+func (r *TokenReader) Duplicates() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dups
+}
+
+// Next returns the next chunk in order, waiting for it. The final record
+// is returned as a chunk (Final set, usage inside); after it Next returns
+// io.EOF. A stream aborted by its writer returns the *semaq.TokenError
+// (errors.Is(err, semaq.ErrTokenAborted)); a record that does not come
+// returns a *TokenGapError. These ends are sticky.
+func (r *TokenReader) Next(ctx context.Context) (*semaq.TokenChunk, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		if r.err != nil {
+			return nil, r.err
+		}
+		if c, ok := r.ahead[r.want]; ok {
+			delete(r.ahead, r.want)
+			r.want++
+			r.gapSince = time.Time{}
+			if len(r.ahead) > 0 {
+				r.gapSince = time.Now()
+			}
+			if out, ok := r.deliver(c); ok {
+				return out, r.errFor(out)
+			}
+			continue
+		}
+		rec, err := r.receive(ctx)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case rec.Seq < r.want:
+			r.dups++
+		case rec.Seq == r.want:
+			r.want++
+			if len(r.ahead) > 0 {
+				r.gapSince = time.Now() // progress: the next gap waits afresh
+			}
+			if out, ok := r.deliver(rec); ok {
+				return out, r.errFor(out)
+			}
+		default:
+			if _, dup := r.ahead[rec.Seq]; dup {
+				r.dups++
+				continue
+			}
+			if len(r.ahead) >= r.opts.window {
+				r.err = &TokenGapError{ID: r.id, Missing: r.want, Waited: time.Since(r.gapSince), Buffered: len(r.ahead)}
+				return nil, r.err
+			}
+			r.ahead[rec.Seq] = rec
+			if r.gapSince.IsZero() {
+				r.gapSince = time.Now()
+			}
+		}
+	}
+}
+
+// errFor sets the sticky end a terminal chunk brings.
+func (r *TokenReader) errFor(c *semaq.TokenChunk) error {
+	switch {
+	case c == nil:
+		return r.err
+	case c.Final != nil:
+		r.err = io.EOF
+	}
+	return nil
+}
+
+// deliver applies FromOffset to c; ok is false when nothing of c is left.
+// An error record becomes the sticky error and is returned as nil, ok.
+func (r *TokenReader) deliver(c *semaq.TokenChunk) (*semaq.TokenChunk, bool) {
+	if c.Error != nil {
+		r.err = c.Error
+		return nil, true
+	}
+	from := r.opts.fromOffset
+	if c.Terminal() || from == 0 || c.Offset >= from {
+		return c, true
+	}
+	end := c.Offset + uint64(c.N)
+	if end <= from {
+		return nil, false
+	}
+	k := int(from - c.Offset)
+	if len(c.Lens) != c.N {
+		return c, true // cannot cut: give the whole chunk
+	}
+	cut := 0
+	for _, l := range c.Lens[:k] {
+		cut += l
+	}
+	c.Text, c.Lens, c.N, c.Offset = c.Text[cut:], c.Lens[k:], c.N-k, from
+	return c, true
+}
+
+// receive waits for the next record from the broker, bounded by ctx and,
+// when records are held back, by the gap timeout.
+func (r *TokenReader) receive(ctx context.Context) (*semaq.TokenChunk, error) {
+	waitCtx := ctx
+	if len(r.ahead) > 0 {
+		deadline := r.gapSince.Add(r.opts.gapTimeout)
+		if !time.Now().Before(deadline) {
+			r.err = &TokenGapError{ID: r.id, Missing: r.want, Waited: time.Since(r.gapSince), Buffered: len(r.ahead)}
+			return nil, r.err
+		}
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	m, err := r.it.Next(jetstream.NextContext(waitCtx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if waitCtx.Err() != nil {
+			r.err = &TokenGapError{ID: r.id, Missing: r.want, Waited: time.Since(r.gapSince), Buffered: len(r.ahead)}
+			return nil, r.err
+		}
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return nil, ErrSubscriptionDone
+		}
+		return nil, fmt.Errorf("client: reading token stream %s: %w", r.id, err)
+	}
+	rec, err := semaq.ParseTokenChunk(m.Data())
+	if err != nil {
+		r.err = fmt.Errorf("client: token stream %s: %w", r.id, err)
+		return nil, r.err
+	}
+	rec.RequestID = r.id
+	return rec, nil
+}
+
+// Close stops reading. The broker forgets the reader's consumer shortly
+// after.
+func (r *TokenReader) Close() error {
+	r.closeOnce.Do(func() { r.it.Stop() })
+	return nil
+}
+
+// TokenResult is a whole token stream read by Collect.
+type TokenResult struct {
+	Text        string
+	Calls       []FunctionCall
+	Final       semaq.TokenFinal
+	Tokens      uint64 // tokens read (after FromOffset)
+	Records     int
+	TraceParent string
+	Session     string
+}
+
+// Collect reads the rest of the stream and assembles it: the text, the
+// function calls with complete arguments, the final record.
+func (r *TokenReader) Collect(ctx context.Context) (*TokenResult, error) {
+	var (
+		res   TokenResult
+		text  strings.Builder
+		calls FunctionCalls
+	)
+	for {
+		c, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		res.Records++
+		res.TraceParent, res.Session = c.TraceParent, c.Session
+		if c.Final != nil {
+			res.Final = *c.Final
+			continue
+		}
+		res.Tokens += uint64(c.N)
+		text.WriteString(c.Text)
+		if c.Func != nil {
+			calls.Add(*c.Func)
+		}
+	}
+	res.Text = text.String()
+	var err error
+	if res.Calls, err = calls.Calls(); err != nil {
+		return nil, fmt.Errorf("client: token stream %s: %w", r.id, err)
+	}
+	return &res, nil
+}
+
+// FunctionCall is a function (tool) call put together from its fragments.
+type FunctionCall struct {
+	Index     int    `json:"index"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// FunctionCalls reassembles function-call fragments: the first fragment
+// of an index names the call, the later ones append to its arguments. The
+// zero value is ready to use; it is not safe for concurrent use.
+type FunctionCalls struct {
+	calls map[int]*FunctionCall
+}
+
+// Add takes the next fragment of a call.
+func (fc *FunctionCalls) Add(f semaq.FunctionCallFragment) {
+	if fc.calls == nil {
+		fc.calls = map[int]*FunctionCall{}
+	}
+	c := fc.calls[f.Index]
+	if c == nil {
+		c = &FunctionCall{Index: f.Index}
+		fc.calls[f.Index] = c
+	}
+	if f.ID != "" {
+		c.ID = f.ID
+	}
+	if f.Name != "" {
+		c.Name = f.Name
+	}
+	c.Arguments += f.Arguments
+}
+
+// Calls returns the calls by index. Each must have a name and arguments
+// that are one complete JSON value (empty arguments become "{}"); the
+// first that is not is an error naming it.
+func (fc *FunctionCalls) Calls() ([]FunctionCall, error) {
+	if len(fc.calls) == 0 {
+		return nil, nil
+	}
+	out := make([]FunctionCall, 0, len(fc.calls))
+	for _, c := range fc.calls {
+		if c.Name == "" {
+			return nil, fmt.Errorf("function call %d has no name", c.Index)
+		}
+		if strings.TrimSpace(c.Arguments) == "" {
+			c.Arguments = "{}"
+		}
+		if !json.Valid([]byte(c.Arguments)) {
+			return nil, fmt.Errorf("function call %d (%s): arguments are not complete JSON: %.200q", c.Index, c.Name, c.Arguments)
+		}
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b FunctionCall) int { return a.Index - b.Index })
+	return out, nil
+}

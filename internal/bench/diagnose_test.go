@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// series builds n points a tenth of a second apart.
+func series(n int, f func(i int) Point) []Point {
+	out := make([]Point, n)
+	for i := range out {
+		p := f(i)
+		p.T = float64(i+1) / 10
+		out[i] = p
+	}
+	return out
+}
+
+func baseScenario() *Scenario {
+	return &Scenario{Name: "t", Pattern: PatternQueue, Duration: time.Second, Interval: 100 * time.Millisecond, Rate: 1000,
+		Publishers: 1, Window: 64, Consumers: 1, Hops: 1, Sessions: 1, AckWait: 30 * time.Second}
+}
+
+// healthy is a result no rule should fire on.
+func healthy() *ScenarioResult {
+	return &ScenarioResult{
+		Result:            Result{Target: TargetSemaq, ThroughputMsgsPerS: 1000, Msgs: 1000, Latency: Latency{P50: 200, P99: 900, P999: 1500}},
+		PublishedMsgsPerS: 1000, Published: 1100, Completed: 1100, Workers: 1,
+		Handling: Latency{P50: 10, P99: 40, Max: 90},
+		GC:       GCStats{Cycles: 2, PauseTotalUS: 200, PauseFraction: 0.0002, AllocBytes: 2e6},
+		Series: series(10, func(i int) Point {
+			return Point{PublishedPerS: 1000, CompletedPerS: 1000, Lag: int64(3 + i%2), P50US: 200, P99US: 900, P999US: 1400 + float64(i*10)}
+		}),
+	}
+}
+
+func TestDiagnoseHealthy(t *testing.T) {
+	if f := Diagnose(baseScenario(), healthy()); len(f) != 0 {
+		t.Errorf("findings on a healthy run: %+v", f)
+	}
+}
+
+func TestDiagnoseRules(t *testing.T) {
+	for _, tc := range []struct {
+		rule   string
+		induce func(sc *Scenario, res *ScenarioResult)
+		want   []string // in root cause, evidence or suggestion
+	}{
+		{RuleWorkers, func(sc *Scenario, res *ScenarioResult) {
+			// 1000/s arrive, two workers finish 400/s: the lag grows 600/s.
+			res.Workers = 2
+			res.Series = series(10, func(i int) Point {
+				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
+			})
+		}, []string{"too few workers", "at least 5 workers", "200 msgs/s per worker"}},
+		{RuleFsync, func(sc *Scenario, res *ScenarioResult) {
+			sc.Durable = true
+			res.Series = series(10, func(i int) Point {
+				p := Point{P999US: 1500, Fsyncs: 100, FsyncMeanUS: 300}
+				if i == 3 || i == 7 {
+					p.P999US, p.FsyncMeanUS = 12000, 9000
+				}
+				return p
+			})
+		}, []string{"storage", "durability interval", "2 of 10 intervals", "9000 µs"}},
+		{RuleAckWait, func(sc *Scenario, res *ScenarioResult) {
+			sc.AckWait = time.Second
+			res.Redeliveries = 40
+			res.Handling = Latency{P50: 1.2e6, P99: 1.5e6, Max: 1.6e6}
+		}, []string{"ack wait too short", "40 deliveries", "at least 3s"}},
+		{RuleGC, func(sc *Scenario, res *ScenarioResult) {
+			res.GC = GCStats{Cycles: 50, PauseTotalUS: 9000, PauseFraction: 0.009, AllocBytes: 5e9}
+		}, []string{"GC pressure", "50 GC cycles", "pooling", "5000000 bytes allocated per message"}},
+		{RuleAdmission, func(sc *Scenario, res *ScenarioResult) {
+			res.ErrorsByKind = map[string]int64{ErrKindRejected: 25}
+			res.FirstError = "nats: maximum messages exceeded"
+		}, []string{"admission rejections", "25 publishes rejected", "maximum messages exceeded", "raise the limit"}},
+		{RuleSaturation, func(sc *Scenario, res *ScenarioResult) {
+			sc.Rate = 20000
+			res.PublishedMsgsPerS = 8000
+			res.AckLatency = Latency{P50: 30000, P99: 60000}
+		}, []string{"ingest saturated", "8000 of the 20000", "64 messages in flight"}},
+	} {
+		t.Run(tc.rule, func(t *testing.T) {
+			sc, res := baseScenario(), healthy()
+			tc.induce(sc, res)
+			fs := Diagnose(sc, res)
+			if len(fs) != 1 || fs[0].Rule != tc.rule {
+				t.Fatalf("findings %+v, want exactly one %s", fs, tc.rule)
+			}
+			f := fs[0]
+			if f.Target != TargetSemaq || f.RootCause == "" || len(f.Evidence) == 0 || f.Suggestion == "" {
+				t.Errorf("incomplete finding %+v", f)
+			}
+			all := f.RootCause + "\n" + strings.Join(f.Evidence, "\n") + "\n" + f.Suggestion
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("finding does not say %q:\n%s", w, all)
+				}
+			}
+		})
+	}
+}
+
+// Spikes that do not line up with slow fsyncs are not blamed on storage.
+func TestDiagnoseFsyncNotAligned(t *testing.T) {
+	sc, res := baseScenario(), healthy()
+	res.Series = series(10, func(i int) Point {
+		p := Point{P999US: 1500, Fsyncs: 100, FsyncMeanUS: 300}
+		if i == 3 {
+			p.P999US = 12000
+		}
+		return p
+	})
+	for _, f := range Diagnose(sc, res) {
+		if f.Rule == RuleFsync {
+			t.Errorf("fsync finding without slow fsyncs: %+v", f)
+		}
+	}
+}
+
+// A run with too few workers, end to end: one worker spending 4 ms per
+// message cannot take 400 msgs/s; the finding names the workers needed,
+// and a run with that many has no such finding.
+func TestDiagnoseTooFewWorkersInduced(t *testing.T) {
+	sc := &Scenario{Name: "slow-workers", Seed: 7, Pattern: PatternQueue, Duration: 1500 * time.Millisecond, Interval: 100 * time.Millisecond,
+		Rate: 400, Publishers: 1, Window: 64, Consumers: 1, Hops: 1, Sessions: 4, Payload: SizeRange{Min: 64, Max: 64},
+		Work: 4 * time.Millisecond, AckWait: 30 * time.Second}
+	run := func(sc *Scenario) *ScenarioReport {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{TargetJetStream}, DataDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := run(sc)
+	f := findingOf(rep, RuleWorkers)
+	if f == nil {
+		t.Fatalf("no %s finding; findings %+v, series %+v", RuleWorkers, rep.Findings, rep.Results[0].Series)
+	}
+	m := regexp.MustCompile(`at least (\d+) workers`).FindStringSubmatch(f.Suggestion)
+	if m == nil {
+		t.Fatalf("suggestion %q names no worker count", f.Suggestion)
+	}
+	need, _ := strconv.Atoi(m[1])
+	// 4 ms of work a message: a worker does at most 250/s, so 400/s needs 2.
+	t.Logf("finding: %s; %s; %s", f.RootCause, strings.Join(f.Evidence, "; "), f.Suggestion)
+	if need < 2 || need > 4 {
+		t.Errorf("suggests %d workers for 400 msgs/s at 4 ms each, want 2..4", need)
+	}
+	fixed := *sc
+	fixed.Consumers = need + 1 // the headroom the suggestion asks for
+	if f := findingOf(run(&fixed), RuleWorkers); f != nil {
+		t.Errorf("with %d workers: still %s: %+v", fixed.Consumers, RuleWorkers, f)
+	}
+}
+
+// Workers that hold messages past the ack wait get them redelivered, end
+// to end, and the finding says so.
+func TestDiagnoseAckWaitInduced(t *testing.T) {
+	sc := &Scenario{Name: "long-jobs", Seed: 9, Pattern: PatternQueue, Duration: time.Second, Interval: 100 * time.Millisecond,
+		Rate: 20, Publishers: 1, Window: 16, Consumers: 2, Hops: 1, Sessions: 2, Payload: SizeRange{Min: 32, Max: 32},
+		Work: 250 * time.Millisecond, AckWait: 100 * time.Millisecond}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{TargetJetStream}, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := findingOf(rep, RuleAckWait)
+	if f == nil {
+		t.Fatalf("no %s finding; redeliveries %d, findings %+v", RuleAckWait, rep.Results[0].Redeliveries, rep.Findings)
+	}
+	if !strings.Contains(f.Suggestion, "ack_wait") {
+		t.Errorf("suggestion %q does not name ack_wait", f.Suggestion)
+	}
+}
+
+func findingOf(rep *ScenarioReport, rule string) *Finding {
+	for i := range rep.Findings {
+		if rep.Findings[i].Rule == rule {
+			return &rep.Findings[i]
+		}
+	}
+	return nil
+}
+
+func TestErrorKind(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("wrapped: %w", errNacked), ErrKindRejected},
+		{fmt.Errorf("nats: maximum messages exceeded"), ErrKindRejected},
+		{context.DeadlineExceeded, ErrKindTimeout},
+		{fmt.Errorf("nats: connection closed"), ErrKindOther},
+	} {
+		if got := errorKind(tc.err); got != tc.want {
+			t.Errorf("errorKind(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,708 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/semaq"
+)
+
+// ScenarioConfig is one `semaq bench run`: a scenario and the targets to
+// run it against.
+type ScenarioConfig struct {
+	Scenario *Scenario
+	// Targets to measure, each at most once, from ScenarioTargets.
+	Targets []string
+	// RabbitMQURL is the AMQP URL of the rabbitmq target.
+	RabbitMQURL string
+	// Short runs the scenario's short form (tests, smoke runs).
+	Short bool
+	// Duration, when set, replaces the scenario's measured time.
+	Duration time.Duration
+	// DataDir is where the embedded brokers keep their files: empty or
+	// new, kept afterwards. Empty: a temporary directory, removed.
+	DataDir string
+	// Progress receives one line per step; with ProgressBar, a bar
+	// redrawn in place while a target runs.
+	Progress    io.Writer
+	ProgressBar bool
+}
+
+// Validate reports the first problem with c.
+func (c *ScenarioConfig) Validate() error {
+	if c.Scenario == nil {
+		return fmt.Errorf("%w: scenario: none given", ErrBadConfig)
+	}
+	if len(c.Targets) == 0 {
+		return fmt.Errorf("%w: targets: none given (want one or more of %s)", ErrBadConfig, strings.Join(ScenarioTargets, ", "))
+	}
+	for i, t := range c.Targets {
+		if !slices.Contains(ScenarioTargets, t) {
+			return fmt.Errorf("%w: targets: %q is not a target (want %s)", ErrBadConfig, t, strings.Join(ScenarioTargets, ", "))
+		}
+		if slices.Contains(c.Targets[:i], t) {
+			return fmt.Errorf("%w: targets: %q is given twice", ErrBadConfig, t)
+		}
+	}
+	if c.Duration < 0 || c.Duration > MaxDuration {
+		return fmt.Errorf("%w: duration: %s is outside (0, %s]", ErrBadConfig, c.Duration, MaxDuration)
+	}
+	return c.Scenario.Validate()
+}
+
+// scenarioDrainTimeout bounds the wait, after publishing stops, for the
+// messages still on their way through the stages.
+const scenarioDrainTimeout = 15 * time.Second
+
+// RunScenario runs the scenario against each target in turn, on one
+// embedded broker (and, for a durable scenario, the raw JetStream server
+// with sync_always), and returns the report with its diagnosis. A target
+// that cannot be reached (RabbitMQ not running) gets a result saying so
+// and why; the others are measured.
+func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	sc := *cfg.Scenario
+	if cfg.Short {
+		sc = sc.shortened()
+	}
+	if cfg.Duration > 0 {
+		sc.Duration = cfg.Duration
+		sc.Interval = min(sc.Interval, sc.Duration)
+	}
+	if cfg.RabbitMQURL == "" {
+		cfg.RabbitMQURL = DefaultRabbitMQURL
+	}
+	progress := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+	dir := cfg.DataDir
+	var err error
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "semaq-bench-"); err != nil {
+			return nil, fmt.Errorf("bench: data directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	} else if err := checkEmptyDir(dir); err != nil {
+		return nil, err
+	}
+	sync := broker.SyncInterval
+	if sc.Durable {
+		sync = broker.SyncAlways
+	}
+	progress("starting broker (data %s, sync %s)", dir, sync)
+	r, err := startRig(ctx, dir, sync, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+
+	rep := newScenarioReport(&sc, cfg)
+	for _, name := range cfg.Targets {
+		res, err := runScenarioTarget(ctx, r, &sc, name, &cfg, progress)
+		if err != nil {
+			return nil, err
+		}
+		rep.Results = append(rep.Results, *res)
+	}
+	rep.finish()
+	return rep, nil
+}
+
+// openSystem makes the system of target name, or says why it cannot.
+func openSystem(r *rig, name, rabbitURL string) (system, error) {
+	switch name {
+	case TargetSemaq, TargetJetStream:
+		return newNATSSystem(r, name), nil
+	case TargetRabbitMQ:
+		return newRabbitSystem(rabbitURL)
+	}
+	return nil, fmt.Errorf("%w: targets: %q is not a target", ErrBadConfig, name)
+}
+
+func runScenarioTarget(ctx context.Context, r *rig, sc *Scenario, name string, cfg *ScenarioConfig, progress func(string, ...any)) (*ScenarioResult, error) {
+	sys, err := openSystem(r, name, cfg.RabbitMQURL)
+	if errors.Is(err, ErrUnreachable) {
+		progress("%s: %v", name, err)
+		return &ScenarioResult{Result: Result{Target: name}, Unreachable: "unreachable: " + err.Error()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer sys.close()
+	if err := sys.setup(ctx, sc); err != nil {
+		if errors.Is(err, ErrUnreachable) {
+			return &ScenarioResult{Result: Result{Target: name}, Unreachable: "unreachable: " + err.Error()}, nil
+		}
+		return nil, err
+	}
+	progress("%s: %s, %s warm-up + %s", name, sc.Name, sc.Warmup, sc.Duration)
+	m := newMeasurement(sc, name, r, sys)
+	var bar *progressBar
+	if cfg.ProgressBar && cfg.Progress != nil {
+		bar = &progressBar{w: cfg.Progress, label: name, total: sc.Warmup + sc.Duration}
+	}
+	run, setup := m.run, sys.describe
+	if sc.Pattern == PatternTokens && name == TargetSemaq {
+		run, setup = m.runTokenStreams, func() string { return tokenSetup }
+	}
+	if err := run(ctx, bar); err != nil {
+		return nil, fmt.Errorf("bench: %s: %s: %w", sc.Name, name, err)
+	}
+	res := m.result()
+	res.Setup = setup()
+	return res, nil
+}
+
+// measurement is one target running one scenario: the workers, the
+// publishers, and everything they count.
+type measurement struct {
+	sc   *Scenario
+	name string
+	rig  *rig
+	sys  system
+
+	start, measureStart, measureEnd time.Time
+	measuring                       atomic.Bool
+
+	published   atomic.Int64 // acknowledged publishes into stage 0, whole run
+	completed   atomic.Int64 // messages through the last stage (answers received), whole run
+	inWindow    atomic.Int64 // completions during the measured window
+	pubInWindow atomic.Int64 // stage-0 acks during the measured window
+	bytesDone   atomic.Int64 // payload bytes of completions in the window
+	redelivered atomic.Int64
+	outOfOrder  atomic.Int64
+	traceBroken atomic.Int64
+
+	mu       sync.Mutex // guards the histograms, errors and sessions below
+	e2e      *histogram // origin → completion, messages sent in the window
+	interval *histogram // the same, for the current series point
+	ackLat   *histogram // publish → ack of stage-0 publishes in the window
+	handling *histogram // delivery → ack at a worker
+	errKinds map[string]int64
+	firstErr string
+	lastSeq  map[string]int64 // session → last sequence completed
+
+	series []Point
+	gc0    gcSample
+	fsync0 *semaq.CommitStats
+}
+
+func newMeasurement(sc *Scenario, name string, r *rig, sys system) *measurement {
+	return &measurement{
+		sc: sc, name: name, rig: r, sys: sys,
+		e2e: newHistogram(), interval: newHistogram(), ackLat: newHistogram(), handling: newHistogram(),
+		errKinds: map[string]int64{}, lastSeq: map[string]int64{},
+	}
+}
+
+// run starts the workers, publishes for the warm-up and the measured
+// window, then waits for what is in flight to come through.
+func (m *measurement) run(ctx context.Context, bar *progressBar) error {
+	sc := m.sc
+	var stops []func()
+	defer func() {
+		for _, stop := range slices.Backward(stops) {
+			stop()
+		}
+	}()
+	// Workers of the last stage first, so nothing waits for a consumer.
+	for stage := sc.Hops - 1; stage >= 0; stage-- {
+		for w := range sc.Consumers {
+			wname := fmt.Sprintf("%s-s%d-w%d", m.name, stage, w)
+			var fwd producer
+			var rep replier
+			var err error
+			switch {
+			case stage < sc.Hops-1:
+				fwd, err = m.sys.producer(ctx, wname+"-fwd", stage+1, sc.Window, func(at time.Time, err error) {
+					if err != nil {
+						m.fail(err)
+					}
+				})
+			case sc.Pattern == PatternRequestReply:
+				rep, err = m.sys.replier(ctx, wname+"-reply")
+			}
+			if err != nil {
+				return err
+			}
+			if fwd != nil {
+				stops = append(stops, fwd.close)
+			}
+			if rep != nil {
+				stops = append(stops, rep.close)
+			}
+			stop, err := m.sys.consume(ctx, stage, wname, sc.Window, m.worker(ctx, stage, fwd, rep))
+			if err != nil {
+				return err
+			}
+			stops = append(stops, stop)
+		}
+	}
+	pubs := make([]producer, sc.Publishers)
+	inboxes := make([]string, sc.Publishers)
+	for i := range pubs {
+		pname := fmt.Sprintf("%s-pub%d", m.name, i)
+		p, err := m.sys.producer(ctx, pname, 0, sc.Window, m.acked)
+		if err != nil {
+			return err
+		}
+		pubs[i] = p
+		stops = append(stops, p.close)
+		if sc.Pattern == PatternRequestReply {
+			addr, stop, err := m.sys.inbox(ctx, pname+"-inbox", func(in *inMsg) { m.complete(in, time.Now()) })
+			if err != nil {
+				return err
+			}
+			inboxes[i] = addr
+			stops = append(stops, stop)
+		}
+	}
+
+	stopClock := m.startClock(ctx, bar)
+	defer stopClock(false)
+
+	var wg sync.WaitGroup
+	errs := make([]error, len(pubs))
+	for i, p := range pubs {
+		wg.Go(func() { errs[i] = m.publish(ctx, i, p, inboxes[i]) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, p := range pubs {
+		if err := p.flush(ctx); err != nil {
+			return err
+		}
+	}
+	stopClock(true)
+	return m.drain(ctx)
+}
+
+// startClock fixes the run's timeline (warm-up, then the measured
+// window) from now and starts the sampler. The returned func stops the
+// sampler: with wait, after its last point (it ends with the window),
+// else at once; calls after the first do nothing.
+func (m *measurement) startClock(ctx context.Context, bar *progressBar) func(wait bool) {
+	m.start = time.Now()
+	m.measureStart = m.start.Add(m.sc.Warmup)
+	m.measureEnd = m.measureStart.Add(m.sc.Duration)
+	m.gc0 = readGC()
+	sampled := make(chan struct{})
+	sctx, cancel := context.WithCancel(ctx)
+	go func() { defer close(sampled); m.sample(sctx, bar) }()
+	var once sync.Once
+	return func(wait bool) {
+		once.Do(func() {
+			if !wait {
+				cancel()
+			}
+			<-sampled
+			cancel()
+			if bar != nil {
+				bar.finish()
+			}
+		})
+	}
+}
+
+// drain waits, bounded, until everything published has come through the
+// last stage, so the latencies of the slowest messages are not missing.
+func (m *measurement) drain(ctx context.Context) error {
+	deadline := time.Now().Add(scenarioDrainTimeout)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for m.completed.Load() < m.published.Load() && time.Now().Before(deadline) {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// acked counts the outcome of a stage-0 publish.
+func (m *measurement) acked(at time.Time, err error) {
+	if err != nil {
+		m.fail(err)
+		return
+	}
+	m.published.Add(1)
+	if m.inMeasure(at) {
+		m.pubInWindow.Add(1)
+		d := time.Since(at)
+		m.mu.Lock()
+		m.ackLat.record(d)
+		m.mu.Unlock()
+	}
+}
+
+func (m *measurement) inMeasure(t time.Time) bool {
+	return !t.Before(m.measureStart) && t.Before(m.measureEnd)
+}
+
+// fail counts a failed publish by kind.
+func (m *measurement) fail(err error) {
+	kind := errorKind(err)
+	m.mu.Lock()
+	m.errKinds[kind]++
+	if m.firstErr == "" {
+		m.firstErr = err.Error()
+	}
+	m.mu.Unlock()
+}
+
+// Kinds of errors a run counts; ErrKindRejected is the broker refusing a
+// message because of a limit (admission).
+const (
+	ErrKindRejected = "rejected"
+	ErrKindTimeout  = "timeout"
+	ErrKindOther    = "other"
+)
+
+// errorKind classifies a publish error: refusals for a limit (size, rate,
+// capacity, a full stream or a nack) are admission rejections.
+func errorKind(err error) string {
+	var api *semaq.APIError
+	if errors.As(err, &api) {
+		switch api.Code {
+		case 413, 429, 503:
+			return ErrKindRejected
+		}
+	}
+	if errors.Is(err, errNacked) {
+		return ErrKindRejected
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(strings.ToLower(err.Error()), "timeout") {
+		return ErrKindTimeout
+	}
+	s := strings.ToLower(err.Error())
+	for _, w := range []string{"maximum", "limit", "too large", "insufficient resources", "rate", "exceeded"} {
+		if strings.Contains(s, w) {
+			return ErrKindRejected
+		}
+	}
+	return ErrKindOther
+}
+
+// worker handles one delivery at stage: work, then forward, answer or
+// complete, then ack.
+func (m *measurement) worker(ctx context.Context, stage int, fwd producer, rep replier) func(*inMsg) {
+	last := stage == m.sc.Hops-1
+	return func(in *inMsg) {
+		got := time.Now()
+		if in.redelivered {
+			m.redelivered.Add(1)
+		}
+		if m.sc.Work > 0 {
+			time.Sleep(m.sc.Work)
+		}
+		switch {
+		case !last:
+			out := m.carry(in)
+			if tp := in.get(semaq.HdrTraceParent); tp != "" {
+				out.set(semaq.HdrTraceParent, childSpan(tp, stage))
+			}
+			_ = fwd.publish(ctx, out) // failures counted by the producer
+		case m.sc.Pattern == PatternRequestReply:
+			out := m.carry(in)
+			if tp := in.get(semaq.HdrTraceParent); tp != "" {
+				out.set(semaq.HdrTraceParent, tp)
+			}
+			if err := rep.reply(in.get(hdrReply), out); err != nil {
+				m.fail(err)
+			}
+		default:
+			m.complete(in, time.Now())
+		}
+		in.ack()
+		m.mu.Lock()
+		m.handling.record(time.Since(got))
+		m.mu.Unlock()
+	}
+}
+
+// carry is the next hop of in: its origin, session and payload.
+func (m *measurement) carry(in *inMsg) *outMsg {
+	out := &outMsg{data: in.data, hdr: make([]string, 0, 16)}
+	for _, k := range []string{hdrSent, hdrSession, hdrSeq, semaq.HdrModel, semaq.HdrTenant, semaq.HdrPriority} {
+		if v := in.get(k); v != "" {
+			out.set(k, v)
+		}
+	}
+	return out
+}
+
+// complete records a message that came out of the last stage.
+func (m *measurement) complete(in *inMsg, now time.Time) {
+	m.completed.Add(1)
+	ns, _ := strconv.ParseInt(in.get(hdrSent), 10, 64)
+	origin := time.Unix(0, ns)
+	session, seq := in.get(hdrSession), in.get(hdrSeq)
+	n, _ := strconv.ParseInt(seq, 10, 64)
+	if m.sc.Trace && m.sc.Hops > 1 {
+		if !traceIntact(in.get(semaq.HdrTraceParent), m.sc.Seed, session, n) {
+			m.traceBroken.Add(1)
+		}
+	}
+	m.mu.Lock()
+	if !in.redelivered {
+		if n <= m.lastSeq[session] {
+			m.outOfOrder.Add(1)
+		} else {
+			m.lastSeq[session] = n
+		}
+	}
+	m.mu.Unlock()
+	m.record(origin, now, len(in.data), 1)
+}
+
+// record counts n items (messages, or tokens of one record) of size bytes
+// in all that completed at now, sent at origin.
+func (m *measurement) record(origin, now time.Time, size, n int) {
+	inWin := m.inMeasure(now)
+	if inWin {
+		m.inWindow.Add(int64(n))
+		m.bytesDone.Add(int64(size))
+	}
+	if !m.inMeasure(origin) {
+		return
+	}
+	d := now.Sub(origin)
+	m.mu.Lock()
+	for range n {
+		m.e2e.record(d)
+		if inWin {
+			m.interval.record(d)
+		}
+	}
+	m.mu.Unlock()
+}
+
+// publish is publisher i: it owns the sessions s with s mod publishers =
+// i, publishes in their order, and either paces to its share of the rate
+// with exponential gaps or, in closed loop, as fast as the window allows.
+func (m *measurement) publish(ctx context.Context, i int, p producer, inbox string) error {
+	sc := m.sc
+	rng := newPublisherRand(sc, i)
+	gen := newPayloadGen(sc, i)
+	var own []int
+	for s := i; s < sc.Sessions; s += sc.Publishers {
+		own = append(own, s)
+	}
+	if len(own) == 0 {
+		own = []int{i % sc.Sessions}
+	}
+	seqs := make(map[int]int64, len(own))
+	rate := float64(sc.Rate) / float64(sc.Publishers)
+	due := m.start
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if rate > 0 {
+			due = due.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+			if wait := time.Until(due); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+		} else {
+			due = time.Now()
+		}
+		if !due.Before(m.measureEnd) {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		// Latency runs from the scheduled time when the publisher is behind
+		// (so a target that makes it wait is charged for it), else from the
+		// send: timer jitter is not the broker's.
+		origin := due
+		if now := time.Now(); now.Sub(due) <= pacerSlack {
+			origin = now
+		}
+		s := own[rng.IntN(len(own))]
+		seqs[s]++
+		out := gen.message(rng, s, seqs[s], origin)
+		if inbox != "" {
+			out.set(hdrReply, inbox)
+		}
+		if err := p.publish(ctx, out); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// sample records a series point every interval of the measured window.
+func (m *measurement) sample(ctx context.Context, bar *progressBar) {
+	tick := time.NewTicker(m.sc.Interval)
+	defer tick.Stop()
+	var prevPub, prevDone, prevRedel, prevErr int64
+	prevGC := readGC()
+	var prevFsync *semaq.CommitStats
+	if fs, err := m.fsyncStats(ctx); err == nil {
+		prevFsync = fs
+	}
+	started := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if bar != nil {
+				bar.update(now.Sub(m.start), m.completed.Load())
+			}
+			if now.Before(m.measureStart) {
+				prevPub, prevDone = m.published.Load(), m.completed.Load()
+				prevGC = readGC()
+				if fs, err := m.fsyncStats(ctx); err == nil {
+					prevFsync = fs
+				}
+				continue
+			}
+			if !started {
+				started = true
+				m.gc0 = prevGC
+				m.fsync0 = prevFsync
+			}
+			pub, done, redel, errs := m.published.Load(), m.completed.Load(), m.redelivered.Load(), m.errCount()
+			gc := readGC()
+			secs := m.sc.Interval.Seconds()
+			m.mu.Lock()
+			l := m.interval.summary()
+			m.interval = newHistogram()
+			m.mu.Unlock()
+			p := Point{
+				T:              round3(now.Sub(m.measureStart).Seconds()),
+				PublishedPerS:  round1(float64(pub-prevPub) / secs),
+				CompletedPerS:  round1(float64(done-prevDone) / secs),
+				Lag:            pub - done,
+				P50US:          l.P50,
+				P99US:          l.P99,
+				P999US:         l.P999,
+				Redeliveries:   redel - prevRedel,
+				Errors:         errs - prevErr,
+				GCPauseUS:      round1(gc.pauseSeconds*1e6 - prevGC.pauseSeconds*1e6),
+				HeapAllocBytes: gc.allocBytes - prevGC.allocBytes,
+			}
+			if fs, err := m.fsyncStats(ctx); err == nil && fs != nil && prevFsync != nil {
+				p.Fsyncs = fs.CommitLatency.Count - prevFsync.CommitLatency.Count
+				if p.Fsyncs > 0 {
+					total := fs.CommitLatency.Mean*float64(fs.CommitLatency.Count) - prevFsync.CommitLatency.Mean*float64(prevFsync.CommitLatency.Count)
+					p.FsyncMeanUS = round1(total / float64(p.Fsyncs))
+				}
+				prevFsync = fs
+			}
+			m.series = append(m.series, p)
+			prevPub, prevDone, prevRedel, prevErr, prevGC = pub, done, redel, errs, gc
+			if !now.Before(m.measureEnd.Add(-m.sc.Interval / 2)) {
+				return
+			}
+		}
+	}
+}
+
+// fsyncStats reads the group-commit figures of the SemaQ stream; nil for
+// other targets and for interval streams.
+func (m *measurement) fsyncStats(ctx context.Context) (*semaq.CommitStats, error) {
+	if m.name != TargetSemaq || !m.sc.Durable {
+		return nil, nil
+	}
+	return m.rig.groupCommit(ctx, targets[TargetSemaq])
+}
+
+func (m *measurement) errCount() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for _, v := range m.errKinds {
+		n += v
+	}
+	return n
+}
+
+// result summarises the measurement.
+func (m *measurement) result() *ScenarioResult {
+	sc := m.sc
+	secs := sc.Duration.Seconds()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	res := &ScenarioResult{
+		Result: Result{
+			Target:             m.name,
+			ThroughputMsgsPerS: round1(float64(m.inWindow.Load()) / secs),
+			ThroughputMBPerS:   round1(float64(m.bytesDone.Load()) / secs / 1e6),
+			ByRound:            []float64{round1(float64(m.inWindow.Load()) / secs)},
+			Latency:            m.e2e.summary(),
+			Msgs:               m.inWindow.Load(),
+			LatencySamples:     m.e2e.count(),
+			FirstError:         m.firstErr,
+		},
+		PublishedMsgsPerS: round1(float64(m.pubInWindow.Load()) / secs),
+		OfferedMsgsPerS:   float64(sc.Rate),
+		AckLatency:        m.ackLat.summary(),
+		Handling:          m.handling.summary(),
+		CDF:               cdfOf(m.e2e),
+		Published:         m.published.Load(),
+		Completed:         m.completed.Load(),
+		Lost:              max(0, m.published.Load()-m.completed.Load()),
+		Redeliveries:      m.redelivered.Load(),
+		OutOfOrder:        m.outOfOrder.Load(),
+		TraceBroken:       m.traceBroken.Load(),
+		ErrorsByKind:      maps(m.errKinds),
+		Series:            m.series,
+		Workers:           sc.Consumers,
+		GC:                readGC().since(m.gc0, sc.Duration),
+	}
+	for _, v := range m.errKinds {
+		res.Errors += v
+	}
+	if fs, err := m.fsyncStats(context.Background()); err == nil && fs != nil {
+		res.GroupCommit = fs
+	}
+	if sc.Pattern == PatternTokens && sc.Tokens != nil {
+		tps := res.ThroughputMsgsPerS
+		res.TokensPerS = tps
+		res.CWPS = math.Round(tps/float64(sc.Tokens.ContextWindow)*1000) / 1000
+	}
+	return res
+}
+
+func maps(m map[string]int64) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// newPublisherRand is publisher i's source of every random choice.
+func newPublisherRand(sc *Scenario, i int) *rand.Rand {
+	return rand.New(rand.NewPCG(sc.Seed, uint64(i)+1))
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }

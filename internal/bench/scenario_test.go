@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// shortRun runs a scenario in short mode against targets, bounded.
+func shortRun(t *testing.T, sc *Scenario, targets ...string) *ScenarioReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: targets, Short: true, DataDir: t.TempDir(), RabbitMQURL: "amqp://guest:guest@127.0.0.1:1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestScenariosShort(t *testing.T) {
+	names := ScenarioNames()
+	for _, want := range []string{"rag", "agent", "finetune", "rl-feedback", "tokens"} {
+		if !contains(names, want) {
+			t.Errorf("scenario %s is not shipped (have %v)", want, names)
+		}
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			sc, err := LoadScenario(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := shortRun(t, sc, TargetSemaq, TargetJetStream)
+			for _, target := range []string{TargetSemaq, TargetJetStream} {
+				res := rep.Result(target)
+				if res == nil || res.Unreachable != "" {
+					t.Fatalf("%s: no result: %+v", target, res)
+				}
+				if res.ThroughputMsgsPerS <= 0 || res.LatencySamples == 0 {
+					t.Errorf("%s: %.0f msgs/s from %d latency samples, want both > 0", target, res.ThroughputMsgsPerS, res.LatencySamples)
+				}
+				if l := res.Latency; l.P50 <= 0 || l.P99 < l.P50 || l.P999 < l.P99 {
+					t.Errorf("%s: latency %+v, want 0 < p50 <= p99 <= p99.9", target, l)
+				}
+				if res.Lost != 0 || res.Errors != 0 {
+					t.Errorf("%s: %d lost, %d errors (first: %s)", target, res.Lost, res.Errors, res.FirstError)
+				}
+				if len(res.Series) < 2 {
+					t.Errorf("%s: %d series points, want a few", target, len(res.Series))
+				}
+				if sc.Consumers == 1 && res.OutOfOrder != 0 {
+					t.Errorf("%s: %d messages out of session order with one worker per stage", target, res.OutOfOrder)
+				}
+				if res.TraceBroken != 0 {
+					t.Errorf("%s: %d messages lost their trace", target, res.TraceBroken)
+				}
+				if sc.Pattern == PatternTokens && res.CWPS <= 0 {
+					t.Errorf("%s: CWPS %.3f for a token scenario", target, res.CWPS)
+				}
+			}
+			if s := rep.Result(TargetSemaq); s.RatioVsJetStream == nil || rep.Goals == nil || rep.Goals.P99VsJetStream == nil {
+				t.Errorf("no comparison with jetstream: ratio %v goals %+v", s.RatioVsJetStream, rep.Goals)
+			}
+			var table bytes.Buffer
+			if err := rep.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(table.String(), "semaq vs jetstream") {
+				t.Errorf("table has no comparison line:\n%s", table.String())
+			}
+			var js bytes.Buffer
+			if err := rep.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var back map[string]any
+			if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"scenario", "config", "results", "findings"} {
+				if _, ok := back[k]; !ok {
+					t.Errorf("JSON report has no %q", k)
+				}
+			}
+		})
+	}
+}
+
+// A seed fixes the offered load: the same scenario makes the same
+// messages, another seed different ones.
+func TestScenarioSeedReproducible(t *testing.T) {
+	sc, err := LoadScenario("rag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	draw := func(sc *Scenario) []string {
+		g := newPayloadGen(sc, 0)
+		rng := newPublisherRand(sc, 0)
+		var out []string
+		for i := range 20 {
+			m := g.message(rng, i%3, int64(i), time.Unix(0, 0))
+			out = append(out, string(m.data)+"|"+strings.Join(m.hdr, ","))
+		}
+		return out
+	}
+	a, b := draw(sc), draw(sc)
+	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Error("two draws with the same seed differ")
+	}
+	other := *sc
+	other.Seed++
+	if strings.Join(a, "\n") == strings.Join(draw(&other), "\n") {
+		t.Error("another seed drew the same messages")
+	}
+	sizes := map[int]bool{}
+	for _, m := range a {
+		sizes[len(strings.SplitN(m, "|", 2)[0])] = true
+	}
+	if len(sizes) < 5 {
+		t.Errorf("only %d distinct payload sizes in 20 messages drawn from %d..%d", len(sizes), sc.Payload.Min, sc.Payload.Max)
+	}
+}
+
+func TestRabbitMQUnreachable(t *testing.T) {
+	sc, err := LoadScenario("rl-feedback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := shortRun(t, sc, TargetJetStream, TargetRabbitMQ)
+	res := rep.Result(TargetRabbitMQ)
+	if res == nil {
+		t.Fatal("no rabbitmq result")
+	}
+	if !strings.HasPrefix(res.Unreachable, "unreachable: ") || !strings.Contains(res.Unreachable, "127.0.0.1:1") {
+		t.Errorf("unreachable = %q, want it to say unreachable and where", res.Unreachable)
+	}
+	if strings.Contains(res.Unreachable, "guest:guest") {
+		t.Errorf("unreachable = %q shows the password", res.Unreachable)
+	}
+	if js := rep.Result(TargetJetStream); js == nil || js.ThroughputMsgsPerS <= 0 {
+		t.Errorf("jetstream was not measured beside the unreachable target: %+v", js)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "rabbitmq: unreachable: ") {
+		t.Errorf("table does not say rabbitmq was unreachable:\n%s", table.String())
+	}
+}
+
+func TestScenarioConfigErrors(t *testing.T) {
+	sc, err := LoadScenario("rag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  ScenarioConfig
+		want string
+	}{
+		{"no scenario", ScenarioConfig{Targets: []string{TargetSemaq}}, "scenario: none given"},
+		{"no targets", ScenarioConfig{Scenario: sc}, "targets: none given"},
+		{"unknown target", ScenarioConfig{Scenario: sc, Targets: []string{"kafka"}}, `"kafka" is not a target`},
+		{"twice", ScenarioConfig{Scenario: sc, Targets: []string{TargetSemaq, TargetSemaq}}, "given twice"},
+		{"duration", ScenarioConfig{Scenario: sc, Targets: []string{TargetSemaq}, Duration: 2 * MaxDuration}, "duration"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := RunScenario(context.Background(), tc.cfg)
+			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ErrBadConfig naming %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,254 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// queues are the work queues this node dispatches. A queue is a SemaQ
+// stream (workqueue retention, DiscardNew at MaxMessages) whose metadata
+// holds the queue configuration; its requests come in through the ingress
+// like any message, are admitted or refused there (dispatch.go admit), and
+// are handed to workers by the queue's dispatcher.
+type queues struct {
+	mu  sync.Mutex
+	all map[string]*dispatcher
+}
+
+// queueHandlers are the $SQ.API.QUEUE.* management handlers. Fetch and
+// cancel are subscribed by each dispatcher on its own node.
+func (s *Server) queueHandlers() map[string]nats.MsgHandler {
+	return map[string]nats.MsgHandler{
+		fmt.Sprintf(semaq.APIQueueCreateT, "*"): s.apiQueueCreate,
+		fmt.Sprintf(semaq.APIQueueInfoT, "*"):   s.apiQueueInfo,
+		fmt.Sprintf(semaq.APIQueueDeleteT, "*"): s.apiQueueDelete,
+		semaq.APIQueueList:                      s.apiQueueList,
+	}
+}
+
+// queueConfigOf reads the queue configuration of a stream, if it is a queue.
+func queueConfigOf(c *jetstream.StreamConfig) (semaq.QueueConfig, bool) {
+	raw := c.Metadata[semaq.MetadataQueue]
+	if raw == "" {
+		return semaq.QueueConfig{}, false
+	}
+	var qc semaq.QueueConfig
+	if err := json.Unmarshal([]byte(raw), &qc); err != nil {
+		return semaq.QueueConfig{}, false
+	}
+	qc.Name = c.Name
+	return qc, true
+}
+
+func (s *Server) apiQueueCreate(m *nats.Msg) {
+	name := lastToken(m.Subject)
+	apiOp(s, "queue create", func(ctx context.Context, req *semaq.QueueConfig) (any, error) {
+		if req.Name == "" {
+			req.Name = name
+		}
+		if req.Name != name {
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "queue create: name %q in the body differs from %q in the subject", req.Name, name)
+		}
+		return s.createQueue(ctx, *req)
+	}, s.apiError("queue "+name))(m)
+}
+
+func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.QueueInfo, error) {
+	if err := qc.Check(); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "%v", err)
+	}
+	full := qc.WithDefaults()
+	jc, err := s.jsConfig(&semaq.StreamConfig{
+		Name: qc.Name, Description: qc.Description, Subjects: qc.Subjects, Storage: full.Storage,
+		Retention: "workqueue", MaxMsgs: full.MaxMessages,
+	})
+	if err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: %v", qc.Name, err)
+	}
+	// JetStream refuses what the admission check let through in a race:
+	// the message limit holds whatever happens.
+	jc.Discard = jetstream.DiscardNew
+	meta, _ := json.Marshal(qc)
+	jc.Metadata[semaq.MetadataQueue] = string(meta)
+
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if _, err := s.js.Stream(ctx, qc.Name); err == nil {
+		return nil, semaq.NewAPIError(semaq.ErrStreamExists, "a stream or queue named %s already exists", qc.Name)
+	}
+	if _, err := s.js.CreateStream(ctx, jc); err != nil {
+		return nil, s.jsError(err, "queue %s", qc.Name)
+	}
+	if err := s.serveQueue(ctx, qc); err != nil {
+		_ = s.js.DeleteStream(ctx, qc.Name)
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: %v", qc.Name, err)
+	}
+	if err := s.ingress.set(qc.Name, qc.Subjects, s.durability(&jc)); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s created but not served: %v", qc.Name, err)
+	}
+	s.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)
+	return s.queueInfo(qc.Name)
+}
+
+// serveQueue starts the dispatcher of a queue unless it runs already.
+// streamsMu is held.
+func (s *Server) serveQueue(ctx context.Context, qc semaq.QueueConfig) error {
+	s.queues.mu.Lock()
+	defer s.queues.mu.Unlock()
+	if s.queues.all == nil {
+		s.queues.all = make(map[string]*dispatcher)
+	}
+	if _, ok := s.queues.all[qc.Name]; ok {
+		return nil
+	}
+	d := newDispatcher(s, qc)
+	if err := d.start(ctx); err != nil {
+		return err
+	}
+	s.queues.all[qc.Name] = d
+	s.publishQueues()
+	return nil
+}
+
+// unserveQueue stops a queue's dispatcher. streamsMu is held.
+func (s *Server) unserveQueue(name string) {
+	s.queues.mu.Lock()
+	d := s.queues.all[name]
+	delete(s.queues.all, name)
+	s.publishQueues()
+	s.queues.mu.Unlock()
+	if d != nil {
+		d.close()
+	}
+}
+
+// publishQueues gives the ingress a fresh copy of the dispatcher table for
+// admission control. queues.mu is held.
+func (s *Server) publishQueues() {
+	m := make(map[string]*dispatcher, len(s.queues.all))
+	for k, v := range s.queues.all {
+		m[k] = v
+	}
+	s.ingress.queues.Store(&m)
+}
+
+// syncQueues runs the dispatchers of the queues in have (stream name ->
+// queue config) that this node leads and stops the others. streamsMu is
+// held.
+func (s *Server) syncQueues(ctx context.Context, have map[string]semaq.QueueConfig) error {
+	var errs []error
+	for _, qc := range have {
+		if err := s.serveQueue(ctx, qc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.queues.mu.Lock()
+	var gone []string
+	for name := range s.queues.all {
+		if _, ok := have[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	s.queues.mu.Unlock()
+	for _, name := range gone {
+		s.unserveQueue(name)
+	}
+	return errors.Join(errs...)
+}
+
+// stopQueues stops every dispatcher (shutdown).
+func (s *Server) stopQueues() {
+	s.queues.mu.Lock()
+	all := s.queues.all
+	s.queues.all = nil
+	s.queues.mu.Unlock()
+	for _, d := range all {
+		d.close()
+	}
+}
+
+// dispatcherOf returns the dispatcher of queue name on this node.
+func (s *Server) dispatcherOf(name string) *dispatcher {
+	s.queues.mu.Lock()
+	defer s.queues.mu.Unlock()
+	return s.queues.all[name]
+}
+
+func (s *Server) queueInfo(name string) (*semaq.QueueInfo, error) {
+	d := s.dispatcherOf(name)
+	if d == nil {
+		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", name)
+	}
+	return &semaq.QueueInfo{Config: d.cfg, Status: d.status(time.Now())}, nil
+}
+
+func (s *Server) apiQueueInfo(m *nats.Msg) {
+	name := lastToken(m.Subject)
+	apiOp(s, "queue info", func(ctx context.Context, _ *struct{}) (any, error) {
+		return s.queueInfo(name)
+	}, s.apiError("queue "+name))(m)
+}
+
+func (s *Server) apiQueueList(m *nats.Msg) {
+	apiOp(s, "queue list", func(ctx context.Context, _ *struct{}) (any, error) {
+		s.queues.mu.Lock()
+		names := make([]string, 0, len(s.queues.all))
+		for n := range s.queues.all {
+			names = append(names, n)
+		}
+		s.queues.mu.Unlock()
+		slices.Sort(names)
+		out := semaq.QueueListResponse{Queues: []semaq.QueueInfo{}}
+		for _, n := range names {
+			if qi, err := s.queueInfo(n); err == nil {
+				out.Queues = append(out.Queues, *qi)
+			}
+		}
+		return out, nil
+	}, s.apiError("queue list"))(m)
+}
+
+func (s *Server) apiQueueDelete(m *nats.Msg) {
+	name := lastToken(m.Subject)
+	apiOp(s, "queue delete", func(ctx context.Context, _ *struct{}) (any, error) {
+		s.streamsMu.Lock()
+		defer s.streamsMu.Unlock()
+		st, err := s.js.Stream(ctx, name)
+		if err != nil {
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", name)
+			}
+			return nil, err
+		}
+		if _, ok := queueConfigOf(&st.CachedInfo().Config); !ok {
+			return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "%s is a stream, not a queue; use stream rm", name)
+		}
+		s.ingress.remove(name)
+		s.unserveQueue(name)
+		if err := s.js.DeleteStream(ctx, name); err != nil {
+			return nil, err
+		}
+		s.log.Info("queue removed", "queue", name)
+		return semaq.QueueDeleteResponse{Deleted: true}, nil
+	}, s.apiError("queue "+name))(m)
+}
+
+// isQueueLeader reports whether this node should dispatch a queue: the
+// leader of its stream in a cluster, always on a single node.
+func (s *Server) isQueueLeader(info *jetstream.StreamInfo) bool {
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return true
+	}
+	return strings.EqualFold(info.Cluster.Leader, s.ns.Name())
+}

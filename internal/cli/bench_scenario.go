@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/internal/bench"
+)
+
+func newBenchRunCmd(e *env) *cobra.Command {
+	var (
+		cfg       = bench.ScenarioConfig{Targets: []string{bench.TargetSemaq, bench.TargetJetStream, bench.TargetRabbitMQ}}
+		jsonFile  string
+		htmlFile  string
+		quiet     bool
+		rate      int
+		consumers int
+	)
+	cmd := &cobra.Command{
+		Use:   "run SCENARIO|FILE",
+		Short: "Run an AI workload scenario (rag, agent, finetune, rl-feedback, tokens) against SemaQ, raw JetStream and RabbitMQ",
+		Long: `Run a workload scenario: a shipped one by name (` + strings.Join(bench.ScenarioNames(), ", ") + `)
+or a YAML file in the same form (see bench/scenarios/). The scenario fixes the
+pattern (queue, request-reply, pipeline, tokens), offered rate, payload sizes,
+sessions, workers, SLO and a seed that makes the offered load reproducible.
+
+Each target runs the scenario in turn on an embedded broker (the raw JetStream
+target uses the same server; a durable scenario runs JetStream with sync
+always, the baseline on its own sync_always server). RabbitMQ is reached over
+AMQP 0.9.1 at --rabbitmq-url with publisher confirms and manual acks; when no
+server answers, the report says so and why, and the other targets are still
+measured.
+
+The table and the diagnosis (findings: root cause, evidence, suggestion) go to
+stdout, progress to stderr; --json writes the report as JSON and --html a
+self-contained page with a latency CDF, throughput and lag over time and a
+heatmap of p99 per interval.`,
+		Example: `  semaq bench run rag
+  semaq bench run rl-feedback --targets semaq,jetstream --html rl.html
+  semaq bench run finetune --rabbitmq-url amqp://guest:guest@127.0.0.1:5672/ --json finetune.json
+  semaq bench run agent --rate 0          # closed loop: capacity instead of latency at a load
+  semaq bench run my-workload.yaml --short`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("give one scenario: %s, or a YAML file", strings.Join(bench.ScenarioNames(), ", "))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sc, err := bench.LoadScenario(args[0])
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("rate") {
+				sc.Rate = rate
+				if sc.Short != nil {
+					sc.Short.Rate = rate
+				}
+			}
+			if cmd.Flags().Changed("consumers") {
+				sc.Consumers = consumers
+			}
+			if err := sc.Validate(); err != nil {
+				return err
+			}
+			cfg.Scenario = sc
+			for i, t := range cfg.Targets {
+				cfg.Targets[i] = strings.TrimSpace(t)
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			// Check the report files can be written before a long run.
+			outs := []*atomicFile{}
+			defer func() {
+				for _, o := range outs {
+					o.abort()
+				}
+			}()
+			open := func(flag, path string) (*atomicFile, error) {
+				if path == "" {
+					return nil, nil
+				}
+				f, err := createAtomic(path)
+				if err != nil {
+					return nil, fmt.Errorf("--%s %s: %w", flag, path, err)
+				}
+				outs = append(outs, f)
+				return f, nil
+			}
+			jf, err := open("json", jsonFile)
+			if err != nil {
+				return err
+			}
+			hf, err := open("html", htmlFile)
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				cfg.Progress = e.stderr
+				cfg.ProgressBar = isTerminal(e.stderr)
+			}
+			rep, err := bench.RunScenario(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if jf != nil {
+				if err := jf.commit(rep.WriteJSON); err != nil {
+					return fmt.Errorf("--json %s: %w", jsonFile, err)
+				}
+			}
+			if hf != nil {
+				if err := hf.commit(rep.WriteHTML); err != nil {
+					return fmt.Errorf("--html %s: %w", htmlFile, err)
+				}
+			}
+			return rep.WriteTable(e.stdout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&cfg.Targets, "targets", cfg.Targets, "targets to measure, comma-separated: "+strings.Join(bench.ScenarioTargets, ", "))
+	f.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", bench.DefaultRabbitMQURL, "AMQP URL of the RabbitMQ server of the rabbitmq target")
+	f.DurationVar(&cfg.Duration, "duration", 0, "measured time per target (default: the scenario's)")
+	f.BoolVar(&cfg.Short, "short", false, "run the scenario's short form: about a second per target at a lower rate")
+	f.IntVar(&rate, "rate", 0, "offered msgs/s instead of the scenario's; 0: closed loop, as fast as the window allows")
+	f.IntVar(&consumers, "consumers", 0, "workers per stage instead of the scenario's")
+	f.StringVar(&cfg.DataDir, "data", "", "broker data directory, empty or new, kept afterwards (default: a temporary directory, removed afterwards)")
+	f.StringVar(&jsonFile, "json", "", "also write the report as JSON to this file")
+	f.StringVar(&htmlFile, "html", "", "also write the report as a self-contained HTML page with charts to this file")
+	f.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	return cmd
+}
+
+// isTerminal reports whether w is a character device, where a progress
+// bar can redraw its line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// atomicFile is written under a temporary name and renamed into place when
+// complete, so a failed run leaves no partial report.
+type atomicFile struct {
+	tmp  *os.File
+	path string
+}
+
+func createAtomic(path string) (*atomicFile, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, err
+	}
+	return &atomicFile{tmp: tmp, path: path}, nil
+}
+
+func (a *atomicFile) commit(write func(io.Writer) error) error {
+	err := write(a.tmp)
+	err = errors.Join(err, a.tmp.Close())
+	if err == nil {
+		err = os.Rename(a.tmp.Name(), a.path)
+	}
+	if err == nil {
+		a.tmp = nil
+	}
+	return err
+}
+
+func (a *atomicFile) abort() {
+	if a.tmp != nil {
+		a.tmp.Close()
+		os.Remove(a.tmp.Name())
+	}
+}

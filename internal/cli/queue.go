@@ -1,0 +1,361 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/semaq"
+)
+
+// newQueueCmd is `semaq queue`: work queues of inference requests.
+func newQueueCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "Work queues: add, ls, status, rm",
+		Long: `A work queue holds inference requests that workers fetch. The broker picks what
+each fetch gets: expired requests never, then by priority (with aging), tenant
+fair share counted in tokens, FIFO within a tenant, and model/adapter affinity.
+See docs/queues.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newQueueAddCmd(e), newQueueLsCmd(e), newQueueStatusCmd(e), newQueueRmCmd(e))
+	return cmd
+}
+
+func newQueueAddCmd(e *env) *cobra.Command {
+	var qc semaq.QueueConfig
+	cmd := &cobra.Command{
+		Use:   "add NAME --subjects PATTERN[,PATTERN]",
+		Short: "Add a work queue",
+		Example: `  semaq queue add INFER --subjects 'ai.infer.>' --max-tokens 2000000 --default-timeout 30s
+  semaq queue add BATCH --subjects 'ai.batch.>' --max-messages 1000000 --ack-wait 5m --max-deliver 3`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			qc.Name = args[0]
+			if err := qc.Check(); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			qi, err := c.AddQueue(ctx, qc)
+			if err != nil {
+				return err
+			}
+			cfg := qi.Config
+			_, err = fmt.Fprintf(e.stdout, "Queue %s added on %s (storage %s, max %d messages, ack wait %s, max deliver %d)\n",
+				cfg.Name, strings.Join(cfg.Subjects, ","), cfg.Storage, cfg.MaxMessages, cfg.AckWait, cfg.MaxDeliver)
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&qc.Subjects, "subjects", nil, "subjects the queue captures, `PATTERN[,PATTERN]`")
+	f.StringVar(&qc.Description, "description", "", "what the queue is for")
+	f.StringVar(&qc.Storage, "storage", "file", "file or memory")
+	f.Int64Var(&qc.MaxTokens, "max-tokens", 0, "refuse publishes past this many prompt tokens held (0: no limit)")
+	f.Int64Var(&qc.MaxMessages, "max-messages", semaq.DefaultQueueMaxMessages, "refuse publishes past this many requests held")
+	f.DurationVar(&qc.DefaultTimeout, "default-timeout", 0, "deadline of requests that bring none (0: none)")
+	f.DurationVar(&qc.AckWait, "ack-wait", semaq.DefaultQueueAckWait, "a job not answered within this goes back to the queue")
+	f.IntVar(&qc.MaxDeliver, "max-deliver", semaq.DefaultQueueMaxDeliver, "dead-letter a request after this many deliveries (-1: never)")
+	f.DurationVar(&qc.AffinityWait, "affinity-wait", semaq.DefaultAffinityWait, "how long a request waits for a worker holding its model/adapter")
+	f.DurationVar(&qc.AgingStep, "aging-step", semaq.DefaultAgingStep, "a request waiting this long competes one priority level higher")
+	f.DurationVar(&qc.MaxWait, "max-wait", 0, "adaptive admission: refuse when the tokens waiting exceed what workers serve in this (0: off)")
+	_ = cmd.MarkFlagRequired("subjects")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func newQueueLsCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List work queues",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			qs, err := c.Queues(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, qs)
+			}
+			if len(qs) == 0 {
+				_, err := fmt.Fprintln(e.stdout, "No queues.")
+				return err
+			}
+			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSUBJECTS\tQUEUED\tHELD\tTOKENS\tOLDEST\tWORKERS\tRECOMMENDED")
+			for _, q := range qs {
+				st := q.Status
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Config.Name, strings.Join(q.Config.Subjects, ","),
+					st.Queued+st.Delayed, st.Held, st.TokensQueued, st.OldestAge.Round(time.Millisecond), st.Workers, st.RecommendedWorkers)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func newQueueStatusCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a queue's depth, waits, rates, fairness counters and recommended workers",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			qi, err := c.QueueInfo(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(e.stdout, qi)
+			}
+			return writeQueueStatus(e, qi)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
+	st, cfg := qi.Status, qi.Config
+	w := e.stdout
+	fmt.Fprintf(w, "Queue %s on %s\n", cfg.Name, strings.Join(cfg.Subjects, ","))
+	fmt.Fprintf(w, "  queued %d (delayed %d), held %d; tokens queued %d, held %d; oldest %s\n",
+		st.Queued+st.Delayed, st.Delayed, st.Held, st.TokensQueued, st.TokensHeld, st.OldestAge.Round(time.Millisecond))
+	fmt.Fprintf(w, "  arrivals %.1f/s, served %.1f/s (%.0f tokens/s), service time %.1f ms\n",
+		st.ArrivalRate, st.ServiceRate, st.TokenRate, st.ServiceTimeMs)
+	fmt.Fprintf(w, "  workers %d, recommended %d\n", st.Workers, st.RecommendedWorkers)
+	adm := st.Admission
+	limits := fmt.Sprintf("max %d messages", adm.MaxMessages)
+	if adm.MaxTokens > 0 {
+		limits += fmt.Sprintf(", %d tokens", adm.MaxTokens)
+	}
+	if adm.AdaptiveTokens > 0 {
+		limits += fmt.Sprintf(", adaptive %d tokens (prompt CV %.2f, latency CV %.2f)", adm.AdaptiveTokens, adm.PromptCV, adm.LatencyCV)
+	}
+	fmt.Fprintf(w, "  admission: %s; saturated %v\n", limits, adm.Saturated)
+	k := st.Counters
+	fmt.Fprintf(w, "  admitted %d, refused %d, dispatched %d, acked %d, nacked %d, redelivered %d, expired %d, cancelled %d, dead letters %d\n",
+		k.Admitted, k.Refused, k.Dispatched, k.Acked, k.Nacked, k.Redelivered, k.Expired, k.Cancelled, k.DeadLetters)
+	groups := func(title string, gs []semaq.QueueGroupStat) {
+		if len(gs) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "  by %s:\n", title)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, g := range gs {
+			fmt.Fprintf(tw, "    %s\t%d queued\t%d tokens\toldest %s\n", g.Key, g.Queued, g.Tokens, g.OldestAge.Round(time.Millisecond))
+		}
+		tw.Flush()
+	}
+	groups("priority", st.ByPriority)
+	groups("tenant", st.ByTenant)
+	groups("model", st.ByModel)
+	if len(st.Fairness) > 0 {
+		fmt.Fprintln(w, "  fair-share counters (tokens):")
+		for _, f := range st.Fairness {
+			fmt.Fprintf(w, "    %s\t%.0f\n", f.Tenant, f.Counter)
+		}
+	}
+	return nil
+}
+
+func newQueueRmCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rm NAME",
+		Short: "Remove a queue and every request in it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := c.DeleteQueue(ctx, args[0]); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(e.stdout, "Queue %s removed\n", args[0])
+			return err
+		},
+	}
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+// newWorkCmd is `semaq work`: take work from a queue as a worker.
+func newWorkCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "work",
+		Short: "Work-queue worker commands: fetch",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newWorkFetchCmd(e))
+	return cmd
+}
+
+func newWorkFetchCmd(e *env) *cobra.Command {
+	var (
+		max       int
+		maxTokens int64
+		wait      time.Duration
+		labels    []string
+		ack       bool
+		asJSON    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "fetch QUEUE [--max N] [--max-tokens T] [--wait D] [--label K=V]... [--ack] [--json]",
+		Short: "Fetch a batch of requests from a queue",
+		Long: `Fetch asks the dispatcher for up to --max requests whose prompt tokens fit
+--max-tokens (a single larger request comes alone). Without --ack the jobs stay
+held until their ack wait passes and then go back to the queue; with --json each
+job carries its ack_subject, so a script can answer it (+ACK, -NAK, +WPI, +TERM).`,
+		Example: `  semaq work fetch INFER --max 8 --max-tokens 4096 --wait 5s --label model=llama3 --label adapter=sql-lora --ack --json`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := []client.FetchOption{client.FetchMax(max), client.FetchWait(wait)}
+			if maxTokens > 0 {
+				opts = append(opts, client.FetchMaxTokens(maxTokens))
+			} else if maxTokens < 0 {
+				return fmt.Errorf("--max-tokens %d is negative", maxTokens)
+			}
+			if len(labels) > 0 {
+				m := make(map[string]string, len(labels))
+				for _, kv := range labels {
+					k, v, ok := strings.Cut(kv, "=")
+					if !ok || k == "" {
+						return fmt.Errorf("--label %q: want KEY=VALUE", kv)
+					}
+					m[k] = v
+				}
+				opts = append(opts, client.FetchLabels(m))
+			}
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			jobs, err := c.Fetch(ctx, args[0], opts...)
+			if err != nil {
+				return err
+			}
+			for _, j := range jobs {
+				if asJSON {
+					b, err := json.Marshal(j)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(e.stdout, "%s\n", b)
+				} else {
+					if err := writeJob(e, j); err != nil {
+						return err
+					}
+				}
+				if ack {
+					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					err := j.Ack(actx)
+					cancel()
+					if err != nil {
+						return fmt.Errorf("acknowledging job %d: %w", j.Seq, err)
+					}
+				}
+			}
+			if len(jobs) == 0 && !asJSON {
+				fmt.Fprintln(e.stderr, "No requests.")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&max, "max", 1, "most requests to fetch")
+	f.Int64Var(&maxTokens, "max-tokens", 0, "token budget of the batch (0: none)")
+	f.DurationVar(&wait, "wait", 0, "how long to wait for the first request")
+	f.StringArrayVar(&labels, "label", nil, "a worker label `K=V` (model, adapter drive affinity); repeat for more")
+	f.BoolVar(&ack, "ack", false, "acknowledge each job after printing it")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per job")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func writeJob(e *env, j *client.Job) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[#%d] %s (queue %s, delivery %d, %d tokens", j.Seq, j.Subject, j.Queue, j.Deliveries, j.Tokens)
+	if j.Estimated {
+		b.WriteString(" estimated")
+	}
+	fmt.Fprintf(&b, ", waited %s)\n", j.Waited.Round(time.Microsecond))
+	for _, k := range []string{semaq.HdrMsgID, semaq.HdrTenant, semaq.HdrPriority, semaq.HdrModel, semaq.HdrAdapter, semaq.HdrDeadline} {
+		if v := j.Header.Get(k); v != "" {
+			fmt.Fprintf(&b, "  %s: %s\n", k, v)
+		}
+	}
+	b.Write(j.Data)
+	if len(j.Data) == 0 || j.Data[len(j.Data)-1] != '\n' {
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := fmt.Fprint(e.stdout, b.String())
+	return err
+}
+
+// newCancelCmd is `semaq cancel QUEUE ID`.
+func newCancelCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cancel QUEUE ID",
+		Short: "Cancel a request by its Nats-Msg-Id or queue sequence",
+		Long: `A queued request is removed before any worker gets it; a request a worker holds
+is removed and the worker is told to stop (its job context is cancelled).`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := e.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.Cancel(ctx, args[0], args[1])
+			if err != nil {
+				return err
+			}
+			switch res.Result {
+			case "notified":
+				_, err = fmt.Fprintf(e.stdout, "Request %s (seq %d) cancelled; worker %s told to stop\n", args[1], res.Seq, res.Worker)
+			default:
+				_, err = fmt.Fprintf(e.stdout, "Request %s (seq %d) removed from queue %s\n", args[1], res.Seq, args[0])
+			}
+			return err
+		},
+	}
+	e.addServerFlag(cmd)
+	return cmd
+}

@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/sse"
+	"github.com/semaq/semaq/semaq"
+)
+
+// tokens streams a token stream as Server-Sent Events (docs/tokens.md):
+// one "token" event per chunk, its id the record's seq and its data the
+// record (semaq.AppendTokenChunk), then one "final" event, or an "error"
+// event whose data is {"code":...,"message":...}. Query parameters:
+// from_seq=N, from_offset=N. A reconnecting EventSource sends
+// Last-Event-ID and resumes after that record, whatever from_seq says.
+func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := semaq.CheckRequestID(id); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+		return
+	}
+	opts, err := tokenReadOptions(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, semaq.ErrCodeInternal, "streaming is not supported by this connection")
+		return
+	}
+	rd, err := h.opts.Client.ReadTokens(r.Context(), id, opts...)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer rd.Close()
+	writeEventStreamHeader(w)
+	flusher.Flush()
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.closing, cancel)()
+	var buf []byte
+	for {
+		wait, stopWait := context.WithTimeout(ctx, keepalive)
+		c, err := rd.Next(wait)
+		stopWait()
+		if ctx.Err() != nil {
+			return
+		}
+		var ev sse.Event
+		switch {
+		case err == nil && c.Final != nil:
+			ev = sse.Event{ID: strconv.FormatUint(c.Seq, 10), Type: "final", Data: string(semaq.AppendTokenChunk(nil, c))}
+		case err == nil:
+			ev = sse.Event{ID: strconv.FormatUint(c.Seq, 10), Type: "token", Data: string(semaq.AppendTokenChunk(nil, c))}
+		case errors.Is(err, io.EOF):
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			flusher.Flush()
+			continue
+		default:
+			ev = sse.Event{Type: "error", Data: tokenErrorJSON(err)}
+		}
+		buf = sse.AppendEvent(buf[:0], ev)
+		if _, werr := w.Write(buf); werr != nil {
+			return
+		}
+		flusher.Flush()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// tokenErrorJSON is the data of an error event: the writer's code for an
+// aborted stream, "gap" for a missing record, "error" otherwise.
+func tokenErrorJSON(err error) string {
+	code := "error"
+	if te, ok := errors.AsType[*semaq.TokenError](err); ok {
+		code = te.Code
+	} else if errors.Is(err, client.ErrTokenGap) {
+		code = "gap"
+	}
+	return fmt.Sprintf(`{"code":%s,"message":%s}`, jsonString(code), jsonString(err.Error()))
+}
+
+func tokenReadOptions(r *http.Request) ([]client.TokenReadOption, error) {
+	q := r.URL.Query()
+	var opts []client.TokenReadOption
+	var from uint64
+	if s := q.Get("from_seq"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n == 0 {
+			return nil, fmt.Errorf("from_seq=%q: want a record number from 1", s)
+		}
+		from = n
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		n, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || n == math.MaxUint64 {
+			return nil, fmt.Errorf("Last-Event-ID %q is not a record number", id)
+		}
+		from = n + 1
+	}
+	if from > 0 {
+		opts = append(opts, client.FromSeq(from))
+	}
+	if s := q.Get("from_offset"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("from_offset=%q: want a token offset from 0", s)
+		}
+		opts = append(opts, client.FromOffset(n))
+	}
+	return opts, nil
+}

@@ -1,0 +1,364 @@
+package semaq
+
+import (
+	"fmt"
+	"time"
+)
+
+// Work queues. A queue is a stream of inference requests that the broker
+// schedules: workers fetch, the dispatcher picks what each fetch gets by
+// deadline, priority, tenant fair share counted in tokens and affinity. See
+// docs/queues.md.
+const (
+	APIQueueCreateT = "$SQ.API.QUEUE.CREATE.%s" // QueueConfig -> QueueInfo
+	APIQueueInfoT   = "$SQ.API.QUEUE.INFO.%s"   // (empty) -> QueueInfo
+	APIQueueDeleteT = "$SQ.API.QUEUE.DELETE.%s" // (empty) -> QueueDeleteResponse
+	APIQueueList    = "$SQ.API.QUEUE.LIST"      // (empty) -> QueueListResponse
+	// APIQueueFetchT takes a FetchRequest. The reply subject receives the
+	// jobs one message each, then an end-of-batch message (HdrQueueStatus).
+	APIQueueFetchT  = "$SQ.API.QUEUE.FETCH.%s"
+	APIQueueCancelT = "$SQ.API.QUEUE.CANCEL.%s" // CancelRequest -> CancelResponse
+
+	// QueueAckPrefix starts the reply subject of every job:
+	// QueueAckPrefix+"<queue>.<seq>.<lease>". A worker answers a job by a
+	// request to it with one of the Job* bodies; the reply is a JobReply.
+	QueueAckPrefix = "$SQ.QA."
+	// QueueCancelPrefix+"<worker>" receives cancel notices (CancelNotice)
+	// for the jobs a worker holds.
+	QueueCancelPrefix = "$SQ.QC."
+
+	// MetadataQueue marks a stream as a work queue; its value is the
+	// queue's configuration as JSON.
+	MetadataQueue = "semaq.queue"
+	// DispatchConsumer is the stream consumer the dispatcher reads with.
+	DispatchConsumer = "semaq-dispatch"
+)
+
+// Headers of a delivered job and of the end-of-batch message.
+const (
+	HdrQueue         = "Semaq-Queue"
+	HdrQueueSeq      = "Semaq-Seq"        // the request's sequence in the queue
+	HdrQueueSubject  = "Semaq-Subject"    // the subject it was published on
+	HdrQueueDeliver  = "Semaq-Deliveries" // 1 on first delivery
+	HdrQueueTokens   = "Semaq-Tokens"     // the prompt tokens charged for it (estimated when absent)
+	HdrQueueEstimate = "Semaq-Estimated"  // "true" when Semaq-Tokens is an estimate
+	HdrQueueWait     = "Semaq-Wait"       // how long it waited in the queue, Go duration
+	HdrQueueAckWait  = "Semaq-Ack-Wait"   // redelivered unless answered (or extended) within this
+	// HdrQueueStatus is on the end-of-batch message: "204" for a complete
+	// batch, "408" when the fetch waited and got nothing, "409" with a
+	// description (HdrQueueDescription) when the queue went away.
+	HdrQueueStatus      = "Semaq-Status"
+	HdrQueueDescription = "Semaq-Description"
+	HdrQueueCount       = "Semaq-Count"
+)
+
+// Bodies a worker sends to a job's reply subject.
+const (
+	JobAck        = "+ACK"  // done; optional JSON JobAckReport after a space
+	JobNak        = "-NAK"  // give it back; optional JSON {"delay_ms":N} after a space
+	JobInProgress = "+WPI"  // still working: restart the ack wait
+	JobTerm       = "+TERM" // never deliver again: dead-letter it; optional reason after a space
+)
+
+// Queue defaults and limits.
+const (
+	DefaultQueueMaxMessages = 100_000
+	DefaultQueueAckWait     = 30 * time.Second
+	DefaultQueueMaxDeliver  = 5
+	DefaultAffinityWait     = 2 * time.Second
+	DefaultAgingStep        = 10 * time.Second
+	MaxFetchBatch           = 1024
+	MaxFetchWait            = 5 * time.Minute
+	// CharsPerToken estimates prompt tokens when a request gives none:
+	// ceil(len(payload)/CharsPerToken).
+	CharsPerToken = 4
+)
+
+// QueueConfig is what a user asks for when adding a queue.
+type QueueConfig struct {
+	Name        string   `json:"name"`
+	Description string   `json:"description,omitempty"`
+	Subjects    []string `json:"subjects"`
+	Storage     string   `json:"storage,omitempty"` // file (default), memory
+	// MaxMessages and MaxTokens bound what the queue holds (queued plus
+	// held by workers); past them a publish is refused with ErrOverloaded.
+	// MaxMessages 0 means DefaultQueueMaxMessages; MaxTokens 0, no limit.
+	MaxMessages int64 `json:"max_messages,omitempty"`
+	MaxTokens   int64 `json:"max_tokens,omitempty"`
+	// DefaultTimeout is the deadline of a request that brings none.
+	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
+	// AckWait is how long a worker may hold a job without answering
+	// before it goes back to the queue; 0 means DefaultQueueAckWait.
+	AckWait time.Duration `json:"ack_wait,omitempty"`
+	// MaxDeliver is how many times a job is handed out before it is
+	// dead-lettered; 0 means DefaultQueueMaxDeliver, -1 unlimited.
+	MaxDeliver int `json:"max_deliver,omitempty"`
+	// AffinityWait is how long a request waits for a worker that holds its
+	// model or adapter before any worker may take it; 0 means
+	// DefaultAffinityWait, -1 never falls back.
+	AffinityWait time.Duration `json:"affinity_wait,omitempty"`
+	// AgingStep is the anti-starvation bound: a request waiting this long
+	// competes one priority level higher, and so on up to critical; 0
+	// means DefaultAgingStep, -1 turns aging off.
+	AgingStep time.Duration `json:"aging_step,omitempty"`
+	// MaxWait, when set, turns on adaptive admission: the queue refuses
+	// new requests once the tokens waiting exceed what its workers are
+	// seen to serve in MaxWait, tightened by the variance of prompt
+	// lengths and service times (docs/queues.md).
+	MaxWait time.Duration `json:"max_wait,omitempty"`
+}
+
+// Check reports the first invalid field.
+func (c *QueueConfig) Check() error {
+	if err := CheckStreamName(c.Name); err != nil {
+		return fmt.Errorf("queue name: %w", err)
+	}
+	if len(c.Subjects) == 0 {
+		return fmt.Errorf("queue %s needs at least one subject", c.Name)
+	}
+	for _, s := range c.Subjects {
+		if err := CheckSubject(s, true); err != nil {
+			return fmt.Errorf("queue %s: %w", c.Name, err)
+		}
+	}
+	switch c.Storage {
+	case "", "file", "memory":
+	default:
+		return fmt.Errorf("queue %s: storage %q is not one of file, memory", c.Name, c.Storage)
+	}
+	switch {
+	case c.MaxMessages < 0:
+		return fmt.Errorf("queue %s: max messages %d is negative", c.Name, c.MaxMessages)
+	case c.MaxTokens < 0:
+		return fmt.Errorf("queue %s: max tokens %d is negative", c.Name, c.MaxTokens)
+	case c.DefaultTimeout < 0:
+		return fmt.Errorf("queue %s: default timeout %s is negative", c.Name, c.DefaultTimeout)
+	case c.AckWait < 0:
+		return fmt.Errorf("queue %s: ack wait %s is negative", c.Name, c.AckWait)
+	case c.AckWait > 0 && c.AckWait < 100*time.Millisecond:
+		return fmt.Errorf("queue %s: ack wait %s is under 100ms", c.Name, c.AckWait)
+	case c.MaxDeliver < -1:
+		return fmt.Errorf("queue %s: max deliver %d is below -1", c.Name, c.MaxDeliver)
+	case c.AffinityWait < -1:
+		return fmt.Errorf("queue %s: affinity wait %s is negative", c.Name, c.AffinityWait)
+	case c.AgingStep < -1:
+		return fmt.Errorf("queue %s: aging step %s is negative", c.Name, c.AgingStep)
+	case c.MaxWait < 0:
+		return fmt.Errorf("queue %s: max wait %s is negative", c.Name, c.MaxWait)
+	}
+	return nil
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c QueueConfig) WithDefaults() QueueConfig {
+	if c.Storage == "" {
+		c.Storage = "file"
+	}
+	if c.MaxMessages == 0 {
+		c.MaxMessages = DefaultQueueMaxMessages
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultQueueAckWait
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = DefaultQueueMaxDeliver
+	}
+	if c.AffinityWait == 0 {
+		c.AffinityWait = DefaultAffinityWait
+	}
+	if c.AgingStep == 0 {
+		c.AgingStep = DefaultAgingStep
+	}
+	return c
+}
+
+// QueueInfo describes a queue: its configuration and what it holds now.
+type QueueInfo struct {
+	Config QueueConfig `json:"config"`
+	Status QueueStatus `json:"status"`
+}
+
+// QueueStatus is the live state of a queue as its dispatcher sees it: the
+// figures an autoscaler acts on.
+type QueueStatus struct {
+	// Queued wait for a worker; Held are out with workers; Delayed were
+	// given back with a delay that has not passed.
+	Queued  int `json:"queued"`
+	Held    int `json:"held"`
+	Delayed int `json:"delayed"`
+	// TokensQueued is the prompt tokens of Queued and Delayed requests.
+	TokensQueued int64 `json:"tokens_queued"`
+	TokensHeld   int64 `json:"tokens_held"`
+	// OldestAge is how long the oldest queued request has waited.
+	OldestAge time.Duration `json:"oldest_age"`
+
+	ByPriority []QueueGroupStat `json:"by_priority,omitempty"`
+	ByTenant   []QueueGroupStat `json:"by_tenant,omitempty"`
+	ByModel    []QueueGroupStat `json:"by_model,omitempty"`
+
+	// Rates are moving averages over about a minute.
+	ArrivalRate   float64 `json:"arrival_rate"`    // requests/s admitted
+	ServiceRate   float64 `json:"service_rate"`    // requests/s acked
+	TokenRate     float64 `json:"token_rate"`      // tokens/s served (prompt + output)
+	ServiceTimeMs float64 `json:"service_time_ms"` // mean fetch-to-ack time of one request
+	// Workers is the workers seen fetching recently; RecommendedWorkers is
+	// what Little's law asks for to keep up with arrivals and drain the
+	// backlog (docs/queues.md).
+	Workers            int `json:"workers"`
+	RecommendedWorkers int `json:"recommended_workers"`
+
+	Admission AdmissionStatus `json:"admission"`
+	Counters  QueueCounters   `json:"counters"`
+	// Fairness is each backlogged tenant's virtual token counter.
+	Fairness []TenantCounter `json:"fairness,omitempty"`
+}
+
+// QueueGroupStat is what a queue holds for one priority, tenant or model.
+type QueueGroupStat struct {
+	Key       string        `json:"key"`
+	Queued    int           `json:"queued"`
+	Tokens    int64         `json:"tokens"`
+	OldestAge time.Duration `json:"oldest_age"`
+}
+
+// TenantCounter is a tenant's virtual token counter (VTC).
+type TenantCounter struct {
+	Tenant  string  `json:"tenant"`
+	Counter float64 `json:"counter"`
+}
+
+// AdmissionStatus says how close a queue is to refusing publishes.
+type AdmissionStatus struct {
+	MaxMessages int64 `json:"max_messages"`
+	MaxTokens   int64 `json:"max_tokens,omitempty"`
+	// AdaptiveTokens is the adaptive token threshold when MaxWait is set
+	// and the queue has seen service (0 otherwise).
+	AdaptiveTokens int64   `json:"adaptive_tokens,omitempty"`
+	PromptCV       float64 `json:"prompt_cv,omitempty"`
+	LatencyCV      float64 `json:"latency_cv,omitempty"`
+	Saturated      bool    `json:"saturated"`
+}
+
+// QueueCounters are totals since the dispatcher started.
+type QueueCounters struct {
+	Admitted    uint64 `json:"admitted"`
+	Refused     uint64 `json:"refused"`
+	Dispatched  uint64 `json:"dispatched"`
+	Acked       uint64 `json:"acked"`
+	Nacked      uint64 `json:"nacked"`
+	Redelivered uint64 `json:"redelivered"`
+	Expired     uint64 `json:"expired"`
+	Cancelled   uint64 `json:"cancelled"`
+	DeadLetters uint64 `json:"dead_letters"`
+	OutputToks  uint64 `json:"output_tokens"`
+}
+
+// QueueListResponse lists queues.
+type QueueListResponse struct {
+	Queues []QueueInfo `json:"queues"`
+}
+
+// QueueDeleteResponse confirms a delete.
+type QueueDeleteResponse struct {
+	Deleted bool `json:"deleted"`
+}
+
+// FetchRequest is a worker asking for work.
+type FetchRequest struct {
+	// Worker identifies the worker (cancel notices go to
+	// QueueCancelPrefix+Worker): 1 to 128 letters, digits, '-' and '_'.
+	Worker string `json:"worker"`
+	// Max is the most jobs to return (1 when 0; at most MaxFetchBatch).
+	Max int `json:"max,omitempty"`
+	// MaxTokens bounds the prompt tokens of the batch; 0 means no bound. A
+	// single request larger than the bound is delivered alone.
+	MaxTokens int64 `json:"max_tokens,omitempty"`
+	// Wait is how long to wait for the first job; 0 returns at once.
+	Wait time.Duration `json:"wait,omitempty"`
+	// Labels describe the worker: "model" and "adapter" (comma-separated
+	// lists of what it has loaded) drive affinity; others are reported.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Check reports the first invalid field of r.
+func (r *FetchRequest) Check() error {
+	if err := CheckConsumerName(r.Worker); err != nil {
+		return fmt.Errorf("fetch: worker: %w", err)
+	}
+	switch {
+	case r.Max < 0:
+		return fmt.Errorf("fetch: max %d is negative", r.Max)
+	case r.Max > MaxFetchBatch:
+		return fmt.Errorf("fetch: max %d is over %d", r.Max, MaxFetchBatch)
+	case r.MaxTokens < 0:
+		return fmt.Errorf("fetch: max tokens %d is negative", r.MaxTokens)
+	case r.Wait < 0:
+		return fmt.Errorf("fetch: wait %s is negative", r.Wait)
+	case r.Wait > MaxFetchWait:
+		return fmt.Errorf("fetch: wait %s is over %s", r.Wait, MaxFetchWait)
+	case len(r.Labels) > 32:
+		return fmt.Errorf("fetch: %d labels, at most 32", len(r.Labels))
+	}
+	for k, v := range r.Labels {
+		if k == "" || len(k) > 64 || len(v) > 256 {
+			return fmt.Errorf("fetch: label %q: keys are 1-64 bytes, values at most 256", k)
+		}
+	}
+	return nil
+}
+
+// JobAckReport is what a worker reports when it acks a job.
+type JobAckReport struct {
+	OutputTokens int64 `json:"output_tokens,omitempty"`
+}
+
+// JobReply answers a worker's ack, nak, in-progress or term.
+type JobReply struct {
+	OK    bool      `json:"ok"`
+	Error *APIError `json:"error,omitempty"`
+}
+
+// CancelRequest names a request by its Nats-Msg-Id or, failing that, its
+// sequence in the queue.
+type CancelRequest struct {
+	ID string `json:"id"`
+}
+
+// CancelResponse says what the cancel did: "removed" (it was queued) or
+// "notified" (a worker held it and was told).
+type CancelResponse struct {
+	Seq    uint64 `json:"seq"`
+	Result string `json:"result"`
+	Worker string `json:"worker,omitempty"`
+}
+
+// CancelNotice tells a worker to stop working on a job.
+type CancelNotice struct {
+	Queue  string `json:"queue"`
+	Seq    uint64 `json:"seq"`
+	ID     string `json:"id,omitempty"`
+	Reason string `json:"reason"`
+}
+
+// Queue error codes.
+const (
+	ErrCodeQueueNotFound   uint16 = 20060
+	ErrCodeOverloaded      uint16 = 20061
+	ErrCodeRequestNotFound uint16 = 20062
+	ErrCodeLeaseLost       uint16 = 20063
+	ErrCodeBadQueue        uint16 = 20064
+)
+
+var (
+	ErrQueueNotFound = &APIError{Code: 404, ErrCode: ErrCodeQueueNotFound, Description: "queue not found"}
+	// ErrOverloaded matches a publish refused by a queue's admission
+	// control; the description says when to retry.
+	ErrOverloaded = &APIError{Code: 429, ErrCode: ErrCodeOverloaded, Description: "queue overloaded"}
+	// ErrRequestNotFound matches a cancel of a request the queue does not
+	// hold (never there, done, expired or cancelled already).
+	ErrRequestNotFound = &APIError{Code: 404, ErrCode: ErrCodeRequestNotFound, Description: "request not found"}
+	// ErrLeaseLost matches an answer to a job the worker no longer holds:
+	// its ack wait passed (it went to another worker), or it was cancelled.
+	ErrLeaseLost = &APIError{Code: 409, ErrCode: ErrCodeLeaseLost, Description: "job no longer held"}
+	ErrBadQueue  = &APIError{Code: 400, ErrCode: ErrCodeBadQueue, Description: "invalid queue"}
+)

@@ -1,0 +1,362 @@
+package semaq
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Token streams (docs/tokens.md). A writer — usually a worker running a
+// model — streams the output of one request as records in the JetStream
+// stream TokenStream: content chunks on TokenChunkSubject(id), then one
+// terminal record (final or error) on TokenEndSubject(id). Readers consume
+// TokenSubjectFilter(id) and put records in order by Seq.
+const (
+	// TokenStream is the stream every token record is kept in.
+	TokenStream = "SQ_TOKENS"
+	// TokenPrefix starts every token subject: $SQ.tok.<request id>.c for
+	// chunks and $SQ.tok.<request id>.end for the terminal record.
+	TokenPrefix = "$SQ.tok."
+
+	// DefaultTokenRetention is how long a closed token stream stays
+	// readable when its writer names no retention.
+	DefaultTokenRetention = 5 * time.Minute
+	// MaxTokenAge bounds the life of any token record: the stream's MaxAge,
+	// which also removes streams whose writer never closed them.
+	MaxTokenAge = 24 * time.Hour
+
+	// HdrTokenRetention on a terminal record asks the broker to remove the
+	// token stream this long after it (a Go duration; at most MaxTokenAge).
+	HdrTokenRetention = "SQ-Token-Retention"
+
+	// MaxRequestID is the longest request id.
+	MaxRequestID = 128
+)
+
+// TokenChunkSubject is the subject the content chunks of request id go to.
+func TokenChunkSubject(id string) string { return TokenPrefix + id + ".c" }
+
+// TokenEndSubject is the subject of the terminal record of request id.
+func TokenEndSubject(id string) string { return TokenPrefix + id + ".end" }
+
+// TokenSubjectFilter matches every record of request id.
+func TokenSubjectFilter(id string) string { return TokenPrefix + id + ".*" }
+
+// CheckRequestID accepts request ids that are safe as one subject token and
+// in a URL path: 1 to MaxRequestID letters, digits, '-' and '_'.
+func CheckRequestID(id string) error {
+	if id == "" {
+		return errors.New("request id is empty")
+	}
+	if len(id) > MaxRequestID {
+		return fmt.Errorf("request id %q is longer than %d bytes", id, MaxRequestID)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("request id %q has %q at byte %d; use letters, digits, '-' and '_'", id, c, i)
+		}
+	}
+	return nil
+}
+
+// TokenChunk is one record of a token stream. Seq numbers the records of a
+// stream from 1 without gaps, the terminal record included; Offset is the
+// index of the chunk's first token in the output, and N how many tokens it
+// carries (a writer that produces faster than the stream stores merges
+// tokens into one chunk, and Lens then gives each token's length in bytes
+// of Text). A record is content (Text and/or Func), or terminal: Final or
+// Error, never both.
+//
+// Encoding (AppendTokenChunk / ParseTokenChunk): one JSON object with short
+// keys, fields left out when empty:
+//
+//	{"s":seq,"o":offset,"n":tokens,"t":"text","l":[len,...],
+//	 "f":{"i":index,"id":"call id","n":"name","a":"arguments fragment"},
+//	 "tp":"traceparent","ss":"session",
+//	 "fin":{"r":"finish reason","u":{"p":prompt,"c":completion,"t":total}},
+//	 "err":{"c":"code","m":"message"}}
+type TokenChunk struct {
+	// RequestID is the stream's request id, taken from the subject; it is
+	// not part of the record.
+	RequestID   string                `json:"-"`
+	Seq         uint64                `json:"s"`
+	Offset      uint64                `json:"o"`
+	N           int                   `json:"n,omitempty"`
+	Text        string                `json:"t,omitempty"`
+	Lens        []int                 `json:"l,omitempty"`
+	Func        *FunctionCallFragment `json:"f,omitempty"`
+	TraceParent string                `json:"tp,omitempty"`
+	Session     string                `json:"ss,omitempty"`
+	Final       *TokenFinal           `json:"fin,omitempty"`
+	Error       *TokenError           `json:"err,omitempty"`
+}
+
+// FunctionCallFragment is a piece of a function (tool) call: the first
+// fragment of call Index names it (ID, Name); later ones append to its
+// JSON arguments.
+type FunctionCallFragment struct {
+	Index     int    `json:"i"`
+	ID        string `json:"id,omitempty"`
+	Name      string `json:"n,omitempty"`
+	Arguments string `json:"a,omitempty"`
+}
+
+// TokenFinal closes a stream normally.
+type TokenFinal struct {
+	FinishReason string      `json:"r"`
+	Usage        *TokenUsage `json:"u,omitempty"`
+}
+
+// TokenUsage counts the tokens of a request.
+type TokenUsage struct {
+	Prompt     int `json:"p"`
+	Completion int `json:"c"`
+	Total      int `json:"t"`
+}
+
+// TokenError ends a stream with an error. It is an error itself and
+// matches ErrTokenAborted.
+type TokenError struct {
+	Code    string `json:"c"`
+	Message string `json:"m"`
+}
+
+func (e *TokenError) Error() string {
+	if e.Message == "" {
+		return "token stream aborted: " + e.Code
+	}
+	return "token stream aborted (" + e.Code + "): " + e.Message
+}
+
+// Is makes every *TokenError match ErrTokenAborted, and one with the same
+// code match another.
+func (e *TokenError) Is(target error) bool {
+	if target == ErrTokenAborted {
+		return true
+	}
+	t, ok := target.(*TokenError)
+	return ok && t != nil && e != nil && t.Code == e.Code
+}
+
+// Error codes of aborted token streams.
+const (
+	// TokenErrWorkerLost: the worker serving the request stopped after it
+	// had streamed part of the output; the output so far is all there is.
+	TokenErrWorkerLost = "worker_lost"
+	// TokenErrUpstream: the model behind the worker failed.
+	TokenErrUpstream = "upstream_error"
+	// TokenErrCancelled: the request was cancelled.
+	TokenErrCancelled = "cancelled"
+	// TokenErrDeadline: the request ran out of time.
+	TokenErrDeadline = "deadline_exceeded"
+)
+
+// ErrTokenAborted matches every *TokenError.
+var ErrTokenAborted = errors.New("token stream aborted")
+
+// Terminal reports whether c ends its stream.
+func (c *TokenChunk) Terminal() bool { return c.Final != nil || c.Error != nil }
+
+// Limits of a record, checked by ParseTokenChunk.
+const (
+	// MaxTokenChunkTokens bounds N.
+	MaxTokenChunkTokens = 1 << 20
+	maxTokenField       = 4096 // traceparent, session, codes, names, ids
+)
+
+// Validate reports the first thing wrong with c as a record.
+func (c *TokenChunk) Validate() error {
+	if c.Seq == 0 {
+		return errors.New("token record: seq must be 1 or more")
+	}
+	if c.N < 0 || c.N > MaxTokenChunkTokens {
+		return fmt.Errorf("token record %d: n=%d is outside 0..%d", c.Seq, c.N, MaxTokenChunkTokens)
+	}
+	if c.Offset > 1<<62 {
+		return fmt.Errorf("token record %d: offset %d is too large", c.Seq, c.Offset)
+	}
+	if c.Final != nil && c.Error != nil {
+		return fmt.Errorf("token record %d: both final and error", c.Seq)
+	}
+	if c.Terminal() && (c.Text != "" || c.Func != nil || c.N != 0) {
+		return fmt.Errorf("token record %d: a terminal record carries no tokens", c.Seq)
+	}
+	if len(c.Lens) > 0 {
+		if len(c.Lens) != c.N {
+			return fmt.Errorf("token record %d: %d lengths for %d tokens", c.Seq, len(c.Lens), c.N)
+		}
+		sum := 0
+		for _, l := range c.Lens {
+			if l < 0 || l > len(c.Text) {
+				return fmt.Errorf("token record %d: token length %d out of range", c.Seq, l)
+			}
+			sum += l
+		}
+		if sum != len(c.Text) {
+			return fmt.Errorf("token record %d: token lengths add up to %d, text has %d bytes", c.Seq, sum, len(c.Text))
+		}
+	}
+	for _, f := range []string{c.TraceParent, c.Session} {
+		if len(f) > maxTokenField {
+			return fmt.Errorf("token record %d: a field is longer than %d bytes", c.Seq, maxTokenField)
+		}
+	}
+	if f := c.Func; f != nil {
+		if f.Index < 0 || f.Index > 1024 {
+			return fmt.Errorf("token record %d: function call index %d is outside 0..1024", c.Seq, f.Index)
+		}
+		if len(f.ID) > maxTokenField || len(f.Name) > maxTokenField {
+			return fmt.Errorf("token record %d: function call id or name longer than %d bytes", c.Seq, maxTokenField)
+		}
+	}
+	if c.Final != nil {
+		if c.Final.FinishReason == "" || len(c.Final.FinishReason) > maxTokenField {
+			return fmt.Errorf("token record %d: final record needs a finish reason", c.Seq)
+		}
+		if u := c.Final.Usage; u != nil && (u.Prompt < 0 || u.Completion < 0 || u.Total < 0) {
+			return fmt.Errorf("token record %d: negative usage", c.Seq)
+		}
+	}
+	if c.Error != nil && (c.Error.Code == "" || len(c.Error.Code) > maxTokenField) {
+		return fmt.Errorf("token record %d: error record needs a code", c.Seq)
+	}
+	return nil
+}
+
+// AppendTokenChunk appends the encoding of c to dst. It does not validate c.
+func AppendTokenChunk(dst []byte, c *TokenChunk) []byte {
+	dst = append(dst, `{"s":`...)
+	dst = strconv.AppendUint(dst, c.Seq, 10)
+	dst = append(dst, `,"o":`...)
+	dst = strconv.AppendUint(dst, c.Offset, 10)
+	if c.N != 0 {
+		dst = append(dst, `,"n":`...)
+		dst = strconv.AppendInt(dst, int64(c.N), 10)
+	}
+	if c.Text != "" {
+		dst = append(dst, `,"t":`...)
+		dst = AppendJSONString(dst, c.Text)
+	}
+	if len(c.Lens) > 0 {
+		dst = append(dst, `,"l":[`...)
+		for i, l := range c.Lens {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(l), 10)
+		}
+		dst = append(dst, ']')
+	}
+	if f := c.Func; f != nil {
+		dst = append(dst, `,"f":{"i":`...)
+		dst = strconv.AppendInt(dst, int64(f.Index), 10)
+		dst = appendField(dst, "id", f.ID)
+		dst = appendField(dst, "n", f.Name)
+		dst = appendField(dst, "a", f.Arguments)
+		dst = append(dst, '}')
+	}
+	dst = appendField(dst, "tp", c.TraceParent)
+	dst = appendField(dst, "ss", c.Session)
+	if fin := c.Final; fin != nil {
+		dst = append(dst, `,"fin":{"r":`...)
+		dst = AppendJSONString(dst, fin.FinishReason)
+		if u := fin.Usage; u != nil {
+			dst = append(dst, `,"u":{"p":`...)
+			dst = strconv.AppendInt(dst, int64(u.Prompt), 10)
+			dst = append(dst, `,"c":`...)
+			dst = strconv.AppendInt(dst, int64(u.Completion), 10)
+			dst = append(dst, `,"t":`...)
+			dst = strconv.AppendInt(dst, int64(u.Total), 10)
+			dst = append(dst, '}')
+		}
+		dst = append(dst, '}')
+	}
+	if e := c.Error; e != nil {
+		dst = append(dst, `,"err":{"c":`...)
+		dst = AppendJSONString(dst, e.Code)
+		dst = append(dst, `,"m":`...)
+		dst = AppendJSONString(dst, e.Message)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+func appendField(dst []byte, key, v string) []byte {
+	if v == "" {
+		return dst
+	}
+	dst = append(dst, ',', '"')
+	dst = append(dst, key...)
+	dst = append(dst, '"', ':')
+	return AppendJSONString(dst, v)
+}
+
+// AppendJSONString appends s as a JSON string. Invalid UTF-8 becomes
+// U+FFFD, as encoding/json does; HTML characters are not escaped.
+func AppendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		// U+2028 and U+2029 end lines in JavaScript; escape them as
+		// encoding/json does, for readers that eval.
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// ParseTokenChunk decodes and validates one record. Unknown keys are
+// ignored, so newer writers can add fields.
+func ParseTokenChunk(data []byte) (*TokenChunk, error) {
+	var c TokenChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("token record is not valid JSON: %w", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
