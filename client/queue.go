@@ -120,6 +120,20 @@ func FetchLabels(labels map[string]string) FetchOption {
 	}
 }
 
+// FetchWorker fetches on behalf of worker id instead of this client's own
+// identity. Gateways that hand jobs to workers of their own (the HTTP front
+// door) use it; cancel notices for such jobs go to semaq.QueueCancelPrefix+id,
+// which this client does not watch.
+func FetchWorker(id string) FetchOption {
+	return func(r *semaq.FetchRequest) error {
+		if err := semaq.CheckConsumerName(id); err != nil {
+			return fmt.Errorf("fetch worker: %w", err)
+		}
+		r.Worker = id
+		return nil
+	}
+}
+
 // worker is a client's identity as a worker: cancel notices for the jobs it
 // holds arrive on one subscription and cancel their contexts.
 type worker struct {
@@ -227,6 +241,15 @@ func (c *Client) endFetch(queue string, m *nats.Msg, jobs []*Job) ([]*Job, error
 		return jobs, fmt.Errorf("client: fetch from %s: status %s: %s", queue, st, m.Header.Get(semaq.HdrQueueDescription))
 	}
 }
+
+// AckSubject is the subject the job is answered on (semaq.JobAck and the
+// other Job* bodies), for workers that answer it without this Job.
+func (j *Job) AckSubject() string { return j.reply }
+
+// Detach stops this client watching the job: its context ends now and
+// cancel notices are ignored. The job must still be answered, through
+// AckSubject, by whoever took it over.
+func (j *Job) Detach() { j.release() }
 
 // Job is one request handed to this worker. Its fields are read-only.
 type Job struct {

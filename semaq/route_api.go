@@ -43,6 +43,10 @@ type Route struct {
 	// to the same target while the weights stay the same. Without it each
 	// message picks at random.
 	StickyKey string `json:"sticky_key,omitempty"`
+	// Adaptive makes a Split health-weighted: the broker moves weight away
+	// from targets whose consumers nak, terminate or exhaust deliveries
+	// (or ack slowly) and back when they recover (docs/routing.md).
+	Adaptive bool `json:"adaptive,omitempty"`
 	// Order ranks the rule: lower is tried first, then by name.
 	Order int `json:"order,omitempty"`
 }
@@ -78,6 +82,9 @@ type RouteInfo struct {
 	Revision uint64 `json:"revision"`
 	// Stats are this node's counters since it loaded this version.
 	Stats RouteStats `json:"stats"`
+	// Health is, for an adaptive split, each target's health and the
+	// weight this node routes with.
+	Health []RouteTargetHealth `json:"health,omitempty"`
 	// Error says why this node could not load the stored rule (written by a
 	// newer version, say); such a rule routes nothing here.
 	Error string `json:"error,omitempty"`

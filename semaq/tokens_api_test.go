@@ -143,3 +143,25 @@ func BenchmarkTokenChunk(b *testing.B) {
 		b.SetBytes(int64(len(enc)))
 	})
 }
+
+func TestInferQueue(t *testing.T) {
+	cases := map[string]string{
+		"llama3-8b":               "INFER_llama3-8b",
+		"meta-llama/Llama-3.1-8B": "INFER_meta-llama_Llama-3_1-8B-",
+		"meta-llama/Llama-3_1-8B": "INFER_meta-llama_Llama-3_1-8B-",
+	}
+	seen := map[string]string{}
+	for model, prefix := range cases {
+		q := InferQueue(model)
+		if !strings.HasPrefix(q, prefix) || CheckStreamName(q) != nil || CheckSubject(InferSubject(model), false) != nil {
+			t.Errorf("InferQueue(%q) = %q, subject %q", model, q, InferSubject(model))
+		}
+		if other, dup := seen[q]; dup {
+			t.Errorf("models %q and %q share queue %s", model, other, q)
+		}
+		seen[q] = model
+	}
+	if CheckModel("a b") == nil || CheckModel("") == nil || CheckModel("gpt-4o") != nil {
+		t.Error("CheckModel")
+	}
+}

@@ -55,6 +55,9 @@ const (
 	// arrival rate per second, and end at least lagMinEnd behind.
 	lagMinGrowth = 0.02
 	lagMinEnd    = 100
+	// workerIdleBusy: workers busy less than this share of the time while
+	// the lag grows are starved by delivery, not short of hands.
+	workerIdleBusy = 0.5
 	// A spike interval has a p99.9 at least spikeFactor times the run's
 	// median p99.9 and at least spikeFloor.
 	spikeFactor = 3.0
@@ -97,15 +100,23 @@ func lagRule(sc *Scenario, res *ScenarioResult) *Finding {
 		fmt.Sprintf("consumer lag grew from %d to %d messages over %.1f s (%+.0f msgs/s)", s[0].Lag, last, s[len(s)-1].T-s[0].T+intervalOf(s), slope),
 		fmt.Sprintf("arrivals %.0f msgs/s, completions %.0f msgs/s with %d worker(s) per stage: %.0f msgs/s per worker", arrival, done, workers, perWorker),
 	}
-	if res.Handling.P50 > 0 {
-		ev = append(ev, fmt.Sprintf("a worker holds a message %.0f µs at the median (p99 %.0f µs)", res.Handling.P50, res.Handling.P99))
-	}
-	return &Finding{
+	f := &Finding{
 		Rule:       RuleWorkers,
 		RootCause:  fmt.Sprintf("too few workers: %d worker(s) per stage complete %.0f msgs/s against %.0f arriving", workers, done, arrival),
 		Evidence:   ev,
 		Suggestion: fmt.Sprintf("run at least %d workers per stage (consumers: %d), more for headroom; or cut the work per message", need, need),
 	}
+	if res.Handling.Mean > 0 {
+		// The share of its time a worker spends in its handler: low means
+		// deliveries, not work, are what it waits for.
+		busy := perWorker * res.Handling.Mean / 1e6
+		f.Evidence = append(f.Evidence, fmt.Sprintf("a worker holds a message %.0f µs on average (p99 %.0f µs): busy %.0f%% of the time", res.Handling.Mean, res.Handling.P99, 100*busy))
+		if busy < workerIdleBusy {
+			f.RootCause = fmt.Sprintf("too few consumers for the delivery path: %d worker(s) per stage complete %.0f msgs/s against %.0f arriving, each busy only %.0f%% of the time, so delivery to them (pulls, acks, forwarding), not their work, is the limit", workers, done, arrival, 100*busy)
+			f.Suggestion = fmt.Sprintf("spread the stage over at least %d consumers (consumers: %d) so deliveries run in parallel, or lower the offered load", need, need)
+		}
+	}
+	return f
 }
 
 // lagSlope is the least-squares growth of the lag, in messages per second.
@@ -141,7 +152,7 @@ func meanOf(s []Point, f func(Point) float64) float64 {
 	return t / float64(len(s))
 }
 
-func median(v []float64) float64 {
+func medianOf(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
@@ -165,7 +176,7 @@ func fsyncRule(sc *Scenario, res *ScenarioResult) *Finding {
 	if len(p999) < 3 || len(fsyncs) == 0 {
 		return nil
 	}
-	medLat, medFsync := median(p999), median(fsyncs)
+	medLat, medFsync := medianOf(p999), medianOf(fsyncs)
 	floor := micros(int64(spikeFloor))
 	var spikes, aligned int
 	var worst Point

@@ -57,7 +57,16 @@ func TestDiagnoseRules(t *testing.T) {
 			res.Series = series(10, func(i int) Point {
 				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
 			})
-		}, []string{"too few workers", "at least 5 workers", "200 msgs/s per worker"}},
+			res.Handling = Latency{Mean: 4000, P50: 4000, P99: 4500, Max: 5000}
+		}, []string{"too few workers", "at least 5 workers", "200 msgs/s per worker", "busy 80%"}},
+		{RuleWorkers, func(sc *Scenario, res *ScenarioResult) {
+			// Same lag, but the workers idle: delivery is the limit.
+			res.Workers = 2
+			res.Series = series(10, func(i int) Point {
+				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
+			})
+			res.Handling = Latency{Mean: 5, P50: 4, P99: 40, Max: 90}
+		}, []string{"delivery path", "busy only 0%", "at least 5 consumers"}},
 		{RuleFsync, func(sc *Scenario, res *ScenarioResult) {
 			sc.Durable = true
 			res.Series = series(10, func(i int) Point {
@@ -88,6 +97,7 @@ func TestDiagnoseRules(t *testing.T) {
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			sc, res := baseScenario(), healthy()
+			res.Handling = Latency{}
 			tc.induce(sc, res)
 			fs := Diagnose(sc, res)
 			if len(fs) != 1 || fs[0].Rule != tc.rule {

@@ -56,6 +56,8 @@ type Report struct {
 	Validation *Validation `json:"validation,omitempty"`
 	// SchemaCost is set when SemaQ ran with and without the schema.
 	SchemaCost *SchemaCost `json:"schema_cost,omitempty"`
+	// Dispatch holds the figures of the dispatch scenario (dispatch.go).
+	Dispatch *DispatchReport `json:"dispatch,omitempty"`
 }
 
 // SchemaCost is what enforcing the schema cost the ingress in this run:

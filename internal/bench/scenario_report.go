@@ -72,7 +72,7 @@ type ScenarioResult struct {
 	// Whole run, warm-up and drain included.
 	Published    int64            `json:"published"`
 	Completed    int64            `json:"completed"`
-	Lost         int64            `json:"lost"`
+	Unfinished   int64            `json:"unfinished"` // published, not through the last stage when the drain ended
 	Redeliveries int64            `json:"redeliveries"`
 	OutOfOrder   int64            `json:"out_of_order"`
 	TraceBroken  int64            `json:"trace_broken,omitempty"`
@@ -364,6 +364,9 @@ func (r *ScenarioReport) WriteTable(w io.Writer) error {
 		}
 		if sc.Consumers == 1 && res.Unreachable == "" && res.OutOfOrder > 0 {
 			fmt.Fprintf(&b, "%s: %d messages out of session order\n", res.Target, res.OutOfOrder)
+		}
+		if res.Unfinished > 0 {
+			fmt.Fprintf(&b, "%s: %d messages published but not through the last stage %s after publishing stopped\n", res.Target, res.Unfinished, scenarioDrainTimeout)
 		}
 		if res.TraceBroken > 0 {
 			fmt.Fprintf(&b, "%s: %d messages lost their trace context on the way\n", res.Target, res.TraceBroken)

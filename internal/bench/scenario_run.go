@@ -666,7 +666,7 @@ func (m *measurement) result() *ScenarioResult {
 		CDF:               cdfOf(m.e2e),
 		Published:         m.published.Load(),
 		Completed:         m.completed.Load(),
-		Lost:              max(0, m.published.Load()-m.completed.Load()),
+		Unfinished:        max(0, m.published.Load()-m.completed.Load()),
 		Redeliveries:      m.redelivered.Load(),
 		OutOfOrder:        m.outOfOrder.Load(),
 		TraceBroken:       m.traceBroken.Load(),

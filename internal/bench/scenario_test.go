@@ -47,8 +47,8 @@ func TestScenariosShort(t *testing.T) {
 				if l := res.Latency; l.P50 <= 0 || l.P99 < l.P50 || l.P999 < l.P99 {
 					t.Errorf("%s: latency %+v, want 0 < p50 <= p99 <= p99.9", target, l)
 				}
-				if res.Lost != 0 || res.Errors != 0 {
-					t.Errorf("%s: %d lost, %d errors (first: %s)", target, res.Lost, res.Errors, res.FirstError)
+				if res.Unfinished != 0 || res.Errors != 0 {
+					t.Errorf("%s: %d unfinished, %d errors (first: %s)", target, res.Unfinished, res.Errors, res.FirstError)
 				}
 				if len(res.Series) < 2 {
 					t.Errorf("%s: %d series points, want a few", target, len(res.Series))

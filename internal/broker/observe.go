@@ -288,7 +288,9 @@ func (l *latencySampler) route(nc *nats.Conn, m *nats.Msg) {
 	if !ok {
 		return
 	}
-	_ = nc.Publish(reply, m.Data)
+	// Headers too: a status reply (no responders) must reach the publisher
+	// as one.
+	_ = nc.PublishMsg(&nats.Msg{Subject: reply, Header: m.Header, Data: m.Data})
 	if hs := l.handles.Load(); hs != nil && id < len(*hs) {
 		(*hs)[id].IngressLatency(time.Since(time.Unix(0, ts)))
 	}

@@ -72,6 +72,10 @@ type rule struct {
 	matched atomic.Uint64
 	errs    atomic.Uint64
 	lastErr atomic.Pointer[string]
+
+	// eff holds an adaptive split's effective weights, by target
+	// (route_health.go); nil routes by the configured weights.
+	eff atomic.Pointer[adaptiveWeights]
 }
 
 // routeTarget is one target subject of a rule.
@@ -256,6 +260,9 @@ func compileRule(env *expr.Env, d semaq.Route) (*rule, error) {
 	default:
 		return nil, errors.New("no target: give a target subject (to) or a split")
 	}
+	if d.Adaptive && len(d.Split) == 0 {
+		return nil, errors.New("adaptive weights need a split; a single target has nothing to shift")
+	}
 	if d.When != "" {
 		p, err := env.Compile(d.When)
 		if err != nil {
@@ -302,6 +309,9 @@ func (r *rule) judge(m expr.Message) (t *routeTarget, key string, err error) {
 		h = keyHash(key)
 	} else {
 		h = rand.Uint64()
+	}
+	if r.def.Adaptive {
+		return r.pickAdaptive(h), key, nil
 	}
 	// Scale the hash to the total weight by its high bits: a key keeps its
 	// target while the weights stay, and moving weight between two targets

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/gateway"
 	"github.com/semaq/semaq/internal/httpapi"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
@@ -291,19 +292,24 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return fmt.Errorf("broker: http: %w", err)
 	}
 	s.httpLn = ln
+	gw := gateway.New(gateway.Options{Client: front, Log: s.log.With("component", "gateway")})
 	h := httpapi.New(httpapi.Options{
 		Client:         front,
 		Log:            s.log.With("component", "http"),
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
 		MaxBody:        s.cfg.MaxPayload,
 		Ready:          s.ready,
-		Routes:         s.reg.Routes,
+		Routes: func(mux *http.ServeMux) {
+			s.reg.Routes(mux)
+			gw.Register(mux) // the OpenAI-compatible gateway (internal/gateway)
+		},
 		Metrics:        s.metrics,
 		Tracing:        s.tracing,
 	})
 	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	// Event streams never finish on their own; end them when shutting down.
 	s.httpSrv.RegisterOnShutdown(h.CloseStreams)
+	s.httpSrv.RegisterOnShutdown(gw.Close)
 	go func() {
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)

@@ -79,6 +79,7 @@ func (s *Server) startTokens(ctx context.Context) error {
 	ts := &tokenStore{js: s.js, stream: st, timers: map[string]*time.Timer{}}
 	ts.sub, err = s.nc.QueueSubscribe(semaq.TokenPrefix+"*.end", "semaq.tokens", func(m *nats.Msg) {
 		ts.closedStream(m, s.log.Debug)
+		s.observeTokenEnd(m) // metrics and span of the stream (observe_tokens.go)
 	})
 	if err != nil {
 		return fmt.Errorf("broker: token stream retention: %w", err)

@@ -80,6 +80,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newDLQCmd(e),
 		newRouteCmd(e),
 		newAgentCmd(e),
+		newWorkerCmd(e),
 		newQueueCmd(e),
 		newWorkCmd(e),
 		newCancelCmd(e),

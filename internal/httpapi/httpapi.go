@@ -84,6 +84,11 @@ func New(o Options) *Handler {
 	h.mux.HandleFunc("GET /api/v1/streams", h.needsClient(h.streams))
 	h.mux.HandleFunc("GET /api/v1/streams/{name}", h.needsClient(h.stream))
 	h.mux.HandleFunc("GET /api/v1/tokens/{id}", h.needsClient(h.tokens))
+	h.mux.HandleFunc("GET /api/v1/queues", h.needsClient(h.queues))
+	h.mux.HandleFunc("GET /api/v1/queues/{name}", h.needsClient(h.queue))
+	h.mux.HandleFunc("POST /api/v1/queues/{name}/fetch", h.needsClient(h.queueFetch))
+	h.mux.HandleFunc("POST /api/v1/queues/{name}/answer", h.needsClient(h.queueAnswer))
+	h.mux.HandleFunc("POST /api/v1/queues/{name}/cancel/{id}", h.needsClient(h.queueCancel))
 	if o.Routes != nil {
 		o.Routes(h.mux)
 	}

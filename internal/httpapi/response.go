@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/semaq/semaq/semaq"
 )
@@ -49,6 +50,9 @@ func writeErr(w http.ResponseWriter, err error) {
 			status = http.StatusBadRequest
 		case status < 400 || status > 499:
 			status = http.StatusServiceUnavailable
+		}
+		if apiErr.RetryAfterMs > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt((apiErr.RetryAfterMs+999)/1000, 10))
 		}
 		writeError(w, status, apiErr.ErrCode, apiErr.Description)
 		return

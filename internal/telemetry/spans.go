@@ -103,4 +103,5 @@ const (
 	AttrGenAIRespModel   = attribute.Key("gen_ai.response.model")
 	AttrGenAIFinish      = attribute.Key("gen_ai.response.finish_reasons")
 	AttrTimeToFirstToken = attribute.Key("semaq.time_to_first_token_ms")
+	AttrTokenStream      = attribute.Key("semaq.token_stream.id") // the request id
 )

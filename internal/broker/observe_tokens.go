@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/semaq"
+)
+
+// observeTokenEnd measures a token stream from its terminal record, which
+// the broker receives anyway (one per stream, queue group: once per
+// cluster): tokens relayed, outcome, and with the writer's
+// SQ-Token-First / SQ-Token-Elapsed headers the time to first token, time
+// per output token and tokens per second. A stream whose records carry a
+// traceparent gets a span "tokens" covering the stream.
+func (s *Server) observeTokenEnd(m *nats.Msg) {
+	if s.metrics == nil && s.tracing == nil {
+		return
+	}
+	c, err := semaq.ParseTokenChunk(m.Data)
+	if err != nil || !c.Terminal() {
+		return
+	}
+	tokens := int(c.Offset) + c.N
+	first, _ := time.ParseDuration(m.Header.Get(semaq.HdrTokenFirst))
+	total, _ := time.ParseDuration(m.Header.Get(semaq.HdrTokenElapsed))
+	outcome := metrics.StreamDone
+	if c.Error != nil {
+		switch c.Error.Code {
+		case semaq.TokenErrCancelled:
+			outcome = metrics.StreamCanceled
+		case semaq.TokenErrDeadline:
+			outcome = metrics.StreamTimeout
+		default:
+			outcome = metrics.StreamError
+		}
+	}
+	model, tenant := m.Header.Get(semaq.HdrModel), m.Header.Get(semaq.HdrTenant)
+	ts := s.metrics.TokenStream(model, tenant)
+	ts.Tokens(tokens)
+	if first > 0 {
+		ts.FirstToken(first)
+	}
+	ts.Finished(outcome, tokens, first, total)
+
+	if s.tracing == nil || c.TraceParent == "" {
+		return
+	}
+	ctx := client.ExtractTrace(context.Background(), nats.Header{semaq.HdrTraceParent: {c.TraceParent}})
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	end := time.Now()
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(end.Add(-total))}
+	id := strings.TrimSuffix(strings.TrimPrefix(m.Subject, semaq.TokenPrefix), ".end")
+	_, span := s.tracing.Tracer().Start(ctx, "tokens", opts...)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrTokenStream.String(id))
+		if model != "" {
+			span.SetAttributes(client.AttrModel.String(model))
+		}
+		if tenant != "" {
+			span.SetAttributes(client.AttrTenant.String(tenant))
+		}
+		span.SetAttributes(telemetry.AttrGenAIOutputToken.Int(tokens))
+		if first > 0 {
+			span.SetAttributes(telemetry.AttrTimeToFirstToken.Float64(float64(first) / float64(time.Millisecond)))
+		}
+		if c.Final != nil {
+			span.SetAttributes(telemetry.AttrGenAIFinish.StringSlice([]string{c.Final.FinishReason}))
+			if u := c.Final.Usage; u != nil && u.Prompt > 0 {
+				span.SetAttributes(client.AttrInputTokens.Int(u.Prompt))
+			}
+		}
+		if c.Error != nil {
+			span.SetStatus(codes.Error, c.Error.Error())
+		}
+	}
+	span.End(trace.WithTimestamp(end))
+}

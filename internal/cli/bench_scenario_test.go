@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestBenchRun(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile, htmlFile := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	r := runBench("run", "rl-feedback", "--short", "--targets", "semaq,jetstream,rabbitmq",
+		"--rabbitmq-url", "amqp://guest:guest@127.0.0.1:1/", "--json", jsonFile, "--html", htmlFile)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"rl-feedback (short): queue; seed 20260104", "semaq vs jetstream", "rabbitmq: unreachable: ", "goals:"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "jetstream: rl-feedback") {
+		t.Errorf("no progress on stderr:\n%s", r.stderr)
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Scenario string `json:"scenario"`
+		Results  []struct {
+			Target      string  `json:"target"`
+			Throughput  float64 `json:"throughput_msgs_per_s"`
+			Unreachable string  `json:"unreachable"`
+			Series      []any   `json:"series"`
+		} `json:"results"`
+		Findings []any `json:"findings"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json: %v", err)
+	}
+	if rep.Scenario != "rl-feedback" || len(rep.Results) != 3 || rep.Findings == nil {
+		t.Fatalf("--json: scenario %q, %d results, findings %v", rep.Scenario, len(rep.Results), rep.Findings)
+	}
+	for _, res := range rep.Results[:2] {
+		if res.Throughput <= 0 || len(res.Series) == 0 {
+			t.Errorf("%s: %.0f msgs/s, %d series points", res.Target, res.Throughput, len(res.Series))
+		}
+	}
+	if !strings.HasPrefix(rep.Results[2].Unreachable, "unreachable: ") {
+		t.Errorf("rabbitmq: unreachable %q", rep.Results[2].Unreachable)
+	}
+	page, err := os.ReadFile(htmlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "rl-feedback") {
+		t.Errorf("--html page has no charts")
+	}
+}
+
+func TestBenchRunErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "give one scenario: agent, finetune, rag, rl-feedback, tokens"},
+		{[]string{"run", "nope"}, `"nope" is not a scenario`},
+		{[]string{"run", "rag", "--targets", "kafka"}, `"kafka" is not a target`},
+		{[]string{"run", "rag", "--consumers", "0"}, "consumers: 0 is outside"},
+		{[]string{"run", "rag", "--rate", "-5"}, "rate: -5"},
+		{[]string{"run", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml"},
+		{[]string{"run", "rag", "--json", filepath.Join(t.TempDir(), "no", "such", "dir", "r.json")}, "--json"},
+	} {
+		r := runBench(tc.args...)
+		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("bench %s: exit %d, stderr %q, want an error naming %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
+		}
+	}
+}

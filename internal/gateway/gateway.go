@@ -1,0 +1,460 @@
+// Package gateway is SemaQ's OpenAI-compatible front door on the HTTP
+// port: POST /v1/chat/completions and GET /v1/models. A completion request
+// becomes a work item on its model's queue (semaq.InferQueue); a worker
+// takes it and streams the tokens into the request's token stream, which
+// the gateway reads and answers from, as Server-Sent Events or one JSON
+// answer. See docs/gateway.md.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Options configures the gateway.
+type Options struct {
+	// Client is the broker connection. Required.
+	Client *client.Client
+	// Log receives request failures; nil discards them.
+	Log *slog.Logger
+	// APIKeys maps bearer keys to tenants. When set, a request must bring
+	// one of these keys (401 otherwise) and X-SemaQ-Tenant is ignored.
+	// When empty, any key (or none) is accepted: the tenant is
+	// X-SemaQ-Tenant if given, else "key-" and 12 hex digits of the
+	// key's SHA-256, else none.
+	APIKeys map[string]string
+	// DefaultTimeout bounds a request that sets no X-SemaQ-Timeout
+	// (default 5 minutes); MaxTimeout bounds any (default 1 hour).
+	DefaultTimeout time.Duration
+	MaxTimeout     time.Duration
+	// ModelsTTL is how long the list of live models is reused (default 1s).
+	ModelsTTL time.Duration
+}
+
+// Gateway serves the OpenAI-compatible endpoints. It is safe for
+// concurrent use.
+type Gateway struct {
+	o   Options
+	c   *client.Client
+	log *slog.Logger
+
+	closing context.Context
+	close   context.CancelFunc
+
+	mu       sync.Mutex
+	models   []string // sorted
+	modelsAt time.Time
+}
+
+// New returns a gateway.
+func New(o Options) *Gateway {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 5 * time.Minute
+	}
+	if o.MaxTimeout <= 0 {
+		o.MaxTimeout = time.Hour
+	}
+	if o.ModelsTTL <= 0 {
+		o.ModelsTTL = time.Second
+	}
+	g := &Gateway{o: o, c: o.Client, log: o.Log}
+	g.closing, g.close = context.WithCancel(context.Background())
+	return g
+}
+
+// Register mounts the endpoints on mux.
+func (g *Gateway) Register(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/chat/completions", g.chat)
+	mux.HandleFunc("GET /v1/models", g.listModels)
+}
+
+// Close ends every open response stream, as a shutdown must: an event
+// stream is otherwise active until its client leaves.
+func (g *Gateway) Close() { g.close() }
+
+// errorFor writes OpenAI's error shape.
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	e := &openai.Error{Message: msg, Type: typ}
+	if code != "" {
+		e.Code = openai.Str(code)
+	}
+	writeJSON(w, status, openai.ErrorBody{Error: e})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"encoding the answer failed","type":"server_error","param":null,"code":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
+	models, err := g.liveModels(r.Context(), true)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "listing models: "+err.Error())
+		return
+	}
+	list := openai.ModelList{Object: "list", Data: []openai.Model{}}
+	for _, m := range models {
+		list.Data = append(list.Data, openai.Model{ID: m, Object: "model", Created: 0, OwnedBy: "semaq"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// liveModels returns the models served by live workers: the union of the
+// models announced by agents with the inference intent. A list younger
+// than ModelsTTL is reused unless fresh is set.
+func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) {
+	g.mu.Lock()
+	if !fresh && time.Since(g.modelsAt) < g.o.ModelsTTL {
+		m := g.models
+		g.mu.Unlock()
+		return m, nil
+	}
+	g.mu.Unlock()
+	agents, err := g.c.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var models []string
+	for _, a := range agents {
+		if slices.Contains(a.Intents, semaq.InferIntent) {
+			models = append(models, semaq.SplitList(a.Capabilities[semaq.CapModels])...)
+		}
+	}
+	slices.Sort(models)
+	models = slices.Compact(models)
+	g.mu.Lock()
+	g.models, g.modelsAt = models, time.Now()
+	g.mu.Unlock()
+	return models, nil
+}
+
+// modelLive says whether a live worker serves model, reading the registry
+// again when the cached list does not have it (a worker that just
+// started).
+func (g *Gateway) modelLive(ctx context.Context, model string) (bool, error) {
+	models, err := g.liveModels(ctx, false)
+	if err != nil {
+		return false, err
+	}
+	if _, ok := slices.BinarySearch(models, model); ok {
+		return true, nil
+	}
+	g.mu.Lock()
+	recent := time.Since(g.modelsAt) < 100*time.Millisecond
+	g.mu.Unlock()
+	if recent {
+		return false, nil
+	}
+	models, err = g.liveModels(ctx, true)
+	if err != nil {
+		return false, err
+	}
+	_, ok := slices.BinarySearch(models, model)
+	return ok, nil
+}
+
+// tenant is the tenant a request is accounted to (Options.APIKeys).
+func (g *Gateway) tenant(r *http.Request) (string, error) {
+	key := ""
+	if a := r.Header.Get("Authorization"); a != "" {
+		k, ok := strings.CutPrefix(a, "Bearer ")
+		if !ok {
+			return "", errors.New("the Authorization header must be \"Bearer <key>\"")
+		}
+		key = strings.TrimSpace(k)
+	}
+	if len(g.o.APIKeys) > 0 {
+		t, ok := g.o.APIKeys[key]
+		if !ok || key == "" {
+			return "", errors.New("Incorrect API key provided.")
+		}
+		return t, nil
+	}
+	if t := r.Header.Get(semaq.HdrHTTPTenant); t != "" {
+		return t, nil
+	}
+	if key == "" {
+		return "", nil
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "key-" + hex.EncodeToString(sum[:6]), nil
+}
+
+// requestTimeout reads X-SemaQ-Timeout: a Go duration or seconds.
+func (g *Gateway) requestTimeout(r *http.Request) (time.Duration, error) {
+	v := r.Header.Get(semaq.HdrHTTPTimeout)
+	if v == "" {
+		return g.o.DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		secs, serr := strconv.ParseFloat(v, 64)
+		if serr != nil {
+			return 0, fmt.Errorf("%s %q is not a duration (30s, 2m) or a number of seconds", semaq.HdrHTTPTimeout, v)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 || d > g.o.MaxTimeout {
+		return 0, fmt.Errorf("%s %s is outside 0..%s", semaq.HdrHTTPTimeout, d, g.o.MaxTimeout)
+	}
+	return d, nil
+}
+
+// newTraceParent starts a trace for a request that brings none.
+func newTraceParent() string {
+	var b [24]byte
+	_, _ = rand.Read(b[:])
+	return "00-" + hex.EncodeToString(b[:16]) + "-" + hex.EncodeToString(b[16:]) + "-01"
+}
+
+func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, openai.MaxRequestBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large",
+				fmt.Sprintf("The request body is larger than %d bytes.", openai.MaxRequestBytes))
+			return
+		}
+		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "", "reading the request body: "+err.Error())
+		return
+	}
+	req, err := openai.ParseChatRequest(body)
+	if err != nil {
+		oe, _ := errors.AsType[*openai.Error](err)
+		writeJSON(w, http.StatusBadRequest, openai.ErrorBody{Error: oe})
+		return
+	}
+	if err := semaq.CheckModel(req.Model); err != nil {
+		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_model", err.Error())
+		return
+	}
+	tenant, err := g.tenant(r)
+	if err != nil {
+		writeError(w, http.StatusUnauthorized, openai.TypeAuthentication, "invalid_api_key", err.Error())
+		return
+	}
+	opts := []client.PublishOption{client.WithModel(req.Model)}
+	if tenant != "" {
+		opts = append(opts, client.WithTenant(tenant))
+	}
+	if v := r.Header.Get(semaq.HdrHTTPPriority); v != "" {
+		p, err := semaq.ParsePriority(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_priority", semaq.HdrHTTPPriority+": "+err.Error())
+			return
+		}
+		opts = append(opts, client.WithPriority(p))
+	}
+	timeout, err := g.requestTimeout(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_timeout", err.Error())
+		return
+	}
+	for _, h := range []struct {
+		name string
+		opt  func(string) client.PublishOption
+	}{{semaq.HdrHTTPAdapter, client.WithAdapter}, {semaq.HdrHTTPSession, client.WithSession}} {
+		if v := r.Header.Get(h.name); v != "" {
+			if len(v) > semaq.MaxEnvelopeValue {
+				writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "", fmt.Sprintf("%s is longer than %d bytes", h.name, semaq.MaxEnvelopeValue))
+				return
+			}
+			opts = append(opts, h.opt(v))
+		}
+	}
+	tp := r.Header.Get("traceparent")
+	if tp == "" || len(tp) > semaq.MaxEnvelopeValue {
+		tp = newTraceParent()
+	}
+
+	ok, err := g.modelLive(r.Context(), req.Model)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "looking up the model's workers: "+err.Error())
+		return
+	}
+	if !ok {
+		writeError(w, http.StatusNotFound, openai.TypeInvalidRequest, "model_not_found",
+			fmt.Sprintf("The model `%s` does not exist or no worker serves it.", req.Model))
+		return
+	}
+
+	id := "chatcmpl-" + nuid.Next()
+	w.Header().Set(semaq.HdrHTTPRequestID, id)
+	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	ctx, stopClosing := withClosing(ctx, g.closing)
+	defer stopClosing()
+	opts = append(opts, client.WithMsgID(id), client.WithDeadline(deadline), client.WithTraceParent(tp),
+		client.WithPromptTokens(estimateTokens(req)))
+
+	// The reader starts while the request is published: it reads from
+	// the beginning of the token stream, so it misses nothing either way.
+	type opened struct {
+		rd  *client.TokenReader
+		err error
+	}
+	readerCh := make(chan opened, 1)
+	go func() {
+		rd, err := g.c.ReadTokens(ctx, id)
+		readerCh <- opened{rd, err}
+	}()
+	_, perr := g.c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...)
+	op := <-readerCh
+	if op.rd != nil {
+		defer op.rd.Close()
+	}
+	if perr != nil {
+		g.publishError(ctx, w, req.Model, perr)
+		return
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			g.cancelRequest(req.Model, id)
+		}
+	}()
+	if op.err != nil {
+		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "reading the token stream: "+op.err.Error())
+		return
+	}
+	if req.Stream {
+		finished = g.stream(ctx, w, req, id, op.rd)
+		return
+	}
+	finished = g.complete(ctx, w, req, id, op.rd)
+}
+
+// withClosing ends ctx when the gateway closes too.
+func withClosing(ctx, closing context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(closing, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// cancelRequest withdraws a request whose client left or whose time ran
+// out: the queue drops it, or the worker holding it is told to stop.
+func (g *Gateway) cancelRequest(model, id string) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := g.c.Cancel(ctx, semaq.InferQueue(model), id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
+			g.log.Warn("cancelling a request", "id", id, "err", err)
+		}
+	}()
+}
+
+func (g *Gateway) publishError(ctx context.Context, w http.ResponseWriter, model string, err error) {
+	switch {
+	case errors.Is(err, semaq.ErrOverloaded):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "overloaded", "The model `"+model+"` is overloaded: "+err.Error())
+	case errors.Is(err, semaq.ErrTooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", err.Error())
+	case errors.Is(err, semaq.ErrNoStream):
+		writeError(w, http.StatusNotFound, openai.TypeInvalidRequest, "model_not_found", "The model `"+model+"` has no queue: no worker ever served it.")
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, openai.TypeTimeout, "timeout", "The request timed out before it was queued.")
+	case ctx.Err() != nil:
+		// The client left; nobody reads the answer.
+	default:
+		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "queueing the request: "+err.Error())
+	}
+}
+
+// estimateTokens guesses the prompt's tokens for the queue's fair share
+// before the model counts them: about four bytes a token.
+func estimateTokens(req *openai.ChatRequest) int {
+	n := 0
+	for i := range req.Messages {
+		n += len(req.Messages[i].Content) + len(req.Messages[i].Role) + 4
+	}
+	return n/semaq.CharsPerToken + 1
+}
+
+// failure maps the end of a token stream that is not a final record to
+// an HTTP status and OpenAI error.
+func failure(ctx context.Context, err error) (int, *openai.Error) {
+	if te, ok := errors.AsType[*semaq.TokenError](err); ok {
+		e := &openai.Error{Message: te.Message, Code: openai.Str(te.Code)}
+		switch te.Code {
+		case semaq.TokenErrDeadline:
+			e.Type = openai.TypeTimeout
+			return http.StatusGatewayTimeout, e
+		case "bad_request":
+			e.Type = openai.TypeInvalidRequest
+			return http.StatusBadRequest, e
+		case semaq.TokenErrCancelled:
+			e.Type = openai.TypeServer
+			return http.StatusServiceUnavailable, e
+		default: // upstream_error, worker_lost
+			e.Type = openai.TypeServer
+			return http.StatusBadGateway, e
+		}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return http.StatusGatewayTimeout, &openai.Error{Message: "The request timed out.", Type: openai.TypeTimeout, Code: openai.Str("timeout")}
+	}
+	if errors.Is(err, client.ErrTokenGap) {
+		return http.StatusBadGateway, &openai.Error{Message: err.Error(), Type: openai.TypeServer, Code: openai.Str("token_gap")}
+	}
+	return http.StatusServiceUnavailable, &openai.Error{Message: err.Error(), Type: openai.TypeServer, Code: openai.Str("unavailable")}
+}
+
+// complete answers a request with stream false; it reports whether the
+// request ran to its end.
+func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader) bool {
+	res, err := rd.Collect(ctx)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return false // the client left
+		}
+		status, oe := failure(ctx, err)
+		writeJSON(w, status, openai.ErrorBody{Error: oe})
+		_, terminal := errors.AsType[*semaq.TokenError](err)
+		return terminal
+	}
+	msg := openai.ResponseMessage{Role: "assistant"}
+	if res.Text != "" || len(res.Calls) == 0 {
+		msg.Content = openai.Str(res.Text)
+	}
+	for _, c := range res.Calls {
+		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: c.ID, Type: "function", Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}})
+	}
+	out := openai.ChatCompletion{ID: id, Object: "chat.completion", Created: time.Now().Unix(), Model: req.Model,
+		Choices: []openai.Choice{{Index: 0, Message: msg, FinishReason: res.Final.FinishReason}}}
+	if u := res.Final.Usage; u != nil {
+		out.Usage = &openai.Usage{PromptTokens: u.Prompt, CompletionTokens: u.Completion, TotalTokens: u.Total}
+	} else {
+		out.Usage = &openai.Usage{CompletionTokens: int(res.Tokens), TotalTokens: int(res.Tokens)}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return true
+}

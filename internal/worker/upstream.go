@@ -1,0 +1,178 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/sim"
+	"github.com/semaq/semaq/internal/sse"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Upstream is a model server the worker calls. Chat answers one request,
+// calling emit for each token in order, and returns how it finished. It
+// must stop soon after ctx ends, returning ctx's error. Implementations
+// are safe for concurrent use.
+type Upstream interface {
+	Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error)
+}
+
+// UpstreamError is a failure of the model server: its HTTP status (0 when
+// it was not reached) and what it said.
+type UpstreamError struct {
+	Status  int
+	Message string
+}
+
+func (e *UpstreamError) Error() string {
+	if e.Status == 0 {
+		return "upstream: " + e.Message
+	}
+	return fmt.Sprintf("upstream answered %d: %s", e.Status, e.Message)
+}
+
+// simUpstream is the built-in simulated model.
+type simUpstream struct{ m *sim.Model }
+
+func (s simUpstream) Chat(ctx context.Context, _ []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error) {
+	return s.m.Generate(ctx, req, emit)
+}
+
+// httpUpstream is any OpenAI-compatible server: it is always asked to
+// stream, with usage, whatever the client asked; the gateway turns the
+// tokens into the answer the client wants.
+type httpUpstream struct {
+	endpoint string // .../chat/completions
+	apiKey   string
+	hc       *http.Client
+}
+
+// newHTTPUpstream takes the base URL an OpenAI client would use
+// (http://host:8000/v1); a URL without a path gets /v1.
+func newHTTPUpstream(base, apiKey string, hc *http.Client) (*httpUpstream, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("worker: upstream %q is not an http(s) URL (or \"sim\")", base)
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	if p == "" {
+		p = "/v1"
+	}
+	u.Path = p + "/chat/completions"
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &httpUpstream{endpoint: u.String(), apiKey: apiKey, hc: hc}, nil
+}
+
+func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error) {
+	fields := map[string]json.RawMessage{}
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return sim.Outcome{}, fmt.Errorf("worker: request body: %w", err)
+	}
+	fields["stream"] = json.RawMessage("true")
+	fields["stream_options"] = json.RawMessage(`{"include_usage":true}`)
+	out, _ := json.Marshal(fields)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(out))
+	if err != nil {
+		return sim.Outcome{}, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if h.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+h.apiKey)
+	}
+	resp, err := h.hc.Do(hreq)
+	if err != nil {
+		if ctx.Err() != nil {
+			return sim.Outcome{}, ctx.Err()
+		}
+		return sim.Outcome{}, &UpstreamError{Message: err.Error()}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var eb openai.ErrorBody
+		msg := strings.TrimSpace(string(b))
+		if json.Unmarshal(b, &eb) == nil && eb.Error != nil && eb.Error.Message != "" {
+			msg = eb.Error.Message
+		}
+		return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: msg}
+	}
+	var (
+		res       sim.Outcome
+		sawUsage  bool
+		completed int
+		r         = sse.NewReader(resp.Body, 4<<20)
+	)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return sim.Outcome{}, ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				if res.FinishReason == "" {
+					return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "stream ended without a finish reason"}
+				}
+				break // [DONE] is optional for some servers
+			}
+			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "reading the stream: " + err.Error()}
+		}
+		if ev.Data == "[DONE]" {
+			break
+		}
+		var chunk struct {
+			openai.ChatCompletionChunk
+			Error *openai.Error `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &chunk); err != nil {
+			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "event is not a chat.completion.chunk: " + err.Error()}
+		}
+		if chunk.Error != nil {
+			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: chunk.Error.Message}
+		}
+		if u := chunk.Usage; u != nil {
+			res.Usage = semaq.TokenUsage{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Total: u.TotalTokens}
+			sawUsage = true
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			if c := ch.Delta.Content; c != nil && *c != "" {
+				completed++
+				if err := emit(sim.Piece{Text: *c}); err != nil {
+					return sim.Outcome{}, err
+				}
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				completed++
+				f := &semaq.FunctionCallFragment{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+				if err := emit(sim.Piece{Func: f}); err != nil {
+					return sim.Outcome{}, err
+				}
+			}
+			if ch.FinishReason != nil && *ch.FinishReason != "" {
+				res.FinishReason = *ch.FinishReason
+			}
+		}
+	}
+	if !sawUsage {
+		// The server ignored include_usage: count what came.
+		p := sim.PromptTokens(req.Prompt())
+		res.Usage = semaq.TokenUsage{Prompt: p, Completion: completed, Total: p + completed}
+	}
+	if res.FinishReason == "" {
+		res.FinishReason = "stop"
+	}
+	return res, nil
+}

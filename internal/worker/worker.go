@@ -1,0 +1,364 @@
+// Package worker is the worker adapter behind `semaq worker`: it takes
+// inference requests from the queues of its models, calls an
+// OpenAI-compatible upstream (vLLM, Ollama, llama.cpp server, a hosted
+// API) or the built-in simulated model, and streams the upstream's tokens
+// into the request's token stream. See docs/worker.md.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nuid"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/sim"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Config configures a worker. Start from the zero value and set Upstream
+// and Models; Validate fills the defaults.
+type Config struct {
+	// Upstream is the base URL of an OpenAI-compatible API
+	// (http://host:8000/v1), or "sim" for the built-in simulated model.
+	Upstream string
+	// Models are the model names the worker serves; at least one.
+	Models []string
+	// Concurrency is how many requests run at once (default 4).
+	Concurrency int
+	// APIKey is sent to the upstream as a bearer token.
+	APIKey string
+	// Labels describe the worker to the dispatcher; "adapter" lists the
+	// adapters it has loaded (comma-separated) and draws their requests.
+	Labels map[string]string
+	// Sim configures the simulated model of Upstream "sim".
+	Sim sim.Config
+	// ID names the worker in the agent registry (default worker-<random>).
+	ID string
+	// AckWait is the ack wait of the queues the worker creates (default
+	// 10s): a worker that dies holding a request loses it after this.
+	AckWait time.Duration
+	// QueueStorage is the storage of the queues the worker creates:
+	// memory (default) or file.
+	QueueStorage string
+	// Log receives what the worker does; nil discards it.
+	Log *slog.Logger
+	// HTTPClient calls the upstream; nil means a default client.
+	HTTPClient *http.Client
+}
+
+// Validate checks c and fills its defaults.
+func (c *Config) Validate() error {
+	if c.Upstream == "" {
+		return errors.New("worker: --upstream is required (a URL such as http://127.0.0.1:8000/v1, or sim)")
+	}
+	if len(c.Models) == 0 {
+		return errors.New("worker: at least one --model is required")
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Models {
+		if err := semaq.CheckModel(m); err != nil {
+			return fmt.Errorf("worker: --model: %w", err)
+		}
+		if seen[m] {
+			return fmt.Errorf("worker: --model %s given twice", m)
+		}
+		seen[m] = true
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	if c.Concurrency < 1 || c.Concurrency > 4096 {
+		return fmt.Errorf("worker: --concurrency %d is outside 1..4096", c.Concurrency)
+	}
+	if c.ID == "" {
+		c.ID = "worker-" + nuid.Next()
+	}
+	if err := semaq.CheckAgentID(c.ID); err != nil {
+		return fmt.Errorf("worker: id: %w", err)
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 10 * time.Second
+	}
+	if c.AckWait < 100*time.Millisecond {
+		return fmt.Errorf("worker: ack wait %s is under 100ms", c.AckWait)
+	}
+	switch c.QueueStorage {
+	case "":
+		c.QueueStorage = "memory"
+	case "memory", "file":
+	default:
+		return fmt.Errorf("worker: queue storage %q is not memory or file", c.QueueStorage)
+	}
+	for k := range c.Labels {
+		if k == "" || k == "model" {
+			return fmt.Errorf("worker: --label %q: the model label comes from --model", k)
+		}
+	}
+	return c.Sim.Validate()
+}
+
+// Stats count what a worker did.
+type Stats struct {
+	Jobs      uint64 // requests answered completely
+	Cancelled uint64 // requests whose context ended while running
+	Failed    uint64 // upstream failures
+	Lost      uint64 // requests found half-streamed by a worker that died
+	Tokens    uint64 // tokens streamed
+}
+
+// Worker serves inference requests. Run it once.
+type Worker struct {
+	c   *client.Client
+	cfg Config
+	up  Upstream
+	log *slog.Logger
+
+	jobs, cancelled, failed, lost, tokens atomic.Uint64
+}
+
+// New prepares a worker that talks to the broker through c.
+func New(c *client.Client, cfg Config) (*Worker, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	w := &Worker{c: c, cfg: cfg, log: cfg.Log}
+	if w.log == nil {
+		w.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Upstream == "sim" {
+		m, err := sim.New(cfg.Sim)
+		if err != nil {
+			return nil, err
+		}
+		w.up = simUpstream{m}
+	} else {
+		up, err := newHTTPUpstream(cfg.Upstream, cfg.APIKey, cfg.HTTPClient)
+		if err != nil {
+			return nil, err
+		}
+		w.up = up
+	}
+	return w, nil
+}
+
+// ID is the worker's id in the agent registry.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{Jobs: w.jobs.Load(), Cancelled: w.cancelled.Load(), Failed: w.failed.Load(), Lost: w.lost.Load(), Tokens: w.tokens.Load()}
+}
+
+// Run creates the queues of the worker's models, announces the worker and
+// serves requests until ctx ends. Requests in progress then run to their
+// end (each is bounded by its own deadline) before Run returns.
+func (w *Worker) Run(ctx context.Context) error { return w.run(ctx, nil) }
+
+// RunReady is Run calling ready once the worker's queues exist and it is
+// announced: requests for its models are accepted from then on.
+func (w *Worker) RunReady(ctx context.Context, ready func()) error { return w.run(ctx, ready) }
+
+func (w *Worker) run(ctx context.Context, ready func()) error {
+	for _, m := range w.cfg.Models {
+		_, err := w.c.AddQueue(ctx, semaq.QueueConfig{
+			Name:        semaq.InferQueue(m),
+			Description: "inference requests for model " + m,
+			Subjects:    []string{semaq.InferSubject(m)},
+			Storage:     w.cfg.QueueStorage,
+			AckWait:     w.cfg.AckWait,
+		})
+		if err != nil && !errors.Is(err, semaq.ErrStreamExists) {
+			return fmt.Errorf("worker: queue for model %s: %w", m, err)
+		}
+	}
+	caps := map[string]string{semaq.CapModels: strings.Join(w.cfg.Models, ",")}
+	if a := w.cfg.Labels["adapter"]; a != "" {
+		caps[semaq.CapAdapters] = a
+	}
+	if w.cfg.Upstream == "sim" {
+		caps["upstream"] = "sim"
+	}
+	ann, err := w.c.Announce(ctx, semaq.Agent{ID: w.cfg.ID, Intents: []string{semaq.InferIntent}, Capabilities: caps,
+		Subject: semaq.InferSubjectPrefix + ">"}, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("worker: announcing: %w", err)
+	}
+	w.log.Info("worker serving", "id", w.cfg.ID, "models", w.cfg.Models, "upstream", w.cfg.Upstream, "concurrency", w.cfg.Concurrency)
+	if ready != nil {
+		ready()
+	}
+
+	slots := make(chan struct{}, w.cfg.Concurrency)
+	var running sync.WaitGroup
+	var fetchers sync.WaitGroup
+	for _, m := range w.cfg.Models {
+		labels := maps.Clone(w.cfg.Labels)
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels["model"] = m
+		queue := semaq.InferQueue(m)
+		fetchers.Go(func() {
+			for {
+				select {
+				case slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				// A short wait lets the fetchers of several models take
+				// turns with the slots.
+				jobs, err := w.c.Fetch(ctx, queue, client.FetchMax(1), client.FetchWait(time.Second), client.FetchLabels(labels))
+				if err != nil || len(jobs) == 0 {
+					<-slots
+					if err != nil && ctx.Err() == nil {
+						w.log.Warn("fetch failed", "queue", queue, "err", err)
+						select {
+						case <-time.After(200 * time.Millisecond):
+						case <-ctx.Done():
+						}
+					}
+					if ctx.Err() != nil {
+						return
+					}
+					continue
+				}
+				running.Go(func() {
+					defer func() { <-slots }()
+					w.handle(jobs[0])
+				})
+			}
+		})
+	}
+	fetchers.Wait()
+	running.Wait()
+	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := ann.Leave(lctx); err != nil {
+		w.log.Warn("leaving the agent registry", "err", err)
+	}
+	return nil
+}
+
+// handle runs one request from the queue to the end of its token stream.
+func (w *Worker) handle(job *client.Job) {
+	ctx := job.Context()
+	// Answers to the broker outlive the job's context: a cancelled job
+	// still gets its stream ended.
+	bg, cancelBg := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancelBg()
+	id := job.ID
+	if err := semaq.CheckRequestID(id); err != nil {
+		_ = job.Term(bg, "request id: "+err.Error())
+		return
+	}
+	log := w.log.With("request", id, "queue", job.Queue)
+	req, err := openai.ParseChatRequest(job.Data)
+	if err != nil {
+		_ = w.c.AbortTokenStream(bg, id, &semaq.TokenError{Code: "bad_request", Message: err.Error()})
+		_ = job.Term(bg, "bad request: "+err.Error())
+		return
+	}
+	if job.Deliveries > 1 {
+		// A worker had it before and died or lost its lease. If it
+		// streamed nothing, start afresh; otherwise the output so far
+		// cannot be continued (another run of a model writes other
+		// words), so end the stream with a clear error.
+		last, err := w.c.LastTokenRecord(bg, id)
+		if err != nil {
+			log.Warn("reading the token stream of a redelivered request", "err", err)
+			_ = job.Nak(bg, time.Second)
+			return
+		}
+		if last != nil {
+			if !last.Terminal() {
+				w.lost.Add(1)
+				log.Warn("request redelivered after partial output; ending its stream", "tokens", last.Offset+uint64(last.N))
+				_ = w.c.AbortTokenStream(bg, id, &semaq.TokenError{Code: semaq.TokenErrWorkerLost,
+					Message: fmt.Sprintf("the worker serving this request stopped after %d tokens; retry the request", last.Offset+uint64(last.N))})
+			}
+			_ = job.Term(bg, semaq.TokenErrWorkerLost)
+			return
+		}
+	}
+	tw, err := w.c.OpenTokenStream(bg, id,
+		client.WithStreamTraceParent(job.Header.Get(semaq.HdrTraceParent)),
+		client.WithStreamSession(job.Header.Get(semaq.HdrSession)))
+	if err != nil {
+		_ = job.Term(bg, err.Error())
+		return
+	}
+
+	// Heartbeats keep the lease while the upstream works.
+	ackWait, _ := time.ParseDuration(job.Header.Get(semaq.HdrQueueAckWait))
+	if ackWait <= 0 {
+		ackWait = w.cfg.AckWait
+	}
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		t := time.NewTicker(ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := job.InProgress(ctx); err != nil && ctx.Err() == nil {
+					log.Warn("extending the lease", "err", err)
+				}
+			case <-hbDone:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	var n uint64
+	out, err := w.up.Chat(ctx, job.Data, req, func(p sim.Piece) error {
+		n++
+		if p.Func != nil {
+			return tw.WriteFunctionCall(ctx, *p.Func)
+		}
+		return tw.Write(ctx, p.Text)
+	})
+	close(hbDone)
+	<-hbStopped
+	w.tokens.Add(n)
+	switch {
+	case err == nil:
+		u := out.Usage
+		if cerr := tw.Close(bg, semaq.TokenFinal{FinishReason: out.FinishReason, Usage: &u}); cerr != nil {
+			log.Warn("closing the token stream", "err", cerr)
+		}
+		if aerr := job.Ack(bg, client.AckOutputTokens(int64(u.Completion))); aerr != nil {
+			log.Warn("acking", "err", aerr)
+		}
+		w.jobs.Add(1)
+	case ctx.Err() != nil:
+		w.cancelled.Add(1)
+		te := &semaq.TokenError{Code: semaq.TokenErrCancelled, Message: "the request was cancelled"}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			te = &semaq.TokenError{Code: semaq.TokenErrDeadline, Message: "the request's deadline passed"}
+		} else if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			te.Message = c.Error()
+		}
+		_ = tw.Abort(bg, te)
+		_ = job.Term(bg, te.Code) // refused when the job is already gone; that is fine
+		log.Debug("request ended early", "reason", te.Code)
+	default:
+		w.failed.Add(1)
+		_ = tw.Abort(bg, &semaq.TokenError{Code: semaq.TokenErrUpstream, Message: err.Error()})
+		_ = job.Term(bg, "upstream: "+err.Error())
+		log.Warn("upstream failed", "err", err)
+	}
+}
