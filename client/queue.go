@@ -190,7 +190,7 @@ func (c *Client) Fetch(ctx context.Context, queue string, opts ...FetchOption) (
 	}
 	body, _ := json.Marshal(req)
 	inbox := c.nc.NewRespInbox()
-	msgs := make(chan *nats.Msg, req.Max+1)
+	msgs := make(chan *nats.Msg, 8)
 	sub, err := c.nc.ChanSubscribe(inbox, msgs)
 	if err != nil {
 		return nil, fmt.Errorf("client: fetch: %w", err)
@@ -204,25 +204,41 @@ func (c *Client) Fetch(ctx context.Context, queue string, opts ...FetchOption) (
 	for {
 		select {
 		case m := <-msgs:
-			if st := m.Header.Get(semaq.HdrQueueStatus); st != "" || len(m.Header) == 0 && len(m.Data) == 0 {
-				return c.endFetch(queue, m, jobs)
-			}
-			if m.Header.Get(semaq.HdrQueueSeq) == "" {
+			st := m.Header.Get(semaq.HdrQueueStatus)
+			if st == "" {
 				// The server's no-responders status: no dispatcher serves it.
 				if m.Header.Get("Status") == "503" {
 					return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found (no dispatcher answers on %s)", queue, subj)
 				}
 				continue
 			}
-			jobs = append(jobs, c.newJob(queue, m))
+			if (st == "100" || st == "204") && len(m.Data) > 0 {
+				fjs, err := semaq.ParseJobFrame(m.Data)
+				if err != nil {
+					// Jobs not read return to the queue after their ack wait.
+					releaseAll(jobs)
+					return nil, fmt.Errorf("client: fetch from %s: %w", queue, err)
+				}
+				for _, fj := range fjs {
+					jobs = append(jobs, c.newJob(queue, fj))
+				}
+			}
+			if st == "100" {
+				continue
+			}
+			return c.endFetch(queue, m, jobs)
 		case <-ctx.Done():
 			// Jobs handed to us after this are not lost: their ack wait
 			// passes and they go to another worker.
-			for _, j := range jobs {
-				j.release()
-			}
+			releaseAll(jobs)
 			return nil, fmt.Errorf("client: fetch from %s: %w", queue, ctx.Err())
 		}
+	}
+}
+
+func releaseAll(jobs []*Job) {
+	for _, j := range jobs {
+		j.release()
 	}
 }
 
@@ -275,9 +291,9 @@ type Job struct {
 	stop   context.CancelFunc
 }
 
-func (c *Client) newJob(queue string, m *nats.Msg) *Job {
-	h := m.Header
-	j := &Job{Queue: queue, Subject: h.Get(semaq.HdrQueueSubject), ID: h.Get(semaq.HdrMsgID), Header: h, Data: m.Data, c: c, reply: m.Reply}
+func (c *Client) newJob(queue string, fj semaq.FrameJob) *Job {
+	h := nats.Header(fj.Header)
+	j := &Job{Queue: queue, Subject: h.Get(semaq.HdrQueueSubject), ID: h.Get(semaq.HdrMsgID), Header: h, Data: fj.Data, c: c, reply: fj.Reply}
 	j.Seq, _ = strconv.ParseUint(h.Get(semaq.HdrQueueSeq), 10, 64)
 	j.Deliveries, _ = strconv.Atoi(h.Get(semaq.HdrQueueDeliver))
 	j.Tokens, _ = strconv.ParseInt(h.Get(semaq.HdrQueueTokens), 10, 64)
@@ -340,6 +356,30 @@ func (j *Job) Ack(ctx context.Context, opts ...AckOption) error {
 		body += " " + string(b)
 	}
 	return j.answer(ctx, body, true)
+}
+
+// AckNoWait is Ack without waiting for the dispatcher's confirmation,
+// like a JetStream Ack: cheaper, but an ack lost on the way (broker
+// restart, lease already lapsed) goes unnoticed and the request is served
+// again. Use Ack when a duplicate would matter.
+func (j *Job) AckNoWait(opts ...AckOption) error {
+	var rep semaq.JobAckReport
+	for _, o := range opts {
+		o(&rep)
+	}
+	body := semaq.JobAck
+	if rep.OutputTokens < 0 {
+		return semaq.NewAPIError(semaq.ErrBadRequest, "client: output tokens %d is negative", rep.OutputTokens)
+	}
+	if rep.OutputTokens > 0 {
+		b, _ := json.Marshal(rep)
+		body += " " + string(b)
+	}
+	j.release()
+	if err := j.c.nc.Publish(j.reply, []byte(body)); err != nil {
+		return fmt.Errorf("client: job %d: %w", j.Seq, err)
+	}
+	return nil
 }
 
 // Nak gives the request back to the queue, to be handed out again after

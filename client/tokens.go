@@ -21,6 +21,9 @@ type tokenStreamOptions struct {
 	retention   time.Duration
 	window      int
 	maxBuffered int
+	// For the broker's token-stream metrics (tokens_observe.go).
+	model, tenant string
+	start         time.Time
 }
 
 // TokenStreamOption configures OpenTokenStream.
@@ -114,6 +117,8 @@ type TokenWriter struct {
 	flushed chan struct{} // flusher exited
 
 	buf []byte
+
+	first time.Time // when the first token was written; guarded by mu
 }
 
 // OpenTokenStream starts writing the token stream of request id. Nothing
@@ -130,6 +135,9 @@ func (c *Client) OpenTokenStream(ctx context.Context, id string, opts ...TokenSt
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if o.start.IsZero() {
+		o.start = time.Now()
 	}
 	w := &TokenWriter{c: c, id: id, opts: o,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
@@ -196,6 +204,9 @@ func (w *TokenWriter) add(ctx context.Context, t pendingToken) error {
 		if w.bytes < w.opts.maxBuffered {
 			w.pending = append(w.pending, t)
 			w.bytes += len(t.text)
+			if w.written == 0 {
+				w.first = time.Now()
+			}
 			w.written++
 			w.mu.Unlock()
 			select {
@@ -360,6 +371,7 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 	m := nats.NewMsg(semaq.TokenEndSubject(w.id))
 	m.Data = semaq.AppendTokenChunk(nil, term)
 	m.Header.Set(semaq.HdrTokenRetention, w.opts.retention.String())
+	w.measure(m.Header)
 	if _, perr := w.js.PublishMsg(ctx, m); perr != nil {
 		return errors.Join(err, fmt.Errorf("client: token stream %s: storing the terminal record: %w", w.id, perr))
 	}

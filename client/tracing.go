@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -136,7 +137,8 @@ func EnvelopeAttributes(env semaq.Envelope) []attribute.KeyValue {
 }
 
 // WithTracerProvider sets the OpenTelemetry tracer provider of the spans
-// Msg.StartSpan starts; the default is the global one (otel.SetTracerProvider).
+// Msg.StartSpan and Job.StartSpan start; the default is the global one
+// (otel.SetTracerProvider).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *connectOptions) error {
 		if tp == nil {
@@ -168,23 +170,41 @@ func (m *Msg) TraceContext(ctx context.Context) context.Context {
 // when the work is done; publish results with the returned context and
 // they carry the trace on. A name of "" means "process <subject>".
 func (m *Msg) StartSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return startSpan(ctx, m.c, m.Header, m.Subject, name, opts,
+		AttrStream.String(m.Stream), AttrStreamSeq.Int64(int64(m.Seq)), AttrNumDelivered.Int64(int64(m.NumDelivered)))
+}
+
+// TraceContext returns ctx carrying the job's trace context: the broker's
+// dispatch span, so work done for the request joins the caller's trace.
+func (j *Job) TraceContext(ctx context.Context) context.Context {
+	return ExtractTrace(ctx, j.Header)
+}
+
+// StartSpan starts a consumer span for working on the job, a child of the
+// broker's dispatch span, with the request's envelope, queue and position
+// as attributes. A name of "" means "process <subject>".
+func (j *Job) StartSpan(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	return startSpan(ctx, j.c, j.Header, j.Subject, name, opts,
+		AttrStream.String(j.Queue), AttrStreamSeq.Int64(int64(j.Seq)), AttrNumDelivered.Int64(int64(j.Deliveries)))
+}
+
+func startSpan(ctx context.Context, c *Client, h nats.Header, subject, name string, opts []trace.SpanStartOption, pos ...attribute.KeyValue) (context.Context, trace.Span) {
 	if name == "" {
-		name = "process " + m.Subject
+		name = "process " + subject
 	}
-	attrs := []attribute.KeyValue{
-		AttrMsgSystem.String("nats"), AttrMsgDest.String(m.Subject), AttrMsgOperation.String("process"),
-		AttrStream.String(m.Stream), AttrStreamSeq.Int64(int64(m.Seq)), AttrNumDelivered.Int64(int64(m.NumDelivered)),
-	}
-	if env, err := m.Envelope(); err == nil {
+	attrs := append([]attribute.KeyValue{
+		AttrMsgSystem.String("nats"), AttrMsgDest.String(subject), AttrMsgOperation.String("process"),
+	}, pos...)
+	if env, err := semaq.Parse(h, time.Now()); err == nil {
 		attrs = append(attrs, EnvelopeAttributes(env)...)
 	}
-	if o := m.Header.Get(semaq.HdrOriginSubject); o != "" {
+	if o := HeaderCarrier(h).Get(semaq.HdrOriginSubject); o != "" {
 		attrs = append(attrs, AttrOriginSubject.String(o))
 	}
 	opts = append([]trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}, opts...)
 	tr := otel.GetTracerProvider().Tracer(TracerName)
-	if m.c != nil {
-		tr = m.c.tracer()
+	if c != nil {
+		tr = c.tracer()
 	}
-	return tr.Start(m.TraceContext(ctx), name, opts...)
+	return tr.Start(ExtractTrace(ctx, h), name, opts...)
 }

@@ -119,8 +119,30 @@ func lagRule(sc *Scenario, res *ScenarioResult) *Finding {
 	return f
 }
 
-// lagSlope is the least-squares growth of the lag, in messages per second.
+// lagSlope is the growth of the lag in messages per second: the
+// least-squares slope within each round (the lag drains between rounds),
+// averaged over the rounds with enough points, weighted by their points.
 func lagSlope(s []Point) float64 {
+	var sum, weight float64
+	for start := 0; start < len(s); {
+		end := start + 1
+		for end < len(s) && s[end].Round == s[start].Round {
+			end++
+		}
+		if n := end - start; n >= 3 {
+			sum += float64(n) * fitSlope(s[start:end])
+			weight += float64(n)
+		}
+		start = end
+	}
+	if weight == 0 {
+		return 0
+	}
+	return sum / weight
+}
+
+// fitSlope is the least-squares slope of the lag over time.
+func fitSlope(s []Point) float64 {
 	n := float64(len(s))
 	var sx, sy, sxx, sxy float64
 	for _, p := range s {

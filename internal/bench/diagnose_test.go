@@ -217,3 +217,60 @@ func TestErrorKind(t *testing.T) {
 		}
 	}
 }
+
+func TestScenarioGoals(t *testing.T) {
+	mk := func(target string, msgs, offered, p99 float64) ScenarioResult {
+		return ScenarioResult{Result: Result{Target: target, ThroughputMsgsPerS: msgs, Latency: Latency{P50: p99 / 4, P99: p99}}, OfferedMsgsPerS: offered}
+	}
+	for _, tc := range []struct {
+		name             string
+		rate             int
+		results          []ScenarioResult
+		vsJS, vsRMQ, p99 *bool // nil: not judged
+		notes            int
+	}{
+		{"capacity", 0, []ScenarioResult{mk(TargetSemaq, 900, 0, 5000), mk(TargetJetStream, 1000, 0, 4000), mk(TargetRabbitMQ, 200, 0, 9000)},
+			ptr(true), ptr(true), nil, 1},
+		{"capacity missed", 0, []ScenarioResult{mk(TargetSemaq, 700, 0, 5000), mk(TargetJetStream, 1000, 0, 4000), mk(TargetRabbitMQ, 300, 0, 9000)},
+			ptr(false), ptr(false), nil, 1},
+		{"paced, all carried it", 1000, []ScenarioResult{mk(TargetSemaq, 1000, 1000, 1200), mk(TargetJetStream, 1000, 1000, 1000), mk(TargetRabbitMQ, 1000, 1000, 3000)},
+			nil, nil, ptr(true), 2},
+		{"paced, p99 over", 1000, []ScenarioResult{mk(TargetSemaq, 1000, 1000, 1300), mk(TargetJetStream, 1000, 1000, 1000)},
+			nil, nil, ptr(false), 1},
+		{"paced, rabbitmq fell behind", 1000, []ScenarioResult{mk(TargetSemaq, 1000, 1000, 1000), mk(TargetJetStream, 1000, 1000, 1000), mk(TargetRabbitMQ, 300, 1000, 90000)},
+			nil, ptr(true), ptr(true), 1},
+		{"rabbitmq unreachable", 0, []ScenarioResult{mk(TargetSemaq, 900, 0, 1000), mk(TargetJetStream, 1000, 0, 1000), {Result: Result{Target: TargetRabbitMQ}, Unreachable: "unreachable: x"}},
+			ptr(true), nil, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := baseScenario()
+			sc.Rate = tc.rate
+			rep := &ScenarioReport{Config: ScenarioSetup{Spec: *sc}, Results: tc.results}
+			rep.finish()
+			g := rep.Goals
+			if g == nil {
+				t.Fatal("no goals")
+			}
+			check := func(what string, got, want *bool) {
+				if (got == nil) != (want == nil) || got != nil && *got != *want {
+					t.Errorf("%s: met %v, want %v", what, deref(got), deref(want))
+				}
+			}
+			check("vs jetstream", g.VsJetStreamMet, tc.vsJS)
+			check("vs rabbitmq", g.VsRabbitMQMet, tc.vsRMQ)
+			check("p99", g.P99Met, tc.p99)
+			if len(g.Notes) != tc.notes {
+				t.Errorf("notes %q, want %d", g.Notes, tc.notes)
+			}
+		})
+	}
+}
+
+func ptr(b bool) *bool { return &b }
+
+func deref(b *bool) string {
+	if b == nil {
+		return "not judged"
+	}
+	return fmt.Sprint(*b)
+}

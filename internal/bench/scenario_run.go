@@ -31,6 +31,10 @@ type ScenarioConfig struct {
 	Short bool
 	// Duration, when set, replaces the scenario's measured time.
 	Duration time.Duration
+	// Rounds cuts each target's measured time into this many slices, run
+	// in alternating target order (A B C, C B A, ...), so a busy spell of
+	// the machine does not land on one target only. 0 means 1.
+	Rounds int
 	// DataDir is where the embedded brokers keep their files: empty or
 	// new, kept afterwards. Empty: a temporary directory, removed.
 	DataDir string
@@ -58,6 +62,9 @@ func (c *ScenarioConfig) Validate() error {
 	}
 	if c.Duration < 0 || c.Duration > MaxDuration {
 		return fmt.Errorf("%w: duration: %s is outside (0, %s]", ErrBadConfig, c.Duration, MaxDuration)
+	}
+	if c.Rounds < 0 || c.Rounds > MaxRounds {
+		return fmt.Errorf("%w: rounds: %d is outside 1..%d", ErrBadConfig, c.Rounds, MaxRounds)
 	}
 	return c.Scenario.Validate()
 }
@@ -112,12 +119,57 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 	}
 	defer r.close()
 
+	rounds := max(cfg.Rounds, 1)
+	if sc.Duration/time.Duration(rounds) < sc.Interval {
+		return nil, fmt.Errorf("%w: rounds: %d rounds of %s leave less than the series interval (%s) each", ErrBadConfig, rounds, sc.Duration, sc.Interval)
+	}
 	rep := newScenarioReport(&sc, cfg)
-	for _, name := range cfg.Targets {
-		res, err := runScenarioTarget(ctx, r, &sc, name, &cfg, progress)
-		if err != nil {
-			return nil, err
+	rep.Config.Rounds = rounds
+	runs := map[string]*measurement{}
+	gone := map[string]*ScenarioResult{}
+	setups := map[string]string{}
+	for round := range rounds {
+		order := slices.Clone(cfg.Targets)
+		if round%2 == 1 {
+			slices.Reverse(order)
 		}
+		for _, name := range order {
+			if gone[name] != nil {
+				continue
+			}
+			slice := sc
+			slice.Duration = sc.Duration / time.Duration(rounds)
+			if round > 0 {
+				// Fresh connections and consumers each round: a short
+				// warm-up, not the first one's.
+				slice.Warmup = sc.Warmup / 4
+			}
+			m, setup, err := runScenarioRound(ctx, r, &slice, name, &cfg, progress, round, rounds)
+			if errors.Is(err, ErrUnreachable) {
+				progress("%s: %v", name, err)
+				gone[name] = &ScenarioResult{Result: Result{Target: name}, Unreachable: "unreachable: " + err.Error()}
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			setups[name] = setup
+			if runs[name] == nil {
+				runs[name] = m
+			} else {
+				runs[name].absorb(m)
+			}
+		}
+	}
+	for _, name := range cfg.Targets {
+		if res := gone[name]; res != nil {
+			rep.Results = append(rep.Results, *res)
+			continue
+		}
+		m := runs[name]
+		m.sc = &sc
+		res := m.result()
+		res.Setup = setups[name]
 		rep.Results = append(rep.Results, *res)
 	}
 	rep.finish()
@@ -135,38 +187,33 @@ func openSystem(r *rig, name, rabbitURL string) (system, error) {
 	return nil, fmt.Errorf("%w: targets: %q is not a target", ErrBadConfig, name)
 }
 
-func runScenarioTarget(ctx context.Context, r *rig, sc *Scenario, name string, cfg *ScenarioConfig, progress func(string, ...any)) (*ScenarioResult, error) {
+// runScenarioRound runs one slice of the scenario against target name.
+// An unreachable target returns an error matching ErrUnreachable.
+func runScenarioRound(ctx context.Context, r *rig, sc *Scenario, name string, cfg *ScenarioConfig, progress func(string, ...any), round, rounds int) (*measurement, string, error) {
 	sys, err := openSystem(r, name, cfg.RabbitMQURL)
-	if errors.Is(err, ErrUnreachable) {
-		progress("%s: %v", name, err)
-		return &ScenarioResult{Result: Result{Target: name}, Unreachable: "unreachable: " + err.Error()}, nil
-	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer sys.close()
 	if err := sys.setup(ctx, sc); err != nil {
-		if errors.Is(err, ErrUnreachable) {
-			return &ScenarioResult{Result: Result{Target: name}, Unreachable: "unreachable: " + err.Error()}, nil
-		}
-		return nil, err
+		return nil, "", err
 	}
-	progress("%s: %s, %s warm-up + %s", name, sc.Name, sc.Warmup, sc.Duration)
+	progress("%s: %s, round %d/%d, %s warm-up + %s", name, sc.Name, round+1, rounds, sc.Warmup, sc.Duration)
 	m := newMeasurement(sc, name, r, sys)
+	m.round = round
 	var bar *progressBar
 	if cfg.ProgressBar && cfg.Progress != nil {
-		bar = &progressBar{w: cfg.Progress, label: name, total: sc.Warmup + sc.Duration}
+		bar = &progressBar{w: cfg.Progress, label: fmt.Sprintf("%s %d/%d", name, round+1, rounds), total: sc.Warmup + sc.Duration}
 	}
 	run, setup := m.run, sys.describe
 	if sc.Pattern == PatternTokens && name == TargetSemaq {
 		run, setup = m.runTokenStreams, func() string { return tokenSetup }
 	}
 	if err := run(ctx, bar); err != nil {
-		return nil, fmt.Errorf("bench: %s: %s: %w", sc.Name, name, err)
+		return nil, "", fmt.Errorf("bench: %s: %s: %w", sc.Name, name, err)
 	}
-	res := m.result()
-	res.Setup = setup()
-	return res, nil
+	m.byRound = []float64{round1(float64(m.inWindow.Load()) / sc.Duration.Seconds())}
+	return m, setup(), nil
 }
 
 // measurement is one target running one scenario: the workers, the
@@ -198,9 +245,12 @@ type measurement struct {
 	firstErr string
 	lastSeq  map[string]int64 // session → last sequence completed
 
-	series []Point
-	gc0    gcSample
-	fsync0 *semaq.CommitStats
+	series  []Point
+	round   int       // of the series points
+	byRound []float64 // completions per second of each round
+	gc0     gcSample
+	gcStats GCStats // of the measured window, set when it ends
+	fsync0  *semaq.CommitStats
 }
 
 func newMeasurement(sc *Scenario, name string, r *rig, sys system) *measurement {
@@ -315,6 +365,7 @@ func (m *measurement) startClock(ctx context.Context, bar *progressBar) func(wai
 			}
 			<-sampled
 			cancel()
+			m.gcStats = readGC().since(m.gc0, m.sc.Duration)
 			if bar != nil {
 				bar.finish()
 			}
@@ -594,6 +645,7 @@ func (m *measurement) sample(ctx context.Context, bar *progressBar) {
 			m.interval = newHistogram()
 			m.mu.Unlock()
 			p := Point{
+				Round:          m.round,
 				T:              round3(now.Sub(m.measureStart).Seconds()),
 				PublishedPerS:  round1(float64(pub-prevPub) / secs),
 				CompletedPerS:  round1(float64(done-prevDone) / secs),
@@ -653,7 +705,7 @@ func (m *measurement) result() *ScenarioResult {
 			Target:             m.name,
 			ThroughputMsgsPerS: round1(float64(m.inWindow.Load()) / secs),
 			ThroughputMBPerS:   round1(float64(m.bytesDone.Load()) / secs / 1e6),
-			ByRound:            []float64{round1(float64(m.inWindow.Load()) / secs)},
+			ByRound:            m.byRound,
 			Latency:            m.e2e.summary(),
 			Msgs:               m.inWindow.Load(),
 			LatencySamples:     m.e2e.count(),
@@ -673,11 +725,12 @@ func (m *measurement) result() *ScenarioResult {
 		ErrorsByKind:      maps(m.errKinds),
 		Series:            m.series,
 		Workers:           sc.Consumers,
-		GC:                readGC().since(m.gc0, sc.Duration),
+		GC:                m.gcStats,
 	}
 	for _, v := range m.errKinds {
 		res.Errors += v
 	}
+	res.GC.PauseFraction = math.Round(res.GC.PauseTotalUS/1e6/secs*1e5) / 1e5
 	if fs, err := m.fsyncStats(context.Background()); err == nil && fs != nil {
 		res.GroupCommit = fs
 	}
@@ -698,6 +751,41 @@ func maps(m map[string]int64) map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+// absorb adds the counts, histograms and series of o, a later round of
+// the same target, to m.
+func (m *measurement) absorb(o *measurement) {
+	offset := 0.0
+	if n := len(m.series); n > 0 {
+		offset = m.series[n-1].T
+	}
+	for _, p := range o.series {
+		p.T = round3(p.T + offset)
+		m.series = append(m.series, p)
+	}
+	for _, c := range []struct{ dst, src *atomic.Int64 }{
+		{&m.published, &o.published}, {&m.completed, &o.completed}, {&m.inWindow, &o.inWindow},
+		{&m.pubInWindow, &o.pubInWindow}, {&m.bytesDone, &o.bytesDone}, {&m.redelivered, &o.redelivered},
+		{&m.outOfOrder, &o.outOfOrder}, {&m.traceBroken, &o.traceBroken},
+	} {
+		c.dst.Add(c.src.Load())
+	}
+	m.e2e.merge(o.e2e)
+	m.ackLat.merge(o.ackLat)
+	m.handling.merge(o.handling)
+	for k, v := range o.errKinds {
+		m.errKinds[k] += v
+	}
+	if m.firstErr == "" {
+		m.firstErr = o.firstErr
+	}
+	m.byRound = append(m.byRound, o.byRound...)
+	g, og := &m.gcStats, o.gcStats
+	g.Cycles += og.Cycles
+	g.PauseTotalUS = round1(g.PauseTotalUS + og.PauseTotalUS)
+	g.MaxPauseUS = max(g.MaxPauseUS, og.MaxPauseUS)
+	g.AllocBytes += og.AllocBytes
 }
 
 // newPublisherRand is publisher i's source of every random choice.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,51 @@ func TestScenarioConfigErrors(t *testing.T) {
 				t.Errorf("err = %v, want ErrBadConfig naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Rounds cut the measured time into slices in alternating target order;
+// the report lays a target's slices end to end.
+func TestScenarioRounds(t *testing.T) {
+	sc, err := LoadScenario("rl-feedback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{TargetSemaq, TargetJetStream}, Short: true, Rounds: 2, DataDir: t.TempDir(), Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Config.Rounds != 2 {
+		t.Errorf("config rounds %d, want 2", rep.Config.Rounds)
+	}
+	// Round 2 runs the targets in the other order.
+	order := regexp.MustCompile(`(?m)^(\w+): rl-feedback, round (\d)/2`).FindAllStringSubmatch(progress.String(), -1)
+	var got []string
+	for _, m := range order {
+		got = append(got, m[1]+m[2])
+	}
+	if want := "semaq1 jetstream1 jetstream2 semaq2"; strings.Join(got, " ") != want {
+		t.Errorf("run order %v, want %s", got, want)
+	}
+	for _, res := range rep.Results {
+		if len(res.ByRound) != 2 {
+			t.Errorf("%s: %d rounds of throughput, want 2", res.Target, len(res.ByRound))
+		}
+		rounds := map[int]bool{}
+		for i, p := range res.Series {
+			rounds[p.Round] = true
+			if i > 0 && p.T <= res.Series[i-1].T {
+				t.Errorf("%s: series time goes back at point %d: %v after %v", res.Target, i, p.T, res.Series[i-1].T)
+			}
+		}
+		if !rounds[0] || !rounds[1] {
+			t.Errorf("%s: series has points of rounds %v, want 0 and 1", res.Target, rounds)
+		}
+		if res.ThroughputMsgsPerS <= 0 || res.Unfinished != 0 {
+			t.Errorf("%s: %.0f msgs/s, %d unfinished", res.Target, res.ThroughputMsgsPerS, res.Unfinished)
+		}
 	}
 }

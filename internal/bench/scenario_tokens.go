@@ -27,6 +27,7 @@ import (
 type tokenAnswer struct {
 	id     string
 	w      *client.TokenWriter
+	read   chan struct{} // closed when its reader is done
 	mu     sync.Mutex
 	origin []time.Time // per token offset
 }
@@ -109,6 +110,7 @@ func (m *measurement) writeTokens(ctx, rctx context.Context, i int, wc, rc *clie
 		own = []int{i % sc.Sessions}
 	}
 	open := map[int]*tokenAnswer{}
+	last := map[int]*tokenAnswer{} // each session's latest answer
 	answers := map[int]int{}
 	var closing sync.WaitGroup
 	var closeErr error
@@ -157,8 +159,19 @@ func (m *measurement) writeTokens(ctx, rctx context.Context, i int, wc, rc *clie
 		s := own[rng.IntN(len(own))]
 		a := open[s]
 		if a == nil {
+			// A session asks its next question once it has read the last
+			// answer, as a conversation does: readers never pile up.
+			if prev := last[s]; prev != nil {
+				select {
+				case <-prev.read:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 			answers[s]++
-			id := fmt.Sprintf("bench-%d-s%d-%d", sc.Seed%1_000_000, s, answers[s])
+			// Unique per round: an earlier round's answers stay readable
+			// under their ids until their retention ends.
+			id := fmt.Sprintf("bench-%d-r%d-s%d-%d", sc.Seed%1_000_000, m.round, s, answers[s])
 			opts := []client.TokenStreamOption{client.WithStreamSession("s" + strconv.Itoa(s)), client.WithWriteWindow(sc.Window)}
 			if sc.Trace {
 				opts = append(opts, client.WithStreamTraceParent(rootSpan(sc.Seed, "s"+strconv.Itoa(s), int64(answers[s]))))
@@ -167,13 +180,17 @@ func (m *measurement) writeTokens(ctx, rctx context.Context, i int, wc, rc *clie
 			if err != nil {
 				return fmt.Errorf("opening token stream %s: %w", id, err)
 			}
-			a = &tokenAnswer{id: id, w: w}
-			open[s] = a
+			a = &tokenAnswer{id: id, w: w, read: make(chan struct{})}
 			reader, err := rc.ReadTokens(ctx, id)
 			if err != nil {
-				return fmt.Errorf("reading token stream %s: %w", id, err)
+				// A refused reader (a consumer limit) is the target's
+				// answer to the load: counted, and the answer dropped.
+				m.fail(fmt.Errorf("reading token stream %s: %w", id, err))
+				_ = w.Abort(ctx, err)
+				continue
 			}
-			reading.Go(func() { m.readTokens(rctx, reader, a) })
+			open[s], last[s] = a, a
+			reading.Go(func() { defer close(a.read); m.readTokens(rctx, reader, a) })
 		}
 		n := gen.size(rng)
 		off := rng.IntN(len(gen.text) - n + 1)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -78,7 +79,6 @@ func newDispatcher(s *Server, cfg semaq.QueueConfig) *dispatcher {
 		name:  cfg.Name,
 		cfg:   cfg,
 		log:   s.log.With("component", "dispatch", "queue", cfg.Name),
-		nc:    s.nc,
 		sched: newScheduler(cfg),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
@@ -88,8 +88,25 @@ func newDispatcher(s *Server, cfg semaq.QueueConfig) *dispatcher {
 // start reads the queue's stream from its first request and starts serving
 // workers. The consumer is made anew each time: every request still in the
 // stream is one not yet done, and comes back queued.
-func (d *dispatcher) start(ctx context.Context) error {
-	st, err := d.s.js.Stream(ctx, d.name)
+func (d *dispatcher) start(ctx context.Context) (err error) {
+	// A connection of its own: the dispatcher's traffic (consumer
+	// deliveries, fetches, answers) does not queue behind the ingress's
+	// on the shared internal connection's read loop.
+	d.nc, err = nats.Connect("", nats.InProcessServer(d.s.ns), d.s.internalAuth(),
+		nats.Name("semaq-dispatch-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
+	if err != nil {
+		return fmt.Errorf("queue %s: connection: %w", d.name, err)
+	}
+	defer func() {
+		if err != nil {
+			d.nc.Close()
+		}
+	}()
+	js, err := jetstream.New(d.nc)
+	if err != nil {
+		return fmt.Errorf("queue %s: %w", d.name, err)
+	}
+	st, err := js.Stream(ctx, d.name)
 	if err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
@@ -143,7 +160,8 @@ func (d *dispatcher) start(ctx context.Context) error {
 	}
 	d.consume = cc
 	if err := d.nc.Flush(); err != nil {
-		d.close()
+		d.consume.Stop()
+		d.unsubscribe()
 		return err
 	}
 	go d.loop()
@@ -177,6 +195,7 @@ func (d *dispatcher) close() {
 	}
 	close(d.stop)
 	<-d.done
+	_ = d.nc.Drain()
 }
 
 // loop runs the timers: deadlines, delays, leases, affinity waits, parked
@@ -211,6 +230,7 @@ func (d *dispatcher) onTick(now time.Time) {
 	expired, undelayed, lapsed := d.sched.due(now)
 	for _, j := range expired {
 		d.stats.expired++
+		d.s.observeDrop(j, metrics.DropExpired)
 		dead = append(dead, deadJob{j: j, consumer: "expired", reason: "expired: deadline " + j.deadline.UTC().Format(time.RFC3339Nano) + " passed in the queue"})
 		d.sched.forget(j)
 	}
@@ -265,6 +285,7 @@ func (d *dispatcher) onRequest(jm jetstream.Msg) {
 		d.stats.arrivals++
 		if !j.deadline.IsZero() && !now.Before(j.deadline) {
 			d.stats.expired++
+			d.s.observeDrop(j, metrics.DropExpired)
 			dead = append(dead, deadJob{j: j, consumer: "expired", reason: "expired: deadline " + j.deadline.UTC().Format(time.RFC3339Nano) + " passed before dispatch"})
 			d.sched.forget(j)
 		}
@@ -406,38 +427,49 @@ func (d *dispatcher) serveParked(now time.Time) []*outMsg {
 	return out
 }
 
-// deliver builds the messages of a batch: one per job, then the end of
-// batch. mu is held.
+// deliver builds the reply of a fetch: the jobs in batch frames
+// (semaq.ParseJobFrame), cut below the server's max payload; every frame but
+// the last has status 100 (more follows), the last 204. mu is held.
 func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) []*outMsg {
-	out := make([]*outMsg, 0, len(jobs)+1)
+	limit := int(d.nc.MaxPayload()) - 4096 // room for the frame message's own headers
+	var (
+		out   []*outMsg
+		frame = semaq.AppendJobFrameHeader(make([]byte, 0, 4096))
+		count int
+	)
+	flush := func(status int) {
+		m := endOfBatch(reply, status, count, "")
+		m.Data = frame
+		out = append(out, m)
+		frame, count = semaq.AppendJobFrameHeader(nil), 0
+	}
 	for _, j := range jobs {
 		j.lease = nuid.Next()
-		h := make(nats.Header, len(j.hdr)+8)
-		for k, v := range j.hdr {
-			h[k] = v
+		extra := []string{
+			semaq.HdrQueue, d.name,
+			semaq.HdrQueueSeq, strconv.FormatUint(j.seq, 10),
+			semaq.HdrQueueSubject, j.subject,
+			semaq.HdrQueueDeliver, strconv.Itoa(j.deliveries),
+			semaq.HdrQueueTokens, strconv.FormatInt(j.tokens, 10),
+			semaq.HdrQueueWait, now.Sub(j.arrived).String(),
+			semaq.HdrQueueAckWait, d.cfg.AckWait.String(),
 		}
-		h.Set(semaq.HdrQueue, d.name)
-		h.Set(semaq.HdrQueueSeq, strconv.FormatUint(j.seq, 10))
-		h.Set(semaq.HdrQueueSubject, j.subject)
-		h.Set(semaq.HdrQueueDeliver, strconv.Itoa(j.deliveries))
-		h.Set(semaq.HdrQueueTokens, strconv.FormatInt(j.tokens, 10))
 		if j.estimate {
-			h.Set(semaq.HdrQueueEstimate, "true")
+			extra = append(extra, semaq.HdrQueueEstimate, "true")
 		}
-		h.Set(semaq.HdrQueueWait, now.Sub(j.arrived).String())
-		h.Set(semaq.HdrQueueAckWait, d.cfg.AckWait.String())
-		if !j.deadline.IsZero() && h.Get(semaq.HdrDeadline) == "" {
-			h.Set(semaq.HdrDeadline, j.deadline.UTC().Format(time.RFC3339Nano))
+		if !j.deadline.IsZero() && j.hdr.Get(semaq.HdrDeadline) == "" {
+			extra = append(extra, semaq.HdrDeadline, j.deadline.UTC().Format(time.RFC3339Nano))
 		}
+		ack := semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(j.seq, 10) + "." + j.lease
+		if count > 0 && len(frame)+semaq.FrameJobSize(ack, j.hdr, extra, j.data) > limit {
+			flush(100)
+		}
+		frame = semaq.AppendFrameJob(frame, ack, j.hdr, extra, j.data)
+		count++
 		d.stats.observeWait(now.Sub(j.arrived))
-		out = append(out, &outMsg{
-			Subject: reply,
-			Reply:   semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(j.seq, 10) + "." + j.lease,
-			Header:  h,
-			Data:    j.data,
-		})
 	}
-	return append(out, endOfBatch(reply, 204, len(jobs), ""))
+	flush(204)
+	return out
 }
 
 func endOfBatch(reply string, status, count int, desc string) *outMsg {
@@ -600,6 +632,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 	}
 	ack := j.jsReply
 	d.stats.cancelled++
+	d.s.observeDrop(j, metrics.DropCanceled)
 	d.sched.forget(j)
 	d.publishDepth()
 	d.mu.Unlock()
@@ -636,6 +669,7 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 		}
 		d.mu.Lock()
 		d.stats.deadLetters++
+		d.s.metrics.DeadLetter(d.name, dj.reason)
 		d.mu.Unlock()
 		_ = d.nc.Publish(j.jsReply, []byte("+ACK"))
 		d.log.Debug("request dead-lettered", "seq", j.seq, "reason", dj.reason)

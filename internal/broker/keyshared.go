@@ -275,6 +275,7 @@ func (k *keyShared) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (
 			stopTick: make(chan struct{}), tickDone: make(chan struct{}),
 		}
 		k.groups[gk] = g
+		go g.tick(cons) // from here on, so stop can always wait for it
 	}
 	k.seq++
 	mem := &ksMember{id: k.node + "." + strconv.FormatUint(k.seq, 10), name: req.Member, deliver: req.DeliverSubject, g: g}
@@ -351,28 +352,46 @@ func ksConsumerConfig(req *semaq.KeySharedJoinRequest, src string) jetstream.Con
 
 // start runs the pump: ack watcher first, so no ack of a forwarded message
 // is missed, then the consumer.
+// A member leaving at once may stop the group while it starts: stop and
+// start meet under g.mu.
 func (g *ksGroup) start(cons jetstream.Consumer, info *jetstream.ConsumerInfo) error {
-	var err error
-	g.ackSub, err = g.ks.s.nc.Subscribe(g.ackP+"*.*.*.*.*", g.onAck)
+	ackSub, err := g.ks.s.nc.Subscribe(g.ackP+"*.*.*.*.*", g.onAck)
 	if err != nil {
 		return err
 	}
-	_ = g.ackSub.SetPendingLimits(-1, -1)
+	_ = ackSub.SetPendingLimits(-1, -1)
+	g.mu.Lock()
+	if !g.stopped {
+		g.ackSub = ackSub
+	}
 	if info.NumAckPending > 0 {
-		g.mu.Lock()
 		g.settling, g.settleSeq = true, info.Delivered.Stream
 		g.settleUntil = time.Now().Add(g.ackWait + time.Second)
-		g.mu.Unlock()
 	}
-	go g.tick(cons)
-	g.cc, err = cons.Consume(g.handle,
+	stopped := g.stopped
+	g.mu.Unlock()
+	if stopped {
+		_ = ackSub.Unsubscribe() // stop ran before it was there to see
+		return nil
+	}
+	cc, err := cons.Consume(g.handle,
 		jetstream.PullMaxMessages(256),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				g.ks.s.log.Debug("key-shared consume", "stream", g.stream, "group", g.name, "err", err)
 			}
 		}))
-	return err
+	if err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.cc = cc
+	stopped = g.stopped
+	g.mu.Unlock()
+	if stopped {
+		cc.Stop() // stop ran in between and did not see it
+	}
+	return nil
 }
 
 // stop ends the pump. Held messages go back to JetStream at once.
@@ -380,19 +399,20 @@ func (g *ksGroup) stop() {
 	g.stopOnce.Do(func() {
 		g.mu.Lock()
 		g.stopped = true
+		cc, ackSub := g.cc, g.ackSub
 		g.mu.Unlock()
 		close(g.stopTick)
 		<-g.tickDone
-		if g.cc != nil {
-			g.cc.Drain()
+		if cc != nil {
+			cc.Drain()
 			select {
-			case <-g.cc.Closed():
+			case <-cc.Closed():
 			case <-time.After(5 * time.Second):
-				g.cc.Stop()
+				cc.Stop()
 			}
 		}
-		if g.ackSub != nil {
-			_ = g.ackSub.Unsubscribe()
+		if ackSub != nil {
+			_ = ackSub.Unsubscribe()
 		}
 		g.mu.Lock()
 		for _, k := range g.keys {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
 )
@@ -188,9 +189,15 @@ func (r *ksRunner) stop(t *testing.T) {
 
 func publishSessions(t *testing.T, c *client.Client, subject string, keys, per int) {
 	t.Helper()
+	publishSessionsFrom(t, c, subject, keys, 0, per)
+}
+
+// publishSessionsFrom publishes rounds from to to-1 of keys messages.
+func publishSessionsFrom(t *testing.T, c *client.Client, subject string, keys, from, to int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for i := range per {
+	for i := from; i < to; i++ {
 		for k := range keys {
 			key := fmt.Sprintf("s-%02d", k)
 			data := fmt.Appendf(nil, `{"k": %q, "i": %d}`, key, i)
@@ -440,5 +447,68 @@ func TestKeySharedJoinErrors(t *testing.T) {
 				t.Fatalf("error %v (%T), want an API error about %q", err, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestKeySharedSurvivesRestart: the group's key and position survive a
+// broker restart; a member dies with messages in flight, and after the
+// restart a member joining without a key still processes every key in
+// order: the new pump holds newer messages until the old ones come back.
+func TestKeySharedSurvivesRestart(t *testing.T) {
+	const keys, per = 10, 20
+	dir := t.TempDir()
+	onDir := func(cfg *broker.Config) { cfg.DataDir = dir }
+	s1 := brokertest.Start(t, onDir)
+	c1 := brokertest.Connect(t, s1)
+	brokertest.AddStream(t, c1, "KS", "ks.>")
+	publishSessions(t, c1, "ks.chat", keys, per/2)
+
+	rec := newKSRecorder(30)
+	conn1 := brokertest.Connect(t, s1)
+	a := startKSMember(t, conn1, "ks.chat", "g", "a", rec, client.WithAckWait(5*time.Second), client.WithMaxAckPending(200))
+	rec.waitTotal(t, 30)
+	conn1.Close() // dies holding a message and those forwarded behind it
+	a.cancel()
+	<-a.done
+	c1.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := s1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	s2 := brokertest.Start(t, onDir)
+	c2 := brokertest.Connect(t, s2)
+	sub, err := c2.SubscribeKeyShared(ctx, "ks.chat", "g", client.WithMember("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c2.KeySharedInfo(ctx, "KS", "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Key != "session" {
+		t.Fatalf("the group resumed keyed by %q, want session", info.Key)
+	}
+	// Newer messages, deliverable at once, while the old ones in flight
+	// wait for their ack wait.
+	publishSessionsFrom(t, c2, "ks.chat", keys, per/2, per)
+	rec.setLimit(keys * per)
+	for rec.total() < keys*per {
+		m := nextMsg(t, sub)
+		var v ksMsg
+		if err := json.Unmarshal(m.Data, &v); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rec.admit(ctx.Done(), v.K, ksSeen{i: v.I, member: "b", recv: time.Now(), numDelivered: m.NumDelivered}); !ok {
+			t.Fatal(ctx.Err())
+		}
+		if err := m.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec.check(t, keys, per)
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

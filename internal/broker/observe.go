@@ -39,6 +39,7 @@ func (s *Server) startObservability(ctx context.Context) error {
 	}
 	s.tracing = t
 	s.metrics.SetConsumerSource(s.consumerStats)
+	s.metrics.AddQueueSource(queueSource{s}) // work queues (observe_dispatch.go)
 	return nil
 }
 
@@ -170,6 +171,8 @@ func rejectReason(e *semaq.APIError) string {
 		return metrics.ReasonTooLarge
 	case errors.Is(e, semaq.ErrUnavailable):
 		return metrics.ReasonUnavailable
+	case errors.Is(e, semaq.ErrOverloaded):
+		return metrics.ReasonOverloaded
 	}
 	return metrics.Other
 }

@@ -2,12 +2,15 @@ package broker_test
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/telemetry/otlptest"
@@ -40,6 +43,23 @@ func TestTokenStreamMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The SDK writer of a request received a second ago: labelled, timed
+	// from the request's AI-Received.
+	reqHdr := nats.Header{semaq.HdrModel: {"mistral"}, semaq.HdrTenant: {"beta"},
+		semaq.HdrReceived: {time.Now().Add(-time.Second).UTC().Format(time.RFC3339Nano)}}
+	w2, err := c.OpenTokenStream(ctx, "req-labelled", client.WithStreamRequest(reqHdr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		if err := w2.Write(ctx, "tok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w2.Close(ctx, semaq.TokenFinal{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// A writer that reports its timing: 21 tokens, the first at 200ms,
 	// the terminal record at 2.2s.
 	const traceID = "6e0c63257de34c92bf9efcd03927272e"
@@ -49,7 +69,7 @@ func TestTokenStreamMetrics(t *testing.T) {
 	}
 	m := nats.NewMsg(semaq.TokenEndSubject("req-timed"))
 	m.Data = semaq.AppendTokenChunk(nil, &semaq.TokenChunk{Seq: 5, Offset: 21,
-		Final: &semaq.TokenFinal{FinishReason: "stop", Usage: &semaq.TokenUsage{Prompt: 12, Completion: 21, Total: 33}},
+		Final:       &semaq.TokenFinal{FinishReason: "stop", Usage: &semaq.TokenUsage{Prompt: 12, Completion: 21, Total: 33}},
 		TraceParent: "00-" + traceID + "-1111111111111111-01"})
 	m.Header.Set(semaq.HdrModel, "llama3")
 	m.Header.Set(semaq.HdrTenant, "acme")
@@ -72,7 +92,14 @@ func TestTokenStreamMetrics(t *testing.T) {
 		`semaq_token_stream_time_to_first_token_seconds_sum{model="llama3",tenant="acme"} 0.2`,
 		`semaq_token_stream_time_per_output_token_seconds_sum{model="llama3",tenant="acme"} 0.1`,
 		`semaq_token_stream_output_tokens_per_second_count{model="llama3",tenant="acme"} 1`,
+		`semaq_token_stream_tokens_total{model="mistral",tenant="beta"} 4`,
+		`semaq_token_stream_time_to_first_token_seconds_count{model="mistral",tenant="beta"} 1`,
+		`semaq_token_stream_time_per_output_token_seconds_count{model="mistral",tenant="beta"} 1`,
 	)
+	// Time to first token counts from the request's AI-Received.
+	if v := sampleValue(t, getMetrics(t, s), `semaq_token_stream_time_to_first_token_seconds_sum{model="mistral",tenant="beta"}`); v < 1 {
+		t.Errorf("time to first token %gs, want at least the 1s since AI-Received", v)
+	}
 
 	if err := s.FlushTraces(ctx); err != nil {
 		t.Fatal(err)
@@ -88,4 +115,21 @@ func TestTokenStreamMetrics(t *testing.T) {
 	if d := sp.End.Sub(sp.Start); d < 2*time.Second || d > 10*time.Second {
 		t.Errorf("tokens span lasts %s, want about the 2.2s the writer reported", d)
 	}
+}
+
+// sampleValue reads the value of one sample line (name and labels as
+// printed) from a scrape.
+func sampleValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("no sample %s", series)
+	return 0
 }

@@ -234,6 +234,7 @@ func ruleInfo(r *rule) semaq.RouteInfo {
 		Created:  r.created,
 		Revision: r.rev,
 		Stats:    semaq.RouteStats{Matched: r.matched.Load(), Errors: r.errs.Load()},
+		Health:   adaptiveHealth(r),
 	}
 	if p := r.lastErr.Load(); p != nil {
 		info.Stats.LastError = *p

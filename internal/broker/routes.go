@@ -48,6 +48,8 @@ type router struct {
 
 	table atomic.Pointer[routeTable]
 
+	health *routeHealth // adaptive splits (route_health.go)
+
 	// mu guards changed, closed and replaced each time a table is
 	// published, waking API handlers waiting for their revision. The
 	// watcher takes only mu; nothing is held while calling out.
@@ -447,6 +449,9 @@ func (s *Server) startRoutes(ctx context.Context) error {
 	}
 	s.routes = rt
 	s.ingress.routes = rt
+	if rt.health, err = s.startRouteHealth(rt); err != nil {
+		return fmt.Errorf("broker: route health: %w", err)
+	}
 	return nil
 }
 
@@ -454,6 +459,9 @@ func (s *Server) startRoutes(ctx context.Context) error {
 func (s *Server) stopRoutes() error {
 	if s.routes == nil {
 		return nil
+	}
+	if s.routes.health != nil {
+		s.routes.health.close()
 	}
 	if err := s.routes.close(); err != nil {
 		return fmt.Errorf("route rules: %w", err)

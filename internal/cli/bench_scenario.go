@@ -70,6 +70,9 @@ heatmap of p99 per interval.`,
 				return err
 			}
 			cfg.Scenario = sc
+			if !cmd.Flags().Changed("rounds") && cfg.Short {
+				cfg.Rounds = 1 // a second is too short to cut up
+			}
 			for i, t := range cfg.Targets {
 				cfg.Targets[i] = strings.TrimSpace(t)
 			}
@@ -127,6 +130,7 @@ heatmap of p99 per interval.`,
 	f.StringSliceVar(&cfg.Targets, "targets", cfg.Targets, "targets to measure, comma-separated: "+strings.Join(bench.ScenarioTargets, ", "))
 	f.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", bench.DefaultRabbitMQURL, "AMQP URL of the RabbitMQ server of the rabbitmq target")
 	f.DurationVar(&cfg.Duration, "duration", 0, "measured time per target (default: the scenario's)")
+	f.IntVar(&cfg.Rounds, "rounds", 3, "slices of each target's measured time, run in alternating target order (default with --short: 1)")
 	f.BoolVar(&cfg.Short, "short", false, "run the scenario's short form: about a second per target at a lower rate")
 	f.IntVar(&rate, "rate", 0, "offered msgs/s instead of the scenario's; 0: closed loop, as fast as the window allows")
 	f.IntVar(&consumers, "consumers", 0, "workers per stage instead of the scenario's")

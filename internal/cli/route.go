@@ -18,7 +18,7 @@ import (
 func newRouteCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "route",
-		Short: "Route messages by their content: add, ls, rm, test",
+		Short: "Route messages by their content: add, ls, status, rm, test",
 		Long: `Route rules move a message to another subject when it is published: rules whose
 --subject pattern matches the publish subject are tried by --order, then name,
 and the first whose --when expression (CEL, see docs/expressions.md) is true
@@ -32,6 +32,7 @@ subject it was published to. Changes take effect on the next publish.`,
 		newRouteLsCmd(e),
 		newRouteRmCmd(e),
 		newRouteTestCmd(e),
+		newRouteStatusCmd(e),
 	)
 	return cmd
 }
@@ -44,15 +45,19 @@ func newRouteAddCmd(e *env) *cobra.Command {
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME --subject PATTERN [--when EXPR] (--to SUBJECT | --split SUBJ=W,SUBJ=W [--sticky-key EXPR])",
+		Use:   "add NAME --subject PATTERN [--when EXPR] (--to SUBJECT | --split SUBJ=W,SUBJ=W [--sticky-key EXPR] [--adaptive])",
 		Short: "Add a route rule",
 		Long: `Add a rule. --to sends matching messages to one subject; --split shares them
 among several by weight (an A/B test): with --sticky-key every message with the
 same key value goes to the same target while the weights stay the same, without
-it each message picks at random. Targets must be subjects a stream captures.`,
+it each message picks at random. Targets must be subjects a stream captures.
+--adaptive makes a split health-weighted: weight moves away from targets whose
+consumers nak, terminate or ack slowly, and back when they recover
+(docs/routing.md); see it with route status.`,
 		Example: `  semaq route add llama --subject ai.inference.llm --when 'model.startsWith("llama3")' --to gpu.cluster-a
   semaq route add confident --subject 'ai.answers.>' --when 'payload.confidence > 0.85' --to ai.review.auto --order 10
-  semaq route add ab --subject ai.inference.llm --split gpu.cluster-a=70,gpu.cluster-b=30 --sticky-key tenant`,
+  semaq route add ab --subject ai.inference.llm --split gpu.cluster-a=70,gpu.cluster-b=30 --sticky-key tenant
+  semaq route add pool --subject ai.inference.llm --split gpu.cluster-a=50,gpu.cluster-b=50 --adaptive`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Name = args[0]
@@ -69,6 +74,8 @@ it each message picks at random. Targets must be subjects a stream captures.`,
 				return errors.New("name a target with --to SUBJECT or --split SUBJ=W,SUBJ=W")
 			case r.StickyKey != "" && split == "":
 				return errors.New("--sticky-key needs --split")
+			case r.Adaptive && split == "":
+				return errors.New("--adaptive needs --split")
 			}
 			if split != "" {
 				var err error
@@ -103,6 +110,7 @@ it each message picks at random. Targets must be subjects a stream captures.`,
 	f.StringVar(&r.To, "to", "", "target `SUBJECT`")
 	f.StringVar(&split, "split", "", "weighted targets `SUBJ=W,SUBJ=W`")
 	f.StringVar(&r.StickyKey, "sticky-key", "", "CEL key `EXPR` that keeps a split's messages with the same key on one target")
+	f.BoolVar(&r.Adaptive, "adaptive", false, "health-weighted split: shift weight away from failing or slow targets")
 	f.IntVar(&r.Order, "order", 0, "rank `N`: lower is tried first, then by name")
 	f.BoolVar(&replace, "replace", false, "replace a rule of the same name")
 	f.BoolVar(&asJSON, "json", false, "print the stored rule as JSON")
@@ -141,6 +149,9 @@ func describeRoute(r *semaq.Route) string {
 	fmt.Fprintf(&b, " -> %s", routeTargets(r))
 	if r.StickyKey != "" {
 		fmt.Fprintf(&b, " sticky on %s", r.StickyKey)
+	}
+	if r.Adaptive {
+		b.WriteString(" adaptive")
 	}
 	if r.Order != 0 {
 		fmt.Fprintf(&b, " (order %d)", r.Order)
@@ -187,9 +198,12 @@ func newRouteLsCmd(e *env) *cobra.Command {
 			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ORDER\tNAME\tSUBJECT\tWHEN\tTARGET\tMATCHED\tERRORS")
 			for _, r := range routes {
-				target := routeTargets(&r.Route)
+				target := routeTargetsNow(&r)
 				if r.StickyKey != "" {
 					target += " sticky on " + r.StickyKey
+				}
+				if r.Adaptive {
+					target += " adaptive"
 				}
 				if r.Error != "" {
 					target += " (not loaded: " + oneLine(r.Error) + ")"

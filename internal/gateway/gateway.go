@@ -166,12 +166,6 @@ func (g *Gateway) modelLive(ctx context.Context, model string) (bool, error) {
 	if _, ok := slices.BinarySearch(models, model); ok {
 		return true, nil
 	}
-	g.mu.Lock()
-	recent := time.Since(g.modelsAt) < 100*time.Millisecond
-	g.mu.Unlock()
-	if recent {
-		return false, nil
-	}
 	models, err = g.liveModels(ctx, true)
 	if err != nil {
 		return false, err

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"log/slog"
+	"os"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -423,7 +425,7 @@ func TestWorkerWithHTTPUpstream(t *testing.T) {
 	}
 
 	// An upstream that refuses: the client gets a 502 naming it.
-	e.startWorker(t, worker.Config{Upstream: up.URL + "/v1", APIKey: "wrong", Models: []string{"refusing"}})
+	e.startWorker(t, worker.Config{Upstream: up.URL + "/v1", APIKey: "wrong", Models: []string{"refusing"}, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	resp := e.post(t, ctx, chatBody("refusing", "x", true, ""), nil)
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -450,7 +452,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	rw := e.startWorker(t, worker.Config{Upstream: up.URL, Models: []string{"slow"}})
+	rw := e.startWorker(t, worker.Config{Upstream: up.URL, Models: []string{"slow"}, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := e.post(t, ctx, chatBody("slow", "hang on", true, ""), nil)

@@ -16,9 +16,10 @@ const (
 	ReasonNoStream       = "no_stream"        // a route's target has no stream
 	ReasonTooLarge       = "too_large"        // over the server's max payload with its envelope
 	ReasonUnavailable    = "unavailable"      // could not hand the message to JetStream
+	ReasonOverloaded     = "overloaded"       // its work queue refused it (admission control)
 )
 
-var reasons = [...]string{ReasonEnvelope, ReasonSchema, ReasonSchemaNotFound, ReasonNoStream, ReasonTooLarge, ReasonUnavailable, Other}
+var reasons = [...]string{ReasonEnvelope, ReasonSchema, ReasonSchemaNotFound, ReasonNoStream, ReasonTooLarge, ReasonUnavailable, ReasonOverloaded, Other}
 
 // Subject holds the pre-resolved metrics of one stream subject pattern, so
 // the ingress records a message with no label lookup and no allocation.

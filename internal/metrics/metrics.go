@@ -194,8 +194,8 @@ func (m *Metrics) Handler() http.Handler {
 }
 
 // DeadLetter counts one message dead-lettered from stream. reason is
-// "max_deliveries" or "terminated" (a "terminated: <why>" reason counts as
-// terminated: the why is free text).
+// "max_deliveries", "terminated" or "expired" (a "terminated: <why>"
+// reason counts as terminated: the why is free text).
 func (m *Metrics) DeadLetter(stream, reason string) {
 	if m == nil {
 		return
@@ -204,7 +204,7 @@ func (m *Metrics) DeadLetter(stream, reason string) {
 		reason = reason[:i]
 	}
 	switch reason {
-	case "max_deliveries", "terminated":
+	case "max_deliveries", "terminated", "expired":
 	default:
 		reason = Other
 	}

@@ -51,7 +51,7 @@ type Config struct {
 func CheckEndpoint(endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return fmt.Errorf("%q is not a URL: %w", endpoint, err)
+		return fmt.Errorf("%q is not a URL like http://127.0.0.1:4318: %w", endpoint, err)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%q: the scheme must be http or https (OTLP/HTTP), not %q", endpoint, u.Scheme)

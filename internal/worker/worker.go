@@ -292,7 +292,8 @@ func (w *Worker) handle(job *client.Job) {
 	}
 	tw, err := w.c.OpenTokenStream(bg, id,
 		client.WithStreamTraceParent(job.Header.Get(semaq.HdrTraceParent)),
-		client.WithStreamSession(job.Header.Get(semaq.HdrSession)))
+		client.WithStreamSession(job.Header.Get(semaq.HdrSession)),
+		client.WithStreamRequest(job.Header)) // labels and timing for the broker's metrics
 	if err != nil {
 		_ = job.Term(bg, err.Error())
 		return

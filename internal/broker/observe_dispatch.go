@@ -1,0 +1,103 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Observability of work queues (dispatch*.go): queue state read at scrape
+// time, and per request the wait, the end-to-end delivery latency and a
+// dispatch span.
+
+// queueSource reports every dispatcher of the node to the metrics.
+type queueSource struct{ s *Server }
+
+// QueueStats scans the queued requests of every dispatcher, one dispatcher
+// lock at a time: O(queued requests) per scrape.
+func (q queueSource) QueueStats() []metrics.QueueStat {
+	q.s.queues.mu.Lock()
+	ds := make([]*dispatcher, 0, len(q.s.queues.all))
+	for _, d := range q.s.queues.all {
+		ds = append(ds, d)
+	}
+	q.s.queues.mu.Unlock()
+	type key struct {
+		tenant, model string
+		prio          int
+	}
+	now := time.Now()
+	var out []metrics.QueueStat
+	for _, d := range ds {
+		idx := map[key]int{}
+		d.mu.Lock()
+		for _, j := range d.sched.bySeq {
+			if j.state == jobHeld {
+				continue // with a worker: not waiting
+			}
+			k := key{j.tenant, j.model, j.prio}
+			i, ok := idx[k]
+			if !ok {
+				i = len(out)
+				idx[k] = i
+				out = append(out, metrics.QueueStat{Tenant: j.tenant, Priority: j.prio, Model: j.model})
+			}
+			st := &out[i]
+			st.Depth++
+			st.TokensWaiting += j.tokens
+			st.OldestAge = max(st.OldestAge, now.Sub(j.arrived))
+		}
+		d.mu.Unlock()
+	}
+	return out
+}
+
+// observeDispatch records a request handed to a worker after waiting since
+// it arrived, and starts its dispatch span (the time in the queue), whose
+// context the worker's copy h carries on. d.mu is held: this takes only
+// leaf locks.
+func (s *Server) observeDispatch(queue string, j *qjob, h nats.Header, now time.Time) {
+	wait := now.Sub(j.arrived)
+	s.metrics.Queue(j.tenant, j.prio, j.model).Dispatched(wait)
+	if s.ingress != nil && s.metrics != nil {
+		if st := s.ingress.streamFor(j.subject); st != nil {
+			for _, p := range st.subjects {
+				if subjectMatches(p, j.subject) {
+					s.metrics.Subject(p).Delivered(wait)
+					break
+				}
+			}
+		}
+	}
+	if s.tracing == nil || j.hdr.Get(semaq.HdrTraceParent) == "" {
+		return
+	}
+	parent := client.ExtractTrace(context.Background(), j.hdr)
+	if !trace.SpanContextFromContext(parent).IsValid() {
+		return
+	}
+	ctx, span := s.tracing.Tracer().Start(parent, "dispatch "+queue,
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(j.arrived))
+	if span.IsRecording() {
+		env, _ := semaq.Parse(j.hdr, j.arrived)
+		span.SetAttributes(client.EnvelopeAttributes(env)...)
+		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgOperation.String("send"),
+			client.AttrMsgDest.String(j.subject), client.AttrStream.String(queue),
+			client.AttrStreamSeq.Int64(int64(j.seq)), client.AttrNumDelivered.Int64(int64(j.deliveries)))
+		client.InjectTrace(ctx, h)
+	}
+	// The span covers the wait; the SDK's process span follows it.
+	span.End(trace.WithTimestamp(now))
+}
+
+// observeDrop records a request that left its queue undispatched
+// (metrics.DropExpired, DropCanceled).
+func (s *Server) observeDrop(j *qjob, reason string) {
+	s.metrics.Queue(j.tenant, j.prio, j.model).Dropped(reason)
+}
