@@ -149,6 +149,9 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 		}
 	}
+	if o.key != "" || o.member != "" || o.maxAckPending > 0 {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: KeyBy, WithMember and WithMaxAckPending are options of SubscribeKeyShared")
+	}
 	stream, err := c.StreamBySubject(ctx, subject)
 	if err != nil {
 		return nil, err

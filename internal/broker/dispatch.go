@@ -460,6 +460,7 @@ func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) []*outMs
 		if !j.deadline.IsZero() && j.hdr.Get(semaq.HdrDeadline) == "" {
 			extra = append(extra, semaq.HdrDeadline, j.deadline.UTC().Format(time.RFC3339Nano))
 		}
+		extra = d.s.observeDispatch(d.name, j, extra, now) // metrics and dispatch span (observe_dispatch.go)
 		ack := semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(j.seq, 10) + "." + j.lease
 		if count > 0 && len(frame)+semaq.FrameJobSize(ack, j.hdr, extra, j.data) > limit {
 			flush(100)

@@ -435,6 +435,8 @@ func TestKeySharedJoinErrors(t *testing.T) {
 		{"no stream", "nowhere.x", "g", []client.SubscribeOption{client.KeyBy("session")}, "no stream"},
 		{"bad group", "ks.chat", "a.b", []client.SubscribeOption{client.KeyBy("session")}, "group"},
 		{"with filter", "ks.chat", "g", []client.SubscribeOption{client.WithFilter("true")}, "unfiltered"},
+		{"bad member", "ks.chat", "g", []client.SubscribeOption{client.WithMember("a b")}, "WithMember"},
+		{"bad window", "ks.chat", "g", []client.SubscribeOption{client.WithMaxAckPending(0)}, "WithMaxAckPending"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sub, err := c.SubscribeKeyShared(ctx, tc.subject, tc.group, tc.opts...)
@@ -447,6 +449,14 @@ func TestKeySharedJoinErrors(t *testing.T) {
 				t.Fatalf("error %v (%T), want an API error about %q", err, err, tc.want)
 			}
 		})
+	}
+	// The key-shared options are refused by a plain Subscribe rather than
+	// ignored.
+	if sub, err := c.Subscribe(ctx, "ks.chat", client.KeyBy("session")); !errors.Is(err, semaq.ErrBadRequest) {
+		if sub != nil {
+			sub.Close()
+		}
+		t.Fatalf("Subscribe with KeyBy: %v", err)
 	}
 }
 

@@ -59,10 +59,12 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 }
 
 // observeDispatch records a request handed to a worker after waiting since
-// it arrived, and starts its dispatch span (the time in the queue), whose
-// context the worker's copy h carries on. d.mu is held: this takes only
+// it arrived, and records its dispatch span (the time in the queue). It
+// returns extra, the broker's headers of the worker's copy, with the span
+// as traceparent: the frame puts them before the stored ones, so the
+// worker continues from the dispatch span. d.mu is held: this takes only
 // leaf locks.
-func (s *Server) observeDispatch(queue string, j *qjob, h nats.Header, now time.Time) {
+func (s *Server) observeDispatch(queue string, j *qjob, extra []string, now time.Time) []string {
 	wait := now.Sub(j.arrived)
 	s.metrics.Queue(j.tenant, j.prio, j.model).Dispatched(wait)
 	if s.ingress != nil && s.metrics != nil {
@@ -76,11 +78,11 @@ func (s *Server) observeDispatch(queue string, j *qjob, h nats.Header, now time.
 		}
 	}
 	if s.tracing == nil || j.hdr.Get(semaq.HdrTraceParent) == "" {
-		return
+		return extra
 	}
 	parent := client.ExtractTrace(context.Background(), j.hdr)
 	if !trace.SpanContextFromContext(parent).IsValid() {
-		return
+		return extra
 	}
 	ctx, span := s.tracing.Tracer().Start(parent, "dispatch "+queue,
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(j.arrived))
@@ -90,10 +92,17 @@ func (s *Server) observeDispatch(queue string, j *qjob, h nats.Header, now time.
 		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgOperation.String("send"),
 			client.AttrMsgDest.String(j.subject), client.AttrStream.String(queue),
 			client.AttrStreamSeq.Int64(int64(j.seq)), client.AttrNumDelivered.Int64(int64(j.deliveries)))
+		h := nats.Header{}
 		client.InjectTrace(ctx, h)
+		for k, vs := range h {
+			for _, v := range vs {
+				extra = append(extra, k, v)
+			}
+		}
 	}
-	// The span covers the wait; the SDK's process span follows it.
+	// The span covers the wait; the worker's process span follows it.
 	span.End(trace.WithTimestamp(now))
+	return extra
 }
 
 // observeDrop records a request that left its queue undispatched

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -362,5 +363,34 @@ func TestTraceNATSPublish(t *testing.T) {
 	m := nextMsg(t, sub)
 	if m.Seq != publish2.Sequence || !strings.Contains(m.Header.Get(semaq.HdrTraceParent), parent.SpanContext().TraceID().String()) {
 		t.Errorf("SDK publish stored traceparent %q, want trace %s", m.Header.Get(semaq.HdrTraceParent), parent.SpanContext().TraceID())
+	}
+}
+
+// TestPublicUserCannotForgeAcks: the broker forwards the acks it receives
+// on its sampled-latency and group-commit subjects with its own rights; a
+// client publishing there is refused by the server.
+func TestPublicUserCannotForgeAcks(t *testing.T) {
+	t.Parallel()
+	s := brokertest.Start(t)
+	denied := make(chan string, 4)
+	nc, err := nats.Connect(s.ClientURL(), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		denied <- err.Error()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, subj := range []string{"_SQ_LAT.x.0.1._INBOX.y", "_SQ_ACK.x._INBOX.y"} {
+		if err := nc.Publish(subj, []byte("forged")); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case msg := <-denied:
+			if !strings.Contains(strings.ToLower(msg), "permissions violation") || !strings.Contains(msg, subj) {
+				t.Errorf("publish to %s: error %q, want a permissions violation", subj, msg)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("publish to %s was not refused", subj)
+		}
 	}
 }

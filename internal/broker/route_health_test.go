@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
@@ -160,5 +162,69 @@ func TestAdaptiveNeedsSplit(t *testing.T) {
 	_, err := c.AddRoute(context.Background(), semaq.Route{Name: "one", Subject: "ai.x", To: "ai.y", Adaptive: true})
 	if err == nil || !strings.Contains(err.Error(), "adaptive weights need a split") {
 		t.Fatalf("adaptive single target: %v", err)
+	}
+}
+
+// TestAdaptiveSplitFollowsAckLatency: both targets' consumers sample acks;
+// a's consumer is slow, so a's health and effective weight fall below b's.
+func TestAdaptiveSplitFollowsAckLatency(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	brokertest.AddStream(t, c, "AI", "ai.>")
+	brokertest.AddStream(t, c, "GPUA", "gpu.a")
+	brokertest.AddStream(t, c, "GPUB", "gpu.b")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.AddRoute(ctx, semaq.Route{Name: "lat", Subject: "ai.x", Adaptive: true,
+		Split: []semaq.RouteSplit{{Subject: "gpu.a", Weight: 50}, {Subject: "gpu.b", Weight: 50}}}); err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for _, tc := range []struct {
+		stream string
+		work   time.Duration
+	}{{"GPUA", 40 * time.Millisecond}, {"GPUB", 0}} {
+		// SampleFrequency makes JetStream publish ack latency samples.
+		cons, err := js.CreateConsumer(ctx, tc.stream, jetstream.ConsumerConfig{
+			AckPolicy: jetstream.AckExplicitPolicy, SampleFrequency: "100%",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			time.Sleep(tc.work) // the consumer's work: what makes a slow
+			_ = m.Ack()
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Stop()
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if _, err := c.Publish(ctx, "ai.x", []byte(`{}`)); err != nil {
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	for {
+		a, b := targetHealth(t, c, "lat", "gpu.a"), targetHealth(t, c, "lat", "gpu.b")
+		if a.AckLatency > 0 && b.AckLatency > 0 && a.Effective < 40 && b.Effective == 50 {
+			if a.AckLatency <= b.AckLatency || a.Health >= b.Health || a.ErrorRate != 0 {
+				t.Fatalf("slow a %+v, fast b %+v", a, b)
+			}
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("a's weight did not fall: a %+v, b %+v", a, b)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

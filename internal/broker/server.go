@@ -49,11 +49,11 @@ type Server struct {
 	routes  *router            // route rules (routes.go)
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
-	filters *filters // filtered subscriptions (filter.go)
-	queues  queues   // work-queue dispatchers (queue.go, dispatch*.go)
+	filters *filters           // filtered subscriptions (filter.go)
+	queues  queues             // work-queue dispatchers (queue.go, dispatch*.go)
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens  *tokenStore // token-stream retention (tokens.go)
+	tokens  *tokenStore        // token-stream retention (tokens.go)
 
 	keyShared *keyShared // key-shared groups (keyshared.go)
 
@@ -228,6 +228,7 @@ func publicPermissions() *server.Permissions {
 			semaq.DLQPrefix + ">", // only the broker writes SQ_DLQ
 			"$JS.EVENT.>",         // forged advisories would make the broker dead-letter any message
 			"_SQ_LAT.>",           // sampled acks: the broker forwards them with its own rights
+			"_SQ_ACK.>",           // group-commit acks: likewise
 		}},
 	}
 }
@@ -292,7 +293,8 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return fmt.Errorf("broker: http: %w", err)
 	}
 	s.httpLn = ln
-	gw := gateway.New(gateway.Options{Client: front, Log: s.log.With("component", "gateway")})
+	gw := gateway.New(gateway.Options{Client: front, Log: s.log.With("component", "gateway"),
+		Metrics: s.metrics, Tracing: s.tracing})
 	h := httpapi.New(httpapi.Options{
 		Client:         front,
 		Log:            s.log.With("component", "http"),
@@ -303,8 +305,8 @@ func (s *Server) startHTTP(ctx context.Context) error {
 			s.reg.Routes(mux)
 			gw.Register(mux) // the OpenAI-compatible gateway (internal/gateway)
 		},
-		Metrics:        s.metrics,
-		Tracing:        s.tracing,
+		Metrics: s.metrics,
+		Tracing: s.tracing,
 	})
 	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	// Event streams never finish on their own; end them when shutting down.

@@ -33,6 +33,7 @@ figures beside raw JetStream's from the same run, as ratios.`,
 	}
 	cmd.AddCommand(newBenchIngestCmd(e))
 	cmd.AddCommand(newBenchDispatchCmd(e))
+	cmd.AddCommand(newBenchTokensCmd(e))
 	cmd.AddCommand(newBenchRunCmd(e))
 	return cmd
 }

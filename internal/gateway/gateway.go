@@ -26,7 +26,9 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -48,6 +50,10 @@ type Options struct {
 	MaxTimeout     time.Duration
 	// ModelsTTL is how long the list of live models is reused (default 1s).
 	ModelsTTL time.Duration
+	// Metrics and Tracing, when set, record every request
+	// (semaq_gateway_*) and trace it with a server span (observe.go).
+	Metrics *metrics.Metrics
+	Tracing *telemetry.Tracing
 }
 
 // Gateway serves the OpenAI-compatible endpoints. It is safe for
@@ -86,8 +92,8 @@ func New(o Options) *Gateway {
 
 // Register mounts the endpoints on mux.
 func (g *Gateway) Register(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/chat/completions", g.chat)
-	mux.HandleFunc("GET /v1/models", g.listModels)
+	mux.HandleFunc("POST /v1/chat/completions", g.observed("/v1/chat/completions", "chat", g.chat))
+	mux.HandleFunc("GET /v1/models", g.observed("/v1/models", "models", g.listModels))
 }
 
 // Close ends every open response stream, as a shutdown must: an event
@@ -249,6 +255,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_model", err.Error())
 		return
 	}
+	noteModel(r.Context(), req.Model)
 	tenant, err := g.tenant(r)
 	if err != nil {
 		writeError(w, http.StatusUnauthorized, openai.TypeAuthentication, "invalid_api_key", err.Error())
