@@ -100,6 +100,7 @@ func WithGapTimeout(d time.Duration) TokenReadOption {
 // blocked Next return. A slow reader holds back only itself: records stay
 // in the stream until it asks for them.
 type TokenReader struct {
+	js   jetstream.JetStream
 	id   string
 	opts tokenReadOptions
 	cons jetstream.Consumer
@@ -150,7 +151,7 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 	if o.fromSeq > 0 {
 		want = o.fromSeq
 	}
-	return &TokenReader{id: id, opts: o, cons: cons, it: it, want: want, ahead: map[uint64]*semaq.TokenChunk{}}, nil
+	return &TokenReader{js: c.js, id: id, opts: o, cons: cons, it: it, want: want, ahead: map[uint64]*semaq.TokenChunk{}}, nil
 }
 
 // ID is the request id of the stream.
@@ -294,10 +295,22 @@ func (r *TokenReader) receive(ctx context.Context) (*semaq.TokenChunk, error) {
 	return rec, nil
 }
 
-// Close stops reading. The broker forgets the reader's consumer shortly
-// after.
+// Close stops reading and deletes the reader's consumer in the background:
+// a broker with thousands of idle consumers on SQ_TOKENS does more work
+// per record.
 func (r *TokenReader) Close() error {
-	r.closeOnce.Do(func() { r.it.Stop() })
+	r.closeOnce.Do(func() {
+		r.it.Stop()
+		info := r.cons.CachedInfo()
+		if info == nil {
+			return
+		}
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = r.js.DeleteConsumer(ctx, semaq.TokenStream, info.Name) // else InactiveThreshold removes it
+		}()
+	})
 	return nil
 }
 

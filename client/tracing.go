@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -38,6 +39,16 @@ const (
 	AttrNumDelivered  = attribute.Key("semaq.delivery.count")
 	AttrOriginSubject = attribute.Key("semaq.origin_subject")
 )
+
+// ValidUTF8 returns s with invalid UTF-8 replaced: OTLP's protobuf
+// encoding refuses such strings, and one in a span loses the whole batch
+// the exporter sends. Subjects may hold any bytes; use it on them.
+func ValidUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
 
 // propagator is W3C trace context, used whatever the global propagator is:
 // the envelope's traceparent and tracestate headers are that format.
@@ -189,6 +200,7 @@ func (j *Job) StartSpan(ctx context.Context, name string, opts ...trace.SpanStar
 }
 
 func startSpan(ctx context.Context, c *Client, h nats.Header, subject, name string, opts []trace.SpanStartOption, pos ...attribute.KeyValue) (context.Context, trace.Span) {
+	subject = ValidUTF8(subject)
 	if name == "" {
 		name = "process " + subject
 	}
@@ -199,7 +211,7 @@ func startSpan(ctx context.Context, c *Client, h nats.Header, subject, name stri
 		attrs = append(attrs, EnvelopeAttributes(env)...)
 	}
 	if o := HeaderCarrier(h).Get(semaq.HdrOriginSubject); o != "" {
-		attrs = append(attrs, AttrOriginSubject.String(o))
+		attrs = append(attrs, AttrOriginSubject.String(ValidUTF8(o)))
 	}
 	opts = append([]trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}, opts...)
 	tr := otel.GetTracerProvider().Tracer(TracerName)

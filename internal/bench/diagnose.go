@@ -299,15 +299,15 @@ func admissionRule(sc *Scenario, res *ScenarioResult) *Finding {
 	if n == 0 {
 		return nil
 	}
-	ev := []string{fmt.Sprintf("%d publishes rejected by the broker (%.2f%% of %d attempted)", n, 100*float64(n)/math.Max(1, float64(n+res.Published)), n+res.Published)}
+	ev := []string{fmt.Sprintf("%d requests (publishes, subscriptions) refused by the broker for a limit, against %d messages published", n, res.Published)}
 	if res.FirstError != "" {
 		ev = append(ev, "first error: "+res.FirstError)
 	}
 	return &Finding{
 		Rule:       RuleAdmission,
-		RootCause:  "admission rejections: the offered load hit a limit (message size, stream capacity or rate)",
+		RootCause:  "admission rejections: the offered load hit a limit (message size, stream capacity, consumers or rate)",
 		Evidence:   ev,
-		Suggestion: "raise the limit that rejected (stream max_msgs/max_bytes, the tenant's rate, the message size limit) or slow the publishers with a smaller window so they back off instead of being refused",
+		Suggestion: "raise the limit the first error names (stream max_msgs/max_bytes or max consumers, the tenant's rate, the message size limit), or back off: a smaller window, fewer concurrent readers",
 	}
 }
 

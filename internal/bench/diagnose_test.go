@@ -88,7 +88,7 @@ func TestDiagnoseRules(t *testing.T) {
 		{RuleAdmission, func(sc *Scenario, res *ScenarioResult) {
 			res.ErrorsByKind = map[string]int64{ErrKindRejected: 25}
 			res.FirstError = "nats: maximum messages exceeded"
-		}, []string{"admission rejections", "25 publishes rejected", "maximum messages exceeded", "raise the limit"}},
+		}, []string{"admission rejections", "25 requests", "maximum messages exceeded", "raise the limit"}},
 		{RuleSaturation, func(sc *Scenario, res *ScenarioResult) {
 			sc.Rate = 20000
 			res.PublishedMsgsPerS = 8000

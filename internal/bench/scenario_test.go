@@ -64,6 +64,12 @@ func TestScenariosShort(t *testing.T) {
 					t.Errorf("%s: CWPS %.3f for a token scenario", target, res.CWPS)
 				}
 			}
+			// The seed fixes the arrivals: every target is offered the same messages.
+			if sc.Rate > 0 {
+				if a, b := rep.Result(TargetSemaq).Published, rep.Result(TargetJetStream).Published; a != b || a == 0 {
+					t.Errorf("published %d on semaq, %d on jetstream: the same seed must offer the same load", a, b)
+				}
+			}
 			if s := rep.Result(TargetSemaq); s.RatioVsJetStream == nil || rep.Goals == nil || rep.Goals.P99VsJetStream == nil {
 				t.Errorf("no comparison with jetstream: ratio %v goals %+v", s.RatioVsJetStream, rep.Goals)
 			}

@@ -324,12 +324,15 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 		starts   = make([]time.Time, n)
 		startsMu sync.Mutex
 	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	fail := func(err error) {
 		errMu.Lock()
 		if firstErr == nil {
 			firstErr = err
 		}
 		errMu.Unlock()
+		cancel() // the other streams stop too
 	}
 	begin := time.Now()
 	for i := range n {
@@ -433,12 +436,15 @@ func (tr *tokensRun) rawStreams(ctx context.Context, n, k int) (float64, error) 
 		errMu    sync.Mutex
 		firstErr error
 	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	fail := func(err error) {
 		errMu.Lock()
 		if firstErr == nil {
 			firstErr = err
 		}
 		errMu.Unlock()
+		cancel() // the other streams stop too
 	}
 	begin := time.Now()
 	for i := range n {
@@ -459,12 +465,12 @@ func (tr *tokensRun) rawStreams(ctx context.Context, n, k int) (float64, error) 
 			js := pubs[i%poolSize]
 			subj := prefix + strconv.Itoa(i)
 			for j := range k {
-				if _, err := js.PublishAsync(subj, []byte(benchToken[j%len(benchToken)])); err != nil {
+				if err := publishRaw(js, subj, benchToken[j%len(benchToken)]); err != nil {
 					fail(err)
 					return
 				}
 			}
-			if _, err := js.PublishAsync(subj, []byte("END")); err != nil {
+			if err := publishRaw(js, subj, "END"); err != nil {
 				fail(err)
 			}
 		})
@@ -475,6 +481,17 @@ func (tr *tokensRun) rawStreams(ctx context.Context, n, k int) (float64, error) 
 		return 0, firstErr
 	}
 	return float64(n*k) / elapsed.Seconds(), nil
+}
+
+// publishRaw publishes asynchronously, waiting while the window is full
+// as the token writer does.
+func publishRaw(js jetstream.JetStream, subj, data string) error {
+	for {
+		_, err := js.PublishAsync(subj, []byte(data), jetstream.WithStallWait(time.Second))
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return err
+		}
+	}
 }
 
 // gateway measures the time to first token at the configured rate, with
@@ -615,6 +632,7 @@ func firstToken(ctx context.Context, hc *http.Client, url string, body []byte) (
 			if at.IsZero() {
 				return at, errors.New("no content token")
 			}
+			_, _ = io.Copy(io.Discard, resp.Body) // to the end, so the connection is reused
 			return at, nil
 		}
 		if at.IsZero() {

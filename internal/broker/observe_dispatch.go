@@ -90,7 +90,7 @@ func (s *Server) observeDispatch(queue string, j *qjob, extra []string, now time
 		env, _ := semaq.Parse(j.hdr, j.arrived)
 		span.SetAttributes(client.EnvelopeAttributes(env)...)
 		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgOperation.String("send"),
-			client.AttrMsgDest.String(j.subject), client.AttrStream.String(queue),
+			client.AttrMsgDest.String(client.ValidUTF8(j.subject)), client.AttrStream.String(queue),
 			client.AttrStreamSeq.Int64(int64(j.seq)), client.AttrNumDelivered.Int64(int64(j.deliveries)))
 		h := nats.Header{}
 		client.InjectTrace(ctx, h)

@@ -394,3 +394,31 @@ func TestPublicUserCannotForgeAcks(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceInvalidUTF8Subject: NATS subjects may hold any bytes, OTLP's
+// protobuf strings may not. A span of such a subject is exported with the
+// bytes mended, and does not take the rest of its batch down with it.
+func TestTraceInvalidUTF8Subject(t *testing.T) {
+	t.Parallel()
+	rcv := otlptest.Start(t)
+	s := brokertest.Start(t, func(cfg *broker.Config) { cfg.OTLPEndpoint = rcv.URL() })
+	c := brokertest.Connect(t, s)
+	brokertest.AddStream(t, c, "AI", "ai.>")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const bad, good = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2"
+	publish(t, c, "ai.caf\xe9", "x", client.WithTraceParent("00-"+bad+"-b7ad6b7169203331-01"))
+	publish(t, c, "ai.cafe", "x", client.WithTraceParent("00-"+good+"-b7ad6b7169203331-01"))
+	if err := s.FlushTraces(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.WaitFor(t, 15*time.Second, func(sp []otlptest.Span) bool {
+		return len(otlptest.Trace(sp, bad)) == 1 && len(otlptest.Trace(sp, good)) == 1
+	})
+	if got := otlptest.Trace(spans, bad)[0].Attrs["messaging.destination.name"]; got != "ai.caf\uFFFD" {
+		t.Errorf("subject attribute %q, want the invalid byte replaced", got)
+	}
+	if errs := rcv.Errors(); len(errs) > 0 {
+		t.Errorf("receiver errors: %v", errs)
+	}
+}

@@ -30,8 +30,16 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 		return
 	}
 	tokens := int(c.Offset) + c.N
+	// The writer's clock is not ours to trust: nonsense durations are
+	// dropped, not recorded.
 	first, _ := time.ParseDuration(m.Header.Get(semaq.HdrTokenFirst))
 	total, _ := time.ParseDuration(m.Header.Get(semaq.HdrTokenElapsed))
+	if total <= 0 || total > semaq.MaxTokenAge {
+		total = 0
+	}
+	if first <= 0 || total > 0 && first > total || first > semaq.MaxTokenAge {
+		first = 0
+	}
 	outcome := metrics.StreamDone
 	if c.Error != nil {
 		switch c.Error.Code {
@@ -65,10 +73,10 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrTokenStream.String(id))
 		if model != "" {
-			span.SetAttributes(client.AttrModel.String(model))
+			span.SetAttributes(client.AttrModel.String(client.ValidUTF8(model)))
 		}
 		if tenant != "" {
-			span.SetAttributes(client.AttrTenant.String(tenant))
+			span.SetAttributes(client.AttrTenant.String(client.ValidUTF8(tenant)))
 		}
 		span.SetAttributes(telemetry.AttrGenAIOutputToken.Int(tokens))
 		if first > 0 {

@@ -90,7 +90,7 @@ func (h *Handler) publishSpan(ctx context.Context, m *nats.Msg) (context.Context
 	}
 	ctx, span := h.opts.Tracing.Tracer().Start(parent, "POST /api/v1/publish/{subject}",
 		trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgDest.String(m.Subject),
+		trace.WithAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgDest.String(client.ValidUTF8(m.Subject)),
 			client.AttrMsgOperation.String("send")))
 	if span.IsRecording() {
 		if env, err := semaq.Parse(m.Header, time.Now()); err == nil {

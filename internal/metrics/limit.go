@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,10 +22,19 @@ func newLimiter(name string, max int, overflow *prometheus.CounterVec) *limiter 
 	return &limiter{name: name, max: max, overflow: overflow.WithLabelValues(name)}
 }
 
+// maxLabelLen bounds one label value; longer values are cut.
+const maxLabelLen = 128
+
 // value returns v when v is within the cap, None for "", Other past the cap.
+// A value that is not valid UTF-8 (Prometheus refuses those) or is longer
+// than maxLabelLen is mended first: values can come from headers no one
+// validated (token-stream records).
 func (l *limiter) value(v string) string {
 	if v == "" {
 		return None
+	}
+	if len(v) > maxLabelLen || !utf8.ValidString(v) {
+		v = mend(v)
 	}
 	if s, ok := l.known.load(v); ok {
 		return s
@@ -45,6 +55,14 @@ func (l *limiter) value(v string) string {
 	}
 	l.known.m[s] = s
 	return s
+}
+
+// mend makes v a valid, bounded label value.
+func mend(v string) string {
+	if len(v) > maxLabelLen {
+		v = v[:maxLabelLen]
+	}
+	return strings.ToValidUTF8(v, "\uFFFD")
 }
 
 // cache memoises label children (or handles built on them) by key. Its size

@@ -379,3 +379,14 @@ func BenchmarkIngressRecord(b *testing.B) {
 		}
 	})
 }
+
+// Label values from unvalidated sources are mended, never a panic.
+func TestLabelValuesMended(t *testing.T) {
+	m := metrics.New(metrics.Options{NoRuntime: true})
+	m.TokenStream("bad\xebmodel", strings.Repeat("t", 500)).Tokens(1)
+	text := scrape(t, m)
+	if !strings.Contains(text, `model="bad`+"\uFFFD"+`model"`) || !strings.Contains(text, `tenant="`+strings.Repeat("t", 128)+`"`) {
+		t.Errorf("values not mended:\n%s", grep(text, "semaq_token_stream_tokens_total"))
+	}
+	Lint(t, text)
+}

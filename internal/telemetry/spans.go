@@ -29,9 +29,10 @@ const (
 // span.IsRecording() before doing extra work for it.
 func (t *Tracing) StartIngress(h nats.Header, subject, pattern string, env semaq.Envelope) (context.Context, trace.Span) {
 	ctx := client.ExtractTrace(context.Background(), h)
+	pattern = client.ValidUTF8(pattern)
 	ctx, span := t.Tracer().Start(ctx, "ingress "+pattern, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
-		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgDest.String(subject),
+		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgDest.String(client.ValidUTF8(subject)),
 			client.AttrMsgOperation.String("receive"), AttrSubject.String(pattern))
 		span.SetAttributes(client.EnvelopeAttributes(env)...)
 	}

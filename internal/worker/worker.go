@@ -208,36 +208,11 @@ func (w *Worker) run(ctx context.Context, ready func()) error {
 		}
 		labels["model"] = m
 		queue := semaq.InferQueue(m)
-		fetchers.Go(func() {
-			for {
-				select {
-				case slots <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				// A short wait lets the fetchers of several models take
-				// turns with the slots.
-				jobs, err := w.c.Fetch(ctx, queue, client.FetchMax(1), client.FetchWait(time.Second), client.FetchLabels(labels))
-				if err != nil || len(jobs) == 0 {
-					<-slots
-					if err != nil && ctx.Err() == nil {
-						w.log.Warn("fetch failed", "queue", queue, "err", err)
-						select {
-						case <-time.After(200 * time.Millisecond):
-						case <-ctx.Done():
-						}
-					}
-					if ctx.Err() != nil {
-						return
-					}
-					continue
-				}
-				running.Go(func() {
-					defer func() { <-slots }()
-					w.handle(jobs[0])
-				})
-			}
-		})
+		// Several fetches wait at once, so a request finds one already
+		// waiting even while another fetch's answer is on its way back.
+		for range min(w.cfg.Concurrency, fetchersPerModel) {
+			fetchers.Go(func() { w.fetchLoop(ctx, queue, labels, slots, &running) })
+		}
 	}
 	fetchers.Wait()
 	running.Wait()
@@ -247,6 +222,53 @@ func (w *Worker) run(ctx context.Context, ready func()) error {
 		w.log.Warn("leaving the agent registry", "err", err)
 	}
 	return nil
+}
+
+// fetchersPerModel is how many fetches a worker keeps open per model.
+const fetchersPerModel = 4
+
+// fetchLoop fetches jobs for queue while there are free slots, until ctx
+// ends. A fetch asks for as many jobs as slots it could take.
+func (w *Worker) fetchLoop(ctx context.Context, queue string, labels map[string]string, slots chan struct{}, running *sync.WaitGroup) {
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < 16 {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		// A short wait lets the fetchers of several models take turns with
+		// the slots.
+		jobs, err := w.c.Fetch(ctx, queue, client.FetchMax(n), client.FetchWait(time.Second), client.FetchLabels(labels))
+		for range n - len(jobs) {
+			<-slots
+		}
+		for _, job := range jobs {
+			running.Go(func() {
+				defer func() { <-slots }()
+				w.handle(job)
+			})
+		}
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("fetch failed", "queue", queue, "err", err)
+			select {
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
 }
 
 // handle runs one request from the queue to the end of its token stream.
