@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/semaq"
@@ -45,6 +46,7 @@ type tokenReadOptions struct {
 	fromOffset uint64
 	window     int
 	gapTimeout time.Duration
+	live       bool
 }
 
 // TokenReadOption configures ReadTokens.
@@ -95,6 +97,21 @@ func WithGapTimeout(d time.Duration) TokenReadOption {
 	}
 }
 
+// WithLiveStart is for a reader made before the stream's first record is
+// written — the gateway makes its reader before it queues the request. The
+// records then come from a plain subscription, which costs the broker no
+// consumer; if one is missing (a record the subscription lost, or a
+// reader that was made too late after all) the reader switches at once to
+// a JetStream consumer over the stored records, which fills the gap.
+// A reader made after the stream ended would wait for nothing: do not use
+// it then.
+func WithLiveStart() TokenReadOption {
+	return func(o *tokenReadOptions) error {
+		o.live = true
+		return nil
+	}
+}
+
 // TokenReader reads one token stream in order. Next must be called from
 // one goroutine at a time; Close may be called from any and makes a
 // blocked Next return. A slow reader holds back only itself: records stay
@@ -103,8 +120,13 @@ type TokenReader struct {
 	js   jetstream.JetStream
 	id   string
 	opts tokenReadOptions
-	cons jetstream.Consumer
-	it   jetstream.MessagesContext
+	cons jetstream.Consumer        // nil while reading live
+	it   jetstream.MessagesContext // nil while reading live
+	live *nats.Subscription        // WithLiveStart, until a gap
+	done chan struct{}             // closed by Close
+	// srcMu guards cons, it and live against Close from another
+	// goroutine; nobody blocks while holding it.
+	srcMu sync.Mutex
 
 	mu       sync.Mutex // held by Next
 	want     uint64     // next seq to deliver
@@ -129,29 +151,56 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 		}
 	}
-	ctx, cancel := c.withTimeout(ctx)
+	want := uint64(1)
+	if o.fromSeq > 0 {
+		want = o.fromSeq
+	}
+	r := &TokenReader{js: c.js, id: id, opts: o, want: want, ahead: map[uint64]*semaq.TokenChunk{}, done: make(chan struct{})}
+	if o.live {
+		sub, err := c.nc.SubscribeSync(semaq.TokenSubjectFilter(id))
+		if err != nil {
+			return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
+		}
+		_ = sub.SetPendingLimits(-1, 64<<20)
+		r.live = sub
+		return r, nil
+	}
+	if err := r.openConsumer(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// openConsumer starts reading the stored records from the beginning.
+func (r *TokenReader) openConsumer(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cons, err := c.js.OrderedConsumer(ctx, semaq.TokenStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{semaq.TokenSubjectFilter(id)},
+	cons, err := r.js.OrderedConsumer(ctx, semaq.TokenStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{semaq.TokenSubjectFilter(r.id)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		// A reader that vanished without Close frees the broker soon.
 		InactiveThreshold: 10 * time.Second,
 	})
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "token stream store %s not found: is this a SemaQ broker?", semaq.TokenStream)
+			return semaq.NewAPIError(semaq.ErrUnavailable, "token stream store %s not found: is this a SemaQ broker?", semaq.TokenStream)
 		}
-		return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
+		return fmt.Errorf("client: reading token stream %s: %w", r.id, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
-		return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
+		return fmt.Errorf("client: reading token stream %s: %w", r.id, err)
 	}
-	want := uint64(1)
-	if o.fromSeq > 0 {
-		want = o.fromSeq
+	r.srcMu.Lock()
+	defer r.srcMu.Unlock()
+	select {
+	case <-r.done: // closed meanwhile
+		it.Stop()
+		return ErrSubscriptionDone
+	default:
 	}
-	return &TokenReader{js: c.js, id: id, opts: o, cons: cons, it: it, want: want, ahead: map[uint64]*semaq.TokenChunk{}}, nil
+	r.cons, r.it = cons, it
+	return nil
 }
 
 // ID is the request id of the stream.
@@ -272,27 +321,76 @@ func (r *TokenReader) receive(ctx context.Context) (*semaq.TokenChunk, error) {
 		waitCtx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	m, err := r.it.Next(jetstream.NextContext(waitCtx))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	var data []byte
+	r.srcMu.Lock()
+	live, it := r.live, r.it
+	r.srcMu.Unlock()
+	if live != nil {
+		m, err := live.NextMsgWithContext(waitCtx)
+		if err != nil {
+			return nil, r.waitErr(ctx, waitCtx, err)
 		}
-		if waitCtx.Err() != nil {
-			r.err = &TokenGapError{ID: r.id, Missing: r.want, Waited: time.Since(r.gapSince), Buffered: len(r.ahead)}
-			return nil, r.err
+		data = m.Data
+	} else {
+		m, err := it.Next(jetstream.NextContext(waitCtx))
+		if err != nil {
+			return nil, r.waitErr(ctx, waitCtx, err)
 		}
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil, ErrSubscriptionDone
-		}
-		return nil, fmt.Errorf("client: reading token stream %s: %w", r.id, err)
+		data = m.Data()
 	}
-	rec, err := semaq.ParseTokenChunk(m.Data())
+	rec, err := semaq.ParseTokenChunk(data)
 	if err != nil {
 		r.err = fmt.Errorf("client: token stream %s: %w", r.id, err)
 		return nil, r.err
 	}
 	rec.RequestID = r.id
+	if live != nil && rec.Seq > r.want {
+		// One writer's records reach a subscription in order: a jump
+		// means some were lost or came before it. The stored stream has
+		// them all.
+		if err := r.switchToStored(ctx); err != nil {
+			return nil, err
+		}
+		return r.receive(ctx)
+	}
 	return rec, nil
+}
+
+// switchToStored replaces the live subscription with a consumer over the
+// stored records; the records already seen come again and are dropped as
+// duplicates.
+func (r *TokenReader) switchToStored(ctx context.Context) error {
+	r.srcMu.Lock()
+	if r.live != nil {
+		_ = r.live.Unsubscribe()
+		r.live = nil
+	}
+	r.srcMu.Unlock()
+	select {
+	case <-r.done:
+		return ErrSubscriptionDone
+	default:
+	}
+	if err := r.openConsumer(ctx); err != nil {
+		r.err = err
+		return err
+	}
+	return nil
+}
+
+// waitErr explains why waiting for a record failed.
+func (r *TokenReader) waitErr(ctx, waitCtx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if waitCtx.Err() != nil {
+		r.err = &TokenGapError{ID: r.id, Missing: r.want, Waited: time.Since(r.gapSince), Buffered: len(r.ahead)}
+		return r.err
+	}
+	if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, nats.ErrBadSubscription) || errors.Is(err, nats.ErrConnectionClosed) {
+		return ErrSubscriptionDone
+	}
+	return fmt.Errorf("client: reading token stream %s: %w", r.id, err)
 }
 
 // Close stops reading and deletes the reader's consumer in the background:
@@ -300,6 +398,15 @@ func (r *TokenReader) receive(ctx context.Context) (*semaq.TokenChunk, error) {
 // per record.
 func (r *TokenReader) Close() error {
 	r.closeOnce.Do(func() {
+		r.srcMu.Lock()
+		defer r.srcMu.Unlock()
+		close(r.done)
+		if r.live != nil {
+			_ = r.live.Unsubscribe()
+		}
+		if r.it == nil {
+			return
+		}
 		r.it.Stop()
 		info := r.cons.CachedInfo()
 		if info == nil {

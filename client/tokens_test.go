@@ -398,3 +398,48 @@ func TestTokenStreamBadInput(t *testing.T) {
 		t.Fatalf("incomplete arguments: %v", err)
 	}
 }
+
+// A live reader takes records from a subscription; one made after records
+// were stored sees the jump and fills it from the stored stream.
+func TestTokenReaderLiveStart(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	write := func(id string, from, to int, end bool) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			rawRecord(t, c, id, semaq.TokenChunk{Seq: uint64(i + 1), Offset: uint64(i), N: 1, Text: fmt.Sprintf("%d,", i)})
+		}
+		if end {
+			rawRecord(t, c, id, semaq.TokenChunk{Seq: uint64(to + 1), Offset: uint64(to), Final: &semaq.TokenFinal{FinishReason: "stop"}})
+		}
+	}
+	want := ""
+	for i := range 20 {
+		want += fmt.Sprintf("%d,", i)
+	}
+
+	r, err := c.ReadTokens(ctx, "live1", client.WithLiveStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	write("live1", 0, 20, true)
+	res, err := r.Collect(ctx)
+	if err != nil || res.Text != want {
+		t.Fatalf("live from the start: %q %v", res.Text, err)
+	}
+
+	write("live2", 0, 10, false) // before the reader: the subscription misses them
+	r2, err := c.ReadTokens(ctx, "live2", client.WithLiveStart())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	write("live2", 10, 20, true)
+	res, err = r2.Collect(ctx)
+	if err != nil || res.Text != want {
+		t.Fatalf("live after records were stored: %q %v", res.Text, err)
+	}
+}

@@ -143,14 +143,14 @@ func (o *msgObs) rejected(e *semaq.APIError) {
 	}
 }
 
-// accepted records a message handed to JetStream. Its stored headers carry
-// the ingress span on, so consumers continue the trace from it.
+// accepted records a message handed to JetStream, and its prompt tokens.
 func (o *msgObs) accepted(in *ingress, env *semaq.Envelope) {
 	o.po.sm.Accepted()
 	in.metrics.PromptTokens(env.Model, env.Tenant, env.PromptTokens)
 }
 
-// carry writes the ingress span into the message about to be stored.
+// carry writes the ingress span into the message about to be stored, so
+// its consumers continue the trace from the broker's span.
 func (o *msgObs) carry(h nats.Header) {
 	if o.span != nil {
 		telemetry.CarryOn(o.ctx, o.span, h)

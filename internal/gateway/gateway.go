@@ -316,24 +316,17 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	opts = append(opts, client.WithMsgID(id), client.WithDeadline(deadline), client.WithTraceParent(tp),
 		client.WithPromptTokens(estimateTokens(req)))
 
-	// The reader starts while the request is published: it reads from
-	// the beginning of the token stream, so it misses nothing either way.
-	type opened struct {
-		rd  *client.TokenReader
-		err error
+	// The live reader subscribes before the request is queued, on the
+	// same connection, so the broker has the subscription before any
+	// worker can write a token; no JetStream consumer is needed.
+	rd, err := g.c.ReadTokens(ctx, id, client.WithLiveStart())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "reading the token stream: "+err.Error())
+		return
 	}
-	readerCh := make(chan opened, 1)
-	go func() {
-		rd, err := g.c.ReadTokens(ctx, id)
-		readerCh <- opened{rd, err}
-	}()
-	_, perr := g.c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...)
-	op := <-readerCh
-	if op.rd != nil {
-		defer op.rd.Close()
-	}
-	if perr != nil {
-		g.publishError(ctx, w, req.Model, perr)
+	defer rd.Close()
+	if _, err := g.c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...); err != nil {
+		g.publishError(ctx, w, req.Model, err)
 		return
 	}
 	finished := false
@@ -342,15 +335,11 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 			g.cancelRequest(req.Model, id)
 		}
 	}()
-	if op.err != nil {
-		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "reading the token stream: "+op.err.Error())
-		return
-	}
 	if req.Stream {
-		finished = g.stream(ctx, w, req, id, op.rd)
+		finished = g.stream(ctx, w, req, id, rd)
 		return
 	}
-	finished = g.complete(ctx, w, req, id, op.rd)
+	finished = g.complete(ctx, w, req, id, rd)
 }
 
 // withClosing ends ctx when the gateway closes too.
