@@ -539,7 +539,7 @@ func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error
 		semaqRates, rawRates = append(semaqRates, rs), append(rawRates, rr)
 		ratios = append(ratios, round2(rs/rr))
 	}
-	s, r := median(semaqRates), median(rawRates)
+	s, r := medianOf(semaqRates), medianOf(rawRates)
 	rep.Throughput = DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: round2(s / r), Goal: GoalDispatchThroughputRatio,
 		Rounds: ratios, Workers: c.DrainWorkers, Batch: c.DrainBatch}
 	return nil
@@ -593,45 +593,29 @@ func (d *dispatchRun) drainSemaq(ctx context.Context) (float64, error) {
 		}
 		time.Sleep(10 * time.Millisecond) // waiting for the dispatcher to index the backlog
 	}
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, d.cfg.DrainWorkers)
-	clients := make([]*client.Client, d.cfg.DrainWorkers)
-	for i := range clients {
-		if clients[i], err = d.connect(ctx, "bench-drain-"+strconv.Itoa(i)); err != nil {
+	steps := make([]func(*atomic.Int64) error, d.cfg.DrainWorkers)
+	for i := range steps {
+		c, err := d.connect(ctx, "bench-drain-"+strconv.Itoa(i))
+		if err != nil {
 			return 0, err
 		}
-	}
-	start := time.Now()
-	for _, c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for done.Load() < int64(d.cfg.Drain) {
-				jobs, err := c.Fetch(ctx, name, client.FetchMax(d.cfg.DrainBatch))
-				if err != nil {
-					errs <- err
-					return
-				}
-				for _, j := range jobs {
-					if err := j.Ack(ctx); err != nil {
-						errs <- err
-						return
-					}
-					done.Add(1)
-				}
+		steps[i] = func(done *atomic.Int64) error {
+			jobs, err := c.Fetch(ctx, name, client.FetchMax(d.cfg.DrainBatch))
+			if err != nil {
+				return err
 			}
-		}()
+			for _, j := range jobs {
+				if err := j.Ack(ctx); err != nil {
+					return err
+				}
+				done.Add(1)
+			}
+			return nil
+		}
 	}
-	wg.Wait()
-	el := time.Since(start)
-	select {
-	case err := <-errs:
-		return 0, err
-	default:
-	}
+	rate, err := d.drainRate(steps)
 	_ = admin.DeleteQueue(ctx, name)
-	return float64(d.cfg.Drain) / el.Seconds(), nil
+	return rate, err
 }
 
 func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (float64, error) {
@@ -653,38 +637,54 @@ func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (flo
 	if err != nil {
 		return 0, err
 	}
-	var done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, d.cfg.DrainWorkers)
-	conss := make([]jetstream.Consumer, d.cfg.DrainWorkers)
-	for i := range conss {
+	steps := make([]func(*atomic.Int64) error, d.cfg.DrainWorkers)
+	for i := range steps {
 		wc, err := d.srv.InternalConn()
 		if err != nil {
 			return 0, err
 		}
 		defer wc.Close()
 		wjs, _ := jetstream.New(wc)
-		if conss[i], err = wjs.Consumer(ctx, name, "workers"); err != nil {
+		cons, err := wjs.Consumer(ctx, name, "workers")
+		if err != nil {
 			return 0, err
 		}
+		steps[i] = func(done *atomic.Int64) error {
+			batch, err := cons.FetchNoWait(d.cfg.DrainBatch)
+			if err != nil {
+				return err
+			}
+			for m := range batch.Messages() {
+				if err := m.DoubleAck(ctx); err != nil {
+					return err
+				}
+				done.Add(1)
+			}
+			return nil
+		}
 	}
+	rate, err := d.drainRate(steps)
+	_ = js.DeleteStream(ctx, name)
+	return rate, err
+}
+
+// drainRate runs each worker's step until cfg.Drain requests are done, all
+// workers started at once, and returns requests per second.
+func (d *dispatchRun) drainRate(steps []func(done *atomic.Int64) error) (float64, error) {
+	var (
+		done atomic.Int64
+		wg   sync.WaitGroup
+	)
+	errs := make(chan error, len(steps))
 	start := time.Now()
-	for _, wcons := range conss {
+	for _, step := range steps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for done.Load() < int64(d.cfg.Drain) {
-				batch, err := wcons.FetchNoWait(d.cfg.DrainBatch)
-				if err != nil {
+				if err := step(&done); err != nil {
 					errs <- err
 					return
-				}
-				for m := range batch.Messages() {
-					if err := m.DoubleAck(ctx); err != nil {
-						errs <- err
-						return
-					}
-					done.Add(1)
 				}
 			}
 		}()
@@ -696,7 +696,6 @@ func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (flo
 		return 0, err
 	default:
 	}
-	_ = js.DeleteStream(ctx, name)
 	return float64(d.cfg.Drain) / el.Seconds(), nil
 }
 
@@ -708,21 +707,6 @@ func ratio(a, b float64) float64 {
 }
 
 func round2(f float64) float64 { return math.Round(f*100) / 100 }
-
-func median(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	for i := range s {
-		for j := i + 1; j < len(s); j++ {
-			if s[j] < s[i] {
-				s[i], s[j] = s[j], s[i]
-			}
-		}
-	}
-	if len(s) == 0 {
-		return 0
-	}
-	return s[len(s)/2]
-}
 
 func textPayload(n int) []byte {
 	b := make([]byte, n)

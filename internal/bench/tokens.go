@@ -268,6 +268,18 @@ func (tr *tokensRun) rawStream(ctx context.Context) error {
 	return nil
 }
 
+func (tr *tokensRun) resetRaw(ctx context.Context) error {
+	nc, err := tr.rawConn()
+	if err != nil {
+		return err
+	}
+	js, _ := jetstream.New(nc)
+	if err := js.DeleteStream(ctx, rawTokStream); err != nil {
+		return fmt.Errorf("bench: raw stream: %w", err)
+	}
+	return tr.rawStream(ctx)
+}
+
 // pool is a few connections shared round-robin by many streams, as the
 // workers and readers of a real deployment spread over processes.
 const poolSize = 4
@@ -279,6 +291,11 @@ func (tr *tokensRun) streams(ctx context.Context, n, k int) (StreamRun, error) {
 	rawRate, err := tr.rawStreams(ctx, n, k)
 	if err != nil {
 		return run, fmt.Errorf("raw jetstream: %w", err)
+	}
+	// A fresh raw stream drops the baseline's consumers and messages, so
+	// they cost the next phase nothing.
+	if err := tr.resetRaw(ctx); err != nil {
+		return run, err
 	}
 	rate, records, first, err := tr.semaqStreams(ctx, n, k)
 	if err != nil {

@@ -1,0 +1,36 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestRunDispatchShort(t *testing.T) {
+	cfg := DefaultDispatchConfig()
+	cfg.Duration = 300 * time.Millisecond
+	cfg.Drain, cfg.Rounds, cfg.DrainWorkers = 300, 1, 2
+	cfg.CriticalRate, cfg.FloodFactor, cfg.TenantRate, cfg.TenantFactor = 20, 10, 20, 5
+	cfg.Dir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := RunDispatch(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Dispatch
+	if d.Priority.CriticalCount == 0 || d.Priority.Alone.P99 <= 0 || d.Tenants.Alone.P99 <= 0 || d.Tenants.WithA.P99 <= 0 {
+		t.Fatalf("paced phases measured nothing: %+v %+v", d.Priority, d.Tenants)
+	}
+	// The scheduler's fairness is checked exactly, not measured: two
+	// backlogged tenants never drift apart by more than VTC's bound.
+	if f := d.Fairness; f.MaxGap > f.Bound || f.TokensA == 0 || f.TokensB == 0 {
+		t.Fatalf("fairness: %+v", f)
+	}
+	if tp := d.Throughput; tp.Semaq <= 0 || tp.Raw <= 0 || tp.Ratio <= 0 {
+		t.Fatalf("throughput: %+v", tp)
+	}
+	if len(rep.Results) != 2 || rep.Results[0].Target != TargetSemaqDispatch {
+		t.Fatalf("results: %+v", rep.Results)
+	}
+}
