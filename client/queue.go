@@ -189,65 +189,34 @@ func (c *Client) Fetch(ctx context.Context, queue string, opts ...FetchOption) (
 		defer cancel()
 	}
 	body, _ := json.Marshal(req)
-	inbox := c.nc.NewRespInbox()
-	msgs := make(chan *nats.Msg, 8)
-	sub, err := c.nc.ChanSubscribe(inbox, msgs)
-	if err != nil {
-		return nil, fmt.Errorf("client: fetch: %w", err)
-	}
-	defer sub.Unsubscribe()
 	subj := fmt.Sprintf(semaq.APIQueueFetchT, queue)
-	if err := c.nc.PublishRequest(subj, inbox, body); err != nil {
+	// One fetch, one reply: the dispatcher fits the batch in one message.
+	// A fetch that ends early (ctx) is not lost: jobs sent after it go back
+	// to the queue when their ack wait passes.
+	m, err := c.nc.RequestWithContext(ctx, subj, body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found (no dispatcher answers on %s)", queue, subj)
+	case err != nil:
 		return nil, fmt.Errorf("client: fetch from %s: %w", queue, err)
 	}
 	var jobs []*Job
-	for {
-		select {
-		case m := <-msgs:
-			st := m.Header.Get(semaq.HdrQueueStatus)
-			if st == "" {
-				// The server's no-responders status: no dispatcher serves it.
-				if m.Header.Get("Status") == "503" {
-					return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found (no dispatcher answers on %s)", queue, subj)
-				}
-				continue
-			}
-			if (st == "100" || st == "204") && len(m.Data) > 0 {
-				fjs, err := semaq.ParseJobFrame(m.Data)
-				if err != nil {
-					// Jobs not read return to the queue after their ack wait.
-					releaseAll(jobs)
-					return nil, fmt.Errorf("client: fetch from %s: %w", queue, err)
-				}
-				for _, fj := range fjs {
-					jobs = append(jobs, c.newJob(queue, fj))
-				}
-			}
-			if st == "100" {
-				continue
-			}
-			return c.endFetch(queue, m, jobs)
-		case <-ctx.Done():
-			// Jobs handed to us after this are not lost: their ack wait
-			// passes and they go to another worker.
-			releaseAll(jobs)
-			return nil, fmt.Errorf("client: fetch from %s: %w", queue, ctx.Err())
+	if st := m.Header.Get(semaq.HdrQueueStatus); st == "204" && len(m.Data) > 0 {
+		fjs, err := semaq.ParseJobFrame(m.Data)
+		if err != nil {
+			return nil, fmt.Errorf("client: fetch from %s: %w", queue, err)
+		}
+		for _, fj := range fjs {
+			jobs = append(jobs, c.newJob(queue, fj))
 		}
 	}
-}
-
-func releaseAll(jobs []*Job) {
-	for _, j := range jobs {
-		j.release()
-	}
+	return c.endFetch(queue, m, jobs)
 }
 
 func (c *Client) endFetch(queue string, m *nats.Msg, jobs []*Job) ([]*Job, error) {
 	switch st := m.Header.Get(semaq.HdrQueueStatus); st {
 	case "204", "408":
 		return jobs, nil
-	case "503":
-		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", queue)
 	default:
 		if len(m.Data) > 0 {
 			if err := decodeReply(m.Data, nil); err != nil {

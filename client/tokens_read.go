@@ -117,13 +117,14 @@ func WithLiveStart() TokenReadOption {
 // blocked Next return. A slow reader holds back only itself: records stay
 // in the stream until it asks for them.
 type TokenReader struct {
-	js   jetstream.JetStream
-	id   string
-	opts tokenReadOptions
-	cons jetstream.Consumer        // nil while reading live
-	it   jetstream.MessagesContext // nil while reading live
-	live *nats.Subscription        // WithLiveStart, until a gap
-	done chan struct{}             // closed by Close
+	js    jetstream.JetStream
+	id    string
+	opts  tokenReadOptions
+	cons  jetstream.Consumer        // nil while reading live
+	it    jetstream.MessagesContext // nil while reading live
+	live  *nats.Subscription        // WithLiveStart, until a gap
+	liveQ *liveQueue                // what live delivers
+	done  chan struct{}             // closed by Close
 	// srcMu guards cons, it and live against Close from another
 	// goroutine; nobody blocks while holding it.
 	srcMu sync.Mutex
@@ -157,12 +158,15 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 	}
 	r := &TokenReader{js: c.js, id: id, opts: o, want: want, ahead: map[uint64]*semaq.TokenChunk{}, done: make(chan struct{})}
 	if o.live {
-		sub, err := c.nc.SubscribeSync(semaq.TokenSubjectFilter(id))
+		// A handler and a queue of our own, not SubscribeSync: a sync
+		// subscription allocates a 64k-slot channel, a cost per request.
+		q := &liveQueue{ready: make(chan struct{}, 1)}
+		sub, err := c.nc.Subscribe(semaq.TokenSubjectFilter(id), q.push)
 		if err != nil {
 			return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
 		}
 		_ = sub.SetPendingLimits(-1, 64<<20)
-		r.live = sub
+		r.live, r.liveQ = sub, q
 		return r, nil
 	}
 	if err := r.openConsumer(ctx); err != nil {
@@ -326,11 +330,11 @@ func (r *TokenReader) receive(ctx context.Context) (*semaq.TokenChunk, error) {
 	live, it := r.live, r.it
 	r.srcMu.Unlock()
 	if live != nil {
-		m, err := live.NextMsgWithContext(waitCtx)
+		d, err := r.liveQ.next(waitCtx, r.done)
 		if err != nil {
 			return nil, r.waitErr(ctx, waitCtx, err)
 		}
-		data = m.Data
+		data = d
 	} else {
 		m, err := it.Next(jetstream.NextContext(waitCtx))
 		if err != nil {
@@ -378,6 +382,44 @@ func (r *TokenReader) switchToStored(ctx context.Context) error {
 	return nil
 }
 
+// liveQueue holds what a live subscription delivered until Next takes it.
+type liveQueue struct {
+	mu    sync.Mutex
+	msgs  [][]byte
+	ready chan struct{} // has a token when msgs may be non-empty
+}
+
+func (q *liveQueue) push(m *nats.Msg) {
+	q.mu.Lock()
+	q.msgs = append(q.msgs, m.Data)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *liveQueue) next(ctx context.Context, done <-chan struct{}) ([]byte, error) {
+	for {
+		q.mu.Lock()
+		if len(q.msgs) > 0 {
+			d := q.msgs[0]
+			q.msgs[0] = nil
+			q.msgs = q.msgs[1:]
+			q.mu.Unlock()
+			return d, nil
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-done:
+			return nil, ErrSubscriptionDone
+		}
+	}
+}
+
 // waitErr explains why waiting for a record failed.
 func (r *TokenReader) waitErr(ctx, waitCtx context.Context, err error) error {
 	if ctx.Err() != nil {
@@ -387,7 +429,7 @@ func (r *TokenReader) waitErr(ctx, waitCtx context.Context, err error) error {
 		r.err = &TokenGapError{ID: r.id, Missing: r.want, Waited: time.Since(r.gapSince), Buffered: len(r.ahead)}
 		return r.err
 	}
-	if errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, nats.ErrBadSubscription) || errors.Is(err, nats.ErrConnectionClosed) {
+	if errors.Is(err, ErrSubscriptionDone) || errors.Is(err, jetstream.ErrMsgIteratorClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 		return ErrSubscriptionDone
 	}
 	return fmt.Errorf("client: reading token stream %s: %w", r.id, err)

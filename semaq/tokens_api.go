@@ -355,6 +355,9 @@ func ParseTokenChunk(data []byte) (*TokenChunk, error) {
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("token record is not valid JSON: %w", err)
 	}
+	if len(c.Lens) == 0 {
+		c.Lens = nil // "l":[] says nothing
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}

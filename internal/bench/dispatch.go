@@ -58,8 +58,11 @@ type DispatchConfig struct {
 	DrainWorkers int
 	DrainBatch   int
 	Rounds       int
-	Size         int
-	Dir          string
+	// AckNoWait drains with unconfirmed acks (Job.AckNoWait against a
+	// JetStream Ack) instead of confirmed ones (Job.Ack against AckSync).
+	AckNoWait bool
+	Size      int
+	Dir       string
 	Progress     func(format string, args ...any)
 }
 
@@ -148,6 +151,9 @@ type DispatchThroughput struct {
 	Rounds  []float64 `json:"ratio_by_round"`
 	Workers int       `json:"workers"`
 	Batch   int       `json:"batch"`
+	// Acks is "confirmed" (Job.Ack vs AckSync) or "nowait" (Job.AckNoWait
+	// vs Ack).
+	Acks string `json:"acks"`
 }
 
 // Targets of the dispatch scenario's throughput phase.
@@ -541,7 +547,10 @@ func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error
 	}
 	s, r := medianOf(semaqRates), medianOf(rawRates)
 	rep.Throughput = DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: round2(s / r), Goal: GoalDispatchThroughputRatio,
-		Rounds: ratios, Workers: c.DrainWorkers, Batch: c.DrainBatch}
+		Rounds: ratios, Workers: c.DrainWorkers, Batch: c.DrainBatch, Acks: "confirmed"}
+	if c.AckNoWait {
+		rep.Throughput.Acks = "nowait"
+	}
 	return nil
 }
 
@@ -605,7 +614,11 @@ func (d *dispatchRun) drainSemaq(ctx context.Context) (float64, error) {
 				return err
 			}
 			for _, j := range jobs {
-				if err := j.Ack(ctx); err != nil {
+				ack := func() error { return j.Ack(ctx) }
+				if d.cfg.AckNoWait {
+					ack = func() error { return j.AckNoWait() }
+				}
+				if err := ack(); err != nil {
 					return err
 				}
 				done.Add(1)
@@ -655,7 +668,11 @@ func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (flo
 				return err
 			}
 			for m := range batch.Messages() {
-				if err := m.DoubleAck(ctx); err != nil {
+				ack := func() error { return m.DoubleAck(ctx) }
+				if d.cfg.AckNoWait {
+					ack = m.Ack
+				}
+				if err := ack(); err != nil {
 					return err
 				}
 				done.Add(1)
@@ -730,7 +747,7 @@ func WriteDispatchTable(w io.Writer, rep *Report) error {
 		t.BRate, t.Alone.P99, t.ARate, t.WithA.P99, t.AWait.P99, t.P99Ratio, t.Goal)
 	fmt.Fprintf(tw, "token fairness\t%d requests: A %d tokens (%d each), B %d tokens (%d each); max gap %d of VTC bound %d\t%.2f of bound\n",
 		f.Requests, f.TokensA, f.SizeA, f.TokensB, f.SizeB, f.MaxGap, f.Bound, f.GapOfBound)
-	fmt.Fprintf(tw, "throughput\tdispatcher %.0f msg/s vs raw JetStream pull %.0f msg/s (%d workers, batch %d; rounds %v)\t%.2f× (goal ≥ %.1f×)\n",
-		tp.Semaq, tp.Raw, tp.Workers, tp.Batch, tp.Rounds, tp.Ratio, tp.Goal)
+	fmt.Fprintf(tw, "throughput\tdispatcher %.0f msg/s vs raw JetStream pull %.0f msg/s (%d workers, batch %d, %s acks; rounds %v)\t%.2f× (goal ≥ %.1f×)\n",
+		tp.Semaq, tp.Raw, tp.Workers, tp.Batch, tp.Acks, tp.Rounds, tp.Ratio, tp.Goal)
 	return tw.Flush()
 }

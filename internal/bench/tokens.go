@@ -134,8 +134,10 @@ type GatewayRun struct {
 	Rate     float64 `json:"rate"`
 	Requests int64   `json:"requests"`
 	Errors   int64   `json:"errors"`
-	Direct   Latency `json:"direct_ttft_us"`
-	Gateway  Latency `json:"gateway_ttft_us"`
+	// LastError is the last failure, when there were any.
+	LastError string  `json:"last_error,omitempty"`
+	Direct    Latency `json:"direct_ttft_us"`
+	Gateway   Latency `json:"gateway_ttft_us"`
 	// Overhead is Gateway minus Direct, quantile by quantile.
 	Overhead Latency `json:"overhead_us"`
 }
@@ -199,6 +201,11 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 	if rep.Many, err = tr.streams(ctx, cfg.Streams, cfg.StreamTokens); err != nil {
 		return nil, fmt.Errorf("bench: concurrent streams: %w", err)
 	}
+	// The streams' consumers are deleted and their records purged in the
+	// background; let that finish so the gateway phase measures itself.
+	if err := tr.settle(ctx); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	cfg.progress("tokens: gateway time to first token at %g req/s", cfg.Rate)
 	if rep.Gateway, err = tr.gateway(ctx); err != nil {
 		return nil, fmt.Errorf("bench: gateway: %w", err)
@@ -219,10 +226,11 @@ const (
 )
 
 type tokensRun struct {
-	cfg   TokensConfig
-	srv   *broker.Server
-	conns []*nats.Conn
-	cls   []*client.Client
+	cfg     TokensConfig
+	lastErr string
+	srv     *broker.Server
+	conns   []*nats.Conn
+	cls     []*client.Client
 }
 
 func (tr *tokensRun) close() {
@@ -266,6 +274,35 @@ func (tr *tokensRun) rawStream(ctx context.Context) error {
 		return fmt.Errorf("bench: raw stream: %w", err)
 	}
 	return nil
+}
+
+// settle waits until SQ_TOKENS has no consumers and no records left.
+func (tr *tokensRun) settle(ctx context.Context) error {
+	nc, err := tr.rawConn()
+	if err != nil {
+		return err
+	}
+	js, _ := jetstream.New(nc)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := js.Stream(ctx, semaq.TokenStream)
+		if err != nil {
+			return err
+		}
+		info := st.CachedInfo()
+		if info.State.Consumers == 0 && info.State.Msgs == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			tr.cfg.progress("tokens: %s still has %d consumers and %d records; going on", semaq.TokenStream, info.State.Consumers, info.State.Msgs)
+			return nil
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 func (tr *tokensRun) resetRaw(ctx context.Context) error {
@@ -575,6 +612,7 @@ func (tr *tokensRun) gateway(ctx context.Context) (GatewayRun, error) {
 			}
 		}
 	}
+	run.LastError = tr.lastErr
 	run.Direct, run.Gateway = hists["direct"].summary(), hists["gateway"].summary()
 	run.Overhead = run.Gateway.sub(run.Direct)
 	return run, nil
@@ -617,6 +655,9 @@ func (tr *tokensRun) pace(ctx context.Context, hc *http.Client, url string, rate
 	wg.Wait()
 	if e := errs.Load(); e == total && total > 0 {
 		return total, e, fmt.Errorf("every request failed: %v", last.Load())
+	}
+	if err, ok := last.Load().(error); ok {
+		tr.lastErr = err.Error()
 	}
 	return total, errs.Load(), nil
 }
@@ -693,6 +734,9 @@ func (r *TokensReport) WriteTable(w io.Writer) error {
 		lat  Latency
 	}{{"sim directly", g.Direct}, {"through the gateway", g.Gateway}, {"overhead", g.Overhead}} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\n", l.name, l.lat.P50, l.lat.P90, l.lat.P99, l.lat.Max)
+	}
+	if g.LastError != "" {
+		fmt.Fprintf(tw, "last error: %s\n", g.LastError)
 	}
 	fmt.Fprintf(tw, "\ngoals\tone stream >= %d tok/s: %s\tgateway overhead p50 <= %.0f µs: %s\tp99 <= %.0f µs: %s\n",
 		GoalSingleStreamTokensPerS, yes(r.Goals.SingleStream), GoalGatewayP50US, yes(r.Goals.GatewayP50), GoalGatewayP99US, yes(r.Goals.GatewayP99))

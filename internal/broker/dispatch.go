@@ -332,11 +332,21 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 		j.tokens = estimateTokens(len(j.data))
 		j.estimate = true
 	}
+	j.size = len(j.data) + frameJobOverhead
+	for k, vs := range hdr {
+		for _, v := range vs {
+			j.size += len(k) + len(v) + 4
+		}
+	}
 	if j.deadline.IsZero() && cfg.DefaultTimeout > 0 {
 		j.deadline = j.arrived.Add(cfg.DefaultTimeout)
 	}
 	return j
 }
+
+// frameJobOverhead is what a job's frame entry adds to its stored headers
+// and data: the reply subject and the Semaq-* headers, generously.
+const frameJobOverhead = 640
 
 // estimateTokens guesses the prompt tokens of a payload that does not say:
 // about four bytes a token for English text and JSON.
@@ -381,7 +391,7 @@ func (d *dispatcher) onFetch(m *nats.Msg) {
 		return
 	}
 	w := d.sched.touchWorker(req.Worker, req.Labels, now.Add(req.Wait+10*time.Second))
-	jobs := d.sched.pick(w, now, req.Max, req.MaxTokens)
+	jobs := d.sched.pick(w, now, req.Max, req.MaxTokens, d.frameLimit())
 	var out []*outMsg
 	switch {
 	case len(jobs) > 0:
@@ -408,7 +418,7 @@ func (d *dispatcher) serveParked(now time.Time) []*outMsg {
 	for _, p := range d.parked {
 		if d.sched.queued > 0 {
 			w := d.sched.touchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
-			if jobs := d.sched.pick(w, now, p.req.Max, p.req.MaxTokens); len(jobs) > 0 {
+			if jobs := d.sched.pick(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit()); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
 				out = append(out, d.deliver(p.reply, jobs, now)...)
 				continue
@@ -427,22 +437,15 @@ func (d *dispatcher) serveParked(now time.Time) []*outMsg {
 	return out
 }
 
-// deliver builds the reply of a fetch: the jobs in batch frames
-// (semaq.ParseJobFrame), cut below the server's max payload; every frame but
-// the last has status 100 (more follows), the last 204. mu is held.
+// frameLimit is the most bytes of jobs one fetch reply carries: the
+// server's max payload, less room for the reply's own headers.
+func (d *dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
+
+// deliver builds the reply of a fetch: one message whose body is a batch
+// frame of the jobs (semaq.ParseJobFrame); pick kept it within frameLimit.
+// mu is held.
 func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) []*outMsg {
-	limit := int(d.nc.MaxPayload()) - 4096 // room for the frame message's own headers
-	var (
-		out   []*outMsg
-		frame = semaq.AppendJobFrameHeader(make([]byte, 0, 4096))
-		count int
-	)
-	flush := func(status int) {
-		m := endOfBatch(reply, status, count, "")
-		m.Data = frame
-		out = append(out, m)
-		frame, count = semaq.AppendJobFrameHeader(nil), 0
-	}
+	frame := semaq.AppendJobFrameHeader(make([]byte, 0, 64+d.batchSize(jobs)))
 	for _, j := range jobs {
 		j.lease = nuid.Next()
 		extra := []string{
@@ -462,15 +465,20 @@ func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) []*outMs
 		}
 		extra = d.s.observeDispatch(d.name, j, extra, now) // metrics and dispatch span (observe_dispatch.go)
 		ack := semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(j.seq, 10) + "." + j.lease
-		if count > 0 && len(frame)+semaq.FrameJobSize(ack, j.hdr, extra, j.data) > limit {
-			flush(100)
-		}
 		frame = semaq.AppendFrameJob(frame, ack, j.hdr, extra, j.data)
-		count++
 		d.stats.observeWait(now.Sub(j.arrived))
 	}
-	flush(204)
-	return out
+	m := endOfBatch(reply, 204, len(jobs), "")
+	m.Data = frame
+	return []*outMsg{m}
+}
+
+func (d *dispatcher) batchSize(jobs []*qjob) int {
+	n := 0
+	for _, j := range jobs {
+		n += j.size
+	}
+	return n
 }
 
 func endOfBatch(reply string, status, count int, desc string) *outMsg {

@@ -50,14 +50,14 @@ func TestSchedulerAgingBound(t *testing.T) {
 	for i := range 8 {
 		now := t0.Add(time.Duration(i) * time.Second)
 		s.add(testJob(uint64(100+i), "t", 0, 1, now))
-		got := s.pick(w, now, 1, 0)
+		got := s.pick(w, now, 1, 0, 0)
 		if got[0].seq == 1 {
 			t.Fatalf("bulk request dispatched after %d s, before its bound of 8 s", i)
 		}
 	}
 	now := t0.Add(8 * time.Second)
 	s.add(testJob(200, "t", 0, 1, now))
-	if got := s.pick(w, now, 1, 0); got[0].seq != 1 {
+	if got := s.pick(w, now, 1, 0, 0); got[0].seq != 1 {
 		t.Fatalf("after 8 aging steps the bulk request still waits (got %d)", got[0].seq)
 	}
 }
@@ -79,7 +79,7 @@ func TestSchedulerVTCServiceGap(t *testing.T) {
 	served := map[string]float64{}
 	const maxReq = 800.0
 	for range 300 {
-		j := s.pick(w, now, 1, 0)[0]
+		j := s.pick(w, now, 1, 0, 0)[0]
 		served[j.tenant] += float64(j.tokens)
 		s.charge(j.tenant, 0)
 		s.forget(j)

@@ -61,6 +61,7 @@ type qjob struct {
 	adapter  string
 	prio     int
 	tokens   int64
+	size     int // bytes it takes in a batch frame, about
 	estimate bool
 	arrived  time.Time // AI-Received: when the ingress took it
 	deadline time.Time // zero: none
@@ -376,22 +377,24 @@ func (s *scheduler) best(w *workerInfo, now time.Time) *qjob {
 }
 
 // pick hands worker w up to max requests whose prompt tokens fit maxTokens
-// (0: no bound). The first request is handed out even when it alone is over
-// the bound; after it, the batch stops at the first request that does not
-// fit, so the schedule's order is kept.
-func (s *scheduler) pick(w *workerInfo, now time.Time, max int, maxTokens int64) []*qjob {
+// and whose frame size fits maxBytes (0: no bound). The first request is
+// handed out even when it alone is over a bound; after it, the batch stops
+// at the first request that does not fit, so the schedule's order is kept.
+func (s *scheduler) pick(w *workerInfo, now time.Time, max int, maxTokens int64, maxBytes int) []*qjob {
 	var (
-		out []*qjob
-		sum int64
+		out   []*qjob
+		sum   int64
+		bytes int
 	)
 	for len(out) < max {
 		j := s.best(w, now)
 		if j == nil {
 			break
 		}
-		if maxTokens > 0 && len(out) > 0 && sum+j.tokens > maxTokens {
+		if len(out) > 0 && (maxTokens > 0 && sum+j.tokens > maxTokens || maxBytes > 0 && bytes+j.size > maxBytes) {
 			break
 		}
+		bytes += j.size
 		s.unqueue(j)
 		s.counter[j.tenant] += vtcInputWeight * float64(j.tokens)
 		s.lastCharged = s.counter[j.tenant]

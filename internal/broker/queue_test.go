@@ -453,18 +453,18 @@ func TestQueueNakDelayTermAndMaxDeliver(t *testing.T) {
 func TestQueueInProgressExtendsLease(t *testing.T) {
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
-	addQueue(t, c, semaq.QueueConfig{Name: "Q", AckWait: 300 * time.Millisecond})
+	addQueue(t, c, semaq.QueueConfig{Name: "Q", AckWait: time.Second})
 	pubReq(t, c, "slow")
 	waitQueued(t, c, "Q", 1)
 	jobs := fetch(t, c, "Q")
 	ctx := context.Background()
 	other := brokertest.Connect(t, s)
-	// Keep it for three ack waits, extending each time; nobody else gets it.
-	for range 6 {
+	// Keep it past two ack waits, extending every 250 ms; nobody else gets it.
+	for range 9 {
 		if err := jobs[0].InProgress(ctx); err != nil {
 			t.Fatalf("in progress: %v", err)
 		}
-		if got := fetch(t, other, "Q", client.FetchWait(100*time.Millisecond)); len(got) != 0 {
+		if got := fetch(t, other, "Q", client.FetchWait(250*time.Millisecond)); len(got) != 0 {
 			t.Fatalf("another worker got the extended job %v", ids(got))
 		}
 	}

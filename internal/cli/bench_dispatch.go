@@ -70,6 +70,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.IntVar(&cfg.DrainWorkers, "drain-workers", cfg.DrainWorkers, "workers in the throughput phase")
 	f.IntVar(&cfg.DrainBatch, "drain-batch", cfg.DrainBatch, "jobs per fetch in the throughput phase")
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "throughput rounds, alternating target order")
+	f.BoolVar(&cfg.AckNoWait, "ack-nowait", false, "drain with unconfirmed acks (Job.AckNoWait vs a JetStream Ack) instead of confirmed ones (Job.Ack vs AckSync)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "payload bytes")
 	f.StringVar(&jsonFile, "json", "", "write the JSON report to `FILE` (- for stdout, instead of the table)")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")

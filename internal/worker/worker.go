@@ -61,6 +61,11 @@ func (c *Config) Validate() error {
 	if c.Upstream == "" {
 		return errors.New("worker: --upstream is required (a URL such as http://127.0.0.1:8000/v1, or sim)")
 	}
+	if c.Upstream != "sim" {
+		if _, err := newHTTPUpstream(c.Upstream, "", nil); err != nil {
+			return err
+		}
+	}
 	if len(c.Models) == 0 {
 		return errors.New("worker: at least one --model is required")
 	}
