@@ -37,6 +37,9 @@ type Client struct {
 	timeout time.Duration
 	schemas schemaCache // schemas read by id; ids are immutable
 	work    worker      // this client as a work-queue worker (queue.go)
+
+	// tokens is the async publisher shared by token writers (tokens.go).
+	tokens tokenPublisher
 	// tracerProvider starts Msg.StartSpan spans; nil means the global one.
 	tracerProvider trace.TracerProvider
 }

@@ -89,6 +89,27 @@ type pendingToken struct {
 	fn   *semaq.FunctionCallFragment
 }
 
+// tokenPublisher is one JetStream context shared by a client's token
+// writers: a context of its own per writer would subscribe an ack inbox
+// (and start two goroutines) for every request. Each writer tracks its own
+// acknowledgements, so its window is its own.
+type tokenPublisher struct {
+	once sync.Once
+	js   jetstream.JetStream
+	err  error
+}
+
+func (c *Client) tokenJS() (jetstream.JetStream, error) {
+	p := &c.tokens
+	p.once.Do(func() {
+		// The timeout fails a record the broker never answers, so Close
+		// cannot wait for ever.
+		p.js, p.err = jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(1<<20),
+			jetstream.WithPublishAsyncTimeout(30*time.Second))
+	})
+	return p.js, p.err
+}
+
 // TokenWriter writes the output of one request as a token stream. Write
 // and WriteFunctionCall never wait for the broker or for readers: records
 // go out asynchronously, at most the write window unacknowledged, and
@@ -116,9 +137,11 @@ type TokenWriter struct {
 	idle    chan struct{} // closed by the flusher when pending is empty after ending
 	flushed chan struct{} // flusher exited
 
-	buf []byte
-
 	first time.Time // when the first token was written; guarded by mu
+
+	// Owned by the flusher goroutine, then by end once the flusher exited.
+	buf      []byte
+	inflight []jetstream.PubAckFuture // oldest first
 }
 
 // OpenTokenStream starts writing the token stream of request id. Nothing
@@ -141,11 +164,7 @@ func (c *Client) OpenTokenStream(ctx context.Context, id string, opts ...TokenSt
 	}
 	w := &TokenWriter{c: c, id: id, opts: o,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
-	js, err := jetstream.New(c.nc,
-		jetstream.WithPublishAsyncMaxPending(o.window),
-		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
-			w.fail(fmt.Errorf("client: token stream %s: storing a record: %w", id, err))
-		}))
+	js, err := c.tokenJS()
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -298,16 +317,75 @@ func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Head
 	c.TraceParent, c.Session = w.opts.traceParent, w.opts.session
 	w.buf = semaq.AppendTokenChunk(w.buf[:0], c)
 	m := &nats.Msg{Subject: subject, Data: append([]byte(nil), w.buf...), Header: hdr}
+	// Forget what is acknowledged; wait for the oldest while the window
+	// is full.
+	for len(w.inflight) > 0 {
+		if len(w.inflight) >= w.opts.window {
+			if err := w.settle(true, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		if !w.settled() {
+			break
+		}
+		if err := w.settle(false, nil); err != nil {
+			return err
+		}
+	}
 	for {
-		_, err := w.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Second))
+		f, err := w.js.PublishMsgAsync(m, jetstream.WithStallWait(time.Second))
 		if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 			continue // the broker is slow: keep waiting, the window bounds us
 		}
 		if err != nil {
 			return fmt.Errorf("client: token stream %s: publishing: %w", w.id, err)
 		}
+		w.inflight = append(w.inflight, f)
 		return nil
 	}
+}
+
+// settled reports whether the oldest record in flight was answered.
+func (w *TokenWriter) settled() bool {
+	select {
+	case <-w.inflight[0].Ok():
+		return true
+	case <-w.inflight[0].Err():
+		return true
+	default:
+		return false
+	}
+}
+
+// settle takes the answer of the oldest record in flight: waiting for it
+// when wait is set (until done closes), else only if it is there. A
+// refusal breaks the stream.
+func (w *TokenWriter) settle(wait bool, done <-chan struct{}) error {
+	f := w.inflight[0]
+	var err error
+	if wait {
+		select {
+		case <-f.Ok():
+		case err = <-f.Err():
+		case <-done:
+			return errors.New("gave up waiting")
+		}
+	} else {
+		select {
+		case <-f.Ok():
+		case err = <-f.Err():
+		default:
+			return nil
+		}
+	}
+	w.inflight[0] = nil
+	w.inflight = w.inflight[1:]
+	if err != nil {
+		err = fmt.Errorf("client: token stream %s: storing a record: %w", w.id, err)
+		w.fail(err)
+	}
+	return err
 }
 
 // Close ends the stream normally with final (finish reason and usage)
@@ -352,10 +430,10 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 	case <-ctx.Done():
 		return fmt.Errorf("client: token stream %s: sending pending tokens: %w", w.id, ctx.Err())
 	}
-	select {
-	case <-w.js.PublishAsyncComplete():
-	case <-ctx.Done():
-		return fmt.Errorf("client: token stream %s: waiting for acknowledgements: %w", w.id, ctx.Err())
+	for len(w.inflight) > 0 {
+		if err := w.settle(true, ctx.Done()); err != nil && ctx.Err() != nil {
+			return fmt.Errorf("client: token stream %s: waiting for acknowledgements: %w", w.id, ctx.Err())
+		}
 	}
 	w.mu.Lock()
 	err := w.err

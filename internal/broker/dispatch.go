@@ -597,21 +597,27 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 	}
 	d.publishDepth()
 	d.mu.Unlock()
+	d.answer(m, nil) // the worker waits on this; JetStream does not
 	if ack != "" {
 		_ = d.nc.Publish(ack, []byte("+ACK"))
 	}
 	d.send(out)
 	d.deadLetter(dead)
-	d.answer(m, nil)
 }
 
 func (d *dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
 	if m.Reply == "" {
 		return
 	}
-	body, _ := json.Marshal(semaq.JobReply{OK: e == nil, Error: e})
+	body := jobReplyOK
+	if e != nil {
+		body, _ = json.Marshal(semaq.JobReply{Error: e})
+	}
 	_ = d.nc.Publish(m.Reply, body)
 }
+
+// jobReplyOK is the JSON of a JobReply accepting an answer.
+var jobReplyOK = []byte(`{"ok":true}`)
 
 // onCancel removes a queued request, or tells the worker holding it to
 // stop.
