@@ -320,17 +320,12 @@ func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Head
 	// Forget what is acknowledged; wait for the oldest while the window
 	// is full.
 	for len(w.inflight) > 0 {
-		if len(w.inflight) >= w.opts.window {
-			if err := w.settle(true, nil); err != nil {
-				return err
-			}
-			continue
-		}
-		if !w.settled() {
-			break
-		}
-		if err := w.settle(false, nil); err != nil {
+		took, err := w.settle(len(w.inflight) >= w.opts.window, nil)
+		if err != nil {
 			return err
+		}
+		if !took {
+			break
 		}
 	}
 	for {
@@ -346,37 +341,25 @@ func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Head
 	}
 }
 
-// settled reports whether the oldest record in flight was answered.
-func (w *TokenWriter) settled() bool {
-	select {
-	case <-w.inflight[0].Ok():
-		return true
-	case <-w.inflight[0].Err():
-		return true
-	default:
-		return false
-	}
-}
-
-// settle takes the answer of the oldest record in flight: waiting for it
-// when wait is set (until done closes), else only if it is there. A
-// refusal breaks the stream.
-func (w *TokenWriter) settle(wait bool, done <-chan struct{}) error {
+// settle takes the answer of the oldest record in flight, if it is there
+// or, with wait, once it comes (unless done closes first); took says it
+// did. A refusal breaks the stream. (An answer can be received only once:
+// the future's channel holds one value.)
+func (w *TokenWriter) settle(wait bool, done <-chan struct{}) (took bool, err error) {
 	f := w.inflight[0]
-	var err error
 	if wait {
 		select {
 		case <-f.Ok():
 		case err = <-f.Err():
 		case <-done:
-			return errors.New("gave up waiting")
+			return false, errors.New("gave up waiting")
 		}
 	} else {
 		select {
 		case <-f.Ok():
 		case err = <-f.Err():
 		default:
-			return nil
+			return false, nil
 		}
 	}
 	w.inflight[0] = nil
@@ -385,7 +368,7 @@ func (w *TokenWriter) settle(wait bool, done <-chan struct{}) error {
 		err = fmt.Errorf("client: token stream %s: storing a record: %w", w.id, err)
 		w.fail(err)
 	}
-	return err
+	return true, err
 }
 
 // Close ends the stream normally with final (finish reason and usage)
@@ -431,7 +414,7 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 		return fmt.Errorf("client: token stream %s: sending pending tokens: %w", w.id, ctx.Err())
 	}
 	for len(w.inflight) > 0 {
-		if err := w.settle(true, ctx.Done()); err != nil && ctx.Err() != nil {
+		if _, err := w.settle(true, ctx.Done()); err != nil && ctx.Err() != nil {
 			return fmt.Errorf("client: token stream %s: waiting for acknowledgements: %w", w.id, ctx.Err())
 		}
 	}

@@ -392,6 +392,19 @@ func TestTokenStreamBadInput(t *testing.T) {
 	if _, err := c.OpenTokenStream(ctx, "x", client.WithWriteWindow(0)); !errors.Is(err, semaq.ErrBadRequest) {
 		t.Fatalf("WithWriteWindow(0) = %v", err)
 	}
+	// A record the broker cannot take breaks the writer: Close says so and
+	// writes no final record.
+	w, err := c.OpenTokenStream(ctx, "too-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Write(ctx, strings.Repeat("x", 2<<20))
+	if err := w.Close(ctx, semaq.TokenFinal{}); err == nil || !strings.Contains(err.Error(), "too-big") {
+		t.Fatalf("Close after an oversized record: %v", err)
+	}
+	if last, err := c.LastTokenRecord(ctx, "too-big"); err != nil || last != nil {
+		t.Fatalf("a broken stream has records: %+v %v", last, err)
+	}
 	var fc client.FunctionCalls
 	fc.Add(semaq.FunctionCallFragment{Name: "f", Arguments: `{"a":`})
 	if _, err := fc.Calls(); err == nil || !strings.Contains(err.Error(), "not complete JSON") {

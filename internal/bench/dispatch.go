@@ -70,7 +70,7 @@ type DispatchConfig struct {
 func DefaultDispatchConfig() DispatchConfig {
 	return DispatchConfig{
 		Duration: 3 * time.Second, Workers: 4, Service: 2 * time.Millisecond,
-		CriticalRate: 50, FloodFactor: 100, TenantRate: 100, TenantFactor: 10,
+		CriticalRate: 50, FloodFactor: 100, TenantRate: 200, TenantFactor: 10,
 		Drain: 50000, DrainWorkers: 4, DrainBatch: 64, Rounds: 5, Size: 512,
 	}
 }

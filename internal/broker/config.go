@@ -55,6 +55,9 @@ type Config struct {
 	TraceSample float64 `yaml:"trace_sample"`
 	// TokenStorage is where token streams are kept: memory (default) or file.
 	TokenStorage string `yaml:"token_storage"`
+	// GatewayAPIKeys maps the bearer keys of the OpenAI-compatible gateway
+	// to tenants; when set, other keys are refused (docs/gateway.md).
+	GatewayAPIKeys map[string]string `yaml:"gateway_api_keys"`
 }
 
 // DefaultConfig is the embedded default: everything on loopback, data in ./data.

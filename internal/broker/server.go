@@ -293,7 +293,7 @@ func (s *Server) startHTTP(ctx context.Context) error {
 		return fmt.Errorf("broker: http: %w", err)
 	}
 	s.httpLn = ln
-	gw := gateway.New(gateway.Options{Client: front, Log: s.log.With("component", "gateway"),
+	gw := gateway.New(gateway.Options{Client: front, Log: s.log.With("component", "gateway"), APIKeys: s.cfg.GatewayAPIKeys,
 		Metrics: s.metrics, Tracing: s.tracing})
 	h := httpapi.New(httpapi.Options{
 		Client:         front,

@@ -543,3 +543,66 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// The gateway's envelope: the tenant from the key map (a client's tenant
+// header cannot override it), the priority, session and trace headers. The
+// test is the worker here, answering through the token stream.
+func TestGatewayEnvelope(t *testing.T) {
+	srv := brokertest.Start(t, func(c *broker.Config) { c.GatewayAPIKeys = map[string]string{"key-a": "tenant-a"} })
+	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: brokertest.Connect(t, srv)}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := e.c.AddQueue(ctx, semaq.QueueConfig{Name: semaq.InferQueue("env/model"), Subjects: []string{semaq.InferSubject("env/model")}, Storage: "memory"}); err != nil {
+		t.Fatal(err)
+	}
+	an, err := e.c.Announce(ctx, semaq.Agent{ID: "manual", Intents: []string{semaq.InferIntent}, Capabilities: map[string]string{semaq.CapModels: "env/model"}}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer an.Stop()
+
+	for _, hdr := range []http.Header{nil, {"Authorization": {"Bearer other"}}} {
+		resp := e.post(t, ctx, chatBody("env/model", "x", false, ""), hdr)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("key %v: status %d, want 401", hdr, resp.StatusCode)
+		}
+	}
+
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	answer := make(chan *http.Response, 1)
+	go func() {
+		answer <- e.post(t, ctx, chatBody("env/model", "x", false, ""), http.Header{
+			"Authorization": {"Bearer key-a"}, "X-Semaq-Tenant": {"spoofed"}, "X-Semaq-Priority": {"high"},
+			"X-Semaq-Session": {"sess-1"}, "Traceparent": {tp}})
+	}()
+	jobs, err := e.c.Fetch(ctx, semaq.InferQueue("env/model"), client.FetchWait(10*time.Second))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("fetch: %v %v", jobs, err)
+	}
+	job := jobs[0]
+	env, err := semaq.Parse(job.Header, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Tenant != "tenant-a" || env.Priority != semaq.PriorityHigh || env.Session != "sess-1" || env.Model != "env/model" ||
+		!strings.HasPrefix(job.Header.Get(semaq.HdrTraceParent), "00-4bf92f3577b34da6a3ce929d0e0e4736-") || !strings.HasPrefix(job.ID, "chatcmpl-") {
+		t.Fatalf("envelope %+v, traceparent %q, id %q", env, job.Header.Get(semaq.HdrTraceParent), job.ID)
+	}
+	w, err := e.c.OpenTokenStream(ctx, job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Write(ctx, "hand-made")
+	if err := w.Close(ctx, semaq.TokenFinal{FinishReason: "stop"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = job.Ack(ctx)
+	resp := <-answer
+	defer resp.Body.Close()
+	var out openai.ChatCompletion
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || *out.Choices[0].Message.Content != "hand-made" ||
+		resp.Header.Get(semaq.HdrHTTPRequestID) != job.ID {
+		t.Fatalf("answer %+v %v", out, err)
+	}
+}
