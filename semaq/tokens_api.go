@@ -352,8 +352,11 @@ func AppendJSONString(dst []byte, s string) []byte {
 // ignored, so newer writers can add fields.
 func ParseTokenChunk(data []byte) (*TokenChunk, error) {
 	var c TokenChunk
-	if err := json.Unmarshal(data, &c); err != nil {
-		return nil, fmt.Errorf("token record is not valid JSON: %w", err)
+	if !parsePlainChunk(data, &c) {
+		c = TokenChunk{}
+		if err := json.Unmarshal(data, &c); err != nil {
+			return nil, fmt.Errorf("token record is not valid JSON: %w", err)
+		}
 	}
 	if len(c.Lens) == 0 {
 		c.Lens = nil // "l":[] says nothing
@@ -362,4 +365,117 @@ func ParseTokenChunk(data []byte) (*TokenChunk, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// parsePlainChunk decodes the common record quickly: a content record as
+// AppendTokenChunk writes it, with keys s, o, n, t, tp, ss only and strings
+// without escapes. Anything else returns false and goes to encoding/json;
+// FuzzTokenChunk checks that both agree.
+func parsePlainChunk(b []byte, c *TokenChunk) bool {
+	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
+		return false
+	}
+	i := 1
+	seen := 0
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return false
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '"' {
+			j++
+		}
+		if j+1 >= len(b) || b[j+1] != ':' {
+			return false
+		}
+		key := string(b[i+1 : j])
+		i = j + 2
+		var bit int
+		switch key {
+		case "s", "o", "n":
+			n, k, ok := plainUint(b, i)
+			if !ok {
+				return false
+			}
+			i = k
+			switch key {
+			case "s":
+				c.Seq, bit = n, 1
+			case "o":
+				c.Offset, bit = n, 2
+			default:
+				if n > MaxTokenChunkTokens {
+					return false
+				}
+				c.N, bit = int(n), 4
+			}
+		case "t", "tp", "ss":
+			v, k, ok := plainString(b, i)
+			if !ok {
+				return false
+			}
+			i = k
+			switch key {
+			case "t":
+				c.Text, bit = v, 8
+			case "tp":
+				c.TraceParent, bit = v, 16
+			default:
+				c.Session, bit = v, 32
+			}
+		default:
+			return false
+		}
+		if seen&bit != 0 {
+			return false // a repeated key: encoding/json's rules decide
+		}
+		seen |= bit
+		switch {
+		case i < len(b) && b[i] == ',':
+			i++
+		case i == len(b)-1:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func plainUint(b []byte, i int) (uint64, int, bool) {
+	start := i
+	var n uint64
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		if n > (1<<63)/10 {
+			return 0, 0, false
+		}
+		n = n*10 + uint64(b[i]-'0')
+		i++
+	}
+	if i == start || (b[start] == '0' && i-start > 1) {
+		return 0, 0, false
+	}
+	return n, i, true
+}
+
+// plainString reads a JSON string without escapes or control characters,
+// in valid UTF-8.
+func plainString(b []byte, i int) (string, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return "", 0, false
+	}
+	j := i + 1
+	for j < len(b) && b[j] != '"' {
+		if c := b[j]; c == '\\' || c < 0x20 {
+			return "", 0, false
+		}
+		j++
+	}
+	if j >= len(b) {
+		return "", 0, false
+	}
+	v := b[i+1 : j]
+	if !utf8.Valid(v) {
+		return "", 0, false
+	}
+	return string(v), j + 1, true
 }

@@ -96,7 +96,20 @@ func FuzzTokenChunk(f *testing.F) {
 	f.Add([]byte(`{"s":4,"o":1,"n":1,"f":{"i":0,"id":"c","n":"f","a":"{\"a\":"}}`))
 	f.Add([]byte(`{"s":6,"o":14,"fin":{"r":"stop","u":{"p":1,"c":2,"t":3}},"tp":"00-x","ss":"s"}`))
 	f.Add([]byte(`{"s":7,"o":14,"err":{"c":"worker_lost","m":"\u2028\ud800"}}`))
+	f.Add([]byte(`{"s":1,"o":0,"n":1,"t":"a","s":2}`))
+	f.Add([]byte(`{"s":01,"o":0}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// The fast path agrees with encoding/json wherever it answers.
+		var fast TokenChunk
+		if parsePlainChunk(data, &fast) {
+			var slow TokenChunk
+			if err := json.Unmarshal(data, &slow); err != nil {
+				t.Fatalf("fast path took what encoding/json refuses (%v): %q", err, data)
+			}
+			if !reflect.DeepEqual(fast, slow) {
+				t.Fatalf("fast %+v, encoding/json %+v: %q", fast, slow, data)
+			}
+		}
 		c, err := ParseTokenChunk(data)
 		if err != nil {
 			return

@@ -69,6 +69,7 @@ type Gateway struct {
 	mu       sync.Mutex
 	models   []string // sorted
 	modelsAt time.Time
+	refresh  sync.Mutex // held while reading the registry; taken before mu
 }
 
 // New returns a gateway.
@@ -138,6 +139,18 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) {
 	g.mu.Lock()
 	if !fresh && time.Since(g.modelsAt) < g.o.ModelsTTL {
+		m := g.models
+		g.mu.Unlock()
+		return m, nil
+	}
+	g.mu.Unlock()
+	// One registry read at a time: requests that wanted a fresh list while
+	// another read was under way take its result.
+	asked := time.Now()
+	g.refresh.Lock()
+	defer g.refresh.Unlock()
+	g.mu.Lock()
+	if g.modelsAt.After(asked) {
 		m := g.models
 		g.mu.Unlock()
 		return m, nil

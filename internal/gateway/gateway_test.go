@@ -220,6 +220,39 @@ func TestChatCompletionsThroughSim(t *testing.T) {
 			t.Fatalf("answer %+v", out)
 		}
 	})
+	t.Run("trace and session on every record", func(t *testing.T) {
+		const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		resp := e.post(t, ctx, chatBody("sim-1", "hello gateway", true, ""), http.Header{
+			"Traceparent": {"00-" + traceID + "-00f067aa0ba902b7-01"}, "X-Semaq-Session": {"chain-7"}})
+		s := readStream(t, resp.Body)
+		resp.Body.Close()
+		if s.text != want {
+			t.Fatalf("text %q", s.text)
+		}
+		// Another agent down the chain reads the same stream by its id.
+		r, err := e.c.ReadTokens(ctx, resp.Header.Get(semaq.HdrHTTPRequestID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		n := 0
+		for {
+			c, err := r.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			if !strings.Contains(c.TraceParent, traceID) || c.Session != "chain-7" {
+				t.Fatalf("record %d: traceparent %q session %q", c.Seq, c.TraceParent, c.Session)
+			}
+		}
+		if n < 2 {
+			t.Fatalf("%d records", n)
+		}
+	})
 	t.Run("models", func(t *testing.T) {
 		resp, err := http.Get(e.base + "/v1/models")
 		if err != nil {
@@ -604,5 +637,32 @@ func TestGatewayEnvelope(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || *out.Choices[0].Message.Content != "hand-made" ||
 		resp.Header.Get(semaq.HdrHTTPRequestID) != job.ID {
 		t.Fatalf("answer %+v %v", out, err)
+	}
+}
+
+// A request whose time runs out while a worker runs it: the client gets
+// 504 (or, once streaming, an error event) and the worker stops.
+func TestDeadlineWhileRunning(t *testing.T) {
+	e := setup(t)
+	rw := e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"slowpoke"}, Sim: sim.Config{TTFT: 3 * time.Second}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp := e.post(t, ctx, chatBody("slowpoke", "x", false, ""), http.Header{"X-Semaq-Timeout": {"300ms"}})
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !bytes.Contains(raw, []byte(`"timeout_error"`)) {
+		t.Fatalf("status %d %s", resp.StatusCode, raw)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("504 after %s, the timeout was 300ms", d)
+	}
+	waitFor(t, func() bool { return rw.w.Stats().Cancelled == 1 })
+
+	resp = e.post(t, ctx, chatBody("slowpoke", "x", true, ""), http.Header{"X-Semaq-Timeout": {"0.3"}})
+	raw, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout {
+		t.Fatalf("streamed: status %d %s (no token came, so the status can still say it)", resp.StatusCode, raw)
 	}
 }

@@ -306,6 +306,10 @@ func (w *Worker) handle(job *client.Job) {
 			_ = job.Nak(bg, time.Second)
 			return
 		}
+		if last != nil && last.Final != nil {
+			_ = job.Ack(bg) // answered in full; only the ack was lost
+			return
+		}
 		if last != nil {
 			if !last.Terminal() {
 				w.lost.Add(1)
