@@ -63,7 +63,7 @@ type DispatchConfig struct {
 	AckNoWait bool
 	Size      int
 	Dir       string
-	Progress     func(format string, args ...any)
+	Progress  func(format string, args ...any)
 }
 
 // DefaultDispatchConfig is what `semaq bench dispatch` runs without flags.
