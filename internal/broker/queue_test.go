@@ -539,3 +539,29 @@ func TestQueueStatusSignals(t *testing.T) {
 		t.Fatalf("by priority = %+v", st.ByPriority)
 	}
 }
+
+func TestQueueParkedFetchOfDeadWorkerGetsNothing(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	addQueue(t, c, semaq.QueueConfig{Name: "Q"}) // ack wait 30 s
+	dead := brokertest.Connect(t, s)
+	parked := make(chan struct{})
+	go func() {
+		defer close(parked)
+		_, _ = dead.Fetch(context.Background(), "Q", client.FetchWait(30*time.Second))
+	}()
+	waitFor(t, "the fetch to park", func() bool {
+		qi, err := c.QueueInfo(context.Background(), "Q")
+		return err == nil && qi.Status.Workers == 1
+	})
+	before := s.NATSServer().NumClients()
+	dead.Close() // dies while its fetch waits
+	<-parked
+	waitFor(t, "the server to drop the dead connection", func() bool { return s.NATSServer().NumClients() < before })
+	pubReq(t, c, "r1")
+	waitQueued(t, c, "Q", 1)
+	// Still queued, not leased to the dead worker for an ack wait.
+	if jobs := fetch(t, c, "Q"); len(jobs) != 1 || jobs[0].ID != "r1" || jobs[0].Deliveries != 1 {
+		t.Fatalf("live worker got %v", ids(jobs))
+	}
+}
