@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -42,20 +43,14 @@ type agentTable struct {
 func (s *Server) startAgents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, agentLoadTimeout)
 	defer cancel()
-	kv, err := s.js.KeyValue(ctx, semaq.AgentBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = s.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      semaq.AgentBucket,
-			Description: "SemaQ agent announcements",
-			History:     1,
-			TTL:         semaq.MaxAgentTTL,
-			Storage:     jetstream.FileStorage,
-			Replicas:    1,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = s.js.KeyValue(ctx, semaq.AgentBucket) // another node made it first
-		}
-	}
+	kv, err := jsutil.Bucket(ctx, s.js, jetstream.KeyValueConfig{
+		Bucket:      semaq.AgentBucket,
+		Description: "SemaQ agent announcements",
+		History:     1,
+		TTL:         semaq.MaxAgentTTL,
+		Storage:     jetstream.FileStorage,
+		Replicas:    1,
+	})
 	if err != nil {
 		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)
 	}

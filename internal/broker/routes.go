@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/expr"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -476,19 +477,13 @@ func openRouter(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, semaq.RouteBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      semaq.RouteBucket,
-			Description: "SemaQ route rules",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    1,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, semaq.RouteBucket) // another node made it first
-		}
-	}
+	kv, err := jsutil.Bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      semaq.RouteBucket,
+		Description: "SemaQ route rules",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    1,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", semaq.RouteBucket, err)
 	}

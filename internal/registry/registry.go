@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/schema"
 )
 
@@ -206,25 +207,14 @@ load:
 }
 
 func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if err == nil {
-		return kv, nil
-	}
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("registry: opening bucket %s: %w", cfg.Bucket, err)
-	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := jsutil.Bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "SemaQ schema registry",
 		Replicas:    cfg.Replicas,
 		Storage:     jetstream.FileStorage,
 	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		// Another node created it first.
-		kv, err = js.KeyValue(ctx, cfg.Bucket)
-	}
 	if err != nil {
-		return nil, fmt.Errorf("registry: creating bucket %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("registry: bucket %s: %w", cfg.Bucket, err)
 	}
 	return kv, nil
 }

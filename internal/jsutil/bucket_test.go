@@ -1,0 +1,61 @@
+package jsutil_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/jsutil"
+)
+
+// Many nodes starting at once each open-or-create the same bucket: all get
+// it, it is created once, and what is written through one is read through
+// the others.
+func TestBucketConcurrentOpenOrCreate(t *testing.T) {
+	s := brokertest.Start(t)
+	nc, err := s.InternalConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg := jetstream.KeyValueConfig{Bucket: "SQ_TEST", History: 1}
+	kvs := make([]jetstream.KeyValue, 8)
+	var wg sync.WaitGroup
+	for i := range kvs {
+		wg.Go(func() {
+			kv, err := jsutil.Bucket(ctx, js, cfg)
+			if err != nil {
+				t.Errorf("opener %d: %v", i, err)
+				return
+			}
+			kvs[i] = kv
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if _, err := kvs[0].Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for i, kv := range kvs {
+		e, err := kv.Get(ctx, "k")
+		if err != nil || string(e.Value()) != "v" {
+			t.Fatalf("opener %d reads %v, %v", i, e, err)
+		}
+	}
+	// An error other than "not found" is returned, not papered over.
+	if _, err := jsutil.Bucket(ctx, js, jetstream.KeyValueConfig{Bucket: "bad name"}); err == nil {
+		t.Fatal("an invalid bucket name was accepted")
+	}
+}
