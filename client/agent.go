@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"sync"
 	"time"
 
@@ -185,26 +184,4 @@ func (s *IntentSubscription) Next(ctx context.Context) (*Msg, error) {
 // '-' or '_' replaced by '_' and, when one was or the intent is longer
 // than 100 bytes (then cut there), a hash of the intent appended so that
 // distinct intents keep distinct durables.
-func IntentDurable(intent string) string {
-	b := []byte("agents-")
-	changed := false
-	for i := 0; i < len(intent); i++ {
-		if i == 100 {
-			changed = true
-			break
-		}
-		c := intent[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
-			b = append(b, c)
-			continue
-		}
-		b = append(b, '_')
-		changed = true
-	}
-	if changed {
-		h := fnv.New32a()
-		h.Write([]byte(intent))
-		b = fmt.Appendf(b, "-%08x", h.Sum32())
-	}
-	return string(b)
-}
+func IntentDurable(intent string) string { return "agents-" + semaq.NameToken(intent, 100) }

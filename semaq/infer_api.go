@@ -39,18 +39,24 @@ const (
 )
 
 // modelToken turns a model name into one subject token and queue-name
-// suffix: letters, digits, '-' and '_' kept, anything else '_', and when
-// anything was replaced (or the name is over 96 bytes, then cut) a hash
-// of the name appended so distinct models stay distinct.
-func modelToken(model string) string {
-	b := make([]byte, 0, len(model)+9)
+// suffix (NameToken, cut at 96 bytes).
+func modelToken(model string) string { return NameToken(model, 96) }
+
+// NameToken turns any string into a string that is safe as one NATS subject
+// token and as part of a JetStream stream or consumer name: letters,
+// digits, '-' and '_' are kept, anything else becomes '_', and when
+// anything was replaced (or s is longer than max bytes, and then cut) an
+// FNV-1a hash of the whole of s is appended, so distinct inputs stay
+// distinct.
+func NameToken(s string, max int) string {
+	b := make([]byte, 0, min(len(s), max)+9)
 	changed := false
-	for i := 0; i < len(model); i++ {
-		if i == 96 {
+	for i := 0; i < len(s); i++ {
+		if i == max {
 			changed = true
 			break
 		}
-		c := model[i]
+		c := s[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
 			b = append(b, c)
 			continue
@@ -60,7 +66,7 @@ func modelToken(model string) string {
 	}
 	if changed {
 		h := fnv.New32a()
-		h.Write([]byte(model))
+		h.Write([]byte(s))
 		b = fmt.Appendf(b, "-%08x", h.Sum32())
 	}
 	return string(b)

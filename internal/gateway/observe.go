@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpx"
 	"github.com/semaq/semaq/internal/telemetry"
 )
 
@@ -34,12 +35,9 @@ func (g *Gateway) observed(endpoint, operation string, h http.HandlerFunc) http.
 		if span.IsRecording() {
 			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(r.Header))
 		}
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &httpx.StatusWriter{ResponseWriter: w}
 		h(sw, r.WithContext(context.WithValue(ctx, requestObsKey{}, obs)))
-		code := sw.code
-		if code == 0 {
-			code = http.StatusOK
-		}
+		code := sw.Status()
 		g.o.Metrics.GatewayRequest(endpoint, obs.model, code, time.Since(start))
 		if span.IsRecording() {
 			if obs.model != "" {
@@ -66,35 +64,3 @@ func noteModel(ctx context.Context, model string) {
 		o.model = model
 	}
 }
-
-// statusWriter remembers the status written; it passes Flush on (event
-// streams) and unwraps for http.ResponseController.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		if w.code == 0 {
-			w.code = http.StatusOK
-		}
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpx"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
@@ -22,50 +23,15 @@ func (h *Handler) serveObserved(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &httpx.StatusWriter{ResponseWriter: w}
 	h.mux.ServeHTTP(sw, r)
 	pattern := r.Pattern // set by the mux on r itself
 	if pattern == "/" {
 		pattern = "" // the catch-all: 404 or 405
 	}
-	code := sw.code
-	if code == 0 {
-		code = http.StatusOK
-	}
+	code := sw.Status()
 	h.opts.Metrics.HTTPRequest(pattern, code, time.Since(start))
 }
-
-// statusWriter remembers the status a handler wrote. It passes Flush on
-// (event streams) and unwraps for http.ResponseController.
-type statusWriter struct {
-	http.ResponseWriter
-	code int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		if w.code == 0 {
-			w.code = http.StatusOK
-		}
-		f.Flush()
-	}
-}
-
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // publishSpan starts the server span of an HTTP publish, continuing the
 // request's traceparent, and makes the message carry the span on to the
