@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -53,27 +54,23 @@ func newAgentAnnounceCmd(e *env) *cobra.Command {
 			if _, err := semaq.CheckAgent(&a, ttl); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				an, err := c.Announce(ctx, a, ttl)
+				if err != nil {
+					return err
+				}
+				info := an.Info()
+				fmt.Fprintf(e.stdout, "Agent %s announced for %s (ttl %s); heartbeating until interrupted\n",
+					info.ID, strings.Join(info.Intents, ","), info.TTL)
+				<-ctx.Done()
+				lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := an.Leave(lctx); err != nil {
+					return fmt.Errorf("leaving: %w", err)
+				}
+				_, err = fmt.Fprintf(e.stdout, "Agent %s left\n", info.ID)
 				return err
-			}
-			defer c.Close()
-			an, err := c.Announce(ctx, a, ttl)
-			if err != nil {
-				return err
-			}
-			info := an.Info()
-			fmt.Fprintf(e.stdout, "Agent %s announced for %s (ttl %s); heartbeating until interrupted\n",
-				info.ID, strings.Join(info.Intents, ","), info.TTL)
-			<-ctx.Done()
-			lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := an.Leave(lctx); err != nil {
-				return fmt.Errorf("leaving: %w", err)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Agent %s left\n", info.ID)
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -93,38 +90,34 @@ func newAgentLsCmd(e *env) *cobra.Command {
 		Short:   "List the live agents",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			agents, err := c.Agents(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, agents)
-			}
-			if len(agents) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "No agents.")
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tINTENTS\tCAPABILITIES\tSUBJECT\tTTL\tEXPIRES")
-			for _, a := range agents {
-				keys := make([]string, 0, len(a.Capabilities))
-				for k := range a.Capabilities {
-					keys = append(keys, k)
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				agents, err := c.Agents(ctx)
+				if err != nil {
+					return err
 				}
-				sort.Strings(keys)
-				for i, k := range keys {
-					keys[i] = k + "=" + a.Capabilities[k]
+				if asJSON {
+					return writeJSON(e.stdout, agents)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, strings.Join(a.Intents, ","), orDefault(strings.Join(keys, ","), "-"),
-					orDefault(a.Subject, "-"), a.TTL, a.ExpiresAt.Local().Format(time.TimeOnly))
-			}
-			return tw.Flush()
+				if len(agents) == 0 {
+					_, err := fmt.Fprintln(e.stdout, "No agents.")
+					return err
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tINTENTS\tCAPABILITIES\tSUBJECT\tTTL\tEXPIRES")
+				for _, a := range agents {
+					keys := make([]string, 0, len(a.Capabilities))
+					for k := range a.Capabilities {
+						keys = append(keys, k)
+					}
+					sort.Strings(keys)
+					for i, k := range keys {
+						keys[i] = k + "=" + a.Capabilities[k]
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, strings.Join(a.Intents, ","), orDefault(strings.Join(keys, ","), "-"),
+						orDefault(a.Subject, "-"), a.TTL, a.ExpiresAt.Local().Format(time.TimeOnly))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

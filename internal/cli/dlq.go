@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/base64"
 	"fmt"
 	"io"
@@ -53,46 +54,42 @@ func newDLQLsCmd(e *env) *cobra.Command {
 			if f.Limit < 1 {
 				return fmt.Errorf("--limit %d: want at least 1", f.Limit)
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			limit := f.Limit
-			f.Limit++ // one more, to tell whether there are more
-			dls, err := c.DeadLetters(ctx, f)
-			if err != nil {
-				return err
-			}
-			more := len(dls) > limit
-			if more {
-				dls = dls[:limit]
-			}
-			if asJSON {
-				return writeJSON(e.stdout, dls)
-			}
-			if len(dls) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "No dead letters.")
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "SEQ\tSTREAM\tCONSUMER\tSUBJECT\tDELIVERIES\tSIZE\tDEAD-LETTERED\tREASON")
-			for _, d := range dls {
-				subject, size, reason := d.Subject, formatBytes(uint64(d.Size)), d.Reason
-				if d.PayloadLost != "" {
-					size, reason = "-", reason+" (payload lost)"
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				limit := f.Limit
+				f.Limit++ // one more, to tell whether there are more
+				dls, err := c.DeadLetters(ctx, f)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Seq, d.Stream, d.Consumer, orDefault(subject, "-"),
-					d.Deliveries, size, formatTime(d.Time), reason)
-			}
-			if err := tw.Flush(); err != nil {
+				more := len(dls) > limit
+				if more {
+					dls = dls[:limit]
+				}
+				if asJSON {
+					return writeJSON(e.stdout, dls)
+				}
+				if len(dls) == 0 {
+					_, err := fmt.Fprintln(e.stdout, "No dead letters.")
+					return err
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "SEQ\tSTREAM\tCONSUMER\tSUBJECT\tDELIVERIES\tSIZE\tDEAD-LETTERED\tREASON")
+				for _, d := range dls {
+					subject, size, reason := d.Subject, formatBytes(uint64(d.Size)), d.Reason
+					if d.PayloadLost != "" {
+						size, reason = "-", reason+" (payload lost)"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Seq, d.Stream, d.Consumer, orDefault(subject, "-"),
+						d.Deliveries, size, formatTime(d.Time), reason)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				if more {
+					_, err = fmt.Fprintf(e.stdout, "More dead letters follow: semaq dlq ls --after %d\n", dls[len(dls)-1].Seq)
+				}
 				return err
-			}
-			if more {
-				_, err = fmt.Fprintf(e.stdout, "More dead letters follow: semaq dlq ls --after %d\n", dls[len(dls)-1].Seq)
-			}
-			return err
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -116,20 +113,16 @@ func newDLQShowCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			d, err := c.DeadLetter(ctx, seq)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, d)
-			}
-			return writeDeadLetter(e.stdout, d)
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				d, err := c.DeadLetter(ctx, seq)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, d)
+				}
+				return writeDeadLetter(e.stdout, d)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the dead letter as JSON (payload in base64)")
@@ -171,50 +164,47 @@ stay in the queue, are listed, and make the command exit 1.`,
 					return err
 				}
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			var res *semaq.DLQReplayResponse
-			if all {
-				res, err = c.ReplayAll(ctx, stream)
-			} else {
-				var r *semaq.DLQReplayed
-				if r, err = c.Replay(ctx, seq); err == nil {
-					res = &semaq.DLQReplayResponse{Replayed: []semaq.DLQReplayed{*r}}
-				}
-			}
-			if err != nil && res == nil {
-				return err
-			}
-			if asJSON {
-				if jerr := writeJSON(e.stdout, res); jerr != nil {
-					return jerr
-				}
-			} else {
-				for _, r := range res.Replayed {
-					dup := ""
-					if r.Duplicate {
-						dup = " (duplicate: an earlier replay stored it)"
-					}
-					fmt.Fprintf(e.stdout, "Replayed dead letter %d to %s: stream %s seq %d%s\n", r.Seq, r.Subject, r.Stream, r.StreamSeq, dup)
-				}
-				for _, s := range res.Skipped {
-					fmt.Fprintf(e.stdout, "Skipped dead letter %d: %s\n", s.Seq, oneLine(s.Reason))
-				}
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				var err error
+				var res *semaq.DLQReplayResponse
 				if all {
-					fmt.Fprintf(e.stdout, "%d replayed, %d skipped\n", len(res.Replayed), len(res.Skipped))
+					res, err = c.ReplayAll(ctx, stream)
+				} else {
+					var r *semaq.DLQReplayed
+					if r, err = c.Replay(ctx, seq); err == nil {
+						res = &semaq.DLQReplayResponse{Replayed: []semaq.DLQReplayed{*r}}
+					}
 				}
-			}
-			if err != nil {
-				return err
-			}
-			if len(res.Skipped) > 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("%d dead letters of stream %s could not be replayed", len(res.Skipped), stream)}
-			}
-			return nil
+				if err != nil && res == nil {
+					return err
+				}
+				if asJSON {
+					if jerr := writeJSON(e.stdout, res); jerr != nil {
+						return jerr
+					}
+				} else {
+					for _, r := range res.Replayed {
+						dup := ""
+						if r.Duplicate {
+							dup = " (duplicate: an earlier replay stored it)"
+						}
+						fmt.Fprintf(e.stdout, "Replayed dead letter %d to %s: stream %s seq %d%s\n", r.Seq, r.Subject, r.Stream, r.StreamSeq, dup)
+					}
+					for _, s := range res.Skipped {
+						fmt.Fprintf(e.stdout, "Skipped dead letter %d: %s\n", s.Seq, oneLine(s.Reason))
+					}
+					if all {
+						fmt.Fprintf(e.stdout, "%d replayed, %d skipped\n", len(res.Replayed), len(res.Skipped))
+					}
+				}
+				if err != nil {
+					return err
+				}
+				if len(res.Skipped) > 0 {
+					return &exitError{code: 1, msg: fmt.Sprintf("%d dead letters of stream %s could not be replayed", len(res.Skipped), stream)}
+				}
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -236,17 +226,13 @@ func newDLQRmCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.DeleteDeadLetter(ctx, seq); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(e.stdout, "Dead letter %d removed\n", seq)
 				return err
-			}
-			defer c.Close()
-			if err := c.DeleteDeadLetter(ctx, seq); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(e.stdout, "Dead letter %d removed\n", seq)
-			return err
+			})
 		},
 	}
 	e.addServerFlag(cmd)
@@ -269,18 +255,14 @@ func newDLQPurgeCmd(e *env) *cobra.Command {
 			case !all && stream == "" && consumer == "":
 				return fmt.Errorf("name what to purge: --stream NAME, --consumer NAME, or --all")
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				n, err := c.PurgeDeadLetters(ctx, stream, consumer)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(e.stdout, "Purged %d dead letters\n", n)
 				return err
-			}
-			defer c.Close()
-			n, err := c.PurgeDeadLetters(ctx, stream, consumer)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(e.stdout, "Purged %d dead letters\n", n)
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,35 +58,31 @@ aliases such as X-Model-Version are accepted and normalised by the broker).`,
 					data = []byte(args[1])
 				}
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ack, err := c.Publish(ctx, args[0], data, opts...)
-			if err != nil {
-				return err
-			}
-			if fl.json {
-				// PubAck omits duplicate when false; the CLI always shows it.
-				b, err := json.Marshal(struct {
-					Stream    string `json:"stream"`
-					Seq       uint64 `json:"seq"`
-					Duplicate bool   `json:"duplicate"`
-				}{ack.Stream, ack.Sequence, ack.Duplicate})
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				ack, err := c.Publish(ctx, args[0], data, opts...)
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+				if fl.json {
+					// PubAck omits duplicate when false; the CLI always shows it.
+					b, err := json.Marshal(struct {
+						Stream    string `json:"stream"`
+						Seq       uint64 `json:"seq"`
+						Duplicate bool   `json:"duplicate"`
+					}{ack.Stream, ack.Sequence, ack.Duplicate})
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+					return err
+				}
+				dup := ""
+				if ack.Duplicate {
+					dup = " (duplicate)"
+				}
+				_, err = fmt.Fprintf(e.stdout, "Published to stream %s seq %d%s\n", ack.Stream, ack.Sequence, dup)
 				return err
-			}
-			dup := ""
-			if ack.Duplicate {
-				dup = " (duplicate)"
-			}
-			_, err = fmt.Fprintf(e.stdout, "Published to stream %s seq %d%s\n", ack.Stream, ack.Sequence, dup)
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -43,20 +43,16 @@ func newQueueAddCmd(e *env) *cobra.Command {
 			if err := qc.Check(); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				qi, err := c.AddQueue(ctx, qc)
+				if err != nil {
+					return err
+				}
+				cfg := qi.Config
+				_, err = fmt.Fprintf(e.stdout, "Queue %s added on %s (storage %s, max %d messages, ack wait %s, max deliver %d)\n",
+					cfg.Name, strings.Join(cfg.Subjects, ","), cfg.Storage, cfg.MaxMessages, cfg.AckWait, cfg.MaxDeliver)
 				return err
-			}
-			defer c.Close()
-			qi, err := c.AddQueue(ctx, qc)
-			if err != nil {
-				return err
-			}
-			cfg := qi.Config
-			_, err = fmt.Fprintf(e.stdout, "Queue %s added on %s (storage %s, max %d messages, ack wait %s, max deliver %d)\n",
-				cfg.Name, strings.Join(cfg.Subjects, ","), cfg.Storage, cfg.MaxMessages, cfg.AckWait, cfg.MaxDeliver)
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -84,31 +80,27 @@ func newQueueLsCmd(e *env) *cobra.Command {
 		Short:   "List work queues",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			qs, err := c.Queues(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, qs)
-			}
-			if len(qs) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "No queues.")
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSUBJECTS\tQUEUED\tHELD\tTOKENS\tOLDEST\tWORKERS\tRECOMMENDED")
-			for _, q := range qs {
-				st := q.Status
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Config.Name, strings.Join(q.Config.Subjects, ","),
-					st.Queued+st.Delayed, st.Held, st.TokensQueued, st.OldestAge.Round(time.Millisecond), st.Workers, st.RecommendedWorkers)
-			}
-			return tw.Flush()
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				qs, err := c.Queues(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, qs)
+				}
+				if len(qs) == 0 {
+					_, err := fmt.Fprintln(e.stdout, "No queues.")
+					return err
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSUBJECTS\tQUEUED\tHELD\tTOKENS\tOLDEST\tWORKERS\tRECOMMENDED")
+				for _, q := range qs {
+					st := q.Status
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Config.Name, strings.Join(q.Config.Subjects, ","),
+						st.Queued+st.Delayed, st.Held, st.TokensQueued, st.OldestAge.Round(time.Millisecond), st.Workers, st.RecommendedWorkers)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -123,20 +115,16 @@ func newQueueStatusCmd(e *env) *cobra.Command {
 		Short: "Show a queue's depth, waits, rates, fairness counters and recommended workers",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			qi, err := c.QueueInfo(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, qi)
-			}
-			return writeQueueStatus(e, qi)
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				qi, err := c.QueueInfo(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, qi)
+				}
+				return writeQueueStatus(e, qi)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -194,17 +182,13 @@ func newQueueRmCmd(e *env) *cobra.Command {
 		Short: "Remove a queue and every request in it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.DeleteQueue(ctx, args[0]); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(e.stdout, "Queue %s removed\n", args[0])
 				return err
-			}
-			defer c.Close()
-			if err := c.DeleteQueue(ctx, args[0]); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(e.stdout, "Queue %s removed\n", args[0])
-			return err
+			})
 		},
 	}
 	e.addServerFlag(cmd)
@@ -259,41 +243,37 @@ job carries its ack_subject, so a script can answer it (+ACK, -NAK, +WPI, +TERM)
 				}
 				opts = append(opts, client.FetchLabels(m))
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			jobs, err := c.Fetch(ctx, args[0], opts...)
-			if err != nil {
-				return err
-			}
-			for _, j := range jobs {
-				if asJSON {
-					b, err := json.Marshal(j)
-					if err != nil {
-						return err
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				jobs, err := c.Fetch(ctx, args[0], opts...)
+				if err != nil {
+					return err
+				}
+				for _, j := range jobs {
+					if asJSON {
+						b, err := json.Marshal(j)
+						if err != nil {
+							return err
+						}
+						fmt.Fprintf(e.stdout, "%s\n", b)
+					} else {
+						if err := writeJob(e, j); err != nil {
+							return err
+						}
 					}
-					fmt.Fprintf(e.stdout, "%s\n", b)
-				} else {
-					if err := writeJob(e, j); err != nil {
-						return err
+					if ack {
+						actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+						err := j.Ack(actx)
+						cancel()
+						if err != nil {
+							return fmt.Errorf("acknowledging job %d: %w", j.Seq, err)
+						}
 					}
 				}
-				if ack {
-					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					err := j.Ack(actx)
-					cancel()
-					if err != nil {
-						return fmt.Errorf("acknowledging job %d: %w", j.Seq, err)
-					}
+				if len(jobs) == 0 && !asJSON {
+					fmt.Fprintln(e.stderr, "No requests.")
 				}
-			}
-			if len(jobs) == 0 && !asJSON {
-				fmt.Fprintln(e.stderr, "No requests.")
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -337,23 +317,19 @@ func newCancelCmd(e *env) *cobra.Command {
 is removed and the worker is told to stop (its job context is cancelled).`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				res, err := c.Cancel(ctx, args[0], args[1])
+				if err != nil {
+					return err
+				}
+				switch res.Result {
+				case "notified":
+					_, err = fmt.Fprintf(e.stdout, "Request %s (seq %d) cancelled; worker %s told to stop\n", args[1], res.Seq, res.Worker)
+				default:
+					_, err = fmt.Fprintf(e.stdout, "Request %s (seq %d) removed from queue %s\n", args[1], res.Seq, args[0])
+				}
 				return err
-			}
-			defer c.Close()
-			res, err := c.Cancel(ctx, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			switch res.Result {
-			case "notified":
-				_, err = fmt.Fprintf(e.stdout, "Request %s (seq %d) cancelled; worker %s told to stop\n", args[1], res.Seq, res.Worker)
-			default:
-				_, err = fmt.Fprintf(e.stdout, "Request %s (seq %d) removed from queue %s\n", args[1], res.Seq, args[0])
-			}
-			return err
+			})
 		},
 	}
 	e.addServerFlag(cmd)

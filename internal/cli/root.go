@@ -101,3 +101,15 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	return client.Connect(ctx, e.server, client.WithName("semaq-cli"))
 }
+
+// withClient dials the broker named by --server, runs fn with the
+// command's context and the client, and closes the client.
+func (e *env) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	ctx := cmd.Context()
+	c, err := e.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -87,21 +88,17 @@ consumers nak, terminate or ack slowly, and back when they recover
 			if replace {
 				opts = append(opts, client.WithReplace())
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				info, err := c.AddRoute(ctx, r, opts...)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, info)
+				}
+				_, err = fmt.Fprintf(e.stdout, "Route %s added: %s\n", info.Name, describeRoute(&info.Route))
 				return err
-			}
-			defer c.Close()
-			info, err := c.AddRoute(ctx, r, opts...)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, info)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Route %s added: %s\n", info.Name, describeRoute(&info.Route))
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -178,40 +175,36 @@ func newRouteLsCmd(e *env) *cobra.Command {
 		Short:   "List route rules in the order they are tried, with this node's counters",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			routes, err := c.Routes(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, routes)
-			}
-			if len(routes) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "No routes.")
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ORDER\tNAME\tSUBJECT\tWHEN\tTARGET\tMATCHED\tERRORS")
-			for _, r := range routes {
-				target := routeTargetsNow(&r)
-				if r.StickyKey != "" {
-					target += " sticky on " + r.StickyKey
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				routes, err := c.Routes(ctx)
+				if err != nil {
+					return err
 				}
-				if r.Adaptive {
-					target += " adaptive"
+				if asJSON {
+					return writeJSON(e.stdout, routes)
 				}
-				if r.Error != "" {
-					target += " (not loaded: " + oneLine(r.Error) + ")"
+				if len(routes) == 0 {
+					_, err := fmt.Fprintln(e.stdout, "No routes.")
+					return err
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Order, r.Name, r.Subject, orDefault(r.When, "(always)"),
-					target, r.Stats.Matched, r.Stats.Errors)
-			}
-			return tw.Flush()
+				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "ORDER\tNAME\tSUBJECT\tWHEN\tTARGET\tMATCHED\tERRORS")
+				for _, r := range routes {
+					target := routeTargetsNow(&r)
+					if r.StickyKey != "" {
+						target += " sticky on " + r.StickyKey
+					}
+					if r.Adaptive {
+						target += " adaptive"
+					}
+					if r.Error != "" {
+						target += " (not loaded: " + oneLine(r.Error) + ")"
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Order, r.Name, r.Subject, orDefault(r.When, "(always)"),
+						target, r.Stats.Matched, r.Stats.Errors)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rules with their counters as a JSON array")
@@ -226,17 +219,13 @@ func newRouteRmCmd(e *env) *cobra.Command {
 		Short:   "Remove a route rule",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.DeleteRoute(ctx, args[0]); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(e.stdout, "Route %s removed\n", args[0])
 				return err
-			}
-			defer c.Close()
-			if err := c.DeleteRoute(ctx, args[0]); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(e.stdout, "Route %s removed\n", args[0])
-			return err
+			})
 		},
 	}
 	e.addServerFlag(cmd)

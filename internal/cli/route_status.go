@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -38,29 +40,25 @@ latency (docs/routing.md).`,
 		Example: `  semaq route status pool`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			routes, err := c.Routes(ctx)
-			if err != nil {
-				return err
-			}
-			var r *semaq.RouteInfo
-			for i := range routes {
-				if routes[i].Name == args[0] {
-					r = &routes[i]
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				routes, err := c.Routes(ctx)
+				if err != nil {
+					return err
 				}
-			}
-			if r == nil {
-				return fmt.Errorf("route %s not found", args[0])
-			}
-			if asJSON {
-				return writeJSON(e.stdout, r)
-			}
-			return writeRouteStatus(e, r)
+				var r *semaq.RouteInfo
+				for i := range routes {
+					if routes[i].Name == args[0] {
+						r = &routes[i]
+					}
+				}
+				if r == nil {
+					return fmt.Errorf("route %s not found", args[0])
+				}
+				if asJSON {
+					return writeJSON(e.stdout, r)
+				}
+				return writeRouteStatus(e, r)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rule with its counters and health as JSON")

@@ -34,13 +34,9 @@ func init() {
 
 // withSchemaClient connects to the broker for the length of f.
 func (e *env) withSchemaClient(cmd *cobra.Command, f func(ctx context.Context, c *client.Client) error) error {
-	ctx := cmd.Context()
-	c, err := e.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return f(ctx, c)
+	return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+		return f(ctx, c)
+	})
 }
 
 // schemaInput is the schema text and options of register and check.

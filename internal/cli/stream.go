@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -67,23 +69,19 @@ func newStreamAddCmd(e *env) *cobra.Command {
 			if cfg.Durability, err = oneOf("durability", cfg.Durability, durabilities); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				info, err := c.AddStream(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, info)
+				}
+				_, err = fmt.Fprintf(e.stdout, "Stream %s created: subjects %s, retention %s, storage %s\n",
+					info.Config.Name, strings.Join(info.Config.Subjects, ","),
+					orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"))
 				return err
-			}
-			defer c.Close()
-			info, err := c.AddStream(ctx, cfg)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, info)
-			}
-			_, err = fmt.Fprintf(e.stdout, "Stream %s created: subjects %s, retention %s, storage %s\n",
-				info.Config.Name, strings.Join(info.Config.Subjects, ","),
-				orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"))
-			return err
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -109,34 +107,30 @@ func newStreamLsCmd(e *env) *cobra.Command {
 		Short:   "List streams",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			streams, err := c.Streams(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if streams == nil {
-					streams = []semaq.StreamInfo{}
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				streams, err := c.Streams(ctx)
+				if err != nil {
+					return err
 				}
-				return writeJSON(e.stdout, streams)
-			}
-			if len(streams) == 0 {
-				_, err := fmt.Fprintln(e.stdout, "No streams.")
-				return err
-			}
-			tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tSUBJECTS\tMESSAGES\tBYTES\tSTORAGE\tRETENTION")
-			for _, s := range streams {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Config.Name, strings.Join(s.Config.Subjects, ","),
-					s.State.Messages, formatBytes(s.State.Bytes),
-					orDefault(s.Config.Storage, "file"), orDefault(s.Config.Retention, "limits"))
-			}
-			return tw.Flush()
+				if asJSON {
+					if streams == nil {
+						streams = []semaq.StreamInfo{}
+					}
+					return writeJSON(e.stdout, streams)
+				}
+				if len(streams) == 0 {
+					_, err := fmt.Fprintln(e.stdout, "No streams.")
+					return err
+				}
+				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tSUBJECTS\tMESSAGES\tBYTES\tSTORAGE\tRETENTION")
+				for _, s := range streams {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Config.Name, strings.Join(s.Config.Subjects, ","),
+						s.State.Messages, formatBytes(s.State.Bytes),
+						orDefault(s.Config.Storage, "file"), orDefault(s.Config.Retention, "limits"))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the streams as a JSON array")
@@ -151,20 +145,16 @@ func newStreamInfoCmd(e *env) *cobra.Command {
 		Short: "Describe a stream: configuration, durability and state",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			info, err := c.StreamInfo(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(e.stdout, info)
-			}
-			return writeStreamInfo(e.stdout, info)
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				info, err := c.StreamInfo(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, info)
+				}
+				return writeStreamInfo(e.stdout, info)
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the stream info as JSON")
@@ -179,17 +169,13 @@ func newStreamRmCmd(e *env) *cobra.Command {
 		Short:   "Delete a stream and every message in it",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.DeleteStream(ctx, args[0]); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(e.stdout, "Stream %s deleted\n", args[0])
 				return err
-			}
-			defer c.Close()
-			if err := c.DeleteStream(ctx, args[0]); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(e.stdout, "Stream %s deleted\n", args[0])
-			return err
+			})
 		},
 	}
 	e.addServerFlag(cmd)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/worker"
 )
 
@@ -66,17 +68,13 @@ paced by --sim-ttft and --sim-tps.`,
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			c, err := e.connect(ctx)
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			w, err := worker.New(c, cfg)
-			if err != nil {
-				return err
-			}
-			return w.Run(ctx)
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				w, err := worker.New(c, cfg)
+				if err != nil {
+					return err
+				}
+				return w.Run(ctx)
+			})
 		},
 	}
 	e.addServerFlag(cmd)
