@@ -416,10 +416,10 @@ func (d *dispatcher) serveParked(now time.Time) []*outMsg {
 	var out []*outMsg
 	keep := d.parked[:0]
 	for _, p := range d.parked {
-		if !d.s.ns.GlobalAccount().SubscriptionInterest(p.reply) {
-			continue // the worker is gone: leasing it work would only delay the work by an ack wait
-		}
 		if d.sched.queued > 0 {
+			if !d.s.ns.GlobalAccount().SubscriptionInterest(p.reply) {
+				continue // the worker is gone: leasing it work would only delay the work by an ack wait
+			}
 			w := d.sched.touchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
 			if jobs := d.sched.pick(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit()); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
