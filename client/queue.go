@@ -253,11 +253,18 @@ type Job struct {
 	// Waited is how long it was queued.
 	Waited time.Duration
 
-	c      *Client
-	reply  string
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	stop   context.CancelFunc
+	c     *Client
+	reply string
+
+	// The context is made on first use (most of a batch's jobs may never
+	// need one, and a deadline costs a timer); mu guards it and the cause
+	// of a cancellation that came first.
+	mu       sync.Mutex
+	deadline time.Time
+	ctx      context.Context
+	cancelFn context.CancelCauseFunc
+	stopFn   context.CancelFunc
+	cause    error
 }
 
 func (c *Client) newJob(queue string, fj semaq.FrameJob) *Job {
@@ -268,10 +275,8 @@ func (c *Client) newJob(queue string, fj semaq.FrameJob) *Job {
 	j.Tokens, _ = strconv.ParseInt(h.Get(semaq.HdrQueueTokens), 10, 64)
 	j.Estimated = h.Get(semaq.HdrQueueEstimate) == "true"
 	j.Waited, _ = time.ParseDuration(h.Get(semaq.HdrQueueWait))
-	base, cancel := context.WithCancelCause(context.Background())
-	j.ctx, j.cancel, j.stop = base, cancel, func() {}
 	if dl, err := time.Parse(time.RFC3339Nano, h.Get(semaq.HdrDeadline)); err == nil {
-		j.ctx, j.stop = context.WithDeadline(base, dl)
+		j.deadline = dl
 	}
 	w := &c.work
 	w.mu.Lock()
@@ -285,7 +290,36 @@ func (j *Job) key() string { return j.Queue + "." + strconv.FormatUint(j.Seq, 10
 // Context is done when the request's deadline passes, when it is cancelled
 // (context.Cause is ErrJobCancelled with the reason), or once the job is
 // answered.
-func (j *Job) Context() context.Context { return j.ctx }
+func (j *Job) Context() context.Context {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.ctx == nil {
+		base, cancel := context.WithCancelCause(context.Background())
+		j.ctx, j.cancelFn, j.stopFn = base, cancel, func() {}
+		if !j.deadline.IsZero() {
+			j.ctx, j.stopFn = context.WithDeadline(base, j.deadline)
+		}
+		if j.cause != nil {
+			j.cancelFn(j.cause)
+			j.stopFn()
+		}
+	}
+	return j.ctx
+}
+
+// cancel ends the job's context with cause; the first cause wins, also
+// when the context is made later.
+func (j *Job) cancel(cause error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.cause == nil {
+		j.cause = cause
+	}
+	if j.cancelFn != nil {
+		j.cancelFn(cause)
+		j.stopFn()
+	}
+}
 
 // release forgets the job: its context ends, cancel notices are ignored.
 func (j *Job) release() {
@@ -295,7 +329,6 @@ func (j *Job) release() {
 		delete(w.jobs, j.key())
 	}
 	w.mu.Unlock()
-	j.stop()
 	j.cancel(context.Canceled)
 }
 
