@@ -47,7 +47,7 @@ func (a *tokenAnswer) at(off uint64) (time.Time, bool) {
 	return a.origin[off], true
 }
 
-const tokenSetup = "semaq token streams: client.OpenTokenStream into SQ_TOKENS (records skip the ingress; tokens merge into a record while the write window is full), client.ReadTokens per answer (live start: a subscription, no consumer), in order"
+const tokenSetup = "semaq token streams: client.OpenTokenStream into SQ_TOKENS (records skip the ingress; tokens merge into a record while the write window is full), client.ReadTokens per answer, in order"
 
 // runTokenStreams is the semaq target of a token scenario.
 func (m *measurement) runTokenStreams(ctx context.Context, bar *progressBar) error {
@@ -176,21 +176,19 @@ func (m *measurement) writeTokens(ctx, rctx context.Context, i int, wc, rc *clie
 			if sc.Trace {
 				opts = append(opts, client.WithStreamTraceParent(rootSpan(sc.Seed, "s"+strconv.Itoa(s), int64(answers[s]))))
 			}
-			// The reader subscribes before the stream's first record, as
-			// the gateway does: no JetStream consumer per answer.
-			reader, err := rc.ReadTokens(ctx, id, client.WithLiveStart())
-			if err != nil {
-				// A refused reader is the target's answer to the load:
-				// counted, and the answer dropped.
-				m.fail(fmt.Errorf("reading token stream %s: %w", id, err))
-				continue
-			}
 			w, err := wc.OpenTokenStream(ctx, id, opts...)
 			if err != nil {
-				reader.Close()
 				return fmt.Errorf("opening token stream %s: %w", id, err)
 			}
 			a = &tokenAnswer{id: id, w: w, read: make(chan struct{})}
+			reader, err := rc.ReadTokens(ctx, id)
+			if err != nil {
+				// A refused reader (a consumer limit) is the target's
+				// answer to the load: counted, and the answer dropped.
+				m.fail(fmt.Errorf("reading token stream %s: %w", id, err))
+				_ = w.Abort(ctx, err)
+				continue
+			}
 			open[s], last[s] = a, a
 			reading.Go(func() { defer close(a.read); m.readTokens(rctx, reader, a) })
 		}
