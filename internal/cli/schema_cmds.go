@@ -32,13 +32,6 @@ func init() {
 	)
 }
 
-// withSchemaClient connects to the broker for the length of f.
-func (e *env) withSchemaClient(cmd *cobra.Command, f func(ctx context.Context, c *client.Client) error) error {
-	return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-		return f(ctx, c)
-	})
-}
-
 // schemaInput is the schema text and options of register and check.
 type schemaInput struct {
 	typ  string
@@ -160,7 +153,7 @@ subject; registering a live version's schema again prints that version.`,
 			if normalize {
 				opts = append(opts, client.WithSchemaNormalize())
 			}
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				id, version, err := c.RegisterSchema(ctx, args[0], text, opts...)
 				if err != nil {
 					return err
@@ -188,7 +181,7 @@ func newSchemaLsCmd(e *env) *cobra.Command {
 		Short:   "List registry subjects, or the versions of one subject",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if len(args) == 1 {
 					vs, err := c.SchemaVersions(ctx, args[0], deleted)
 					if err != nil {
@@ -262,7 +255,7 @@ everything as one JSON object on stdout.`,
 					return err
 				}
 			}
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				var s *semaq.Schema
 				var err error
 				if byID {
@@ -334,7 +327,7 @@ Any other failure exits 2.`,
 				if err != nil {
 					return err
 				}
-				return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+				return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 					ok, reasons, err := c.CheckSchema(ctx, args[0], version, text, opts...)
 					if err != nil {
 						return err
@@ -389,7 +382,7 @@ set it. Modes: ` + strings.Join(semaq.SchemaCompatibilities, ", ") + ` (any case
 				}
 				compat = m
 			}
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				var cfg *semaq.SchemaConfig
 				var err error
 				if set {
@@ -446,7 +439,7 @@ were soft-deleted before.`,
 					return err
 				}
 			}
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				vs, err := c.DeleteSchema(ctx, args[0], version, permanent)
 				if err != nil {
 					return err
@@ -477,7 +470,7 @@ again replaces its subject.`,
 		Example: `  semaq schema bind 'ai.orders.>' orders`,
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := c.BindSchema(ctx, args[0], args[1]); err != nil {
 					return err
 				}
@@ -496,7 +489,7 @@ func newSchemaUnbindCmd(e *env) *cobra.Command {
 		Short: "Remove the binding of a NATS subject pattern",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := c.UnbindSchema(ctx, args[0]); err != nil {
 					return err
 				}
@@ -516,7 +509,7 @@ func newSchemaBindingsCmd(e *env) *cobra.Command {
 		Short: "List the bindings of NATS subject patterns to registry subjects",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withSchemaClient(cmd, func(ctx context.Context, c *client.Client) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				bs, err := c.SchemaBindings(ctx)
 				if err != nil {
 					return err
