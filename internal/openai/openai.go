@@ -74,8 +74,16 @@ const MaxRequestBytes = 8 << 20
 
 // ParseChatRequest decodes and checks a request body: a JSON object with
 // a model and at least one message whose roles and content are well
-// formed. The error names the offending field, in OpenAI's words.
+// formed, and nothing that readers of other languages would read
+// differently (checkStrict: duplicate keys, case variants of the keys
+// SemaQ reads, oversized numbers, deep nesting). The error names the
+// offending field, in OpenAI's words.
 func ParseChatRequest(body []byte) (*ChatRequest, error) {
+	if e := checkStrict(body); e != nil && e != errSyntax {
+		return nil, e
+	} else if e == errSyntax && json.Valid(body) {
+		return nil, &Error{Message: "We could not parse the JSON body of your request.", Type: TypeInvalidRequest}
+	}
 	var r ChatRequest
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&r); err != nil {
