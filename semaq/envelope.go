@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -42,6 +41,11 @@ type EnvelopeError struct {
 }
 
 func (e *EnvelopeError) Error() string {
+	if validName(e.Header) >= 0 || e.Header == "" {
+		// A name that is no header name is shown quoted, so a hostile one
+		// cannot forge lines in a log or a response.
+		return fmt.Sprintf("invalid header %q: %s", e.Header, e.Reason)
+	}
 	return fmt.Sprintf("invalid header %s: %s", e.Header, e.Reason)
 }
 
@@ -81,7 +85,16 @@ const (
 	fTraceID // alias only: X-Trace-ID
 	fMsgID
 	fTTL
-	fReceived
+	fReceived // the last envelope header; JetStream's conditions follow
+	fExpectedStream
+	fExpectedLastSeq
+	fExpectedLastSubjSeq
+	fExpectedLastSubjSeqSubj
+	fExpectedLastMsgID
+	nFields
+	// fReserved is a header a client may not set; it has no slot in the
+	// per-field arrays.
+	fReserved = nFields
 )
 
 var canonical = [...]string{
@@ -91,6 +104,9 @@ var canonical = [...]string{
 	fPromptTokens: HdrPromptTokens, fSchemaID: HdrSchemaID,
 	fTraceParent: HdrTraceParent, fTraceState: HdrTraceState, fTraceID: AliasTraceID,
 	fMsgID: HdrMsgID, fTTL: HdrTTL, fReceived: HdrReceived,
+	fExpectedStream: HdrExpectedStream, fExpectedLastSeq: HdrExpectedLastSeq,
+	fExpectedLastSubjSeq: HdrExpectedLastSubjSeq, fExpectedLastSubjSeqSubj: HdrExpectedLastSubjSeqSubj,
+	fExpectedLastMsgID: HdrExpectedLastMsgID,
 }
 
 // names maps every accepted spelling (lower case) to its field.
@@ -104,25 +120,39 @@ var names = map[string]field{
 
 	"x-model-version": fModelVersion, "x-lora-adapter-id": fAdapter,
 	"x-ai-intent": fIntent, "x-ai-timeout": fTimeout, "x-trace-id": fTraceID,
+
+	"nats-expected-stream": fExpectedStream, "nats-expected-last-sequence": fExpectedLastSeq,
+	"nats-expected-last-subject-sequence":         fExpectedLastSubjSeq,
+	"nats-expected-last-subject-sequence-subject": fExpectedLastSubjSeqSubj,
+	"nats-expected-last-msg-id":                   fExpectedLastMsgID,
 }
+
+// maxNameLen is the longest name in names.
+const maxNameLen = len("nats-expected-last-subject-sequence-subject")
 
 // lookup classifies a header name without allocating for the common case of
 // names that are not envelope headers.
 func lookup(name string) field {
-	// Every envelope name starts with a, n, t or x; anything else is a user
-	// header and costs one comparison.
+	// Every envelope name starts with a, n, t or x, every reserved one with
+	// n, s, d or k; anything else is a user header and costs one comparison.
 	if name == "" {
 		return fNone
 	}
 	switch name[0] | 0x20 {
 	case 'a', 'n', 't', 'x':
+	case 's':
+		return reservedIf(strings.EqualFold(name, HdrStatus))
+	case 'd':
+		return reservedIf(strings.EqualFold(name, HdrDescription))
+	case 'k':
+		return reservedIf(strings.EqualFold(name, HdrKVOperation))
 	default:
 		return fNone
 	}
-	if len(name) > len("x-lora-adapter-id") {
-		return fNone
+	if len(name) > maxNameLen {
+		return reservedIf(hasNatsPrefix(name))
 	}
-	var buf [24]byte
+	var buf [maxNameLen]byte
 	b := buf[:len(name)]
 	for i := 0; i < len(name); i++ {
 		c := name[i]
@@ -131,20 +161,104 @@ func lookup(name string) field {
 		}
 		b[i] = c
 	}
-	return names[string(b)] // the compiler does not allocate for this lookup
+	if f, ok := names[string(b)]; ok { // the compiler does not allocate for this lookup
+		return f
+	}
+	return reservedIf(hasNatsPrefix(name))
+}
+
+func reservedIf(reserved bool) field {
+	if reserved {
+		return fReserved
+	}
+	return fNone
+}
+
+func hasNatsPrefix(name string) bool {
+	return len(name) >= len(ReservedNatsPrefix) && strings.EqualFold(name[:len(ReservedNatsPrefix)], ReservedNatsPrefix)
 }
 
 // IsEnvelopeHeader reports whether name (any case, aliases included) is one
-// the ingress interprets.
-func IsEnvelopeHeader(name string) bool { return lookup(name) != fNone }
+// of the envelope headers in docs/envelope.md, Nats-Msg-Id and Nats-TTL
+// included. JetStream's Nats-Expected-* conditions are not envelope headers.
+func IsEnvelopeHeader(name string) bool {
+	f := lookup(name)
+	return f != fNone && f <= fReceived
+}
+
+// IsReservedHeader reports whether name (any case) is a header a client may
+// not set: Status and Description (nats.go's pseudo-headers for a status
+// line), KV-Operation, and every Nats- header except Nats-Msg-Id, Nats-TTL
+// and the Nats-Expected-* conditions JetStream documents.
+func IsReservedHeader(name string) bool { return lookup(name) == fReserved }
+
+// CheckHeaders checks what Normalize checks beyond the envelope: every name
+// is visible ASCII without ':', no value holds CR, LF or NUL, and no header
+// is reserved (IsReservedHeader). Normalize runs these checks itself; front
+// doors that build a header block may call CheckHeaders to refuse earlier.
+// It does not allocate when h is accepted.
+func CheckHeaders(h map[string][]string) error {
+	for name, vals := range h {
+		if err := checkHeader(name, vals, lookup(name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHeader applies the wire-format and reserved-name rules to one header.
+func checkHeader(name string, vals []string, f field) error {
+	if f == fReserved {
+		return &EnvelopeError{name, reservedReason(name)}
+	}
+	if name == "" {
+		return &EnvelopeError{name, "empty header name"}
+	}
+	if i := validName(name); i >= 0 {
+		return &EnvelopeError{name, fmt.Sprintf("header name has %q at byte %d; names are visible ASCII without ':'", name[i], i)}
+	}
+	for _, v := range vals {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= '\r' && (c == '\r' || c == '\n' || c == 0) {
+				return &EnvelopeError{name, fmt.Sprintf("value has %q at byte %d; a header value may not hold CR, LF or NUL", c, i)}
+			}
+		}
+	}
+	return nil
+}
+
+// validName returns the index of the first byte of name that may not be in
+// a header name, or -1.
+func validName(name string) int {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c <= ' ' || c >= 0x7f || c == ':' {
+			return i
+		}
+	}
+	return -1
+}
+
+func reservedReason(name string) string {
+	switch {
+	case strings.EqualFold(name, HdrStatus), strings.EqualFold(name, HdrDescription):
+		return "reserved: a NATS status pseudo-header (a status line such as NATS/1.0 409); readers would take the message for a protocol status"
+	case strings.EqualFold(name, HdrKVOperation):
+		return "reserved: marks key-value deletes and purges"
+	}
+	return "reserved: nats-server gives Nats- headers a meaning; a client may set only Nats-Msg-Id, Nats-TTL and " +
+		"Nats-Expected-Stream, -Last-Sequence, -Last-Subject-Sequence, -Last-Subject-Sequence-Subject, -Last-Msg-Id"
+}
 
 // Parse validates the envelope headers of h without changing h.
 func Parse(h map[string][]string, now time.Time) (Envelope, error) {
 	return parse(h, now, NormalizeOptions{}, false)
 }
 
-// Normalize validates the envelope headers of h and rewrites h in place:
-// aliases and other spellings become the canonical names, the priority is
+// Normalize validates the headers of h for storage and rewrites h in place.
+// Beyond the envelope it refuses what CheckHeaders refuses (reserved headers,
+// status pseudo-headers, names and values that break the wire format) and
+// checks JetStream's Nats-Expected-* conditions. Aliases and other spellings
+// become the canonical names, the priority is
 // stored as its digit, AI-Deadline is derived from AI-Timeout and now, a
 // traceparent is made from X-Trace-ID, and (with opts.Stamp) AI-Received is
 // set. On error h may be partly rewritten and must not be stored.
@@ -159,8 +273,8 @@ func parse(h map[string][]string, now time.Time, opts NormalizeOptions, rewrite 
 		maxHdr = DefaultMaxHeaderBytes
 	}
 	var (
-		seen     [fReceived + 1]string // the spelling each field was given under
-		renames  [fReceived + 1]struct{ from, to string }
+		seen     [nFields]string // the spelling each field was given under
+		renames  [nFields]struct{ from, to string }
 		nRenames int
 		total    int
 		biggest  string
@@ -178,7 +292,14 @@ func parse(h map[string][]string, now time.Time, opts NormalizeOptions, rewrite 
 			biggest, bigSize = name, size
 		}
 		f := lookup(name)
-		if f == fNone {
+		if rewrite {
+			// The ingress stores what it accepts; a reader parses what was
+			// stored or what the server added (Nats-Stream on a direct get).
+			if err := checkHeader(name, vals, f); err != nil {
+				return env, err
+			}
+		}
+		if f == fNone || f == fReserved {
 			continue
 		}
 		if seen[f] != "" {
@@ -223,8 +344,8 @@ func parse(h map[string][]string, now time.Time, opts NormalizeOptions, rewrite 
 		case fPromptTokens:
 			env.PromptTokens, err = parseCount(v, MaxPromptTokens)
 		case fSchemaID:
-			var n int
-			n, err = parseCount(v, 1<<31-1)
+			var n uint64
+			n, err = parseDecimal(v, MaxSchemaID)
 			env.SchemaID = int64(n)
 		case fTraceParent:
 			err = checkTraceParent(v)
@@ -241,6 +362,12 @@ func parse(h map[string][]string, now time.Time, opts NormalizeOptions, rewrite 
 			env.TTL = v
 		case fReceived:
 			// Overwritten below when stamping; otherwise carried as is.
+		case fExpectedStream, fExpectedLastMsgID:
+			_, err = token(v)
+		case fExpectedLastSeq, fExpectedLastSubjSeq:
+			_, err = parseDecimal(v, MaxExpectedSeq)
+		case fExpectedLastSubjSeqSubj:
+			err = CheckSubject(v, true)
 		}
 		if err != nil {
 			return env, &EnvelopeError{name, err.Error()}
@@ -307,30 +434,63 @@ func token(v string) (string, error) {
 	return v, nil
 }
 
-func parseCount(v string, max int) (int, error) {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%q is not a non-negative integer", v)
+func parseCount(v string, max uint64) (int, error) {
+	n, err := parseDecimal(v, max)
+	return int(n), err
+}
+
+// parseDecimal accepts only the canonical decimal form of a number from 0
+// to max: digits, no sign, no leading zero, no spaces. What it accepts is
+// stored unchanged, so every stored numeric header reads the same to every
+// parser (strconv, JetStream's own, a JavaScript SDK).
+func parseDecimal(v string, max uint64) (uint64, error) {
+	if v == "" {
+		return 0, errors.New("empty value; a non-negative integer expected")
 	}
-	if n > max {
-		return 0, fmt.Errorf("%d exceeds the limit %d", n, max)
+	if !allDigits(v) {
+		return 0, fmt.Errorf("%q is not a non-negative integer (digits only: no sign, space, point or exponent)", v)
+	}
+	if len(v) > 1 && v[0] == '0' {
+		return 0, fmt.Errorf("%q has a leading zero; write it without", v)
+	}
+	var n uint64
+	for i := 0; i < len(v); i++ {
+		d := uint64(v[i] - '0')
+		if n > (max-d)/10 {
+			return 0, fmt.Errorf("%.24s exceeds the limit %d", v, max)
+		}
+		n = n*10 + d
 	}
 	return n, nil
 }
 
-// parseTimeout accepts a Go duration ("8s", "1m30s", "250ms") or a bare
-// integer number of milliseconds.
+func allDigits(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return v != ""
+}
+
+// parseTimeout accepts a Go duration ("8s", "1m30s", "250ms") without a
+// sign, or a canonical integer number of milliseconds.
 func parseTimeout(v string) (time.Duration, error) {
 	var d time.Duration
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n > int64(MaxTimeout/time.Millisecond) {
-			return 0, fmt.Errorf("%s ms exceeds the limit %s", v, time.Duration(MaxTimeout))
+	if allDigits(v) {
+		n, err := parseDecimal(v, uint64(MaxTimeout/time.Millisecond))
+		if err != nil {
+			return 0, fmt.Errorf("milliseconds: %w", err)
 		}
 		d = time.Duration(n) * time.Millisecond
 	} else {
+		var err error
 		d, err = time.ParseDuration(v)
 		if err != nil {
 			return 0, fmt.Errorf("%q is not a duration (e.g. 8s, 1m30s, 250ms, or integer milliseconds)", v)
+		}
+		if v[0] == '+' {
+			return 0, fmt.Errorf("%q has a sign; write it without", v)
 		}
 	}
 	if d <= 0 {
@@ -382,13 +542,22 @@ func checkTraceID(v string) (string, error) {
 	return lv, nil
 }
 
-// checkTTL accepts what JetStream accepts for Nats-TTL: a duration of at
-// least one second, an integer number of seconds, or "never".
+// checkTTL accepts what JetStream accepts for Nats-TTL, within MaxTTL: a
+// duration of at least one second without a sign, a canonical integer number
+// of seconds from 1, or "never" (any case). JetStream itself accepts TTLs
+// whose nanoseconds overflow int64 and then expires the message at once.
 func checkTTL(v string) error {
-	if v == "never" {
+	if v == "" {
+		return errors.New("empty value")
+	}
+	if strings.EqualFold(v, "never") {
 		return nil
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	if allDigits(v) {
+		n, err := parseDecimal(v, uint64(MaxTTL/time.Second))
+		if err != nil {
+			return fmt.Errorf("seconds: %w (%s)", err, time.Duration(MaxTTL))
+		}
 		if n < 1 {
 			return fmt.Errorf("%q must be at least 1 second", v)
 		}
@@ -398,8 +567,14 @@ func checkTTL(v string) error {
 	if err != nil {
 		return fmt.Errorf("%q is not a duration, a number of seconds, or never", v)
 	}
+	if v[0] == '+' {
+		return fmt.Errorf("%q has a sign; write it without", v)
+	}
 	if d < time.Second {
 		return fmt.Errorf("%q must be at least 1s", v)
+	}
+	if d > MaxTTL {
+		return fmt.Errorf("%s exceeds the limit %s", d, time.Duration(MaxTTL))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package semaq_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -207,6 +208,11 @@ func FuzzNormalize(f *testing.F) {
 	f.Add("AI-Deadline", "2026-01-02T15:04:05Z", "AI-Timeout", "1500")
 	f.Add("AI-Prompt-Tokens", "-3", "Nats-TTL", "never")
 	f.Add("ai-model", "llama3\n", "AI-MODEL", "x")
+	f.Add("Status", "409", "Description", "Consumer Deleted")
+	f.Add("AI-Prompt-Tokens", "+5", "AI-Schema-Id", "007")
+	f.Add("Nats-TTL", "8000000000", "nats-rollup", "all")
+	f.Add("nats-expected-last-sequence", "18446744073709551616", "Nats-Expected-Last-Subject-Sequence-Subject", "a.>")
+	f.Add("Custom", "x\r\nNats-Rollup: all", "Bad Name", "x")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
 		h := map[string][]string{}
 		h[k1] = append(h[k1], v1)
@@ -218,9 +224,25 @@ func FuzzNormalize(f *testing.F) {
 			}
 			return
 		}
-		for name := range h {
+		for name, vals := range h {
 			if semaq.IsEnvelopeHeader(name) && !isCanonical(name) {
 				t.Fatalf("non-canonical envelope header %q left in %v", name, h)
+			}
+			for _, v := range vals {
+				checkWireSafe(t, name, v)
+			}
+			switch name {
+			case semaq.HdrPromptTokens, semaq.HdrSchemaID, semaq.HdrExpectedLastSeq, semaq.HdrExpectedLastSubjSeq:
+				if n, err := strconv.ParseUint(vals[0], 10, 64); err != nil || strconv.FormatUint(n, 10) != vals[0] {
+					t.Fatalf("%s stored as %q, not canonical decimal", name, vals[0])
+				}
+			case semaq.HdrTTL:
+				if n, err := strconv.ParseInt(vals[0], 10, 64); err == nil && (n < 1 || n > int64(semaq.MaxTTL/1e9)) {
+					t.Fatalf("Nats-TTL %q accepted beyond the range", vals[0])
+				}
+				if d, err := time.ParseDuration(vals[0]); err == nil && (d < time.Second || d > semaq.MaxTTL) {
+					t.Fatalf("Nats-TTL %q accepted beyond the range", vals[0])
+				}
 			}
 		}
 		env2, err := semaq.Parse(h, now)

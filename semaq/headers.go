@@ -29,6 +29,31 @@ const (
 	// JetStream headers the ingress understands and passes through.
 	HdrMsgID = "Nats-Msg-Id"
 	HdrTTL   = "Nats-TTL"
+
+	// JetStream's optimistic-concurrency conditions, checked by JetStream
+	// when it stores the message. The ingress validates them and rewrites
+	// them to these spellings: JetStream matches names case-sensitively.
+	HdrExpectedStream          = "Nats-Expected-Stream"
+	HdrExpectedLastSeq         = "Nats-Expected-Last-Sequence"
+	HdrExpectedLastSubjSeq     = "Nats-Expected-Last-Subject-Sequence"
+	HdrExpectedLastSubjSeqSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
+	HdrExpectedLastMsgID       = "Nats-Expected-Last-Msg-Id"
+)
+
+// Reserved headers. A client may not set these (any case): the ingress
+// refuses the message. Every other Nats- header is reserved too (see
+// IsReservedHeader and docs/envelope.md).
+const (
+	// HdrStatus and HdrDescription are what nats.go makes of a status line
+	// ("NATS/1.0 409 Consumer Deleted"): a stored message carrying them reads
+	// as a protocol status, which stops SDK and SSE readers at it.
+	HdrStatus      = "Status"
+	HdrDescription = "Description"
+	// HdrKVOperation marks key-value deletes and purges.
+	HdrKVOperation = "KV-Operation"
+	// ReservedNatsPrefix is nats-server's namespace: every Nats- header other
+	// than Nats-Msg-Id, Nats-TTL and the Nats-Expected-* conditions above.
+	ReservedNatsPrefix = "Nats-"
 )
 
 // Aliases used by earlier AI gateways and the articles SemaQ grew from. They
@@ -53,4 +78,14 @@ const (
 	MaxTimeout = 7 * 24 * 3600e9
 	// MaxPromptTokens bounds AI-Prompt-Tokens.
 	MaxPromptTokens = 100_000_000
+	// MaxSchemaID bounds AI-Schema-Id.
+	MaxSchemaID = 1<<31 - 1
+	// MaxTTL is the longest Nats-TTL accepted: 10 years (3650 days).
+	// JetStream keeps TTLs in seconds and converts them to nanoseconds in an
+	// int64, which overflows past 292 years and makes a message expire at
+	// once; ten years is far from that and longer than any real TTL.
+	MaxTTL = 3650 * 24 * 3600e9
+	// MaxExpectedSeq bounds the Nats-Expected-*-Sequence conditions: the
+	// largest sequence JetStream parses.
+	MaxExpectedSeq = 1<<63 - 1
 )
