@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -147,9 +146,9 @@ func (f *filters) start(ctx context.Context, req *semaq.FilterStartRequest) (*se
 	if err := checkSubject(req.DeliverSubject, false); err != nil {
 		return nil, badFilter("deliver_subject: %v", err)
 	}
-	if strings.HasPrefix(req.DeliverSubject, "$") {
-		// The broker publishes there with the internal user's rights.
-		return nil, badFilter("deliver_subject %s is in a reserved namespace; use an inbox", req.DeliverSubject)
+	if err := semaq.CheckReplySubject(req.DeliverSubject); err != nil {
+		// The broker publishes there: never into its own namespaces.
+		return nil, badFilter("deliver_subject: %v; use an inbox", err)
 	}
 	if req.Durable != "" {
 		if err := semaq.CheckConsumerName(req.Durable); err != nil {
@@ -202,7 +201,7 @@ func (f *filters) start(ctx context.Context, req *semaq.FilterStartRequest) (*se
 
 	p := &filterPump{
 		stream: stream, consumer: cons.CachedInfo().Name,
-		durable: req.Durable != "", deliver: req.DeliverSubject, prog: prog, nc: f.s.nc,
+		durable: req.Durable != "", deliver: req.DeliverSubject, prog: prog, nc: f.s.egress,
 		pos: f.s.streamPatterns(stream),
 	}
 	p.lastPing.Store(time.Now().UnixNano())

@@ -33,7 +33,8 @@ import (
 // messages in order and the ingress republishes them in that order on one
 // connection.
 type ingress struct {
-	nc       *nats.Conn
+	nc       *nats.Conn // internal: writes storage
+	out      *nats.Conn // egress: refusals and forwarded acks (permissions.go)
 	log      *slog.Logger
 	opts     semaq.NormalizeOptions
 	reg      *registry.Registry         // schema-on-write; nil disables it
@@ -76,19 +77,20 @@ type ingressStream struct {
 // (the publisher sees no ack and retries), which is the backpressure a flood
 // gets instead of unbounded memory.
 const (
-	ingressPendingMsgs  = 1 << 20
-	ingressPendingBytes = 512 << 20
+	ingressPendingMsgs  = 1 << 16
+	ingressPendingBytes = 64 << 20
 )
 
-func newIngress(nc *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string) (*ingress, error) {
+func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string) (*ingress, error) {
 	in := &ingress{
 		nc:       nc,
+		out:      out,
 		log:      log,
 		opts:     semaq.NormalizeOptions{MaxHeaderBytes: maxHeaderBytes, Stamp: true},
 		storeDir: storeDir,
 		streams:  make(map[string]*ingressStream),
 	}
-	in.acks.nc = nc
+	in.acks.nc = out
 	in.acks.prefix = "_SQ_ACK." + nuid.Next() + "."
 	in.acks.committers.Store(&map[string]*committer{})
 	sub, err := nc.Subscribe(in.acks.prefix+">", in.acks.route)
@@ -115,7 +117,7 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 	}
 	st := &ingressStream{name: name, subjects: slices.Clone(subjects), durability: durability}
 	if durability == DurabilityFsync {
-		st.commit = newCommitter(name, in.storeDir(name), in.nc, in.log, in.syncFile)
+		st.commit = newCommitter(name, in.storeDir(name), in.out, in.log, in.syncFile)
 		in.publishCommitters(name, st.commit)
 	}
 	for _, subj := range subjects {
@@ -247,6 +249,19 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 		m.Header = make(nats.Header, 1)
 	}
 	o := msgObs{po: po}
+	if m.Reply != "" {
+		if err := semaq.CheckReplySubject(m.Reply); err != nil {
+			// JetStream would send its PubAck there with the broker's
+			// rights: refuse, and answer nobody.
+			m.Reply = ""
+			in.reject(m, &o, semaq.NewAPIError(semaq.ErrBadRequest, "publish on %s: %v", m.Subject, err))
+			return
+		}
+	}
+	if err := semaq.CheckPublishSubject(m.Subject); err != nil {
+		in.reject(m, &o, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err))
+		return
+	}
 	now := time.Now()
 	env, err := semaq.Normalize(m.Header, now, in.opts)
 	if err != nil {
@@ -312,5 +327,5 @@ func (in *ingress) reject(m *nats.Msg, o *msgObs, e *semaq.APIError) {
 		in.log.Debug("rejected message without reply subject", "subject", m.Subject, "err", e.Description)
 		return
 	}
-	_ = in.nc.Publish(m.Reply, semaq.MarshalError(e))
+	_ = in.out.Publish(m.Reply, semaq.MarshalError(e))
 }

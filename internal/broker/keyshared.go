@@ -187,8 +187,9 @@ func parseKeySharedJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 	if err := checkSubject(req.DeliverSubject, false); err != nil {
 		return nil, badKeyShared("deliver_subject: %v", err)
 	}
-	if strings.HasPrefix(req.DeliverSubject, "$") {
-		return nil, badKeyShared("deliver_subject %s is in a reserved namespace; use an inbox", req.DeliverSubject)
+	if err := semaq.CheckReplySubject(req.DeliverSubject); err != nil {
+		// The broker publishes there: never into its own namespaces.
+		return nil, badKeyShared("deliver_subject: %v; use an inbox", err)
 	}
 	if req.MaxAckPending < 0 || req.AckWait < 0 {
 		return nil, badKeyShared("max_ack_pending and ack_wait may not be negative")
@@ -526,7 +527,7 @@ func (g *ksGroup) releaseLocked(k *ksKey) {
 		}
 		hdr[semaq.HdrFilterAck] = []string{h.jm.Reply()}
 		out := &nats.Msg{Subject: to.deliver + "." + h.jm.Subject(), Header: hdr, Data: h.jm.Data()}
-		if err := g.ks.s.nc.PublishMsg(out); err != nil {
+		if err := g.ks.s.egress.PublishMsg(out); err != nil {
 			break // left held; the tick retries
 		}
 		k.inflight[h.seq] = now

@@ -47,7 +47,7 @@ func (s *Server) startObservability(ctx context.Context) error {
 func (s *Server) observeIngress() error {
 	s.ingress.metrics = s.metrics
 	s.ingress.tracing = s.tracing
-	return s.ingress.lat.start(s.nc, &s.ingress.acks)
+	return s.ingress.lat.start(s.nc, s.egress, &s.ingress.acks)
 }
 
 // stopTracing exports the spans still buffered. It runs last in stop.
@@ -238,10 +238,11 @@ type latencySampler struct {
 	handles atomic.Pointer[[]*metrics.Subject] // by id; grows under mu
 }
 
-func (l *latencySampler) start(nc *nats.Conn, acks *ackRouter) error {
+// Acks come in on nc and are forwarded on out (the egress connection).
+func (l *latencySampler) start(nc, out *nats.Conn, acks *ackRouter) error {
 	l.prefix = "_SQ_LAT." + nuid.Next() + "."
 	l.acks = acks
-	sub, err := nc.Subscribe(l.prefix+">", func(m *nats.Msg) { l.route(nc, m) })
+	sub, err := nc.Subscribe(l.prefix+">", func(m *nats.Msg) { l.route(out, m) })
 	if err != nil {
 		return fmt.Errorf("ingress: latency subscription: %w", err)
 	}

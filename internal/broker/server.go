@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/gateway"
@@ -24,14 +23,10 @@ import (
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
-	"github.com/semaq/semaq/semaq"
 )
 
 // Version is the SemaQ version reported by the server.
 var Version = "0.1.0-dev"
-
-// publicUser is the user every client without credentials becomes.
-const publicUser = "semaq-public"
 
 // Server is one SemaQ node. Create it with New, then Start; Shutdown stops it.
 // Its methods are safe for concurrent use.
@@ -40,9 +35,9 @@ type Server struct {
 	log *slog.Logger
 
 	ns      *server.Server
-	ikey    nkeys.KeyPair // the internal user's key, never leaves the process
-	ipub    string
+	users   nodeUsers  // the node's own NATS users (permissions.go)
 	nc      *nats.Conn // internal connection of the semantic layer
+	egress  *nats.Conn // sends to subjects clients chose (permissions.go)
 	js      jetstream.JetStream
 	ingress *ingress
 	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
@@ -79,15 +74,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	kp, err := nkeys.CreateUser()
+	users, err := newNodeUsers()
 	if err != nil {
-		return nil, fmt.Errorf("broker: generating internal credentials: %w", err)
+		return nil, err
 	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("broker: generating internal credentials: %w", err)
-	}
-	return &Server{cfg: cfg, log: log, ikey: kp, ipub: pub}, nil
+	return &Server{cfg: cfg, log: log, users: users}, nil
 }
 
 // Start runs the embedded NATS server, connects the semantic layer, loads
@@ -134,6 +125,16 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: internal connection: %w", err)
 	}
+	s.egress, err = nats.Connect("", nats.InProcessServer(ns), s.egressAuth(),
+		nats.Name("semaq-egress"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			// A permissions violation here is a reply subject a check
+			// above missed: the server refused it, which is the point.
+			s.log.Warn("egress connection refused a send", "err", err)
+		}))
+	if err != nil {
+		return fmt.Errorf("broker: egress connection: %w", err)
+	}
 	s.js, err = jetstream.New(s.nc)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -142,7 +143,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: schema registry: %w", err)
 	}
-	s.ingress, err = newIngress(s.nc, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.storeDir)
+	s.ingress, err = newIngress(s.nc, s.egress, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.storeDir)
 	if err != nil {
 		return err
 	}
@@ -198,7 +199,11 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		// The semantic layer authenticates with a key made for this process;
 		// everyone else is the public user, whose permissions keep them out
 		// of storage.
-		Nkeys:      []*server.NkeyUser{{Nkey: s.ipub}},
+		Nkeys: []*server.NkeyUser{
+			{Nkey: s.users.internal.pub},
+			{Nkey: s.users.egress.pub, Permissions: egressPermissions()},
+			{Nkey: s.users.front.pub, Permissions: publicPermissions()},
+		},
 		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions()}},
 		NoAuthUser: publicUser,
 	}
@@ -206,31 +211,6 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		opts.Port = server.RANDOM_PORT
 	}
 	return opts, nil
-}
-
-// publicPermissions is what every client gets: everything except writing to
-// storage directly and changing streams behind the semantic layer's back.
-// Reading, consuming, acking and the SemaQ API stay open.
-func publicPermissions() *server.Permissions {
-	return &server.Permissions{
-		Publish: &server.SubjectPermission{Deny: []string{
-			semaq.StoragePrefix + ">",
-			"$JS.API.STREAM.CREATE.>",
-			"$JS.API.STREAM.UPDATE.>",
-			"$JS.API.STREAM.DELETE.>",
-			"$JS.API.STREAM.PURGE.>",
-			"$JS.API.STREAM.RESTORE.>",
-			"$JS.API.STREAM.MSG.DELETE.>",
-			"$JS.API.STREAM.PEER.REMOVE.>",
-			"$JS.API.ACCOUNT.PURGE.>",
-			"$KV.>",
-			"$O.>",
-			semaq.DLQPrefix + ">", // only the broker writes SQ_DLQ
-			"$JS.EVENT.>",         // forged advisories would make the broker dead-letter any message
-			"_SQ_LAT.>",           // sampled acks: the broker forwards them with its own rights
-			"_SQ_ACK.>",           // group-commit acks: likewise
-		}},
-	}
 }
 
 // ClientURL is the NATS URL clients connect to.
@@ -261,10 +241,12 @@ func (s *Server) InternalConn(opts ...nats.Option) (*nats.Conn, error) {
 	return nats.Connect(s.ClientURL(), opts...)
 }
 
-// internalAuth signs the server's nonce with the internal key.
-func (s *Server) internalAuth() nats.Option {
-	return nats.Nkey(s.ipub, func(nonce []byte) ([]byte, error) { return s.ikey.Sign(nonce) })
-}
+// internalAuth authenticates a connection as the internal user.
+func (s *Server) internalAuth() nats.Option { return s.users.internal.auth() }
+
+// egressAuth authenticates a connection as the egress user: the one that
+// sends to subjects clients chose.
+func (s *Server) egressAuth() nats.Option { return s.users.egress.auth() }
 
 // storeDir is where JetStream keeps the block files of a stream.
 func (s *Server) storeDir(stream string) string {
@@ -283,7 +265,7 @@ func (s *Server) defaultDurability() string {
 func (s *Server) Config() Config { return s.cfg }
 
 func (s *Server) startHTTP(ctx context.Context) error {
-	front, err := client.Connect(ctx, "", client.WithNATSOptions(nats.InProcessServer(s.ns), nats.Name("semaq-http")))
+	front, err := client.Connect(ctx, "", client.WithNATSOptions(nats.InProcessServer(s.ns), s.users.front.auth(), nats.Name("semaq-http")))
 	if err != nil {
 		return fmt.Errorf("broker: http front door connection: %w", err)
 	}
@@ -371,6 +353,9 @@ func (s *Server) stop(ctx context.Context) error {
 		if err := s.reg.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("schema registry: %w", err))
 		}
+	}
+	if s.egress != nil {
+		_ = s.egress.Drain()
 	}
 	if s.nc != nil && !s.nc.IsClosed() {
 		closed := make(chan struct{})

@@ -56,7 +56,10 @@ func (s *Server) startAPI() error {
 		handlers[subj] = h
 	}
 	for subj, h := range handlers {
-		sub, err := s.nc.QueueSubscribe(subj, semaq.APIQueueGroup, h)
+		// Requests come in, and replies go out, on the egress connection:
+		// whatever reply subject a client names, the broker cannot be made
+		// to publish into its own namespaces with it.
+		sub, err := s.egress.QueueSubscribe(subj, semaq.APIQueueGroup, s.checkedReply(h))
 		if err != nil {
 			return fmt.Errorf("broker: api: %w", err)
 		}
@@ -466,6 +469,21 @@ func (s *Server) jsError(err error, format string, args ...any) *semaq.APIError 
 		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: JetStream did not answer in time", what)
 	default:
 		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: %v", what, err)
+	}
+}
+
+// checkedReply refuses, before h acts, a request whose reply subject the
+// broker must not publish to. It gets no answer: there is nowhere safe to
+// send one.
+func (s *Server) checkedReply(h nats.MsgHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		if m.Reply != "" {
+			if err := semaq.CheckReplySubject(m.Reply); err != nil {
+				s.log.Debug("api request refused", "subject", m.Subject, "err", err)
+				return
+			}
+		}
+		h(m)
 	}
 }
 

@@ -1,0 +1,185 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// The NATS users of one node (docs/security.md has the table and the why):
+//
+//   - internal: the semantic layer's own connections. All rights: it is the
+//     only writer of storage ($SQ.w.>, SQ_DLQ, SQ_TOKENS, the KV buckets). It
+//     never publishes to a subject a client chose.
+//   - egress: every message the broker sends to a subject a client chose
+//     (API replies, fetch replies and job frames, filtered deliveries,
+//     forwarded PubAcks, ingress refusals). It can reach clients and nothing
+//     else: JetStream's API and acks, SemaQ's own subjects, KV, object
+//     store and the system account are closed to it, so a reply subject
+//     naming one of them is refused by the NATS server even if a check
+//     above it were missed.
+//   - front: the HTTP front door and the gateway. They act for HTTP clients,
+//     so they get the public rights.
+//   - public: every client without credentials (the no_auth_user).
+const (
+	publicUser = "semaq-public"
+	frontUser  = "semaq-http"
+)
+
+// internalStreams are the streams SemaQ keeps for itself. Public users may
+// read them where docs/security.md says so, never change them or their
+// consumers.
+var internalStreams = []string{
+	semaq.DLQStream,
+	semaq.TokenStream,
+	"KV_" + semaq.RouteBucket,
+	"KV_" + semaq.AgentBucket,
+	"KV_SQ_SCHEMAS",
+}
+
+// internalConsumers are consumers SemaQ creates under fixed names on user
+// streams.
+var internalConsumers = []string{semaq.DispatchConsumer}
+
+// reservedForBroker are subjects only the broker may publish on, whoever
+// else asks.
+func reservedForBroker() []string {
+	return []string{
+		semaq.StoragePrefix + ">", // storage: only the ingress writes it
+		semaq.DLQPrefix + ">",     // only the broker writes SQ_DLQ
+		semaq.QueueCancelPrefix + ">",
+		"$KV.>",
+		"$O.>",
+		"$SYS.>",
+		"$JS.EVENT.>", // forged advisories would make the broker dead-letter any message
+		"_SQ_LAT.>",   // sampled acks: the broker forwards them
+		"_SQ_ACK.>",   // group-commit acks: likewise
+		// Changing streams behind the semantic layer's back.
+		"$JS.API.STREAM.CREATE.>",
+		"$JS.API.STREAM.UPDATE.>",
+		"$JS.API.STREAM.DELETE.>",
+		"$JS.API.STREAM.PURGE.>",
+		"$JS.API.STREAM.RESTORE.>",
+		"$JS.API.STREAM.MSG.DELETE.>",
+		"$JS.API.STREAM.PEER.REMOVE.>",
+		"$JS.API.STREAM.LEADER.STEPDOWN.>",
+		"$JS.API.ACCOUNT.PURGE.>",
+		"$JS.API.SERVER.>",
+		"$JS.API.META.>",
+	}
+}
+
+// consumerVerbs are the JetStream API calls that change a consumer or take
+// its messages, with %s for the stream and %s for the consumer.
+var consumerVerbs = []string{
+	"$JS.API.CONSUMER.DELETE.%s.%s",
+	"$JS.API.CONSUMER.PAUSE.%s.%s",
+	"$JS.API.CONSUMER.CREATE.%s.%s",
+	"$JS.API.CONSUMER.CREATE.%s.%s.>",
+	"$JS.API.CONSUMER.DURABLE.CREATE.%s.%s",
+	"$JS.API.CONSUMER.MSG.NEXT.%s.%s",
+	"$JS.API.CONSUMER.LEADER.STEPDOWN.%s.%s",
+	"$JS.API.CONSUMER.UNPIN.%s.%s",
+	"$JS.ACK.%s.%s.>",     // acks, v1 form: $JS.ACK.<stream>.<consumer>...
+	"$JS.ACK.*.*.%s.%s.>", // v2 form with domain and account hash
+	"$JS.FC.%s.%s.>",      // flow control replies
+}
+
+// publicDeny is what the public (and front) users may not publish to.
+func publicDeny() []string {
+	deny := reservedForBroker()
+	// SemaQ's own consumers on user streams: the dispatcher's consumer
+	// cannot be deleted, paused, redefined, pulled from or acked.
+	for _, c := range internalConsumers {
+		deny = append(deny, consumerDeny("*", c)...)
+	}
+	// Consumers of SemaQ's own streams, except SQ_TOKENS, whose readers are
+	// public clients that make and delete their own consumers.
+	for _, st := range internalStreams {
+		if st == semaq.TokenStream {
+			continue
+		}
+		deny = append(deny, consumerDeny(st, "*")...)
+	}
+	return deny
+}
+
+func consumerDeny(stream, consumer string) []string {
+	out := make([]string, 0, len(consumerVerbs))
+	for _, v := range consumerVerbs {
+		out = append(out, fmt.Sprintf(v, stream, consumer))
+	}
+	return out
+}
+
+// publicPermissions is what every client without credentials gets: public
+// subjects, the SemaQ API, its own consumers; never storage, SemaQ's own
+// consumers and streams, or the system account.
+func publicPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Deny: publicDeny()},
+		// Answers to jobs carry the job's lease in their subject: only the
+		// broker listens to them.
+		Subscribe: &server.SubjectPermission{Deny: []string{
+			semaq.QueueAckPrefix + ">",
+			"_SQ_ACK.>",
+			"_SQ_LAT.>",
+			"$SYS.>",
+		}},
+	}
+}
+
+// egressPermissions is the egress user's: it publishes to clients'
+// subjects only. It subscribes to the SemaQ API (its replies go out on the
+// connection the request came in on).
+func egressPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish: &server.SubjectPermission{Deny: []string{
+			"$JS.>", "$SQ.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>", "$G.>",
+			"_SQ_ACK.>", "_SQ_LAT.>",
+		}},
+	}
+}
+
+// nkeyUser is a NATS user known by its key, made for this process only.
+type nkeyUser struct {
+	kp  nkeys.KeyPair
+	pub string
+}
+
+func newNkeyUser() (nkeyUser, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nkeyUser{}, fmt.Errorf("broker: generating credentials: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nkeyUser{}, fmt.Errorf("broker: generating credentials: %w", err)
+	}
+	return nkeyUser{kp: kp, pub: pub}, nil
+}
+
+// auth signs the server's nonce with the user's key.
+func (u nkeyUser) auth() nats.Option {
+	return nats.Nkey(u.pub, func(nonce []byte) ([]byte, error) { return u.kp.Sign(nonce) })
+}
+
+// nodeUsers are the node's own users; their keys never leave the process.
+type nodeUsers struct {
+	internal, egress, front nkeyUser
+}
+
+func newNodeUsers() (nodeUsers, error) {
+	var u nodeUsers
+	var err error
+	for _, p := range []*nkeyUser{&u.internal, &u.egress, &u.front} {
+		if *p, err = newNkeyUser(); err != nil {
+			return u, err
+		}
+	}
+	return u, nil
+}
