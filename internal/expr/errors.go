@@ -16,6 +16,12 @@ var (
 	// not JSON, cost limit). Callers count it as a non-match.
 	ErrEval = errors.New("expr: evaluation failed")
 
+	// ErrMemoryLimit is matched by the *EvalError of an evaluation that
+	// would have built more than its budget of strings, bytes and lists
+	// (Config.MaxEvalBytes plus twice the message body). It also matches
+	// ErrEval.
+	ErrMemoryLimit = errors.New("expr: evaluation memory limit exceeded")
+
 	// ErrKind is returned when a program is used for what it was not
 	// compiled for: Match on a key program, Key on a filter.
 	ErrKind = errors.New("expr: program used for the wrong purpose")
@@ -51,9 +57,14 @@ func (e *CompileError) Is(target error) bool { return target == ErrCompile }
 // EvalError reports why a program failed on one message.
 type EvalError struct {
 	Msg string
+	// Memory is set when the evaluation was refused by its memory budget.
+	Memory bool
 }
 
 func (e *EvalError) Error() string { return "evaluation failed: " + e.Msg }
 
-// Is reports whether target is ErrEval.
-func (e *EvalError) Is(target error) bool { return target == ErrEval }
+// Is reports whether target is ErrEval, or ErrMemoryLimit for a refusal by
+// the memory budget.
+func (e *EvalError) Is(target error) bool {
+	return target == ErrEval || e.Memory && target == ErrMemoryLimit
+}

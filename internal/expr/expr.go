@@ -19,6 +19,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/functions"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 )
@@ -44,6 +45,9 @@ const (
 	MaxPayload = 1 << 20
 
 	unmeteredCost = 16 * CostLimit
+	// interruptEvery is how many comprehension iterations of a metered
+	// program run between checks of its deadline (Config.EvalTimeout).
+	interruptEvery = 100
 )
 
 // Variable describes one name an expression may use.
@@ -77,13 +81,23 @@ var variables = []Variable{
 type Env struct {
 	cel   *cel.Env
 	cache *lru
+	cfg   Config
+	// impls holds the implementation of each function in sizers, which
+	// compiled programs call through a boundedCall.
+	impls map[string]*functions.Overload
 }
 
-// NewEnv builds the environment: the variables above, CEL's standard
+// NewEnv builds the environment with the default Config.
+func NewEnv() (*Env, error) { return NewEnvConfig(Config{}) }
+
+// NewEnvConfig builds the environment: the variables above, CEL's standard
 // library with optional values (payload.?user.name.orValue("")), the string
 // extensions (lowerAscii, split, ...), cross-type numeric comparisons and
-// UTC as the default time zone.
-func NewEnv() (*Env, error) {
+// UTC as the default time zone, with the limits of c.
+func NewEnvConfig(c Config) (*Env, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
 	opts := []cel.EnvOption{
 		cel.OptionalTypes(),
 		ext.Strings(),
@@ -98,7 +112,40 @@ func NewEnv() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("expr: building the CEL environment: %w", err)
 	}
-	return &Env{cel: ce, cache: newLRU(CacheSize)}, nil
+	impls, err := implementations(ce)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{cel: ce, cache: newLRU(CacheSize), cfg: c.withDefaults(), impls: impls}, nil
+}
+
+// implementations finds the function-level implementation (the one that
+// dispatches on the argument types) of every function in sizers.
+// TestEveryGrowthFunctionBounded fails when the environment gains a function
+// that returns a string, bytes or a list and is neither in sizers nor known
+// to return at most the size of its arguments.
+func implementations(ce *cel.Env) (map[string]*functions.Overload, error) {
+	fns := ce.Functions()
+	impls := make(map[string]*functions.Overload, len(sizers))
+	for name := range sizers {
+		fd, ok := fns[name]
+		if !ok {
+			return nil, fmt.Errorf("expr: the CEL environment has no function %s", name)
+		}
+		bs, err := fd.Bindings()
+		if err != nil {
+			return nil, fmt.Errorf("expr: bindings of %s: %w", name, err)
+		}
+		for _, b := range bs {
+			if b.Operator == name {
+				impls[name] = b
+			}
+		}
+		if impls[name] == nil {
+			return nil, fmt.Errorf("expr: no implementation of %s", name)
+		}
+	}
+	return impls, nil
 }
 
 func celType(t string) *cel.Type {
@@ -156,19 +203,23 @@ func (e *Env) compile(src string, k kind) (*Program, error) {
 		}
 	}
 	popts := []cel.ProgramOption{
+		cel.CustomDecoratorV2(boundCalls(e.impls)),
 		cel.EvalOptions(cel.OptOptimize),
 		cel.OptimizeRegex(interpreter.MatchesRegexOptimization),
 	}
 	est, err := e.cel.EstimateCost(checked, sizes{})
 	metered := err != nil || est.Max > unmeteredCost
 	if metered {
-		popts = append(popts, cel.CostLimit(CostLimit))
+		popts = append(popts, cel.CostLimit(CostLimit), cel.InterruptCheckFrequency(interruptEvery))
 	}
 	prg, err := e.cel.Program(checked, popts...)
 	if err != nil {
-		return nil, &CompileError{Msg: err.Error()}
+		return nil, rootError(src, strings.TrimPrefix(err.Error(), "expr: "))
 	}
-	p := &Program{src: src, kind: k, prg: prg, metered: metered}
+	p := &Program{src: src, kind: k, prg: prg, metered: metered, maxBytes: e.cfg.MaxEvalBytes}
+	if metered {
+		p.timeout = e.cfg.EvalTimeout
+	}
 	e.cache.put(ck, p)
 	return p, nil
 }

@@ -86,6 +86,15 @@ var fuzzPrograms = []string{
 	`headers[?"a"].orValue("") == subject`,
 	`model == "" && tenant == "" && priority < 5 && prompt_tokens < 0 && schema_id < 0 && deadline > now`,
 	`headers == {"a": "b"}`,
+	// Functions that build values, each charged to the memory budget.
+	`payload.a.replace(payload.b, payload.a).size() >= 0`,
+	`[payload.a, payload.b, subject].join(payload.a).size() >= 0`,
+	`(payload.a + payload.a + payload.b).split(payload.b).size() >= 0`,
+	`"%s %s".format([payload.a, payload.b]).size() >= 0`,
+	`strings.quote(payload.a).upperAscii().reverse().size() >= 0`,
+	`payload.c.map(x, payload.a + string(x)).size() >= 0`,
+	`(payload.c + payload.c).size() >= 0`,
+	`subject.matches(payload.a)`,
 }
 
 // FuzzEval evaluates fixed programs over arbitrary payloads and headers:
@@ -99,6 +108,8 @@ func FuzzEval(f *testing.F) {
 	f.Add([]byte(`{"a": "\u00e9\\\"", "a": [}`), "AI-Deadline", "2026-01-02T15:04:05Z", "")
 	f.Add([]byte(`{"a":{"b":1,"c":[true,false,null]}}`), "AI-Prompt-Tokens", "12", "")
 	f.Add([]byte("\xff{"), "", "", "")
+	f.Add([]byte(`{"a": "`+strings.Repeat("a", 4096)+`", "b": "", "c": [1, 2, 3]}`), "", "", "a")
+	f.Add([]byte(`{"a": "(a{1000}){1000}", "b": "a", "c": [`+strings.Repeat("0,", 1000)+`0]}`), "", "", "")
 	e, err := NewEnv()
 	if err != nil {
 		f.Fatal(err)
@@ -114,8 +125,15 @@ func FuzzEval(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, name, value, subject string) {
 		m := Message{Subject: subject, Header: map[string][]string{name: {value}, "a": {value}}, Data: data}
 		for i, p := range progs {
-			if _, err := p.Match(m); err != nil && strings.Contains(err.Error(), "internal error") {
+			var err error
+			n := allocated(func() { _, err = p.Match(m) })
+			if err != nil && strings.Contains(err.Error(), "internal error") {
 				t.Fatalf("%s on %q: %v", fuzzPrograms[i], data, err)
+			}
+			// The budget, MaxEvalBytes + 2 × the payload, plus what CEL
+			// allocates besides (transient copies, at most a few times).
+			if bound := uint64(8 * (DefaultMaxEvalBytes + 2*len(data))); n > bound {
+				t.Fatalf("%s on %d bytes allocated %d bytes, over %d", fuzzPrograms[i], len(data), n, bound)
 			}
 		}
 	})
@@ -133,7 +151,7 @@ func FuzzPayload(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		valid := json.Valid(data) && utf8.Valid(data)
-		v, isJSON := payloadValue(string(data))
+		v, isJSON, _ := payloadValue(string(data), nil)
 		got := walk(t, v, valid, 0)
 		if !valid {
 			// The view is lenient on invalid input; only valid input has a

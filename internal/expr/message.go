@@ -84,17 +84,25 @@ type activation struct {
 	has     [nEfields]bool
 
 	now time.Time
+
+	// b is the memory budget of the evaluation: &own, or the budget of
+	// the payload views once the payload is read (views may outlive the
+	// evaluation, so theirs is never reused).
+	b   *budget
+	own budget
 }
 
 var _ interpreter.Activation = (*activation)(nil)
 
 var activations = sync.Pool{New: func() any { return new(activation) }}
 
-func newActivation(m *Message) *activation {
+func newActivation(m *Message, maxBytes int64) *activation {
 	a := activations.Get().(*activation)
 	a.subject = m.Subject
 	a.header = m.Header
 	a.data = unsafe.String(unsafe.SliceData(m.Data), len(m.Data))
+	a.own = budget{limit: maxBytes + 2*int64(len(m.Data)), base: maxBytes}
+	a.b = &a.own
 	return a
 }
 
@@ -111,9 +119,11 @@ func (a *activation) ResolveName(name string) (any, bool) {
 	switch name {
 	case "payload":
 		if a.payload == nil {
-			a.payload, a.payloadJSON = payloadValue(a.data)
+			a.payload, a.payloadJSON, a.b = payloadValue(a.data, a.b)
 		}
 		return a.payload, true
+	case budgetVar:
+		return a.b, true
 	case "subject":
 		return types.String(a.subject), true
 	case "headers":

@@ -21,14 +21,20 @@ import (
 //
 // Values refer to the raw text, which refers to Message.Data without a copy.
 
-// payloadValue returns the CEL value of a whole payload and whether it is
-// JSON. A payload that is not JSON (empty, text, binary) is null. Objects and
-// arrays are not validated here; a malformed one is seen as far as it makes
-// sense, and a damaged member reads as an error or as absent.
-func payloadValue(s string) (ref.Val, bool) {
+// payloadValue returns the CEL value of a whole payload, whether it is
+// JSON, and the budget of the evaluation from now on. A payload that is not
+// JSON (empty, text, binary) is null. Objects and arrays are not validated
+// here; a malformed one is seen as far as it makes sense, and a damaged
+// member reads as an error or as absent.
+//
+// The views charge b for the strings they unescape and the values they
+// decode. A view may outlive the evaluation (Eval returns it), so an object
+// or array gets a budget of its own, allocated with it, carrying on from b;
+// b may be nil (no limit).
+func payloadValue(s string, b *budget) (ref.Val, bool, *budget) {
 	i := skipWS(s, 0)
 	if i == len(s) {
-		return types.NullValue, false
+		return types.NullValue, false, b
 	}
 	j := len(s)
 	for j > i {
@@ -43,40 +49,65 @@ func payloadValue(s string) (ref.Val, bool) {
 	switch s[0] {
 	case '{':
 		if s[len(s)-1] != '}' {
-			return types.NullValue, false
+			return types.NullValue, false, b
 		}
-		return &jsonObject{raw: s, size: -1}, true
+		r := &rootObject{jsonObject: jsonObject{raw: s, size: -1}}
+		if b != nil {
+			r.own = *b
+			r.b = &r.own
+		}
+		return &r.jsonObject, true, r.b
 	case '[':
 		if s[len(s)-1] != ']' {
-			return types.NullValue, false
+			return types.NullValue, false, b
 		}
-		return &jsonList{raw: s, size: -1}, true
+		r := &rootList{jsonList: jsonList{raw: s, size: -1}}
+		if b != nil {
+			r.own = *b
+			r.b = &r.own
+		}
+		return &r.jsonList, true, r.b
 	}
 	if skipValue(s, 0) != len(s) {
-		return types.NullValue, false
+		return types.NullValue, false, b
 	}
-	v := jsonValue(s)
+	v := jsonValue(s, b)
 	if types.IsError(v) {
-		return types.NullValue, false
+		return types.NullValue, false, b
 	}
-	return v, true
+	return v, true, b
 }
 
-// jsonValue converts the raw text of one JSON value.
-func jsonValue(raw string) ref.Val {
+// rootObject and rootList are the payload's view allocated with its budget.
+type rootObject struct {
+	jsonObject
+	own budget
+}
+
+type rootList struct {
+	jsonList
+	own budget
+}
+
+// jsonValue converts the raw text of one JSON value. A string with escapes
+// is unescaped into a copy, charged to b.
+func jsonValue(raw string, b *budget) ref.Val {
 	if raw == "" {
 		return types.NewErr("payload: empty JSON value")
 	}
 	switch c := raw[0]; c {
 	case '{':
-		return &jsonObject{raw: raw, size: -1}
+		return &jsonObject{raw: raw, size: -1, b: b}
 	case '[':
-		return &jsonList{raw: raw, size: -1}
+		return &jsonList{raw: raw, size: -1, b: b}
 	case '"':
 		if len(raw) >= 2 && raw[len(raw)-1] == '"' {
 			inner := raw[1 : len(raw)-1]
 			if strings.IndexByte(inner, '\\') < 0 {
 				return types.String(inner)
+			}
+			if err := b.charge(int64(len(inner)), "reading a payload string"); err != nil {
+				return err
 			}
 			return types.String(gjson.Parse(raw).Str)
 		}
@@ -142,7 +173,8 @@ func materialize(raw string) ref.Val {
 // jsonObject is a lazy JSON object: a CEL map(string, dyn).
 type jsonObject struct {
 	raw  string
-	size int // -1 until counted
+	size int     // -1 until counted
+	b    *budget // of the evaluation that made the view; nil: no limit
 }
 
 var (
@@ -173,7 +205,7 @@ func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
 		if !ok {
 			return nil, false
 		}
-		return jsonValue(raw), true
+		return jsonValue(raw, o.b), true
 	case *types.Err, *types.Unknown:
 		return key, false
 	}
@@ -219,7 +251,7 @@ func (o *jsonObject) Fold(f traits.Folder) {
 	it := objectIter{s: o.raw}
 	for {
 		k, v, ok := it.next()
-		if !ok || !f.FoldEntry(types.String(unescapeKey(k)), jsonValue(v)) {
+		if !ok || !f.FoldEntry(types.String(unescapeKey(k)), jsonValue(v, o.b)) {
 			return
 		}
 	}
@@ -227,7 +259,7 @@ func (o *jsonObject) Fold(f traits.Folder) {
 
 // Iterator implements traits.Iterable: the keys in document order.
 func (o *jsonObject) Iterator() traits.Iterator {
-	return &jsonIterator{obj: objectIter{s: o.raw}, isObj: true}
+	return &jsonIterator{obj: objectIter{s: o.raw}, isObj: true, b: o.b}
 }
 
 func (o *jsonObject) Equal(other ref.Val) ref.Val { return mapEqual(o, other) }
@@ -252,7 +284,8 @@ func (o *jsonObject) ConvertToType(t ref.Type) ref.Val {
 // jsonList is a lazy JSON array: a CEL list(dyn).
 type jsonList struct {
 	raw  string
-	size int // -1 until counted
+	size int     // -1 until counted
+	b    *budget // of the evaluation that made the view; nil: no limit
 }
 
 // Get implements traits.Indexer.
@@ -269,7 +302,7 @@ func (l *jsonList) Get(index ref.Val) ref.Val {
 				break
 			}
 			if n == i {
-				return jsonValue(v)
+				return jsonValue(v, l.b)
 			}
 		}
 	}
@@ -303,13 +336,14 @@ func (l *jsonList) Contains(elem ref.Val) ref.Val {
 		if !ok {
 			return types.False
 		}
-		if types.Equal(jsonValue(v), elem) == types.True {
+		if types.Equal(jsonValue(v, l.b), elem) == types.True {
 			return types.True
 		}
 	}
 }
 
 // Add implements traits.Adder (list concatenation) on a decoded copy.
+// Within an evaluation the concatenation was charged by its boundedCall.
 func (l *jsonList) Add(other ref.Val) ref.Val {
 	return materialize(l.raw).(traits.Lister).Add(other)
 }
@@ -319,7 +353,7 @@ func (l *jsonList) Fold(f traits.Folder) {
 	it := arrayIter{s: l.raw}
 	for i := 0; ; i++ {
 		v, ok := it.next()
-		if !ok || !f.FoldEntry(types.Int(i), jsonValue(v)) {
+		if !ok || !f.FoldEntry(types.Int(i), jsonValue(v, l.b)) {
 			return
 		}
 	}
@@ -327,7 +361,7 @@ func (l *jsonList) Fold(f traits.Folder) {
 
 // Iterator implements traits.Iterable.
 func (l *jsonList) Iterator() traits.Iterator {
-	return &jsonIterator{arr: arrayIter{s: l.raw}}
+	return &jsonIterator{arr: arrayIter{s: l.raw}, b: l.b}
 }
 
 func (l *jsonList) Equal(other ref.Val) ref.Val { return listEqual(l, other) }
@@ -359,6 +393,7 @@ type jsonIterator struct {
 	primed bool
 	ok     bool
 	next   string
+	b      *budget
 }
 
 func (it *jsonIterator) prime() {
@@ -391,7 +426,7 @@ func (it *jsonIterator) Next() ref.Val {
 	if it.isObj {
 		return types.String(it.next)
 	}
-	return jsonValue(it.next)
+	return jsonValue(it.next, it.b)
 }
 
 func (it *jsonIterator) ConvertToNative(reflect.Type) (any, error) {

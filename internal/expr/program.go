@@ -1,9 +1,11 @@
 package expr
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"cel.dev/cel-go/cel"
@@ -14,10 +16,12 @@ import (
 // Program is a compiled expression. It is immutable and safe for concurrent
 // use; evaluation allocates little and never panics on any message.
 type Program struct {
-	src     string
-	kind    kind
-	prg     cel.Program
-	metered bool // evaluated under CostLimit
+	src      string
+	kind     kind
+	prg      cel.Program
+	metered  bool          // evaluated under CostLimit
+	timeout  time.Duration // of a metered evaluation
+	maxBytes int64         // Config.MaxEvalBytes
 }
 
 // String returns the source text.
@@ -82,15 +86,25 @@ func (p *Program) Key(m Message) (string, error) {
 }
 
 func (p *Program) eval(m *Message) (ref.Val, error) {
-	a := newActivation(m)
-	out, _, err := p.prg.Eval(a)
+	a := newActivation(m, p.maxBytes)
+	var (
+		out ref.Val
+		err error
+	)
+	if p.timeout > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+		out, _, err = p.prg.ContextEval(ctx, a)
+		cancel()
+	} else {
+		out, _, err = p.prg.Eval(a)
+	}
 	if err != nil {
 		msg := err.Error()
 		if a.payload != nil && !a.payloadJSON {
 			msg += " (the payload is not JSON)"
 		}
 		a.release()
-		return nil, &EvalError{Msg: msg}
+		return nil, &EvalError{Msg: msg, Memory: strings.HasPrefix(msg, memLimitMsg)}
 	}
 	a.release()
 	return out, nil
