@@ -76,6 +76,9 @@ func (s *Server) startAPI() error {
 		return fmt.Errorf("broker: advisories: %w", err)
 	}
 	s.apiSubs = append(s.apiSubs, sub)
+	if err := s.egress.Flush(); err != nil {
+		return fmt.Errorf("broker: api: %w", err)
+	}
 	return s.nc.Flush()
 }
 
