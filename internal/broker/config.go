@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/telemetry"
 )
 
@@ -58,6 +59,16 @@ type Config struct {
 	// GatewayAPIKeys maps the bearer keys of the OpenAI-compatible gateway
 	// to tenants; when set, other keys are refused (docs/gateway.md).
 	GatewayAPIKeys map[string]string `yaml:"gateway_api_keys"`
+	// ExprMaxEvalBytes bounds what one evaluation of a route, filter or key
+	// expression may build (docs/expressions.md, Limits); 0 means 1 MiB.
+	ExprMaxEvalBytes int64 `yaml:"expr_max_eval_bytes"`
+	// ExprEvalTimeout bounds the time of one evaluation; 0 means 5s.
+	ExprEvalTimeout time.Duration `yaml:"expr_eval_timeout"`
+}
+
+// exprConfig is the expression limits of the node.
+func (c *Config) exprConfig() expr.Config {
+	return expr.Config{MaxEvalBytes: c.ExprMaxEvalBytes, EvalTimeout: c.ExprEvalTimeout}
 }
 
 // DefaultConfig is the embedded default: everything on loopback, data in ./data.
@@ -112,6 +123,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TraceSample < 0 || c.TraceSample > 1 {
 		return fmt.Errorf("trace_sample: %g is outside 0..1", c.TraceSample)
+	}
+	if err := c.exprConfig().Validate(); err != nil {
+		return fmt.Errorf("expr_max_eval_bytes / expr_eval_timeout: %w", err)
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

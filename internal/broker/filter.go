@@ -70,7 +70,7 @@ type filterPump struct {
 // filterHandlers serves $SQ.API.FILTER.*. PING and STOP carry the node in the
 // filter id, so they reach the node that runs the pump.
 func (s *Server) filterHandlers() map[string]nats.MsgHandler {
-	env, err := expr.NewEnv()
+	env, err := expr.NewEnvConfig(s.cfg.exprConfig())
 	if err != nil {
 		// The environment is static; this cannot fail at runtime.
 		s.log.Error("filters disabled", "err", err)

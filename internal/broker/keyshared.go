@@ -115,7 +115,7 @@ type ksHeld struct {
 }
 
 func (s *Server) keySharedHandlers() map[string]nats.MsgHandler {
-	env, err := expr.NewEnv()
+	env, err := expr.NewEnvConfig(s.cfg.exprConfig())
 	if err != nil {
 		s.log.Error("key-shared groups disabled", "err", err)
 		return nil

@@ -444,7 +444,7 @@ func (in *ingress) publishServed() {
 func (s *Server) startRoutes(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, routeLoadTimeout)
 	defer cancel()
-	rt, err := openRouter(ctx, s.js, s.log.With("component", "routes"))
+	rt, err := openRouter(ctx, s.js, s.log.With("component", "routes"), s.cfg.exprConfig())
 	if err != nil {
 		return fmt.Errorf("broker: route rules: %w", err)
 	}
@@ -472,8 +472,8 @@ func (s *Server) stopRoutes() error {
 
 // openRouter creates the bucket if needed, loads every rule and starts the
 // watcher.
-func openRouter(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*router, error) {
-	env, err := expr.NewEnv()
+func openRouter(ctx context.Context, js jetstream.JetStream, log *slog.Logger, ec expr.Config) (*router, error) {
+	env, err := expr.NewEnvConfig(ec)
 	if err != nil {
 		return nil, err
 	}
