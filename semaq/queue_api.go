@@ -63,15 +63,26 @@ const (
 // Queue defaults and limits.
 const (
 	DefaultQueueMaxMessages = 100_000
-	DefaultQueueAckWait     = 30 * time.Second
-	DefaultQueueMaxDeliver  = 5
-	DefaultAffinityWait     = 2 * time.Second
-	DefaultAgingStep        = 10 * time.Second
-	MaxFetchBatch           = 1024
-	MaxFetchWait            = 5 * time.Minute
+	// DefaultQueueMaxBytes bounds the bytes a file-storage queue holds
+	// (payloads and headers of queued and held requests); a memory queue
+	// keeps them in RAM, so its default is DefaultQueueMaxBytesMemory.
+	DefaultQueueMaxBytes       = 1 << 30
+	DefaultQueueMaxBytesMemory = 256 << 20
+	// DefaultQueueMaxTokens bounds the prompt tokens a queue holds: what
+	// DefaultQueueMaxBytes of requests would be estimated at.
+	DefaultQueueMaxTokens  = DefaultQueueMaxBytes / CharsPerToken
+	DefaultQueueAckWait    = 30 * time.Second
+	DefaultQueueMaxDeliver = 5
+	DefaultAffinityWait    = 2 * time.Second
+	DefaultAgingStep       = 10 * time.Second
+	MaxFetchBatch          = 1024
+	MaxFetchWait           = 5 * time.Minute
 	// CharsPerToken estimates prompt tokens when a request gives none:
 	// ceil(len(payload)/CharsPerToken).
 	CharsPerToken = 4
+	// QueueRequestOverhead is what a request counts toward MaxBytes
+	// beyond its payload: its headers and storage overhead, about.
+	QueueRequestOverhead = 512
 )
 
 // QueueConfig is what a user asks for when adding a queue.
@@ -80,10 +91,14 @@ type QueueConfig struct {
 	Description string   `json:"description,omitempty"`
 	Subjects    []string `json:"subjects"`
 	Storage     string   `json:"storage,omitempty"` // file (default), memory
-	// MaxMessages and MaxTokens bound what the queue holds (queued plus
-	// held by workers); past them a publish is refused with ErrOverloaded.
-	// MaxMessages 0 means DefaultQueueMaxMessages; MaxTokens 0, no limit.
+	// MaxMessages, MaxBytes and MaxTokens bound what the queue holds
+	// (queued plus held by workers); past them a publish is refused with
+	// ErrOverloaded. 0 means the default (DefaultQueueMaxMessages,
+	// DefaultQueueMaxBytes or DefaultQueueMaxBytesMemory,
+	// DefaultQueueMaxTokens); MaxBytes and MaxTokens -1 mean no limit.
+	// MaxBytes counts payload bytes plus QueueRequestOverhead a request.
 	MaxMessages int64 `json:"max_messages,omitempty"`
+	MaxBytes    int64 `json:"max_bytes,omitempty"`
 	MaxTokens   int64 `json:"max_tokens,omitempty"`
 	// DefaultTimeout is the deadline of a request that brings none.
 	DefaultTimeout time.Duration `json:"default_timeout,omitempty"`
@@ -129,8 +144,10 @@ func (c *QueueConfig) Check() error {
 	switch {
 	case c.MaxMessages < 0:
 		return fmt.Errorf("queue %s: max messages %d is negative", c.Name, c.MaxMessages)
-	case c.MaxTokens < 0:
-		return fmt.Errorf("queue %s: max tokens %d is negative", c.Name, c.MaxTokens)
+	case c.MaxTokens < -1:
+		return fmt.Errorf("queue %s: max tokens %d is below -1", c.Name, c.MaxTokens)
+	case c.MaxBytes < -1:
+		return fmt.Errorf("queue %s: max bytes %d is below -1", c.Name, c.MaxBytes)
 	case c.DefaultTimeout < 0:
 		return fmt.Errorf("queue %s: default timeout %s is negative", c.Name, c.DefaultTimeout)
 	case c.AckWait < 0:
@@ -156,6 +173,15 @@ func (c QueueConfig) WithDefaults() QueueConfig {
 	}
 	if c.MaxMessages == 0 {
 		c.MaxMessages = DefaultQueueMaxMessages
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultQueueMaxBytes
+		if c.Storage == "memory" {
+			c.MaxBytes = DefaultQueueMaxBytesMemory
+		}
+	}
+	if c.MaxTokens == 0 {
+		c.MaxTokens = DefaultQueueMaxTokens
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultQueueAckWait
@@ -189,6 +215,9 @@ type QueueStatus struct {
 	// TokensQueued is the prompt tokens of Queued and Delayed requests.
 	TokensQueued int64 `json:"tokens_queued"`
 	TokensHeld   int64 `json:"tokens_held"`
+	// Bytes is what the queued, delayed and held requests count toward
+	// MaxBytes (payload + QueueRequestOverhead each).
+	Bytes int64 `json:"bytes"`
 	// OldestAge is how long the oldest queued request has waited.
 	OldestAge time.Duration `json:"oldest_age"`
 
@@ -231,6 +260,10 @@ type TenantCounter struct {
 type AdmissionStatus struct {
 	MaxMessages int64 `json:"max_messages"`
 	MaxTokens   int64 `json:"max_tokens,omitempty"`
+	MaxBytes    int64 `json:"max_bytes,omitempty"`
+	// Reserved is requests admitted by the ingress that the dispatcher has
+	// not indexed yet; they count against the limits.
+	Reserved int64 `json:"reserved,omitempty"`
 	// AdaptiveTokens is the adaptive token threshold when MaxWait is set
 	// and the queue has seen service (0 otherwise).
 	AdaptiveTokens int64   `json:"adaptive_tokens,omitempty"`
@@ -251,6 +284,12 @@ type QueueCounters struct {
 	Cancelled   uint64 `json:"cancelled"`
 	DeadLetters uint64 `json:"dead_letters"`
 	OutputToks  uint64 `json:"output_tokens"`
+	// BadReplies counts fetches, answers and cancels ignored because their
+	// reply subject was not one the broker answers (CheckReplySubject).
+	BadReplies uint64 `json:"bad_replies"`
+	// ConsumerRecoveries counts the times the dispatcher found its stream
+	// consumer deleted, paused or altered and made it anew.
+	ConsumerRecoveries uint64 `json:"consumer_recoveries"`
 }
 
 // QueueListResponse lists queues.

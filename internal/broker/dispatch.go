@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
@@ -24,35 +23,59 @@ import (
 // dispatcher serves one work queue on this node. It reads every request of
 // the queue's stream through one consumer of its own (never acked until the
 // request is done, so JetStream keeps it: a broker restart loses nothing
-// queued), keeps the scheduling index in memory (dispatch_sched.go), and
-// answers workers' fetches, acks and cancels. The request's payload stays in
-// memory while it is queued; the queue's limits bound that memory.
+// queued; dispatch_consumer.go), keeps a scheduling index in memory
+// (dispatch_sched.go: the fields it schedules on and sizes, not payloads,
+// which it reads back by sequence when it hands a request out;
+// dispatch_payload.go), and answers workers' fetches, acks and cancels.
 //
-// Locking: mu guards sched, parked and the statistics. NATS messages are
-// built under mu and sent after it is released; JetStream calls (dead
-// letters) are made without it.
+// Two connections: nc, internal, for JetStream (the consumer, acks, reads,
+// dead letters) and cancel notices to $SQ.QC.<worker>; out, the egress
+// user's, for every message to a subject a client chose (fetch replies and
+// job frames, answer and cancel replies), each checked with
+// semaq.CheckReplySubject first. out cannot reach JetStream or $SQ.
+//
+// Locking: mu guards sched, parked, gen, maxIndexed, leaving and the
+// statistics; then adm.mu (dispatch_admission.go). consMu guards cons and
+// consume. NATS messages are built under mu and sent after it is released;
+// JetStream calls (reads, dead letters, removals) are made without it.
 type dispatcher struct {
-	s    *Server
-	name string
-	cfg  semaq.QueueConfig // with defaults
-	log  *slog.Logger
-	nc   *nats.Conn
+	s        *Server
+	name     string
+	cfg      semaq.QueueConfig // with defaults
+	log      *slog.Logger
+	nc       *nats.Conn // internal
+	out      *nats.Conn // egress: to subjects clients chose
+	stream   jetstream.Stream
+	payloads *payloadReader
 
 	mu     sync.Mutex
 	sched  *scheduler
 	parked []*parkedFetch
 	stats  queueStats
 	closed bool
+	// gen numbers the consumers made; deliveries of an older one are
+	// ignored. maxIndexed is the highest sequence ever indexed: a
+	// redelivered sequence at or below it that is not indexed is done.
+	// leaving holds sequences out of the index but still in the stream on
+	// purpose (being dead-lettered, or failed to be).
+	gen        uint64
+	maxIndexed uint64
+	leaving    map[uint64]bool
+	// caughtUp: the consumer has delivered what the stream held at start
+	// (till then admission counts what the stream held, adm.floor).
+	caughtUp bool
 
+	adm admission
 	// Read by the ingress without mu (admission control).
-	depthMsgs      atomic.Int64
-	depthTokens    atomic.Int64
 	adaptiveTokens atomic.Int64
 	retryAfterMs   atomic.Int64
 	admitted       atomic.Uint64
 	refused        atomic.Uint64
 
+	consMu  sync.Mutex
+	cons    jetstream.Consumer
 	consume jetstream.ConsumeContext
+	kick    chan struct{}
 	subs    []*nats.Subscription
 	stop    chan struct{}
 	done    chan struct{}
@@ -75,13 +98,15 @@ const dispatchTick = 20 * time.Millisecond
 func newDispatcher(s *Server, cfg semaq.QueueConfig) *dispatcher {
 	cfg = cfg.WithDefaults()
 	return &dispatcher{
-		s:     s,
-		name:  cfg.Name,
-		cfg:   cfg,
-		log:   s.log.With("component", "dispatch", "queue", cfg.Name),
-		sched: newScheduler(cfg),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		s:       s,
+		name:    cfg.Name,
+		cfg:     cfg,
+		log:     s.log.With("component", "dispatch", "queue", cfg.Name),
+		sched:   newScheduler(cfg),
+		leaving: make(map[uint64]bool),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 }
 
@@ -89,47 +114,44 @@ func newDispatcher(s *Server, cfg semaq.QueueConfig) *dispatcher {
 // workers. The consumer is made anew each time: every request still in the
 // stream is one not yet done, and comes back queued.
 func (d *dispatcher) start(ctx context.Context) (err error) {
-	// A connection of its own: the dispatcher's traffic (consumer
-	// deliveries, fetches, answers) does not queue behind the ingress's
-	// on the shared internal connection's read loop.
+	// Connections of its own: the dispatcher's traffic (consumer
+	// deliveries, reads, fetches, answers) does not queue behind the
+	// ingress's on the shared connections' read loops.
 	d.nc, err = nats.Connect("", nats.InProcessServer(d.s.ns), d.s.internalAuth(),
 		nats.Name("semaq-dispatch-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
 	if err != nil {
 		return fmt.Errorf("queue %s: connection: %w", d.name, err)
 	}
+	d.out, err = nats.Connect("", nats.InProcessServer(d.s.ns), d.s.egressAuth(),
+		nats.Name("semaq-dispatch-egress-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			d.log.Warn("egress connection refused a send", "err", err)
+		}))
+	if err != nil {
+		d.nc.Close()
+		return fmt.Errorf("queue %s: egress connection: %w", d.name, err)
+	}
 	defer func() {
 		if err != nil {
+			d.stopConsuming()
+			d.unsubscribe()
+			d.payloads.close()
 			d.nc.Close()
+			d.out.Close()
 		}
 	}()
 	js, err := jetstream.New(d.nc)
 	if err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
-	st, err := js.Stream(ctx, d.name)
-	if err != nil {
+	if d.stream, err = js.Stream(ctx, d.name); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
-	if err := st.DeleteConsumer(ctx, semaq.DispatchConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return fmt.Errorf("queue %s: resetting dispatch consumer: %w", d.name, err)
+	if err := d.ensureStreamLimits(ctx, js); err != nil {
+		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
-	maxPending := d.cfg.MaxMessages*2 + 1024
-	if maxPending > 1<<30 {
-		maxPending = 1 << 30
-	}
-	cons, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       semaq.DispatchConsumer,
-		Description:   "SemaQ dispatcher: holds every request until it is done",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		// The dispatcher acks when a request is done, however long it
-		// waits; a redelivery after this is recognised by sequence.
-		AckWait:       24 * time.Hour,
-		MaxDeliver:    -1,
-		MaxAckPending: int(maxPending),
-	})
-	if err != nil {
-		return fmt.Errorf("queue %s: dispatch consumer: %w", d.name, err)
+	if d.payloads, err = newPayloadReader(d.nc, d.name); err != nil {
+		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	subs := []struct {
 		subj string
@@ -142,29 +164,39 @@ func (d *dispatcher) start(ctx context.Context) (err error) {
 	for _, x := range subs {
 		sub, err := d.nc.Subscribe(x.subj, x.h)
 		if err != nil {
-			d.unsubscribe()
 			return fmt.Errorf("queue %s: %w", d.name, err)
 		}
 		_ = sub.SetPendingLimits(-1, -1)
 		d.subs = append(d.subs, sub)
 	}
-	cc, err := cons.Consume(d.onRequest, jetstream.PullMaxMessages(1024),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				d.log.Debug("dispatch consumer", "err", err)
-			}
-		}))
-	if err != nil {
-		d.unsubscribe()
-		return fmt.Errorf("queue %s: consuming: %w", d.name, err)
+	if err := d.openConsumer(ctx); err != nil {
+		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
-	d.consume = cc
 	if err := d.nc.Flush(); err != nil {
-		d.consume.Stop()
-		d.unsubscribe()
 		return err
 	}
 	go d.loop()
+	return nil
+}
+
+// ensureStreamLimits gives the queue's stream its limits: JetStream's
+// backstop behind admission (streamMaxBytes, DiscardNew), and direct gets
+// for reading requests back. Queues made by an earlier version get them
+// at their next start.
+func (d *dispatcher) ensureStreamLimits(ctx context.Context, js jetstream.JetStream) error {
+	info := d.stream.CachedInfo()
+	jc := info.Config
+	d.adm.floor = usage{msgs: int64(info.State.Msgs), bytes: int64(info.State.Bytes)}
+	want := streamMaxBytes(d.cfg, d.nc.MaxPayload())
+	if jc.MaxBytes == want && jc.Discard == jetstream.DiscardNew && jc.AllowDirect {
+		return nil
+	}
+	jc.MaxBytes, jc.Discard, jc.AllowDirect = want, jetstream.DiscardNew, true
+	st, err := js.UpdateStream(ctx, jc)
+	if err != nil {
+		return fmt.Errorf("setting the stream's limits: %w", err)
+	}
+	d.stream = st
 	return nil
 }
 
@@ -186,15 +218,15 @@ func (d *dispatcher) close() {
 	parked := d.parked
 	d.parked = nil
 	d.mu.Unlock()
-	if d.consume != nil {
-		d.consume.Stop()
-	}
+	d.stopConsuming()
 	d.unsubscribe()
 	for _, p := range parked {
 		d.send([]*outMsg{endOfBatch(p.reply, 409, 0, "queue "+d.name+" is no longer served here")})
 	}
 	close(d.stop)
 	<-d.done
+	d.payloads.close()
+	_ = d.out.Drain()
 	_ = d.nc.Drain()
 }
 
@@ -204,11 +236,14 @@ func (d *dispatcher) loop() {
 	defer close(d.done)
 	tick := time.NewTicker(dispatchTick)
 	defer tick.Stop()
-	lastStats := time.Now()
+	lastStats, lastCheck, lastRotate := time.Now(), time.Now(), time.Now()
 	for {
 		select {
 		case <-d.stop:
 			return
+		case <-d.kick:
+			d.checkConsumer()
+			lastCheck = time.Now()
 		case now := <-tick.C:
 			d.onTick(now)
 			if now.Sub(lastStats) >= time.Second {
@@ -217,22 +252,30 @@ func (d *dispatcher) loop() {
 				d.mu.Unlock()
 				lastStats = now
 			}
+			if now.Sub(lastRotate) >= reserveEpoch {
+				d.adm.rotate()
+				lastRotate = now
+			}
+			if now.Sub(lastCheck) >= consumerCheck {
+				d.checkConsumer()
+				lastCheck = time.Now()
+			}
 		}
 	}
 }
 
 func (d *dispatcher) onTick(now time.Time) {
 	var (
-		out  []*outMsg
-		dead []deadJob
+		out   []*outMsg
+		dead  []deadJob
+		ships []*shipment
 	)
 	d.mu.Lock()
 	expired, undelayed, lapsed := d.sched.due(now)
 	for _, j := range expired {
 		d.stats.expired++
 		d.s.observeDrop(j, metrics.DropExpired)
-		dead = append(dead, deadJob{j: j, consumer: "expired", reason: "expired: deadline " + j.deadline.UTC().Format(time.RFC3339Nano) + " passed in the queue"})
-		d.sched.forget(j)
+		dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.deadline.UTC().Format(time.RFC3339Nano)+" passed in the queue"))
 	}
 	for _, j := range undelayed {
 		d.sched.undelay(j)
@@ -240,18 +283,20 @@ func (d *dispatcher) onTick(now time.Time) {
 	for _, j := range lapsed {
 		out = append(out, d.cancelNotice(j, "ack wait of "+d.cfg.AckWait.String()+" passed"))
 		if d.exhausted(j) {
-			dead = append(dead, deadJob{j: j, consumer: "dispatch", reason: semaq.DLQReasonMaxDeliveries})
-			d.sched.forget(j)
+			dead = append(dead, d.dead(j, "dispatch", semaq.DLQReasonMaxDeliveries))
 			continue
 		}
 		d.stats.redelivered++
+		d.unbindLease(j)
 		d.sched.requeue(j)
 	}
 	d.sched.expireWorkers(now)
-	out = append(out, d.serveParked(now)...)
-	d.publishDepth()
+	out2, ships := d.serveParked(now)
+	out = append(out, out2...)
+	d.publishDepth(usage{})
 	d.mu.Unlock()
 	d.send(out)
+	d.ship(ships)
 	d.deadLetter(dead)
 }
 
@@ -260,61 +305,91 @@ func (d *dispatcher) exhausted(j *qjob) bool {
 	return d.cfg.MaxDeliver > 0 && j.deliveries >= d.cfg.MaxDeliver
 }
 
-// publishDepth makes the queue's size visible to the ingress. mu is held.
-func (d *dispatcher) publishDepth() {
-	d.depthMsgs.Store(int64(len(d.sched.bySeq)))
-	d.depthTokens.Store(d.sched.tokensQueued + d.sched.tokensHeld)
+// publishDepth makes the queue's size visible to the ingress; arrived is
+// what was just indexed, whose reservations it takes up. mu is held.
+func (d *dispatcher) publishDepth(arrived usage) {
+	sc := d.sched
+	total := usage{int64(len(sc.bySeq)), sc.tokensQueued + sc.tokensHeld, sc.bytes}
+	d.adm.setIndexed(total, arrived, d.caughtUp)
 }
 
-// onRequest takes one request from the stream into the index.
-func (d *dispatcher) onRequest(jm jetstream.Msg) {
+// onRequest takes one request from the stream into the index. gen is the
+// consumer generation that delivered it (dispatch_consumer.go).
+func (d *dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	md, err := jm.Metadata()
 	if err != nil {
 		d.log.Warn("request without metadata", "err", err)
 		return
 	}
-	j := newJob(md, jm, d.cfg)
+	seq := md.Sequence.Stream
 	now := time.Now()
-	var dead []deadJob
 	d.mu.Lock()
-	if d.closed {
+	if d.closed || gen != d.gen {
 		d.mu.Unlock()
 		return
 	}
+	if md.NumPending == 0 {
+		d.caughtUp = true
+	}
+	if j := d.sched.bySeq[seq]; j != nil {
+		// A new consumer delivers again what the index holds: the request
+		// keeps its place and lease; acks go to this delivery now.
+		j.jsReply, j.replyGen = jm.Reply(), gen
+		d.mu.Unlock()
+		return
+	}
+	if seq <= d.maxIndexed {
+		leaving := d.leaving[seq]
+		d.mu.Unlock()
+		if !leaving {
+			// Done while its ack went to a consumer that is gone.
+			_ = jm.Ack()
+		}
+		return
+	}
+	d.maxIndexed = seq
+	j := newJob(md, jm, d.cfg)
+	j.replyGen = gen
+	var dead []deadJob
 	if d.sched.add(j) {
 		d.stats.arrivals++
 		if !j.deadline.IsZero() && !now.Before(j.deadline) {
 			d.stats.expired++
 			d.s.observeDrop(j, metrics.DropExpired)
-			dead = append(dead, deadJob{j: j, consumer: "expired", reason: "expired: deadline " + j.deadline.UTC().Format(time.RFC3339Nano) + " passed before dispatch"})
-			d.sched.forget(j)
+			dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.deadline.UTC().Format(time.RFC3339Nano)+" passed before dispatch"))
 		}
 	}
-	out := d.serveParked(now)
-	d.publishDepth()
+	out, ships := d.serveParked(now)
+	d.publishDepth(requestUsage(j.tokensDeclared(), j.dataLen()))
 	d.mu.Unlock()
 	d.send(out)
+	d.ship(ships)
 	d.deadLetter(dead)
 }
 
-// newJob reads the scheduling fields of a stored request.
+// natsMsgSize is the header a headers-only consumer delivery carries the
+// payload's size in.
+const natsMsgSize = "Nats-Msg-Size"
+
+// newJob reads the scheduling fields of a stored request from its headers
+// (the consumer delivers headers only, with the payload's size). The
+// strings it keeps are copies, so the delivery can be collected.
 func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) *qjob {
 	hdr := jm.Headers()
 	j := &qjob{
 		seq:     md.Sequence.Stream,
-		subject: jm.Subject(),
-		hdr:     hdr,
-		data:    jm.Data(),
+		subject: strings.Clone(jm.Subject()),
 		jsReply: jm.Reply(),
 		arrived: md.Timestamp,
 		prio:    int(semaq.PriorityDefault),
 		tokens:  -1,
 	}
+	dataLen, _ := strconv.Atoi(hdr.Get(natsMsgSize))
 	if hdr != nil {
-		j.id = hdr.Get(semaq.HdrMsgID)
-		j.tenant = hdr.Get(semaq.HdrTenant)
-		j.model = hdr.Get(semaq.HdrModel)
-		j.adapter = hdr.Get(semaq.HdrAdapter)
+		j.id = strings.Clone(hdr.Get(semaq.HdrMsgID))
+		j.tenant = strings.Clone(hdr.Get(semaq.HdrTenant))
+		j.model = strings.Clone(hdr.Get(semaq.HdrModel))
+		j.adapter = strings.Clone(hdr.Get(semaq.HdrAdapter))
 		if p, err := semaq.ParsePriority(hdr.Get(semaq.HdrPriority)); err == nil {
 			j.prio = int(p)
 		}
@@ -326,13 +401,15 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 		}
 		if t, err := time.Parse(time.RFC3339Nano, hdr.Get(semaq.HdrDeadline)); err == nil {
 			j.deadline = t
+			j.hasDL = true
 		}
 	}
 	if j.tokens < 0 {
-		j.tokens = estimateTokens(len(j.data))
+		j.tokens = estimateTokens(dataLen)
 		j.estimate = true
 	}
-	j.size = len(j.data) + frameJobOverhead
+	j.bytes = int64(dataLen) + semaq.QueueRequestOverhead
+	j.size = dataLen + frameJobOverhead
 	for k, vs := range hdr {
 		for _, v := range vs {
 			j.size += len(k) + len(v) + 4
@@ -343,6 +420,18 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 	}
 	return j
 }
+
+// tokensDeclared is the prompt tokens as the ingress counted them for
+// admission: -1 when estimated.
+func (j *qjob) tokensDeclared() int64 {
+	if j.estimate {
+		return -1
+	}
+	return j.tokens
+}
+
+// dataLen is the payload's size.
+func (j *qjob) dataLen() int { return int(j.bytes - semaq.QueueRequestOverhead) }
 
 // frameJobOverhead is what a job's frame entry adds to its stored headers
 // and data: the reply subject and the Semaq-* headers, generously.
@@ -374,8 +463,29 @@ func parseFetch(data []byte) (semaq.FetchRequest, error) {
 	return req, nil
 }
 
+// badReply reports whether a request's reply subject is one the
+// dispatcher must not answer (semaq.CheckReplySubject): such a request is
+// ignored, counted and logged at debug. "" is not bad: no answer wanted.
+func (d *dispatcher) badReply(m *nats.Msg, what string) bool {
+	if m.Reply == "" {
+		return false
+	}
+	err := semaq.CheckReplySubject(m.Reply)
+	if err == nil {
+		return false
+	}
+	d.mu.Lock()
+	d.stats.badReplies++
+	d.mu.Unlock()
+	d.log.Debug(what+" ignored: reply subject refused", "reply", m.Reply, "err", err)
+	return true
+}
+
 func (d *dispatcher) onFetch(m *nats.Msg) {
 	if m.Reply == "" {
+		return
+	}
+	if d.badReply(m, "fetch") {
 		return
 	}
 	req, err := parseFetch(m.Data)
@@ -392,28 +502,37 @@ func (d *dispatcher) onFetch(m *nats.Msg) {
 	}
 	w := d.sched.touchWorker(req.Worker, req.Labels, now.Add(req.Wait+10*time.Second))
 	jobs := d.sched.pick(w, now, req.Max, req.MaxTokens, d.frameLimit())
-	var out []*outMsg
+	var (
+		out  []*outMsg
+		ship *shipment
+	)
 	switch {
 	case len(jobs) > 0:
-		out = d.deliver(m.Reply, jobs, now)
+		ship = d.deliver(m.Reply, jobs, now)
 	case req.Wait > 0:
 		d.parked = append(d.parked, &parkedFetch{req: req, reply: m.Reply, until: now.Add(req.Wait)})
 	default:
 		out = []*outMsg{endOfBatch(m.Reply, 408, 0, "no requests")}
 	}
 	d.stats.dispatched += uint64(len(jobs))
-	d.publishDepth()
+	d.publishDepth(usage{})
 	d.mu.Unlock()
 	d.send(out)
+	if ship != nil {
+		d.ship([]*shipment{ship})
+	}
 }
 
 // serveParked gives waiting fetches what they can take now and ends those
 // whose wait is over. mu is held.
-func (d *dispatcher) serveParked(now time.Time) []*outMsg {
+func (d *dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 	if len(d.parked) == 0 {
-		return nil
+		return nil, nil
 	}
-	var out []*outMsg
+	var (
+		out   []*outMsg
+		ships []*shipment
+	)
 	keep := d.parked[:0]
 	for _, p := range d.parked {
 		if d.sched.queued > 0 {
@@ -423,7 +542,7 @@ func (d *dispatcher) serveParked(now time.Time) []*outMsg {
 			w := d.sched.touchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
 			if jobs := d.sched.pick(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit()); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
-				out = append(out, d.deliver(p.reply, jobs, now)...)
+				ships = append(ships, d.deliver(p.reply, jobs, now))
 				continue
 			}
 		}
@@ -437,20 +556,21 @@ func (d *dispatcher) serveParked(now time.Time) []*outMsg {
 		d.parked[i] = nil
 	}
 	d.parked = keep
-	return out
+	return out, ships
 }
 
 // frameLimit is the most bytes of jobs one fetch reply carries: the
 // server's max payload, less room for the reply's own headers.
 func (d *dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
 
-// deliver builds the reply of a fetch: one message whose body is a batch
-// frame of the jobs (semaq.ParseJobFrame); pick kept it within frameLimit.
-// mu is held.
-func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) []*outMsg {
-	frame := semaq.AppendJobFrameHeader(make([]byte, 0, 64+d.batchSize(jobs)))
-	for _, j := range jobs {
-		j.lease = nuid.Next()
+// deliver leases jobs to a fetch and prepares its reply: one message whose
+// body is a batch frame of the jobs (semaq.ParseJobFrame), built by ship
+// once the jobs are read back; pick kept it within frameLimit. mu is held.
+func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) *shipment {
+	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs))}
+	leases := newLeases(len(jobs))
+	for i, j := range jobs {
+		j.lease = leases[i]
 		extra := []string{
 			semaq.HdrQueue, d.name,
 			semaq.HdrQueueSeq, strconv.FormatUint(j.seq, 10),
@@ -463,25 +583,16 @@ func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) []*outMs
 		if j.estimate {
 			extra = append(extra, semaq.HdrQueueEstimate, "true")
 		}
-		if !j.deadline.IsZero() && j.hdr.Get(semaq.HdrDeadline) == "" {
+		if !j.deadline.IsZero() && !j.hasDL {
 			extra = append(extra, semaq.HdrDeadline, j.deadline.UTC().Format(time.RFC3339Nano))
 		}
-		extra = d.s.observeDispatch(d.name, j, extra, now) // metrics and dispatch span (observe_dispatch.go)
-		ack := semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(j.seq, 10) + "." + j.lease
-		frame = semaq.AppendFrameJob(frame, ack, j.hdr, extra, j.data)
+		d.s.observeDispatch(j, now) // metrics (observe_dispatch.go); the span when it is shipped
 		d.stats.observeWait(now.Sub(j.arrived))
+		d.bindLease(j)
+		sh.jobs[i] = shipJob{j: j, seq: j.seq, lease: j.lease, subject: j.subject, arrived: j.arrived,
+			deliveries: j.deliveries, extra: extra}
 	}
-	m := endOfBatch(reply, 204, len(jobs), "")
-	m.Data = frame
-	return []*outMsg{m}
-}
-
-func (d *dispatcher) batchSize(jobs []*qjob) int {
-	n := 0
-	for _, j := range jobs {
-		n += j.size
-	}
-	return n
+	return sh
 }
 
 func endOfBatch(reply string, status, count int, desc string) *outMsg {
@@ -501,9 +612,16 @@ func errorEnd(reply string, e *semaq.APIError) *outMsg {
 	return m
 }
 
+// send sends messages to workers: cancel notices, on subjects the broker
+// chose, by the internal connection; everything else, addressed to a
+// subject a client chose and checked already, by the egress connection.
 func (d *dispatcher) send(out []*outMsg) {
 	for _, m := range out {
-		if err := d.nc.PublishMsg(m); err != nil {
+		nc := d.out
+		if strings.HasPrefix(m.Subject, semaq.QueueCancelPrefix) {
+			nc = d.nc
+		}
+		if err := nc.PublishMsg(m); err != nil {
 			d.log.Warn("sending to worker", "subject", m.Subject, "err", err)
 		}
 	}
@@ -518,6 +636,9 @@ func (d *dispatcher) cancelNotice(j *qjob, reason string) *outMsg {
 // onAnswer handles a worker's ack, nak, in-progress or term of a job:
 // subject QueueAckPrefix+"<queue>.<seq>.<lease>".
 func (d *dispatcher) onAnswer(m *nats.Msg) {
+	if d.badReply(m, "answer") {
+		return
+	}
 	rest := strings.TrimPrefix(m.Subject, semaq.QueueAckPrefix+d.name+".")
 	seqStr, lease, ok := strings.Cut(rest, ".")
 	seq, err := strconv.ParseUint(seqStr, 10, 64)
@@ -528,13 +649,14 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 	verb, arg, _ := strings.Cut(string(m.Data), " ")
 	now := time.Now()
 	var (
-		out  []*outMsg
-		dead []deadJob
-		ack  string
+		out   []*outMsg
+		ships []*shipment
+		dead  []deadJob
+		done  *removal
 	)
 	d.mu.Lock()
 	j := d.sched.held[seq]
-	if j == nil || j.lease != lease {
+	if j == nil || !leaseMatches(j.lease, lease) {
 		d.mu.Unlock()
 		d.answer(m, semaq.NewAPIError(semaq.ErrLeaseLost, "queue %s: job %d is no longer held by this worker (ack wait passed, cancelled, or answered already)", d.name, seq))
 		return
@@ -556,7 +678,9 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 		d.stats.observeService(now.Sub(j.fetched), j.tokens+rep.OutputTokens)
 		d.stats.acked++
 		d.stats.outputTokens += uint64(rep.OutputTokens)
-		ack = j.jsReply
+		rm := d.removal(j)
+		done = &rm
+		d.unbindLease(j)
 		d.sched.forget(j)
 	case semaq.JobNak:
 		var delay time.Duration
@@ -573,15 +697,15 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 		}
 		d.stats.nacked++
 		if d.exhausted(j) {
-			dead = append(dead, deadJob{j: j, consumer: "dispatch", reason: semaq.DLQReasonMaxDeliveries})
-			d.sched.forget(j)
+			dead = append(dead, d.dead(j, "dispatch", semaq.DLQReasonMaxDeliveries))
 			break
 		}
+		d.unbindLease(j)
 		if delay > 0 {
 			d.sched.delay(j, now.Add(delay))
 		} else {
 			d.sched.requeue(j)
-			out = d.serveParked(now)
+			out, ships = d.serveParked(now)
 		}
 	case semaq.JobInProgress:
 		j.leaseUntil = now.Add(d.cfg.AckWait)
@@ -590,21 +714,21 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 		if arg = strings.TrimSpace(arg); arg != "" {
 			reason += ": " + arg
 		}
-		dead = append(dead, deadJob{j: j, consumer: "dispatch", reason: reason})
-		d.sched.forget(j)
+		dead = append(dead, d.dead(j, "dispatch", reason))
 	default:
 		d.mu.Unlock()
 		d.answer(m, semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: %q is not one of %s, %s, %s, %s", d.name, verb,
 			semaq.JobAck, semaq.JobNak, semaq.JobInProgress, semaq.JobTerm))
 		return
 	}
-	d.publishDepth()
+	d.publishDepth(usage{})
 	d.mu.Unlock()
 	d.answer(m, nil) // the worker waits on this; JetStream does not
-	if ack != "" {
-		_ = d.nc.Publish(ack, []byte("+ACK"))
+	if done != nil {
+		d.remove(*done)
 	}
 	d.send(out)
+	d.ship(ships)
 	d.deadLetter(dead)
 }
 
@@ -616,7 +740,7 @@ func (d *dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
 	if e != nil {
 		body, _ = json.Marshal(semaq.JobReply{Error: e})
 	}
-	_ = d.nc.Publish(m.Reply, body)
+	_ = d.out.Publish(m.Reply, body) // checked by badReply
 }
 
 // jobReplyOK is the JSON of a JobReply accepting an answer.
@@ -625,9 +749,12 @@ var jobReplyOK = []byte(`{"ok":true}`)
 // onCancel removes a queued request, or tells the worker holding it to
 // stop.
 func (d *dispatcher) onCancel(m *nats.Msg) {
+	if d.badReply(m, "cancel") {
+		return
+	}
 	var req semaq.CancelRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil || strings.TrimSpace(req.ID) == "" {
-		d.s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: cancel needs {\"id\":\"<Nats-Msg-Id or sequence>\"}", d.name))
+		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: cancel needs {\"id\":\"<Nats-Msg-Id or sequence>\"}", d.name)))
 		return
 	}
 	d.mu.Lock()
@@ -639,7 +766,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 	}
 	if j == nil {
 		d.mu.Unlock()
-		d.s.replyErr(m, semaq.NewAPIError(semaq.ErrRequestNotFound, "queue %s holds no request %q (never there, done, expired or cancelled)", d.name, req.ID))
+		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrRequestNotFound, "queue %s holds no request %q (never there, done, expired or cancelled)", d.name, req.ID)))
 		return
 	}
 	resp := semaq.CancelResponse{Seq: j.seq, Result: "removed"}
@@ -648,15 +775,67 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 		resp.Result, resp.Worker = "notified", j.worker
 		out = append(out, d.cancelNotice(j, "cancelled"))
 	}
-	ack := j.jsReply
+	rm := d.removal(j)
 	d.stats.cancelled++
 	d.s.observeDrop(j, metrics.DropCanceled)
+	d.unbindLease(j)
 	d.sched.forget(j)
-	d.publishDepth()
+	d.publishDepth(usage{})
 	d.mu.Unlock()
-	_ = d.nc.Publish(ack, []byte("+ACK"))
+	d.remove(rm)
 	d.send(out)
-	d.s.replyJSON(m, resp)
+	body, _ := json.Marshal(resp)
+	d.reply(m, body)
+}
+
+// reply answers a request whose reply subject badReply accepted, by the
+// egress connection.
+func (d *dispatcher) reply(m *nats.Msg, body []byte) {
+	if m.Reply == "" {
+		return
+	}
+	if err := d.out.Publish(m.Reply, body); err != nil {
+		d.log.Warn("reply", "subject", m.Subject, "err", err)
+	}
+}
+
+// removal is how a done request leaves the stream, decided under mu.
+type removal struct {
+	seq   uint64
+	reply string // ack subject of a delivery by the current consumer; "" to delete by sequence
+}
+
+// removal says how j, done, leaves the stream. mu is held.
+func (d *dispatcher) removal(j *qjob) removal {
+	if j.replyGen == d.gen {
+		return removal{seq: j.seq, reply: j.jsReply}
+	}
+	return removal{seq: j.seq}
+}
+
+// remove takes a done request out of the stream: an ack to the current
+// consumer's delivery (the workqueue stream drops it), or, when its latest
+// delivery was by a consumer that is gone, a delete by sequence. mu is not
+// held.
+func (d *dispatcher) remove(rm removal) {
+	if rm.reply != "" {
+		_ = d.nc.Publish(rm.reply, []byte("+ACK"))
+		return
+	}
+	d.removeBySeq(rm.seq)
+}
+
+// dead takes j out of the index on its way to the dead-letter queue; it
+// stays in the stream, marked leaving, until it is stored there. mu is
+// held.
+func (d *dispatcher) dead(j *qjob, consumer, reason string) deadJob {
+	dj := deadJob{j: j, consumer: consumer, reason: reason, rm: d.removal(j)}
+	d.leaving[j.seq] = true
+	if j.state == jobHeld {
+		d.unbindLease(j)
+	}
+	d.sched.forget(j)
+	return dj
 }
 
 // deadJob is a request leaving the queue for the dead-letter queue.
@@ -664,75 +843,67 @@ type deadJob struct {
 	j        *qjob
 	consumer string // the DLQ subject's last token: expired or dispatch
 	reason   string
+	rm       removal
 }
 
-// deadLetter stores each job in SQ_DLQ with its payload, then lets the
-// stream drop it. A job whose dead letter cannot be stored stays in the
-// stream (it is out of the index, so it comes back only after a restart)
-// rather than being lost.
+// deadLetter stores each job in SQ_DLQ with its payload, read back from
+// the stream, then lets the stream drop it. A job whose dead letter cannot
+// be stored stays in the stream (it is out of the index, so it comes back
+// only after a restart) rather than being lost.
 func (d *dispatcher) deadLetter(dead []deadJob) {
-	for _, dj := range dead {
+	if len(dead) == 0 {
+		return
+	}
+	seqs := make([]uint64, len(dead))
+	for i, dj := range dead {
+		seqs[i] = dj.j.seq
+	}
+	got := d.payloads.read(seqs)
+	for i, dj := range dead {
 		j := dj.j
-		ev := dlqEvent{stream: d.name, consumer: dj.consumer, seq: j.seq, deliveries: uint64(j.deliveries), reason: dj.reason}
-		dl := semaq.DeadLetter{
-			Stream: d.name, Consumer: dj.consumer, StreamSeq: j.seq, Subject: j.subject,
-			Deliveries: uint64(j.deliveries), Reason: dj.reason, Time: time.Now(), Stored: j.arrived,
+		if errors.Is(got[i].err, errPayloadGone) {
+			d.log.Warn("request to dead-letter left the stream behind the dispatcher's back", "seq", j.seq, "reason", dj.reason)
+			d.mu.Lock()
+			delete(d.leaving, j.seq)
+			d.mu.Unlock()
+			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-		_, err := d.s.storeDeadLetter(ctx, ev, &dl, j.hdr, j.data)
-		cancel()
+		err := got[i].err
+		if err == nil {
+			ev := dlqEvent{stream: d.name, consumer: dj.consumer, seq: j.seq, deliveries: uint64(j.deliveries), reason: dj.reason}
+			dl := semaq.DeadLetter{
+				Stream: d.name, Consumer: dj.consumer, StreamSeq: j.seq, Subject: j.subject,
+				Deliveries: uint64(j.deliveries), Reason: dj.reason, Time: time.Now(), Stored: j.arrived,
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+			_, err = d.s.storeDeadLetter(ctx, ev, &dl, got[i].hdr, got[i].data)
+			cancel()
+		}
 		if err != nil {
 			d.log.Error("request could not be dead-lettered; it stays in the queue's stream", "seq", j.seq, "reason", dj.reason, "err", err)
-			continue
+			continue // stays in leaving: a new consumer's delivery of it is left alone
 		}
 		d.mu.Lock()
 		d.stats.deadLetters++
 		d.s.metrics.DeadLetter(d.name, dj.reason)
+		rm := dj.rm
+		if rm.reply != "" && d.gen != dj.j.replyGen {
+			rm.reply = "" // the consumer changed meanwhile
+		}
 		d.mu.Unlock()
-		_ = d.nc.Publish(j.jsReply, []byte("+ACK"))
+		d.remove(rm)
+		d.mu.Lock()
+		delete(d.leaving, j.seq)
+		d.mu.Unlock()
 		d.log.Debug("request dead-lettered", "seq", j.seq, "reason", dj.reason)
 	}
 }
 
-// admit is the ingress's admission check for a request to this queue. It
-// reads atomics only: it runs on the ingress's hot path.
-func (d *dispatcher) admit(env *semaq.Envelope, dataLen int) *semaq.APIError {
-	tokens := int64(env.PromptTokens)
-	if tokens < 0 {
-		tokens = estimateTokens(dataLen)
-	}
-	why := d.saturation(tokens)
-	if why == "" {
-		d.admitted.Add(1)
-		return nil
-	}
-	d.refused.Add(1)
-	retry := d.retryAfterMs.Load()
-	if retry <= 0 {
-		retry = 1000
-	}
-	e := semaq.NewAPIError(semaq.ErrOverloaded, "queue %s is overloaded: %s; retry after %s", d.name, why,
-		(time.Duration(retry) * time.Millisecond).String())
-	e.RetryAfterMs = retry
-	return e
-}
+// bindLease lets only the holder of j's lease write j's token stream
+// (tokens.go); unbindLease ends that when the lease ends. mu is held.
+func (d *dispatcher) bindLease(j *qjob) {}
 
-// saturation says why a request of tokens prompt tokens would be refused
-// now, or "" when it would be admitted. An empty queue admits anything
-// (up to MaxMessages), so one oversize request is never refused forever.
-func (d *dispatcher) saturation(tokens int64) string {
-	msgs, toks := d.depthMsgs.Load(), d.depthTokens.Load()
-	switch {
-	case msgs >= d.cfg.MaxMessages:
-		return fmt.Sprintf("%d requests held, limit %d", msgs, d.cfg.MaxMessages)
-	case d.cfg.MaxTokens > 0 && msgs > 0 && toks+tokens > d.cfg.MaxTokens:
-		return fmt.Sprintf("%d prompt tokens held and %d more asked, limit %d", toks, tokens, d.cfg.MaxTokens)
-	}
-	if thr := d.adaptiveTokens.Load(); thr > 0 && msgs > 0 && toks+tokens > thr {
-		return fmt.Sprintf("%d prompt tokens held and %d more asked, adaptive limit %d for a wait of %s", toks, tokens, thr, d.cfg.MaxWait)
-	}
-	return ""
-}
+func (d *dispatcher) unbindLease(j *qjob) {}
 
 // status reports the queue's live state.
 func (d *dispatcher) status(now time.Time) semaq.QueueStatus {

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -48,21 +46,24 @@ const (
 	jobGone
 )
 
-// qjob is one request in a queue.
+// qjob is one request in a queue: an index entry. The payload and the
+// stored headers stay in the stream; the dispatcher reads them back by
+// sequence when it hands the request out (dispatch_payload.go).
 type qjob struct {
 	seq      uint64
 	id       string // Nats-Msg-Id, may be empty
 	subject  string
-	hdr      nats.Header
-	data     []byte
-	jsReply  string // ack subject of the dispatcher's stream consumer
+	jsReply  string // ack subject of its latest delivery by the stream consumer
+	replyGen uint64 // the consumer generation that delivered jsReply
 	tenant   string
 	model    string
 	adapter  string
 	prio     int
 	tokens   int64
-	size     int // bytes it takes in a batch frame, about
+	bytes    int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
+	size     int   // bytes it takes in a batch frame, about
 	estimate bool
+	hasDL    bool      // its stored headers carry AI-Deadline
 	arrived  time.Time // AI-Received: when the ingress took it
 	deadline time.Time // zero: none
 
@@ -107,6 +108,12 @@ func (w *workerInfo) has(list []string, v string) bool {
 	return false
 }
 
+// retained is the bytes of strings the index keeps for j.
+func (j *qjob) retained() int {
+	return len(j.id) + len(j.subject) + len(j.jsReply) + len(j.tenant) + len(j.model) + len(j.adapter) +
+		len(j.lease) + len(j.worker)
+}
+
 // splitLabel reads a comma-separated label value.
 func splitLabel(v string) []string {
 	if v == "" {
@@ -128,6 +135,7 @@ type scheduler struct {
 	queued       int
 	tokensQueued int64 // queued and delayed
 	tokensHeld   int64
+	bytes        int64              // of every request indexed (qjob.bytes)
 	backlog      map[string]int     // queued requests per tenant
 	counter      map[string]float64 // VTC
 	lastCharged  float64            // counter of the tenant served last
@@ -163,14 +171,14 @@ func newScheduler(cfg semaq.QueueConfig) *scheduler {
 }
 
 // add takes a new request in. It reports false for a sequence it holds
-// already (the stream consumer redelivered it).
+// already.
 func (s *scheduler) add(j *qjob) bool {
-	if old, ok := s.bySeq[j.seq]; ok {
-		old.jsReply = j.jsReply
+	if _, ok := s.bySeq[j.seq]; ok {
 		return false
 	}
 	j.deadlineIdx = -1
 	s.bySeq[j.seq] = j
+	s.bytes += j.bytes
 	if j.id != "" {
 		s.byID[j.id] = j
 	}
@@ -269,6 +277,7 @@ func (s *scheduler) forget(j *qjob) {
 		heap.Remove(&s.deadlines, j.deadlineIdx)
 	}
 	delete(s.bySeq, j.seq)
+	s.bytes -= j.bytes
 	if j.id != "" && s.byID[j.id] == j {
 		delete(s.byID, j.id)
 	}

@@ -14,6 +14,7 @@ import (
 type queueStats struct {
 	arrivals, dispatched, acked, nacked, redelivered uint64
 	expired, cancelled, deadLetters, outputTokens    uint64
+	badReplies, consumerRecoveries                   uint64
 
 	// per-interval accumulators, folded into the averages by roll
 	intervalAcks   uint64
@@ -124,7 +125,7 @@ func (st *queueStats) retryAfter(d *dispatcher) time.Duration {
 		secs = float64(int64(len(sc.bySeq))-d.cfg.MaxMessages+1) / st.serviceRate
 	case st.tokenRate > 0:
 		limit := d.cfg.MaxTokens
-		if thr := d.adaptiveTokens.Load(); thr > 0 && (limit == 0 || thr < limit) {
+		if thr := d.adaptiveTokens.Load(); thr > 0 && (limit <= 0 || thr < limit) {
 			limit = thr
 		}
 		if excess := sc.tokensQueued + sc.tokensHeld - limit; limit > 0 && excess > 0 {
@@ -165,6 +166,7 @@ func (st *queueStats) status(d *dispatcher, now time.Time) semaq.QueueStatus {
 		Delayed:       len(sc.delayed),
 		TokensQueued:  sc.tokensQueued,
 		TokensHeld:    sc.tokensHeld,
+		Bytes:         sc.bytes,
 		ArrivalRate:   st.arrivalRate,
 		ServiceRate:   st.serviceRate,
 		TokenRate:     st.tokenRate,
@@ -172,6 +174,8 @@ func (st *queueStats) status(d *dispatcher, now time.Time) semaq.QueueStatus {
 		Admission: semaq.AdmissionStatus{
 			MaxMessages:    d.cfg.MaxMessages,
 			MaxTokens:      d.cfg.MaxTokens,
+			MaxBytes:       d.cfg.MaxBytes,
+			Reserved:       d.adm.pending(),
 			AdaptiveTokens: d.adaptiveTokens.Load(),
 			PromptCV:       st.promptCV,
 			LatencyCV:      st.latencyCV(),
@@ -180,6 +184,7 @@ func (st *queueStats) status(d *dispatcher, now time.Time) semaq.QueueStatus {
 			Admitted: d.admitted.Load(), Refused: d.refused.Load(),
 			Dispatched: st.dispatched, Acked: st.acked, Nacked: st.nacked, Redelivered: st.redelivered,
 			Expired: st.expired, Cancelled: st.cancelled, DeadLetters: st.deadLetters, OutputToks: st.outputTokens,
+			BadReplies: st.badReplies, ConsumerRecoveries: st.consumerRecoveries,
 		},
 	}
 	out.Admission.Saturated = d.saturation(1) != ""

@@ -59,12 +59,8 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 }
 
 // observeDispatch records a request handed to a worker after waiting since
-// it arrived, and records its dispatch span (the time in the queue). It
-// returns extra, the broker's headers of the worker's copy, with the span
-// as traceparent: the frame puts them before the stored ones, so the
-// worker continues from the dispatch span. d.mu is held: this takes only
-// leaf locks.
-func (s *Server) observeDispatch(queue string, j *qjob, extra []string, now time.Time) []string {
+// it arrived. d.mu is held: this takes only leaf locks.
+func (s *Server) observeDispatch(j *qjob, now time.Time) {
 	wait := now.Sub(j.arrived)
 	s.metrics.Queue(j.tenant, j.prio, j.model).Dispatched(wait)
 	if s.ingress != nil && s.metrics != nil {
@@ -77,23 +73,33 @@ func (s *Server) observeDispatch(queue string, j *qjob, extra []string, now time
 			}
 		}
 	}
-	if s.tracing == nil || j.hdr.Get(semaq.HdrTraceParent) == "" {
+}
+
+// observeDispatchSpan records the dispatch span of a job (the time in the
+// queue) once its stored headers are read back. It returns the job's
+// extra headers, the broker's headers of the worker's copy, with the span
+// as traceparent: the frame puts them before the stored ones, so the
+// worker continues from the dispatch span. d.mu is not held.
+func (s *Server) observeDispatchSpan(queue string, sj *shipJob, hdr nats.Header, now time.Time) []string {
+	extra := sj.extra
+	if s.tracing == nil || hdr.Get(semaq.HdrTraceParent) == "" {
 		return extra
 	}
-	parent := client.ExtractTrace(context.Background(), j.hdr)
+	parent := client.ExtractTrace(context.Background(), hdr)
 	if !trace.SpanContextFromContext(parent).IsValid() {
 		return extra
 	}
 	ctx, span := s.tracing.Tracer().Start(parent, "dispatch "+queue,
-		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(j.arrived))
+		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(sj.arrived))
 	if span.IsRecording() {
-		env, _ := semaq.Parse(j.hdr, j.arrived)
+		env, _ := semaq.Parse(hdr, sj.arrived)
 		span.SetAttributes(client.EnvelopeAttributes(env)...)
 		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgOperation.String("send"),
-			client.AttrMsgDest.String(client.ValidUTF8(j.subject)), client.AttrStream.String(queue),
-			client.AttrStreamSeq.Int64(int64(j.seq)), client.AttrNumDelivered.Int64(int64(j.deliveries)))
+			client.AttrMsgDest.String(client.ValidUTF8(sj.subject)), client.AttrStream.String(queue),
+			client.AttrStreamSeq.Int64(int64(sj.seq)), client.AttrNumDelivered.Int64(int64(sj.deliveries)))
 		h := nats.Header{}
 		client.InjectTrace(ctx, h)
+		extra = extra[:len(extra):len(extra)] // never write into the shared array
 		for k, vs := range h {
 			for _, v := range vs {
 				extra = append(extra, k, v)

@@ -17,7 +17,8 @@ import (
 )
 
 // queues are the work queues this node dispatches. A queue is a SemaQ
-// stream (workqueue retention, DiscardNew at MaxMessages) whose metadata
+// stream (workqueue retention, DiscardNew at MaxMessages and about
+// MaxBytes) whose metadata
 // holds the queue configuration; its requests come in through the ingress
 // like any message, are admitted or refused there (dispatch.go admit), and
 // are handed to workers by the queue's dispatcher.
@@ -71,13 +72,13 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	full := qc.WithDefaults()
 	jc, err := s.jsConfig(&semaq.StreamConfig{
 		Name: qc.Name, Description: qc.Description, Subjects: qc.Subjects, Storage: full.Storage,
-		Retention: "workqueue", MaxMsgs: full.MaxMessages,
+		Retention: "workqueue", MaxMsgs: full.MaxMessages, MaxBytes: streamMaxBytes(full, s.nc.MaxPayload()),
 	})
 	if err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: %v", qc.Name, err)
 	}
-	// JetStream refuses what the admission check let through in a race:
-	// the message limit holds whatever happens.
+	// JetStream refuses what the admission check let through: the message
+	// and byte limits hold whatever happens (dispatch_admission.go).
 	jc.Discard = jetstream.DiscardNew
 	meta, _ := json.Marshal(qc)
 	jc.Metadata[semaq.MetadataQueue] = string(meta)

@@ -483,7 +483,8 @@ func TestQueueBadRequests(t *testing.T) {
 	}{
 		{semaq.QueueConfig{Name: "bad name", Subjects: []string{"a.>"}}, "queue name"},
 		{semaq.QueueConfig{Name: "Q"}, "needs at least one subject"},
-		{semaq.QueueConfig{Name: "Q", Subjects: []string{"a.>"}, MaxTokens: -1}, "max tokens"},
+		{semaq.QueueConfig{Name: "Q", Subjects: []string{"a.>"}, MaxTokens: -2}, "max tokens"},
+		{semaq.QueueConfig{Name: "Q", Subjects: []string{"a.>"}, MaxBytes: -2}, "max bytes"},
 		{semaq.QueueConfig{Name: "Q", Subjects: []string{"a.>"}, AckWait: time.Millisecond}, "under 100ms"},
 	} {
 		_, err := c.AddQueue(ctx, tc.cfg)

@@ -1,0 +1,294 @@
+package broker
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// The dispatcher indexes requests without their payloads (the stream
+// consumer delivers headers only) and reads a request back from the stream
+// when it hands it out or dead-letters it: a JetStream direct get by
+// sequence on the dispatcher's internal connection. The gets of a batch are
+// all in flight at once, so a batch costs about one round trip.
+
+// payloadTimeout bounds the reads of one batch.
+const payloadTimeout = 5 * time.Second
+
+// errPayloadGone is a request no longer in the stream (removed behind the
+// dispatcher's back).
+var errPayloadGone = errors.New("request no longer in the stream")
+
+// directGetHeaders are what a direct get adds to the stored headers.
+var directGetHeaders = []string{"Nats-Stream", "Nats-Subject", "Nats-Sequence", "Nats-Time-Stamp",
+	"Nats-Last-Sequence", "Nats-Num-Pending", "Nats-Msg-Size"}
+
+// payloadReader reads stored requests of one stream by sequence.
+type payloadReader struct {
+	nc     *nats.Conn
+	api    string // $JS.API.DIRECT.GET.<stream>
+	prefix string // of the replies: prefix + call id
+	sub    *nats.Subscription
+
+	mu    sync.Mutex
+	next  uint64
+	calls map[uint64]payloadCall
+}
+
+type payloadCall struct {
+	i  int
+	ch chan<- payloadReply
+}
+
+type payloadReply struct {
+	i int
+	m *nats.Msg
+}
+
+func newPayloadReader(nc *nats.Conn, stream string) (*payloadReader, error) {
+	r := &payloadReader{
+		nc:     nc,
+		api:    "$JS.API.DIRECT.GET." + stream,
+		prefix: "_SQ_DGET." + nuid.Next() + ".",
+		calls:  make(map[uint64]payloadCall),
+	}
+	sub, err := nc.Subscribe(r.prefix+"*", r.onReply)
+	if err != nil {
+		return nil, err
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	r.sub = sub
+	return r, nil
+}
+
+func (r *payloadReader) onReply(m *nats.Msg) {
+	id, err := strconv.ParseUint(m.Subject[len(r.prefix):], 10, 64)
+	if err != nil {
+		return
+	}
+	r.mu.Lock()
+	c, ok := r.calls[id]
+	delete(r.calls, id)
+	r.mu.Unlock()
+	if ok {
+		c.ch <- payloadReply{c.i, m} // buffered for every call of its batch
+	}
+}
+
+// stored is one request read back: its stored headers and payload.
+type stored struct {
+	hdr  nats.Header
+	data []byte
+	err  error // errPayloadGone, or why it could not be read
+}
+
+// read gets the requests at seqs, in that order.
+func (r *payloadReader) read(seqs []uint64) []stored {
+	out := make([]stored, len(seqs))
+	if len(seqs) == 0 {
+		return out
+	}
+	ch := make(chan payloadReply, len(seqs))
+	ids := make([]uint64, len(seqs))
+	r.mu.Lock()
+	for i := range seqs {
+		r.next++
+		ids[i] = r.next
+		r.calls[r.next] = payloadCall{i, ch}
+	}
+	r.mu.Unlock()
+	body := make([]byte, 0, 32)
+	for i, seq := range seqs {
+		body = strconv.AppendUint(append(body[:0], `{"seq":`...), seq, 10)
+		body = append(body, '}')
+		if err := r.nc.PublishRequest(r.api, r.prefix+strconv.FormatUint(ids[i], 10), body); err != nil {
+			out[i].err = err
+		}
+	}
+	left := len(seqs)
+	for i := range out {
+		if out[i].err != nil {
+			left-- // never sent: no reply will come
+		}
+	}
+	timer := time.NewTimer(payloadTimeout)
+	defer timer.Stop()
+	for left > 0 {
+		select {
+		case rep := <-ch:
+			out[rep.i] = decodeDirectGet(rep.m)
+			left--
+		case <-timer.C:
+			r.mu.Lock()
+			for i, id := range ids {
+				if _, ok := r.calls[id]; ok {
+					delete(r.calls, id)
+					out[i].err = fmt.Errorf("reading request %d: no answer within %s", seqs[i], payloadTimeout)
+				}
+			}
+			r.mu.Unlock()
+			return out
+		}
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		delete(r.calls, id) // those whose send failed
+	}
+	r.mu.Unlock()
+	return out
+}
+
+func decodeDirectGet(m *nats.Msg) stored {
+	switch st := m.Header.Get("Status"); st {
+	case "":
+	case "404":
+		return stored{err: errPayloadGone}
+	default:
+		return stored{err: fmt.Errorf("reading request: status %s %s", st, m.Header.Get("Description"))}
+	}
+	for _, h := range directGetHeaders {
+		delete(m.Header, h)
+	}
+	return stored{hdr: m.Header, data: m.Data}
+}
+
+func (r *payloadReader) close() {
+	if r != nil && r.sub != nil {
+		_ = r.sub.Unsubscribe()
+	}
+}
+
+// leaseBytes is the size of a lease's secret: 128 bits from crypto/rand,
+// so one lease says nothing of another (nuid's are sequential).
+const leaseBytes = 16
+
+// newLeases makes n leases.
+func newLeases(n int) []string {
+	buf := make([]byte, leaseBytes*n)
+	_, _ = rand.Read(buf) // never fails (crypto/rand)
+	out := make([]string, n)
+	for i := range out {
+		out[i] = base64.RawURLEncoding.EncodeToString(buf[i*leaseBytes : (i+1)*leaseBytes])
+	}
+	return out
+}
+
+// leaseMatches compares a lease a worker presents with the job's in
+// constant time.
+func leaseMatches(have, got string) bool {
+	return have != "" && subtle.ConstantTimeCompare([]byte(have), []byte(got)) == 1
+}
+
+// shipment is a fetch's reply on its way: the jobs leased to it, to be
+// read back from the stream and framed once mu is released.
+type shipment struct {
+	reply string
+	now   time.Time
+	jobs  []shipJob
+}
+
+// shipJob is what a leased job's frame needs, copied under mu.
+type shipJob struct {
+	j          *qjob
+	seq        uint64
+	lease      string
+	subject    string
+	arrived    time.Time
+	deliveries int
+	extra      []string
+}
+
+// ship reads the jobs of the shipments back from the stream, frames them
+// and sends each fetch its reply. A job that cannot be read goes back to
+// the queue, or out of the index when it has left the stream. mu is not
+// held.
+func (d *dispatcher) ship(ships []*shipment) {
+	if len(ships) == 0 {
+		return
+	}
+	var seqs []uint64
+	for _, sh := range ships {
+		for _, sj := range sh.jobs {
+			seqs = append(seqs, sj.seq)
+		}
+	}
+	got := d.payloads.read(seqs)
+	var (
+		out    []*outMsg
+		failed []shipJob
+		errs   []error
+		k      int
+	)
+	for _, sh := range ships {
+		frame := semaq.AppendJobFrameHeader(make([]byte, 0, 64+d.shipSize(sh, got[k:])))
+		n := 0
+		for _, sj := range sh.jobs {
+			p := got[k]
+			k++
+			if p.err != nil {
+				failed, errs = append(failed, sj), append(errs, p.err)
+				continue
+			}
+			extra := d.s.observeDispatchSpan(d.name, &sj, p.hdr, sh.now)
+			ack := semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(sj.seq, 10) + "." + sj.lease
+			frame = semaq.AppendFrameJob(frame, ack, p.hdr, extra, p.data)
+			n++
+		}
+		if n == 0 {
+			out = append(out, errorEnd(sh.reply, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: the requests picked could not be read; fetch again", d.name)))
+			continue
+		}
+		m := endOfBatch(sh.reply, 204, n, "")
+		m.Data = frame
+		out = append(out, m)
+	}
+	if len(failed) > 0 {
+		d.unship(failed, errs)
+	}
+	d.send(out)
+}
+
+func (d *dispatcher) shipSize(sh *shipment, got []stored) int {
+	n := 0
+	for i, sj := range sh.jobs {
+		n += len(got[i].data) + 2*len(sj.subject) + 512
+		for k, vs := range got[i].hdr {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+	}
+	return n
+}
+
+// unship takes back jobs that could not be read: out of the index when
+// they left the stream, back to the queue otherwise.
+func (d *dispatcher) unship(failed []shipJob, errs []error) {
+	d.mu.Lock()
+	for i, sj := range failed {
+		j := sj.j
+		if j.state != jobHeld || j.lease != sj.lease {
+			continue // cancelled meanwhile
+		}
+		if errors.Is(errs[i], errPayloadGone) {
+			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.seq)
+			d.sched.forget(j)
+			continue
+		}
+		d.log.Warn("request could not be read; it goes back to the queue", "seq", j.seq, "err", errs[i])
+		j.deliveries--
+		d.sched.requeue(j)
+	}
+	d.publishDepth(usage{})
+	d.mu.Unlock()
+}
