@@ -84,7 +84,7 @@ func FuzzPublishHandler(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://semaq.test/api/v1/publish/"+url.PathEscape(subject), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://localhost/api/v1/publish/"+url.PathEscape(subject), bytes.NewReader(body))
 		if err != nil {
 			t.Fatalf("building request: %v", err)
 		}

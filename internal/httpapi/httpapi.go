@@ -14,7 +14,10 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/metrics"
@@ -37,6 +40,9 @@ type Options struct {
 	// BodyTimeout bounds reading a publish body, on servers that support
 	// per-request deadlines; 0 means one minute.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds writing the answer of a request that is not an
+	// event stream; 0 means DefaultWriteTimeout.
+	WriteTimeout time.Duration
 	// Ready reports whether the node can serve; nil means always.
 	Ready func() error
 	// Routes, when set, registers more endpoints on the handler's mux (the
@@ -49,6 +55,34 @@ type Options struct {
 	// Tracing, when set, traces publishes: a server span continuing the
 	// request's traceparent, carried on to the ingress.
 	Tracing *telemetry.Tracing
+
+	// AllowedHosts are the Host names served besides localhost and IP
+	// literals ("broker.example.com" for any port, "broker:8080" for one);
+	// any other Host is refused (DNS rebinding, guard.go).
+	AllowedHosts []string
+	// AllowedOrigins are the browser origins ("https://app.example.com")
+	// allowed to send cross-origin requests; they also get CORS headers.
+	AllowedOrigins []string
+	// InferKeys, when set, are the OpenAI gateway's bearer keys (key to
+	// tenant): a publish to the gateway's subjects (ai.infer.>) must bring
+	// one, and is stamped with its tenant.
+	InferKeys map[string]string
+	// MaxStreams bounds the event streams (subscribe and tokens) open at
+	// once; 0 means DefaultMaxStreams. At the cap a new one is 503.
+	MaxStreams int
+	// StreamBufferBytes bounds what one event stream holds in memory
+	// beyond one message; 0 means DefaultStreamBufferBytes.
+	StreamBufferBytes int
+	// StreamWriteTimeout bounds writing one event to a client; a client
+	// that reads slower than that is dropped. 0 means
+	// DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
+	// MaxDurables bounds the durable subscriptions made over HTTP that
+	// exist at once on the node; 0 means DefaultMaxDurables.
+	MaxDurables int
+	// DurableInactive is how long a durable subscription made over HTTP
+	// lives without a reader; 0 means DefaultDurableInactive.
+	DurableInactive time.Duration
 }
 
 // Handler is the HTTP front door. It is safe for concurrent use.
@@ -60,6 +94,16 @@ type Handler struct {
 	// closing is cancelled by CloseStreams; event streams end with it.
 	closing      context.Context
 	closeStreams context.CancelFunc
+
+	// js is the JetStream API on the broker connection, for the consumers
+	// of event streams (subscribe.go, durables.go).
+	js jetstream.JetStream
+
+	// streamSlots holds one token per open event stream (MaxStreams).
+	streamSlots chan struct{}
+	// durableMu serialises the creation of HTTP durables, so two requests
+	// cannot both pass the MaxDurables count.
+	durableMu sync.Mutex
 }
 
 // New returns the HTTP handler of the front door.
@@ -76,11 +120,34 @@ func New(o Options) *Handler {
 	if o.MaxHeaderBytes <= 0 {
 		o.MaxHeaderBytes = semaq.DefaultMaxHeaderBytes
 	}
-	h := &Handler{opts: o, log: o.Log, mux: http.NewServeMux()}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
+	if o.StreamBufferBytes <= 0 {
+		o.StreamBufferBytes = DefaultStreamBufferBytes
+	}
+	if o.StreamWriteTimeout <= 0 {
+		o.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if o.MaxDurables <= 0 {
+		o.MaxDurables = DefaultMaxDurables
+	}
+	if o.DurableInactive <= 0 {
+		o.DurableInactive = DefaultDurableInactive
+	}
+	h := &Handler{opts: o, log: o.Log, mux: http.NewServeMux(), streamSlots: make(chan struct{}, o.MaxStreams)}
+	if o.Client != nil {
+		h.js, _ = jetstream.New(o.Client.Conn()) // fails only for a nil conn
+	}
 	h.closing, h.closeStreams = context.WithCancel(context.Background())
 	h.mux.HandleFunc("GET /healthz", h.healthz)
 	h.mux.HandleFunc("POST /api/v1/publish/{subject}", h.needsClient(h.publish))
 	h.mux.HandleFunc("GET /api/v1/subscribe/{subject}", h.needsClient(h.subscribe))
+	h.mux.HandleFunc("POST /api/v1/durables", h.needsClient(h.durableCreate))
+	h.mux.HandleFunc("DELETE /api/v1/durables/{stream}/{name}", h.needsClient(h.durableDelete))
 	h.mux.HandleFunc("GET /api/v1/streams", h.needsClient(h.streams))
 	h.mux.HandleFunc("GET /api/v1/streams/{name}", h.needsClient(h.stream))
 	h.mux.HandleFunc("GET /api/v1/tokens/{id}", h.needsClient(h.tokens))
@@ -110,6 +177,12 @@ func (h *Handler) CloseStreams() { h.closeStreams() }
 
 // ServeHTTP routes a request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Deadlines first: even a refused request's body is read (and
+	// discarded) by the server before it answers.
+	h.setDeadlines(w, r)
+	if !h.guard(w, r) {
+		return
+	}
 	// ServeMux answers a path with empty, "." or ".." segments with a
 	// redirect to the cleaned path; for an API that is a surprise (a POST
 	// turns into a request elsewhere), so refuse instead.

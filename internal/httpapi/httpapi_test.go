@@ -538,7 +538,7 @@ func TestUnavailable(t *testing.T) {
 	c := brokertest.Connect(t, srv)
 	serve := func(h http.Handler, method, path string) response {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+		h.ServeHTTP(rec, httptest.NewRequest(method, "http://localhost"+path, nil))
 		return response{rec.Code, rec.Header(), rec.Body.Bytes()}
 	}
 
@@ -624,7 +624,7 @@ func TestPublishBodyTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Ten bytes promised, three sent.
-	if _, err := io.WriteString(conn, "POST /api/v1/publish/ai.x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"); err != nil {
+	if _, err := io.WriteString(conn, "POST /api/v1/publish/ai.x HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc"); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/codes"
@@ -94,9 +95,22 @@ func (h *Handler) tooLarge() string {
 // and the reserved namespaces ($SQ, $JS, _INBOX...) would let an HTTP client
 // call the management API or answer someone else's request.
 func checkLiteralSubject(s string) error {
-	if err := semaq.CheckSubject(s, false); err != nil {
+	if err := checkSubject(s, false); err != nil {
 		return err
 	}
+	return checkPublicSubject(s)
+}
+
+// checkSubject is semaq.CheckSubject for a subject from a URL: the path is
+// percent-decoded, so it can hold any byte, and must be valid UTF-8 too.
+func checkSubject(s string, wildcards bool) error {
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("subject %q is not valid UTF-8", s)
+	}
+	return semaq.CheckSubject(s, wildcards)
+}
+
+func checkPublicSubject(s string) error {
 	if strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_") {
 		return fmt.Errorf("subject %q is in a reserved namespace", s)
 	}

@@ -1,19 +1,20 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpx"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -55,20 +56,24 @@ type httpFetch struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 }
 
+// Body limits of the queue endpoints: a larger body is refused with 413,
+// never cut short.
+const (
+	maxFetchBody  = 64 << 10
+	maxAnswerBody = 16 << 10
+)
+
 // parseHTTPFetch reads a fetch body into SDK options. An empty body is a
 // fetch of one job without waiting.
 func parseHTTPFetch(body []byte) ([]client.FetchOption, error) {
 	var f httpFetch
-	if len(bytes.TrimSpace(body)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			return nil, fmt.Errorf("fetch body is not valid JSON: %v", err)
-		}
-		if dec.More() {
-			return nil, errors.New("fetch body has data after the JSON object")
-		}
+	if err := httpx.UnmarshalStrict(body, &f); err != nil && !errors.Is(err, httpx.ErrEmpty) {
+		return nil, err
 	}
+	return fetchOptions(f)
+}
+
+func fetchOptions(f httpFetch) ([]client.FetchOption, error) {
 	if f.Worker == "" {
 		f.Worker = "http-" + nuid.Next()
 	}
@@ -77,6 +82,10 @@ func parseHTTPFetch(body []byte) ([]client.FetchOption, error) {
 	}
 	if f.WaitMs < 0 {
 		return nil, fmt.Errorf("wait_ms %d is negative", f.WaitMs)
+	}
+	if f.WaitMs > semaq.MaxFetchWait.Milliseconds() {
+		// Checked before the multiplication below could overflow.
+		return nil, fmt.Errorf("wait_ms %d is over %d", f.WaitMs, semaq.MaxFetchWait.Milliseconds())
 	}
 	req := semaq.FetchRequest{Worker: f.Worker, Max: f.Max, MaxTokens: f.MaxTokens, Wait: time.Duration(f.WaitMs) * time.Millisecond, Labels: f.Labels}
 	if err := req.Check(); err != nil {
@@ -92,22 +101,47 @@ func parseHTTPFetch(body []byte) ([]client.FetchOption, error) {
 	return opts, nil
 }
 
+// decodeBody decodes a JSON body strictly (httpx.DecodeStrict) and, when it
+// is refused, answers 413 or 400 naming the problem and returns false. An
+// empty body is refused unless optional.
+func decodeBody(w http.ResponseWriter, r *http.Request, what string, limit int64, optional bool, v any) bool {
+	err := httpx.DecodeStrict(r.Body, limit, v)
+	switch {
+	case err == nil, optional && errors.Is(err, httpx.ErrEmpty):
+		return true
+	case errors.Is(err, httpx.ErrEmpty):
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, what+": the body is empty; send a JSON object")
+	default:
+		if _, ok := errors.AsType[*httpx.TooLargeError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, what+": "+err.Error())
+			return false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeError(w, http.StatusRequestTimeout, semaq.ErrCodeBadRequest, what+": body not received in time")
+			return false
+		}
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, what+": "+err.Error())
+	}
+	return false
+}
+
 func (h *Handler) queueFetch(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := semaq.CheckStreamName(name); err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "queue name: "+err.Error())
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "reading the fetch body: "+err.Error())
+	var f httpFetch
+	if !decodeBody(w, r, "fetch body", maxFetchBody, true, &f) {
 		return
 	}
-	opts, err := parseHTTPFetch(body)
+	opts, err := fetchOptions(f)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "fetch: "+err.Error())
 		return
 	}
+	// The answer comes after the wait the worker asked for.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(f.WaitMs)*time.Millisecond + h.opts.WriteTimeout))
 	jobs, err := h.opts.Client.Fetch(r.Context(), name, opts...)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
@@ -138,11 +172,16 @@ type httpAnswer struct {
 
 func (h *Handler) queueAnswer(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	if err := semaq.CheckStreamName(name); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "queue name: "+err.Error())
+		return
+	}
 	var a httpAnswer
-	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "answer body is not valid JSON: "+err.Error())
+	if !decodeBody(w, r, "answer body", maxAnswerBody, false, &a) {
+		return
+	}
+	if err := checkSubject(a.AckSubject, false); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "ack_subject: "+err.Error())
 		return
 	}
 	if !strings.HasPrefix(a.AckSubject, semaq.QueueAckPrefix+name+".") {
@@ -200,10 +239,39 @@ func (h *Handler) queueAnswer(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) queueCancel(w http.ResponseWriter, r *http.Request) {
-	res, err := h.opts.Client.Cancel(r.Context(), r.PathValue("name"), r.PathValue("id"))
+	name, id := r.PathValue("name"), r.PathValue("id")
+	if err := semaq.CheckStreamName(name); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "queue name: "+err.Error())
+		return
+	}
+	if err := checkCancelID(id); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+		return
+	}
+	// The body is optional and carries nothing yet; a present one must
+	// still be a JSON object, so a stray form post is not taken as intent.
+	var none struct{}
+	if !decodeBody(w, r, "cancel body", maxAnswerBody, true, &none) {
+		return
+	}
+	res, err := h.opts.Client.Cancel(r.Context(), name, id)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// checkCancelID accepts what a request id (Nats-Msg-Id) or a sequence can
+// be: 1 to 256 bytes of UTF-8 without control characters.
+func checkCancelID(id string) error {
+	switch {
+	case id == "", len(id) > 256:
+		return fmt.Errorf("request id is %d bytes; want 1 to 256", len(id))
+	case !utf8.ValidString(id):
+		return errors.New("request id is not valid UTF-8")
+	case strings.IndexFunc(id, isCTL) >= 0:
+		return errors.New("request id has a control character")
+	}
+	return nil
 }

@@ -45,7 +45,7 @@ func TestHTTPQueueWorkerFlow(t *testing.T) {
 		t.Fatalf("publish to a full queue: %d %v %s", r.status, r.header, r.body)
 	}
 
-	r = e.do(t, "POST", "/api/v1/queues/INFER/fetch", nil, []byte(`{"max":5,"max_tokens":50,"labels":{"model":"llama3"}}`))
+	r = e.do(t, "POST", "/api/v1/queues/INFER/fetch", jsonHdr(), []byte(`{"max":5,"max_tokens":50,"labels":{"model":"llama3"}}`))
 	if r.status != 200 {
 		t.Fatalf("fetch: %d %s", r.status, r.body)
 	}
@@ -61,20 +61,20 @@ func TestHTTPQueueWorkerFlow(t *testing.T) {
 		t.Fatalf("fetch with a 50-token budget got %s", r.body)
 	}
 	ack := got.Jobs[0].AckSubject
-	r = e.do(t, "POST", "/api/v1/queues/INFER/answer", nil, fmt.Appendf(nil, `{"ack_subject":%q,"action":"ack","output_tokens":12}`, ack))
+	r = e.do(t, "POST", "/api/v1/queues/INFER/answer", jsonHdr(), fmt.Appendf(nil, `{"ack_subject":%q,"action":"ack","output_tokens":12}`, ack))
 	if r.status != 200 {
 		t.Fatalf("answer: %d %s", r.status, r.body)
 	}
 	// Answering twice: the job is no longer held.
-	r = e.do(t, "POST", "/api/v1/queues/INFER/answer", nil, fmt.Appendf(nil, `{"ack_subject":%q,"action":"ack"}`, ack))
+	r = e.do(t, "POST", "/api/v1/queues/INFER/answer", jsonHdr(), fmt.Appendf(nil, `{"ack_subject":%q,"action":"ack"}`, ack))
 	if r.status != 409 || !strings.Contains(string(r.body), "no longer held") {
 		t.Fatalf("second answer: %d %s", r.status, r.body)
 	}
-	r = e.do(t, "POST", "/api/v1/queues/INFER/cancel/a", nil, nil)
+	r = e.do(t, "POST", "/api/v1/queues/INFER/cancel/a", jsonHdr(), nil)
 	if r.status != 200 || !strings.Contains(string(r.body), `"removed"`) {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	r = e.do(t, "POST", "/api/v1/queues/INFER/fetch", nil, []byte(`{"wait_ms":50}`))
+	r = e.do(t, "POST", "/api/v1/queues/INFER/fetch", jsonHdr(), []byte(`{"wait_ms":50}`))
 	if r.status != 200 || !strings.Contains(string(r.body), `"jobs":[]`) {
 		t.Fatalf("empty fetch: %d %s", r.status, r.body)
 	}
@@ -96,7 +96,7 @@ func TestHTTPQueueBadRequests(t *testing.T) {
 		want               string
 	}{
 		{"POST", "/api/v1/queues/INFER/fetch", `{"max":-1}`, 400, "max -1 is negative"},
-		{"POST", "/api/v1/queues/INFER/fetch", `{"bogus":1}`, 400, "unknown field"},
+		{"POST", "/api/v1/queues/INFER/fetch", `{"bogus":1}`, 400, `unknown key`},
 		{"POST", "/api/v1/queues/INFER/fetch", `{"wait_ms":-5}`, 400, "wait_ms -5 is negative"},
 		{"POST", "/api/v1/queues/NOPE/fetch", ``, 404, "queue NOPE not found"},
 		{"GET", "/api/v1/queues/NOPE", ``, 404, "queue NOPE not found"},
@@ -105,9 +105,12 @@ func TestHTTPQueueBadRequests(t *testing.T) {
 		{"POST", "/api/v1/queues/INFER/answer", `{"ack_subject":"$SQ.QA.INFER.1.x","action":"ack"}`, 409, "no longer held"},
 		{"POST", "/api/v1/queues/INFER/cancel/zzz", ``, 404, "holds no request"},
 	} {
-		r := e.do(t, tc.method, tc.path, nil, []byte(tc.body))
+		r := e.do(t, tc.method, tc.path, jsonHdr(), []byte(tc.body))
 		if r.status != tc.status || !strings.Contains(string(r.body), tc.want) {
 			t.Errorf("%s %s %s = %d %s, want %d naming %q", tc.method, tc.path, tc.body, r.status, r.body, tc.status, tc.want)
 		}
 	}
 }
+
+// jsonHdr is the Content-Type every JSON endpoint asks for.
+func jsonHdr() http.Header { return http.Header{"Content-Type": {"application/json"}} }

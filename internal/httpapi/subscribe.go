@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
 )
@@ -18,25 +20,57 @@ import (
 // proxies do not close it.
 const keepalive = 15 * time.Second
 
+// Pull sizes of an event stream. A stream pulls one batch at a time and
+// only when it has written the previous one, so what it holds is bounded by
+// one batch, in messages and in bytes, however slowly its client reads.
+const (
+	streamBatch  = 64
+	durableBatch = 8 // a durable skips what was pulled and not written (at most once)
+	// fetchWait is how long one pull waits at the broker.
+	fetchWait = 5 * time.Second
+	// ephemeralInactive removes a stream's consumer this long after its
+	// last pull even if the front door never gets to delete it (a crash);
+	// it is longer than a stream can go without pulling.
+	ephemeralInactive = 30 * time.Second
+)
+
+// subscribeParams is a subscribe request's query and Last-Event-ID.
+type subscribeParams struct {
+	deliver  client.DeliverPolicy
+	startSeq uint64
+	count    int
+	filter   string
+	durable  string
+}
+
 // subscribe streams the messages stored on a subject as Server-Sent Events:
 // one "message" event per message, its id the stream sequence and its data
 // the message's JSON form (client.Msg.MarshalJSON). A reconnecting
 // EventSource sends Last-Event-ID and resumes after it. Query parameters:
-// deliver=all|new, durable=NAME, start_seq=N, count=N (end after N
-// messages), filter=EXPR (only messages matching the CEL expression cross
-// the wire; docs/filtering.md).
+// deliver=all|new, start_seq=N, count=N (end after N messages),
+// filter=EXPR (docs/filtering.md), durable=NAME (read a durable made with
+// POST /api/v1/durables).
 //
-// Each message is acked once its event is written and flushed to the
-// connection; one the client may not have received is handed back.
+// A GET changes nothing that outlives it: the stream reads through a
+// consumer of its own that acknowledges nothing and is deleted when the
+// stream ends (a filtered stream acknowledges on its own consumer, which
+// goes with it). Only a durable made on purpose keeps a position.
 func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 	subject := r.PathValue("subject")
-	opts, err := subscribeOptions(r)
+	if err := checkSubject(subject, true); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+		return
+	}
+	if err := checkPublicSubject(subject); err != nil {
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+		return
+	}
+	p, err := parseSubscribe(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		writeError(w, http.StatusInternalServerError, semaq.ErrCodeInternal, "streaming is not supported by this connection")
 		return
 	}
@@ -49,62 +83,71 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeEventStreamHeader(w)
 		return
 	}
-	sub, err := h.opts.Client.Subscribe(r.Context(), subject, opts...)
+	release, ok := h.acquireStream(w)
+	if !ok {
+		return
+	}
+	defer release()
+
+	var src eventSource
+	if p.filter != "" {
+		src, err = h.filteredSource(r.Context(), subject, p)
+	} else {
+		src, err = h.newPullSource(r.Context(), subject, p)
+	}
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	defer sub.Close()
+	defer src.close()
 
+	ew := h.newEventWriter(w)
 	writeEventStreamHeader(w)
-	// The subject passed the broker's lookup, so it has no line breaks.
-	fmt.Fprintf(w, ": subscribed to %s on stream %s\n\n", subject, sub.Stream())
-	flusher.Flush()
+	// The subject passed checkSubject, so it has no line breaks.
+	if ew.write(fmt.Appendf(nil, ": subscribed to %s on stream %s\n\n", subject, src.stream())) != nil {
+		return
+	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.closing, cancel)()
 	for {
 		wait, stopWait := context.WithTimeout(ctx, keepalive)
-		msg, err := sub.Next(wait)
+		msg, err := src.next(wait)
 		stopWait()
 		switch {
 		case err == nil:
 		case errors.Is(err, client.ErrSubscriptionDone), ctx.Err() != nil:
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if _, err := fmt.Fprint(w, ": keepalive\n\n"); err != nil {
+			if ew.write([]byte(": keepalive\n\n")) != nil {
+				h.dropSlow(ew, subject)
 				return
 			}
-			flusher.Flush()
 			continue
 		default:
-			fmt.Fprintf(w, "event: error\ndata: %s\n\n", jsonString(err.Error()))
-			flusher.Flush()
+			ew.fail(err.Error())
 			h.log.Warn("subscribe stream ended", "subject", subject, "err", err)
-			return
-		}
-		if ctx.Err() != nil {
-			_ = msg.Nak(0)
 			return
 		}
 		body, err := msg.MarshalJSON()
 		if err != nil {
-			_ = msg.Nak(0)
-			fmt.Fprintf(w, "event: error\ndata: %s\n\n", jsonString(err.Error()))
-			flusher.Flush()
+			ew.fail(err.Error())
 			return
 		}
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: message\ndata: %s\n\n", msg.Seq, body); err != nil {
-			_ = msg.Nak(0)
+		if ew.write(fmt.Appendf(nil, "id: %d\nevent: message\ndata: %s\n\n", msg.Seq, body)) != nil {
+			h.dropSlow(ew, subject)
 			return
 		}
-		flusher.Flush()
-		// The event is out; ack it even if the stream is ending now.
-		if err := msg.Ack(context.WithoutCancel(ctx)); err != nil {
-			h.log.Warn("ack after event", "subject", subject, "seq", msg.Seq, "err", err)
-		}
+		src.written(ctx, msg)
 	}
+}
+
+// dropSlow ends a stream whose client did not take an event within the
+// write timeout, telling it why if its connection still has room.
+func (h *Handler) dropSlow(ew *eventWriter, subject string) {
+	ew.fail(fmt.Sprintf("slow reader: an event was not taken within %s; the stream is closed", h.opts.StreamWriteTimeout))
+	h.log.Debug("event stream client too slow", "subject", subject)
 }
 
 func writeEventStreamHeader(w http.ResponseWriter) {
@@ -114,58 +157,243 @@ func writeEventStreamHeader(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// subscribeOptions reads the query parameters and Last-Event-ID of a
-// subscribe request.
-func subscribeOptions(r *http.Request) ([]client.SubscribeOption, error) {
+// parseSubscribe reads the query parameters and Last-Event-ID of a
+// subscribe request. Numbers are bounded in length before they are parsed.
+func parseSubscribe(r *http.Request) (subscribeParams, error) {
 	q := r.URL.Query()
-	var opts []client.SubscribeOption
+	var p subscribeParams
+	for k, vs := range q {
+		switch k {
+		case "deliver", "filter", "durable", "start_seq", "count":
+			if len(vs) > 1 {
+				return p, fmt.Errorf("%s is given %d times", k, len(vs))
+			}
+		default:
+			return p, fmt.Errorf("unknown query parameter %q (want deliver, start_seq, count, filter, durable)", k)
+		}
+	}
 	switch d := q.Get("deliver"); d {
 	case "", "all":
 	case "new":
-		opts = append(opts, client.WithDeliver(client.DeliverNew))
+		p.deliver = client.DeliverNew
 	default:
-		return nil, fmt.Errorf("deliver=%q: want all or new", d)
+		return p, fmt.Errorf("deliver=%q: want all or new", d)
 	}
-	if f := q.Get("filter"); f != "" {
-		opts = append(opts, client.WithFilter(f))
+	p.filter = q.Get("filter")
+	if len(p.filter) > maxFilterLen {
+		return p, fmt.Errorf("filter is %d bytes; the limit is %d", len(p.filter), maxFilterLen)
 	}
 	if d := q.Get("durable"); d != "" {
 		if err := semaq.CheckConsumerName(d); err != nil {
-			return nil, fmt.Errorf("durable=%q: %w", d, err)
+			return p, fmt.Errorf("durable=%q: %w", d, err)
 		}
-		opts = append(opts, client.WithDurable(d))
+		if p.filter != "" {
+			return p, errors.New("filter and durable together are not available over HTTP; create the durable with its filter from the SDK")
+		}
+		p.durable = d
 	}
-	var start uint64
 	if s := q.Get("start_seq"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := parseSeq(s)
 		if err != nil || n == 0 {
-			return nil, fmt.Errorf("start_seq=%q: want a sequence number from 1", s)
+			return p, fmt.Errorf("start_seq=%.32q: want a sequence number from 1", s)
 		}
-		start = n
+		p.startSeq = n
 	}
 	// Last-Event-ID is what an EventSource sends when it reconnects: resume
 	// after it, whatever start_seq says.
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := strconv.ParseUint(id, 10, 64)
+		n, err := parseSeq(id)
 		if err != nil || n == math.MaxUint64 {
-			return nil, fmt.Errorf("Last-Event-ID %q is not a sequence number", id)
+			return p, fmt.Errorf("Last-Event-ID %.32q is not a sequence number", id)
 		}
-		start = n + 1
-	}
-	if start > 0 {
-		opts = append(opts, client.WithStartSequence(start))
+		p.startSeq = n + 1
 	}
 	if c := q.Get("count"); c != "" {
-		n, err := strconv.Atoi(c)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("count=%q: want a positive integer", c)
+		n, err := parseSeq(c)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			return p, fmt.Errorf("count=%.32q: want an integer from 1 to %d", c, math.MaxInt32)
 		}
-		opts = append(opts, client.WithMaxMessages(n), client.WithPrefetch(min(n, 128)))
+		p.count = int(n)
 	}
-	return opts, nil
+	return p, nil
+}
+
+// maxFilterLen bounds a filter expression given in a query.
+const maxFilterLen = 4096
+
+// parseSeq parses a decimal uint64, refusing a literal longer than any
+// uint64 before it parses it.
+func parseSeq(s string) (uint64, error) {
+	if len(s) > 20 {
+		return 0, errors.New("number too long")
+	}
+	return strconv.ParseUint(s, 10, 64)
 }
 
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// eventSource is where an event stream's messages come from.
+type eventSource interface {
+	stream() string
+	// next waits for the next message.
+	next(ctx context.Context) (*client.Msg, error)
+	// written is called once the message's event is out.
+	written(ctx context.Context, m *client.Msg)
+	close()
+}
+
+// pullSource reads a subject through a pull consumer, one bounded batch
+// at a time: the broker sends only what was asked for, so a client that
+// reads slowly holds at most one batch here and nothing in the shared NATS
+// connection's buffers.
+type pullSource struct {
+	h         *Handler
+	streamN   string
+	cons      jetstream.Consumer
+	ephemeral bool
+	batchN    int
+	maxBytes  int
+	remaining int // messages left under count; -1 is no limit
+	batch     jetstream.MessageBatch
+}
+
+func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribeParams) (*pullSource, error) {
+	stream, err := h.opts.Client.StreamBySubject(ctx, subject)
+	if err != nil {
+		return nil, err
+	}
+	s := &pullSource{h: h, streamN: stream, batchN: streamBatch, maxBytes: h.pullBytes(), remaining: -1}
+	if p.count > 0 {
+		s.remaining = p.count
+	}
+	if p.durable != "" {
+		cons, err := h.httpDurable(ctx, stream, subject, p.durable)
+		if err != nil {
+			return nil, err
+		}
+		s.cons, s.batchN = cons, durableBatch
+		return s, nil
+	}
+	cfg := jetstream.ConsumerConfig{
+		FilterSubject:     subject,
+		AckPolicy:         jetstream.AckNonePolicy,
+		InactiveThreshold: ephemeralInactive,
+		MemoryStorage:     true,
+		Metadata:          map[string]string{metaHTTP: "stream"},
+	}
+	setStart(&cfg, p)
+	cons, err := h.js.CreateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, jsError(err)
+	}
+	s.cons, s.ephemeral = cons, true
+	return s, nil
+}
+
+// pullBytes is the byte budget of one pull: DefaultStreamBufferBytes, or
+// room for one message of the largest size when that is more (a message
+// larger than a pull's budget would never be delivered).
+func (h *Handler) pullBytes() int {
+	return max(h.opts.StreamBufferBytes, h.opts.MaxBody+h.opts.MaxHeaderBytes+4096)
+}
+
+func setStart(cfg *jetstream.ConsumerConfig, p subscribeParams) {
+	switch {
+	case p.startSeq > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, p.startSeq
+	case p.deliver == client.DeliverNew:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	default:
+		cfg.DeliverPolicy = jetstream.DeliverAllPolicy
+	}
+}
+
+func (s *pullSource) stream() string { return s.streamN }
+
+func (s *pullSource) next(ctx context.Context) (*client.Msg, error) {
+	for {
+		if s.remaining == 0 {
+			return nil, client.ErrSubscriptionDone
+		}
+		if s.batch == nil {
+			n := s.batchN
+			if s.remaining > 0 {
+				n = min(n, s.remaining)
+			}
+			b, err := s.cons.Fetch(n, jetstream.FetchMaxBytes(s.maxBytes), jetstream.FetchMaxWait(fetchWait))
+			if err != nil {
+				return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
+			}
+			s.batch = b
+		}
+		select {
+		case jm, ok := <-s.batch.Messages():
+			if !ok {
+				err := s.batch.Error()
+				s.batch = nil
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) && !isTimeout(err) {
+					return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
+				}
+				continue
+			}
+			md, err := jm.Metadata()
+			if err != nil {
+				continue // not a stream message
+			}
+			if s.remaining > 0 {
+				s.remaining--
+			}
+			return &client.Msg{Subject: jm.Subject(), Stream: md.Stream, Seq: md.Sequence.Stream, Time: md.Timestamp,
+				NumDelivered: md.NumDelivered, Header: jm.Headers(), Data: jm.Data()}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (s *pullSource) written(context.Context, *client.Msg) {}
+
+// close deletes an ephemeral consumer at once; an open pull ends on its
+// own within fetchWait. A durable keeps its position.
+func (s *pullSource) close() {
+	if !s.ephemeral || s.h.opts.Client.Conn().IsClosed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.h.js.DeleteConsumer(ctx, s.streamN, s.cons.CachedInfo().Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		s.h.log.Warn("deleting an event stream's consumer", "stream", s.streamN, "err", err)
+	}
+}
+
+// filteredSource is a filtered subscription of the SDK (the broker runs
+// the filter): ephemeral, acknowledged on its own consumer as events go
+// out, and deleted when the stream ends.
+type filteredSource struct{ sub *client.Subscription }
+
+func (h *Handler) filteredSource(ctx context.Context, subject string, p subscribeParams) (*filteredSource, error) {
+	opts := []client.SubscribeOption{client.WithFilter(p.filter), client.WithDeliver(p.deliver)}
+	if p.startSeq > 0 {
+		opts = append(opts, client.WithStartSequence(p.startSeq))
+	}
+	if p.count > 0 {
+		opts = append(opts, client.WithMaxMessages(p.count), client.WithPrefetch(min(p.count, 128)))
+	}
+	sub, err := h.opts.Client.Subscribe(ctx, subject, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &filteredSource{sub}, nil
+}
+
+func (s *filteredSource) stream() string { return s.sub.Stream() }
+func (s *filteredSource) next(ctx context.Context) (*client.Msg, error) {
+	return s.sub.Next(ctx)
+}
+func (s *filteredSource) written(ctx context.Context, m *client.Msg) {
+	_ = m.Ack(context.WithoutCancel(ctx))
+}
+func (s *filteredSource) close() { _ = s.sub.Close() }

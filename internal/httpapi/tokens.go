@@ -31,19 +31,26 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
 		return
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
+	if _, ok := w.(http.Flusher); !ok {
 		writeError(w, http.StatusInternalServerError, semaq.ErrCodeInternal, "streaming is not supported by this connection")
 		return
 	}
+	release, ok := h.acquireStream(w)
+	if !ok {
+		return
+	}
+	defer release()
 	rd, err := h.opts.Client.ReadTokens(r.Context(), id, opts...)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	defer rd.Close()
+	ew := h.newEventWriter(w)
 	writeEventStreamHeader(w)
-	flusher.Flush()
+	if ew.write(nil) != nil {
+		return
+	}
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -65,19 +72,19 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, io.EOF):
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+			if ew.write([]byte(": keepalive\n\n")) != nil {
+				h.dropSlow(ew, "tokens "+id)
 				return
 			}
-			flusher.Flush()
 			continue
 		default:
 			ev = sse.Event{Type: "error", Data: tokenErrorJSON(err)}
 		}
 		buf = sse.AppendEvent(buf[:0], ev)
-		if _, werr := w.Write(buf); werr != nil {
+		if ew.write(buf) != nil {
+			h.dropSlow(ew, "tokens "+id)
 			return
 		}
-		flusher.Flush()
 		if err != nil {
 			return
 		}
@@ -101,14 +108,14 @@ func tokenReadOptions(r *http.Request) ([]client.TokenReadOption, error) {
 	var opts []client.TokenReadOption
 	var from uint64
 	if s := q.Get("from_seq"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := parseSeq(s)
 		if err != nil || n == 0 {
 			return nil, fmt.Errorf("from_seq=%q: want a record number from 1", s)
 		}
 		from = n
 	}
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := strconv.ParseUint(id, 10, 64)
+		n, err := parseSeq(id)
 		if err != nil || n == math.MaxUint64 {
 			return nil, fmt.Errorf("Last-Event-ID %q is not a record number", id)
 		}
@@ -118,7 +125,7 @@ func tokenReadOptions(r *http.Request) ([]client.TokenReadOption, error) {
 		opts = append(opts, client.FromSeq(from))
 	}
 	if s := q.Get("from_offset"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
+		n, err := parseSeq(s)
 		if err != nil {
 			return nil, fmt.Errorf("from_offset=%q: want a token offset from 0", s)
 		}
