@@ -71,6 +71,11 @@ func forwardedName(k string) (string, error) {
 		if s, ok := envelopeSpelling[strings.ToLower(n)]; ok {
 			return s, nil
 		}
+		if semaq.IsReservedHeader(n) {
+			// Status and Description would read as a protocol status line,
+			// Nats-* and KV-Operation as the broker's own markers.
+			return "", &headerError{k, fmt.Sprintf("%s is a reserved header; a client may not set it", n)}
+		}
 		return n, nil
 	case strings.HasPrefix(lk, expectedPrefix):
 		if i := invalidTokenByte(k); i >= 0 {

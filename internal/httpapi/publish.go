@@ -1,16 +1,18 @@
 package httpapi
 
 import (
+	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/semaq/semaq/semaq"
@@ -45,9 +47,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
 		return
 	}
-	// The server has no overall read timeout (event streams run for
-	// hours), so a body that trickles in is bounded here.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.opts.BodyTimeout))
+	// The body's read deadline was set with the request's (setDeadlines).
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.opts.MaxBody)))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
@@ -62,6 +62,30 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.Data = body
+	if len(h.opts.InferKeys) > 0 && strings.HasPrefix(subject, semaq.InferSubjectPrefix) {
+		tenant, ok := h.inferTenant(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="semaq"`)
+			writeError(w, http.StatusUnauthorized, semaq.ErrCodeBadRequest,
+				"publishing to "+semaq.InferSubjectPrefix+"> needs a gateway API key: Authorization: Bearer <key>")
+			return
+		}
+		// The tenant is the key's, whatever the request said.
+		for k := range m.Header {
+			if strings.EqualFold(k, semaq.HdrTenant) {
+				delete(m.Header, k)
+			}
+		}
+		m.Header.Set(semaq.HdrTenant, tenant)
+	}
+	// A publish always carries a message id, so a client that never learns
+	// the outcome can retry with the id and be deduplicated.
+	msgID := m.Header.Get(semaq.HdrMsgID)
+	if msgID == "" {
+		msgID = "http-" + nuid.Next()
+		m.Header.Set(semaq.HdrMsgID, msgID)
+	}
+	w.Header().Set(semaq.HdrMsgID, msgID)
 	ctx, span := h.publishSpan(r.Context(), m)
 	if span != nil {
 		defer span.End()
@@ -72,10 +96,23 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 			span.SetStatus(codes.Error, err.Error())
 		}
 		if _, ok := errors.AsType[*semaq.APIError](err); !ok {
+			if r.Context().Err() != nil {
+				return // the client went away; nobody to tell
+			}
 			// No usable answer: the ingress may be slow, or something other
 			// than the ingress answers on the subject. Say which.
 			if _, lerr := h.opts.Client.StreamBySubject(r.Context(), subject); errors.Is(lerr, semaq.ErrNoStream) {
 				writeError(w, http.StatusNotFound, semaq.ErrCodeNoStream, "no stream captures subject "+subject)
+				return
+			}
+			if outcomeUnknown(err) {
+				// The message went out and no answer came back: it may be
+				// stored. Say so, with the id that makes a retry safe.
+				h.log.Warn("publish outcome unknown", "subject", subject, "msg_id", msgID, "err", err)
+				writeJSON(w, http.StatusGatewayTimeout, unknownOutcome{
+					Error:   errorInfo{Code: http.StatusGatewayTimeout, ErrCode: semaq.ErrCodeUnavailable, Message: "no acknowledgement from the broker; the message may or may not be stored: retry with the same Nats-Msg-Id"},
+					Outcome: "unknown", MsgID: msgID,
+				})
 				return
 			}
 			h.log.Warn("publish", "subject", subject, "err", err)
@@ -84,6 +121,40 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, pubAck{Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// unknownOutcome is the 504 answer of a publish whose acknowledgement
+// never came.
+type unknownOutcome struct {
+	Error   errorInfo `json:"error"`
+	Outcome string    `json:"outcome"`
+	MsgID   string    `json:"msg_id"`
+}
+
+// outcomeUnknown says whether a publish error came after the message may
+// have reached the broker: a timeout, or the connection lost on the way.
+// Errors from before sending (payload too large, connection closed) are
+// failures.
+func outcomeUnknown(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// inferTenant returns the tenant of the request's gateway API key.
+func (h *Handler) inferTenant(r *http.Request) (string, bool) {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return "", false
+	}
+	tenant, found := "", false
+	for k, t := range h.opts.InferKeys {
+		// Compare with every key, in constant time each: the answer's
+		// timing says nothing about which prefix matched.
+		if subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 {
+			tenant, found = t, true
+		}
+	}
+	return tenant, found
 }
 
 func (h *Handler) tooLarge() string {
