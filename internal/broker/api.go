@@ -3,11 +3,11 @@ package broker
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/httpx"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -18,11 +18,9 @@ import (
 func apiOp[Req any](s *Server, what string, op func(ctx context.Context, req *Req) (any, error), mapErr func(error) *semaq.APIError) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		var req Req
-		if len(bytes.TrimSpace(m.Data)) > 0 {
-			if err := json.Unmarshal(m.Data, &req); err != nil {
-				s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "%s: request is not valid JSON: %v", what, err))
-				return
-			}
+		if err := decodeAPI(m.Data, &req); err != nil {
+			s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "%s: request is not valid: %v", what, err))
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 		defer cancel()
@@ -33,6 +31,18 @@ func apiOp[Req any](s *Server, what string, op func(ctx context.Context, req *Re
 		}
 		s.replyJSON(m, out)
 	}
+}
+
+// decodeAPI decodes a request body strictly: two parsers of the same body
+// must not act on different values, so duplicate keys, keys that differ
+// from a field's name only in case, unknown keys, overlong numbers and deep
+// nesting are refused (httpx.UnmarshalStrict). An empty body is the zero
+// request.
+func decodeAPI(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	return httpx.UnmarshalStrict(data, v)
 }
 
 // apiError passes API errors through and describes JetStream errors with

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -117,8 +116,8 @@ func (s *Server) stopFilters() {
 
 func (f *filters) apiStart(m *nats.Msg) {
 	var req semaq.FilterStartRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		f.s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "filter start: request is not valid JSON: %v", err))
+	if err := decodeAPI(m.Data, &req); err != nil {
+		f.s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "filter start: request is not valid: %v", err))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)

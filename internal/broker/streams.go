@@ -283,8 +283,8 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 
 func (s *Server) apiCreate(m *nats.Msg) {
 	var req semaq.StreamConfig
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: request is not valid JSON: %v", err))
+	if err := decodeAPI(m.Data, &req); err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: request is not valid: %v", err))
 		return
 	}
 	name := lastToken(m.Subject)
@@ -402,8 +402,8 @@ func (s *Server) apiList(m *nats.Msg) {
 
 func (s *Server) apiLookup(m *nats.Msg) {
 	var req semaq.StreamLookupRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: request is not valid JSON: %v", err))
+	if err := decodeAPI(m.Data, &req); err != nil {
+		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: request is not valid: %v", err))
 		return
 	}
 	if err := checkSubject(req.Subject, true); err != nil {
