@@ -439,3 +439,30 @@ func TestPoisonHeadersRefused(t *testing.T) {
 	}
 	victimHeld(t, c)
 }
+
+// TestAmbiguousRequestBodiesRefused: a request body two JSON parsers could
+// read differently (duplicate keys, keys differing only in case) is refused,
+// not acted on with whichever value one parser picked.
+func TestAmbiguousRequestBodiesRefused(t *testing.T) {
+	srv := brokertest.Start(t)
+	c := brokertest.Connect(t, srv)
+	a := connectAttacker(t, srv)
+	for _, r := range []struct{ subject, body string }{
+		{fmt.Sprintf(semaq.APIStreamCreateT, "AMB"), `{"name":"AMB","subjects":["amb.>"],"subjects":["other.>"]}`},
+		{fmt.Sprintf(semaq.APIStreamCreateT, "AMB"), `{"name":"AMB","subjects":["amb.>"],"Subjects":["other.>"]}`},
+		{fmt.Sprintf(semaq.APIQueueCreateT, "AMBQ"), `{"name":"AMBQ","subjects":["ambq.>"],"max_messages":10,"Max_Messages":100000000}`},
+		{semaq.APIRouteAdd, `{"name":"r","subject":"amb.>","when":"true","to":"x","When":"false"}`},
+	} {
+		resp, err := a.nc.Request(r.subject, []byte(r.body), 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e semaq.ErrorReply
+		if json.Unmarshal(resp.Data, &e) != nil || e.Error == nil || e.Error.Code != 400 {
+			t.Fatalf("%s %s: got %s, want a 400", r.subject, r.body, resp.Data)
+		}
+	}
+	if streams, err := c.Streams(ctxT(t)); err != nil || len(streams) != 0 {
+		t.Fatalf("streams after the refused creates: %v %v", streams, err)
+	}
+}
