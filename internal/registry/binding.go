@@ -97,7 +97,7 @@ func (r *Registry) Bind(ctx context.Context, pattern, subject string) error {
 	if err := r.catchUp(ctx); err != nil {
 		return err
 	}
-	if !r.state.Load().subjects[subject].live() {
+	if !r.state.Load().subjects.at(subject).hasLive() {
 		return subjectNotFound(subject)
 	}
 	rev, err := r.kv.Put(ctx, keyBinding(pattern), marshal(Binding{Pattern: pattern, Subject: subject}))

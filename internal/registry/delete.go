@@ -24,7 +24,7 @@ func (r *Registry) DeleteSubject(ctx context.Context, subject string, permanent 
 			return nil, err
 		}
 		st := r.state.Load()
-		s := st.subjects[subject]
+		s := st.subjects.at(subject)
 		if s == nil && done == nil {
 			return nil, subjectNotFound(subject)
 		}
@@ -83,7 +83,7 @@ func (r *Registry) deleteSubjectOnce(ctx context.Context, st *state, subject str
 		}
 		return false, nil
 	}
-	if s.live() {
+	if s.hasLive() {
 		return false, errorf(CodeSubjectNotSoftDeleted, "Subject '%s' was not deleted first before being permanently deleted", subject)
 	}
 	if s == nil {
@@ -167,7 +167,7 @@ func (r *Registry) DeleteVersion(ctx context.Context, subject, ver string, perma
 func (st *state) checkReferrers(subject string, versions []version, deleting func(use) bool) error {
 	for _, v := range versions {
 		for _, id := range st.referencedBy(subject, v.version) {
-			if slices.ContainsFunc(st.uses[id], func(u use) bool { return !u.deleted && !deleting(u) }) {
+			if slices.ContainsFunc(st.uses.at(id), func(u use) bool { return !u.deleted && !deleting(u) }) {
 				return errorf(CodeReferenceExists, "One or more references exist to the schema {subject=%s,version=%d}: schema %d references it", subject, v.version, id)
 			}
 		}

@@ -31,6 +31,7 @@ const (
 	CodeReferenceExists            = 42206
 	CodeInvalidSubject             = 42208
 	CodeInvalidBinding             = 42291
+	CodeLimitExceeded              = 42292
 	CodeStore                      = 50001
 	CodeTimeout                    = 50002
 )
@@ -87,6 +88,11 @@ var (
 	// ErrInvalidBinding: the binding pattern is not a NATS subject pattern
 	// (SemaQ extension).
 	ErrInvalidBinding = &Error{Code: CodeInvalidBinding, Message: "invalid binding pattern"}
+	// ErrLimitExceeded: the registration would pass one of the registry's
+	// count or size bounds (subjects, versions per subject, schemas, total
+	// bytes; SemaQ extension). A schema over its own limits is
+	// ErrInvalidSchema.
+	ErrLimitExceeded = &Error{Code: CodeLimitExceeded, Message: "registry limit exceeded"}
 	// ErrStore: JetStream failed or the registry is closed.
 	ErrStore   = &Error{Code: CodeStore, Message: "store error"}
 	ErrTimeout = &Error{Code: CodeTimeout, Message: "operation timed out"}

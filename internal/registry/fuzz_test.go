@@ -19,10 +19,15 @@ func FuzzSchemaRequest(f *testing.F) {
 		`{"schema":"{}","references":[{"name":"","subject":"","version":0}]}`,
 		`{"schema":"{","schemaType":"xml"}`,
 		`{"schema":`, ``, `null`, `[]`, `{} {}`, `{"schema":1}`,
+		`{"schema":"{}","schema":"{}"}`, `{"schema":"{}","Schema":"{}"}`, `{"SCHEMA":"{}"}`,
+		`{"schema":"{}","references":[{"name":"a","Name":"b"}]}`, `{"schema":"{}","x":[[[[[[[[[[]]]]]]]]]]}`,
+		`{"schema":"{}","version":1e999999}`,
 	} {
 		f.Add(seed)
 	}
-	r := &Registry{formats: fakeFormats()}
+	cfg := Config{Formats: fakeFormats()}
+	cfg.defaults()
+	r := &Registry{cfg: cfg, formats: cfg.Formats}
 	st := newModel().snapshot()
 	f.Fuzz(func(t *testing.T, body string) {
 		req, _ := http.NewRequest("POST", "/", strings.NewReader(body))

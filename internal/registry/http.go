@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +22,13 @@ const ContentType = "application/vnd.schemaregistry.v1+json"
 // requestTimeout bounds one REST request against JetStream.
 const requestTimeout = 10 * time.Second
 
-// maxBody bounds a request body. A schema larger than the NATS maximum
-// payload fails to store anyway (50001).
-const maxBody = 16 << 20
+// bodyLimits bound a request body's JSON beyond its size: a body is a
+// schema request or a compatibility level, flat but for references.
+var bodyLimits = schema.Limits{MaxDepth: 8}
+
+// maxBody bounds a request body: room for a schema of MaxSchemaBytes with
+// its JSON string escapes.
+func (r *Registry) maxBody() int64 { return 2*int64(r.cfg.Limits.MaxSchemaBytes) + 64<<10 }
 
 // Routes registers Confluent Schema Registry's REST API on mux, at the
 // root (/subjects, /schemas, /config, /compatibility, /mode). Answers and
@@ -112,7 +117,7 @@ func (r *Registry) serve(fn func(*http.Request) (any, error)) http.HandlerFunc {
 				writeError(w, err)
 				return
 			}
-			req.Body = http.MaxBytesReader(w, req.Body, maxBody)
+			req.Body = http.MaxBytesReader(w, req.Body, r.maxBody())
 		}
 		ctx, cancel := context.WithTimeout(req.Context(), requestTimeout)
 		defer cancel()
@@ -135,10 +140,14 @@ func (r *Registry) serve(fn func(*http.Request) (any, error)) http.HandlerFunc {
 	}
 }
 
-// checkMediaType accepts the media types Confluent accepts, and none at all.
+// checkMediaType accepts the media types Confluent accepts. Confluent
+// clients (Java, Go, Python) all send application/vnd.schemaregistry.v1+json.
+// A request without Content-Type is refused: a browser sends one without
+// it (a Blob body) cross-site without a CORS preflight, and so could change
+// the registry from a page its user visits.
 func checkMediaType(ct string) *Error {
 	if ct == "" {
-		return nil
+		return &Error{Code: http.StatusUnsupportedMediaType, Message: "HTTP 415 Unsupported Media Type: a Content-Type is required (application/vnd.schemaregistry.v1+json or application/json)"}
 	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err == nil {
@@ -168,23 +177,93 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b.Bytes())
 }
 
-// decode reads a JSON body. Unknown fields are ignored: newer clients send
-// fields (metadata, ruleSet...) this registry does not use.
+// decode reads a JSON body strictly: bounded (serve caps the size), no
+// key twice in an object nor two keys equal but for case, no key spelled
+// in another case than the field it would set (encoding/json would match
+// "SCHEMA" to schema; Confluent would not). Unknown fields are ignored:
+// newer clients send fields (metadata, ruleSet...) this registry does not
+// use.
 func decode(req *http.Request, v any) error {
-	dec := json.NewDecoder(req.Body)
+	data, err := io.ReadAll(req.Body)
+	if err != nil {
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return errorf(CodeUnprocessable, "request body is larger than %d bytes", mbe.Limit)
+		}
+		return errorf(CodeUnprocessable, "reading the request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errorf(CodeUnprocessable, "request body is empty")
+	}
+	if err := schema.StrictJSON(data, bodyLimits, true); err != nil {
+		return errorf(CodeUnprocessable, "request body refused: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return errorf(CodeUnprocessable, "request body is larger than %d bytes", maxBody)
-		}
-		if errors.Is(err, io.EOF) {
-			return errorf(CodeUnprocessable, "request body is empty")
-		}
 		return errorf(CodeUnprocessable, "request body is not valid JSON: %v", err)
 	}
 	if dec.More() {
 		return errorf(CodeUnprocessable, "request body has data after its JSON value")
 	}
+	var tree any
+	if err := json.Unmarshal(data, &tree); err == nil {
+		if key, field, ok := miscasedKey(tree, jsonFields(reflect.TypeOf(v))); ok {
+			return errorf(CodeUnprocessable, "request body refused: key %q is spelled %q", key, field)
+		}
+	}
 	return nil
+}
+
+// jsonFields lists the JSON names of the struct fields reachable from t.
+func jsonFields(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			return
+		}
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if name != "-" && !out[name] {
+				out[name] = true
+				walk(f.Type)
+			}
+		}
+	}
+	walk(t)
+	return out
+}
+
+// miscasedKey finds an object key that matches a field name only when
+// case is ignored.
+func miscasedKey(v any, fields map[string]bool) (key, field string, found bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if !fields[k] {
+				for f := range fields {
+					if strings.EqualFold(k, f) {
+						return k, f, true
+					}
+				}
+			}
+			if key, field, found = miscasedKey(x, fields); found {
+				return
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if key, field, found = miscasedKey(x, fields); found {
+				return
+			}
+		}
+	}
+	return "", "", false
 }
 
 func flag(req *http.Request, name string) bool {

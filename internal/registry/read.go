@@ -28,7 +28,7 @@ func parseVersion(s string) (int, error) {
 // version describes version v of subject.
 func (st *state) version(subject string, v version) *Version {
 	out := &Version{Subject: subject, Version: v.version, ID: v.id, Deleted: v.deleted}
-	if e := st.entries[v.id]; e != nil {
+	if e := st.entries.at(v.id); e != nil {
 		out.SchemaType, out.Schema, out.References = e.SchemaType, e.Schema, e.References
 	}
 	return out
@@ -40,8 +40,8 @@ func (st *state) version(subject string, v version) *Version {
 func (r *Registry) Subjects(ctx context.Context, prefix string, deleted bool) []string {
 	st := r.state.Load()
 	out := []string{}
-	for name, s := range st.subjects {
-		if strings.HasPrefix(name, prefix) && (deleted || s.live()) {
+	for name, s := range st.subjects.all() {
+		if strings.HasPrefix(name, prefix) && (deleted || s.hasLive()) {
 			out = append(out, name)
 		}
 	}
@@ -52,8 +52,8 @@ func (r *Registry) Subjects(ctx context.Context, prefix string, deleted bool) []
 // subject returns a subject that exists for the caller: it has a live
 // version, or any version when deleted.
 func (st *state) subject(name string, deleted bool) (*subjectState, error) {
-	s := st.subjects[name]
-	if s == nil || (!deleted && !s.live()) {
+	s := st.subjects.at(name)
+	if s == nil || (!deleted && !s.hasLive()) {
 		return nil, subjectNotFound(name)
 	}
 	return s, nil
@@ -132,7 +132,7 @@ func (r *Registry) subjectVersionsByID(id int, deleted bool) ([]SubjectVersion, 
 		return nil, schemaNotFound(id)
 	}
 	out := []SubjectVersion{}
-	for _, u := range st.uses[id] {
+	for _, u := range st.uses.at(id) {
 		if deleted || !u.deleted {
 			out = append(out, SubjectVersion{Subject: u.subject, Version: u.version.version})
 		}
@@ -167,11 +167,11 @@ func (r *Registry) ReferencedBy(ctx context.Context, subject, ver string) ([]int
 // is lock-free, for the ingress hot path.
 func (r *Registry) Latest(subject string) (*Entry, int, bool) {
 	st := r.state.Load()
-	v, ok := st.subjects[subject].latest(false)
+	v, ok := st.subjects.at(subject).latest(false)
 	if !ok {
 		return nil, 0, false
 	}
-	e := st.entries[v.id]
+	e := st.entries.at(v.id)
 	return e, v.version, e != nil
 }
 
@@ -184,7 +184,7 @@ func (r *Registry) Cached(id int) (*Entry, bool) {
 // SubjectHasID reports whether id is the schema of a live version of
 // subject. Lock-free.
 func (r *Registry) SubjectHasID(subject string, id int) bool {
-	for _, u := range r.state.Load().uses[id] {
+	for _, u := range r.state.Load().uses.at(id) {
 		if u.subject == subject && !u.deleted {
 			return true
 		}

@@ -38,6 +38,9 @@ func (r *Registry) parse(st *state, s SchemaRequest) (*candidate, error) {
 	if strings.TrimSpace(s.Schema) == "" {
 		return nil, errorf(CodeInvalidSchema, "Empty schema")
 	}
+	if limit := r.cfg.Limits.MaxSchemaBytes; len(s.Schema) > limit {
+		return nil, errorf(CodeInvalidSchema, "Invalid schema: the schema has %d bytes, more than the limit of %d (MaxSchemaBytes)", len(s.Schema), limit)
+	}
 	refs := make([]schema.Reference, len(s.References))
 	for i, ref := range s.References {
 		switch {
@@ -46,7 +49,7 @@ func (r *Registry) parse(st *state, s SchemaRequest) (*candidate, error) {
 		case ref.Subject == "":
 			return nil, errorf(CodeInvalidSchema, "Invalid schema: reference %q has no subject", ref.Name)
 		case ref.Version == -1:
-			v, ok := st.subjects[ref.Subject].latest(false)
+			v, ok := st.subjects.at(ref.Subject).latest(false)
 			if !ok {
 				return nil, errorf(CodeInvalidSchema, "Invalid schema: reference %q: subject %q not found", ref.Name, ref.Subject)
 			}
@@ -54,7 +57,7 @@ func (r *Registry) parse(st *state, s SchemaRequest) (*candidate, error) {
 		case ref.Version < 1:
 			return nil, errorf(CodeInvalidSchema, "Invalid schema: reference %q: version %d is not a valid version", ref.Name, ref.Version)
 		}
-		if _, ok := st.subjects[ref.Subject].get(ref.Version); !ok {
+		if _, ok := st.subjects.at(ref.Subject).get(ref.Version); !ok {
 			return nil, errorf(CodeInvalidSchema, "Invalid schema: reference %q: subject %q version %d not found", ref.Name, ref.Subject, ref.Version)
 		}
 		refs[i] = ref
@@ -95,14 +98,19 @@ func (r *Registry) Register(ctx context.Context, subject string, s SchemaRequest
 		if err != nil {
 			return 0, err
 		}
-		subj := st.subjects[subject]
-		live := subj.list(false)
-		for _, v := range slices.Backward(live) {
-			if st.hashes[v.id] == c.hash {
-				return v.id, nil
+		subj := st.subjects.at(subject)
+		// An identical live version: its id, nothing added. Found through
+		// the identity index, not by comparing every version.
+		if id, ok := st.canon.get(c.hash); ok {
+			if slices.ContainsFunc(st.uses.at(id), func(u use) bool { return u.subject == subject && !u.deleted }) {
+				return id, nil
 			}
 		}
-		reasons, err := r.compatibility(st, st.compatibility(subject), c, live)
+		if err := r.checkBounds(st, subject, c); err != nil {
+			return 0, err
+		}
+		mode := st.compatibility(subject)
+		reasons, err := r.compatibility(st, mode, c, previous(subj, mode))
 		if err != nil {
 			return 0, err
 		}
@@ -125,12 +133,48 @@ func (r *Registry) Register(ctx context.Context, subject string, s SchemaRequest
 	}
 }
 
+// previous lists the live versions mode checks a new one against: every
+// one for transitive modes, the latest otherwise.
+func previous(subj *subjectState, mode schema.Mode) []version {
+	if strings.HasSuffix(string(mode), "_TRANSITIVE") {
+		return subj.list(false)
+	}
+	if v, ok := subj.latest(false); ok {
+		return []version{v}
+	}
+	return nil
+}
+
+// checkBounds refuses a registration that would pass the registry's
+// count and size bounds (Config.MaxSubjects...). Nodes sharing a bucket
+// each check their caught-up view, so concurrent writers on several nodes
+// may overshoot a bound by a few.
+func (r *Registry) checkBounds(st *state, subject string, c *candidate) error {
+	subj := st.subjects.at(subject)
+	if subj == nil && st.subjects.len() >= r.cfg.MaxSubjects {
+		return errorf(CodeLimitExceeded, "The registry holds %d subjects, its limit (MaxSubjects); delete subjects permanently to add %q", st.subjects.len(), subject)
+	}
+	if subj != nil && len(subj.versions) >= r.cfg.MaxVersions {
+		return errorf(CodeLimitExceeded, "Subject %q holds %d versions, its limit (MaxVersions, soft-deleted versions included); delete old versions permanently to register more", subject, len(subj.versions))
+	}
+	if id, ok := st.canon.get(c.hash); ok && st.entries.at(id) != nil {
+		return nil // no new schema stored
+	}
+	if st.entries.len() >= r.cfg.MaxSchemas {
+		return errorf(CodeLimitExceeded, "The registry holds %d schemas, its limit (MaxSchemas)", st.entries.len())
+	}
+	if st.bytes+len(c.text) > r.cfg.MaxTotalBytes {
+		return errorf(CodeLimitExceeded, "The registry holds %d bytes of schemas; %d more would pass its limit of %d (MaxTotalBytes)", st.bytes, len(c.text), r.cfg.MaxTotalBytes)
+	}
+	return nil
+}
+
 // schemaID returns the id of the candidate's identity, handing out a new
 // one if it has none. The schema is stored under its id before its
 // identity is claimed (created once): a node that loses the claim drops
 // its copy and takes the winner's id, so one identity never gets two ids.
 func (r *Registry) schemaID(ctx context.Context, st *state, c *candidate, normalize bool) (int, error) {
-	if id, ok := st.canon[c.hash]; ok && st.entries[id] != nil {
+	if id, ok := st.canon.get(c.hash); ok && st.entries.at(id) != nil {
 		return id, nil
 	}
 	id, err := r.allocateID(ctx, st)
@@ -216,7 +260,7 @@ func (r *Registry) compatibility(st *state, mode schema.Mode, c *candidate, prev
 		checked = previous[len(previous)-1:]
 	}
 	for _, v := range checked {
-		e := st.entries[v.id]
+		e := st.entries.at(v.id)
 		if e == nil {
 			return nil, errorf(CodeStore, "schema %d of version %d is missing", v.id, v.version)
 		}
@@ -235,7 +279,7 @@ func (r *Registry) compatibility(st *state, mode schema.Mode, c *candidate, prev
 	var reasons []schema.Incompatibility
 	single := nonTransitive(mode)
 	for _, v := range slices.Backward(checked) {
-		for _, reason := range schema.Check(c.format, single, c.compiled, []schema.Schema{st.entries[v.id].Compiled}) {
+		for _, reason := range schema.Check(c.format, single, c.compiled, []schema.Schema{st.entries.at(v.id).Compiled}) {
 			reason.Message = strings.Replace(reason.Message, "version 1:", fmt.Sprintf("version %d:", v.version), 1)
 			reasons = append(reasons, reason)
 		}
@@ -247,17 +291,19 @@ func (r *Registry) compatibility(st *state, mode schema.Mode, c *candidate, prev
 // several do). deleted includes soft-deleted versions.
 func (r *Registry) Lookup(ctx context.Context, subject string, s SchemaRequest, deleted bool) (*Version, error) {
 	st := r.state.Load()
-	subj := st.subjects[subject]
-	if subj == nil || (!deleted && !subj.live()) {
+	subj := st.subjects.at(subject)
+	if subj == nil || (!deleted && !subj.hasLive()) {
 		return nil, subjectNotFound(subject)
 	}
 	c, err := r.parse(st, s)
 	if err != nil {
 		return nil, err
 	}
-	for _, v := range slices.Backward(subj.list(deleted)) {
-		if st.hashes[v.id] == c.hash {
-			return st.version(subject, v), nil
+	if id, ok := st.canon.get(c.hash); ok {
+		for _, u := range slices.Backward(st.uses.at(id)) {
+			if u.subject == subject && (deleted || !u.deleted) {
+				return st.version(subject, u.version), nil
+			}
 		}
 	}
 	return nil, errorf(CodeSchemaNotFound, "Schema not found")
@@ -270,7 +316,7 @@ func (r *Registry) Lookup(ctx context.Context, subject string, s SchemaRequest, 
 // direction(s) of the subject's mode.
 func (r *Registry) Check(ctx context.Context, subject, ver string, s SchemaRequest) (bool, []schema.Incompatibility, error) {
 	st := r.state.Load()
-	subj := st.subjects[subject]
+	subj := st.subjects.at(subject)
 	var previous []version
 	if ver == "" {
 		previous = subj.list(false)
@@ -279,7 +325,7 @@ func (r *Registry) Check(ctx context.Context, subject, ver string, s SchemaReque
 		if err != nil {
 			return false, nil, err
 		}
-		if !subj.live() {
+		if !subj.hasLive() {
 			return false, nil, subjectNotFound(subject)
 		}
 		v, ok := subj.latest(false)

@@ -45,7 +45,34 @@ type Config struct {
 	Formats *schema.Formats
 	// Log receives warnings about unusable stored entries; nil discards.
 	Log *slog.Logger
+
+	// Limits bound each schema before it is compiled (size, nesting,
+	// values, regular expressions, numbers; see schema.Limits). Zero
+	// fields take schema.DefaultLimits. They apply to registration and to
+	// stored schemas compiled when the registry loads: a stored schema
+	// over them is logged and left uncompiled, never allowed to hang
+	// start-up.
+	Limits schema.Limits
+	// MaxSubjects bounds the subjects holding versions (soft-deleted ones
+	// included); default 10,000.
+	MaxSubjects int
+	// MaxVersions bounds the stored versions of one subject (soft-deleted
+	// ones included: delete them permanently to make room); default 1,000.
+	MaxVersions int
+	// MaxSchemas bounds the distinct schemas (global ids); default 100,000.
+	MaxSchemas int
+	// MaxTotalBytes bounds the schema text stored, summed over ids;
+	// default 256 MiB.
+	MaxTotalBytes int
 }
+
+// Defaults of the registry's count and size bounds.
+const (
+	DefaultMaxSubjects   = 10_000
+	DefaultMaxVersions   = 1_000
+	DefaultMaxSchemas    = 100_000
+	DefaultMaxTotalBytes = 256 << 20
+)
 
 // DefaultBucket is the KV bucket of a registry configured without one.
 const DefaultBucket = "SQ_SCHEMAS"
@@ -62,6 +89,17 @@ func (c *Config) defaults() {
 	if c.Formats == nil {
 		c.Formats = schema.Default
 	}
+	c.Limits = c.Limits.WithDefaults()
+	c.Formats = c.Formats.WithLimits(c.Limits)
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{{&c.MaxSubjects, DefaultMaxSubjects}, {&c.MaxVersions, DefaultMaxVersions},
+		{&c.MaxSchemas, DefaultMaxSchemas}, {&c.MaxTotalBytes, DefaultMaxTotalBytes}} {
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
@@ -75,6 +113,12 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
 		return fmt.Errorf("registry: replicas %d: use 1 to 5", c.Replicas)
+	}
+	if c.MaxSubjects < 0 || c.MaxVersions < 0 || c.MaxSchemas < 0 || c.MaxTotalBytes < 0 {
+		return errors.New("registry: MaxSubjects, MaxVersions, MaxSchemas and MaxTotalBytes must not be negative (0 means the default)")
+	}
+	if err := c.Limits.Validate(); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
 	return nil
 }
@@ -97,8 +141,12 @@ type Entry struct {
 	Schema     string
 	References []schema.Reference
 	// Compiled validates payloads. It is nil when the schema's format is
-	// not in the registry's Formats (or the stored text no longer parses).
+	// not in the registry's Formats, or the stored text no longer parses or
+	// is over the schema limits; Err then says why (nil while the schema
+	// is not compiled yet). Schema-on-write must refuse payloads for an
+	// entry without Compiled, never accept them unvalidated.
 	Compiled schema.Schema
+	Err      error
 }
 
 // Version is one version of a subject.

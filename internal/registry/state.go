@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -17,15 +18,24 @@ import (
 // model is the registry's content as the watcher has read it from the
 // bucket. Only the watcher goroutine (and Open, before it starts) touches
 // it; readers get immutable snapshots of it (state).
+//
+// The model keeps its derived views (each subject's sorted versions, the
+// versions using each id, the compiled bindings) up to date entry by
+// entry, so a snapshot after one registration costs a few map copies,
+// not a rebuild of every subject: registering no longer slows down with a
+// subject's version count.
 type model struct {
 	rev      uint64
-	entries  map[int]*Entry
-	hashes   map[int]string
-	canon    map[string]int
-	versions map[string]map[int]version
+	entries  *shardedMap[int, *Entry]
+	canon    *shardedMap[string, int]
+	subjects *shardedMap[string, *subjectState] // immutable values, replaced on change
+	uses     *shardedMap[int, []use]            // immutable slices, replaced on change
 	configs  map[string]setting
 	global   *setting
 	bindings map[string]binding
+	compiled []compiledBinding // nil when bindings changed since the last snapshot
+	maxID    int               // highest id ever seen
+	bytes    int               // schema text held in entries
 }
 
 // version is one version of a subject. rev is its KV revision, for
@@ -49,10 +59,10 @@ type binding struct {
 
 func newModel() *model {
 	return &model{
-		entries:  make(map[int]*Entry),
-		hashes:   make(map[int]string),
-		canon:    make(map[string]int),
-		versions: make(map[string]map[int]version),
+		entries:  newShardedMap[int, *Entry](),
+		canon:    newShardedMap[string, int](),
+		subjects: newShardedMap[string, *subjectState](),
+		uses:     newShardedMap[int, []use](),
 		configs:  make(map[string]setting),
 		bindings: make(map[string]binding),
 	}
@@ -88,28 +98,34 @@ func (m *model) apply(e jetstream.KeyValueEntry, log *slog.Logger) (added int) {
 			return bad(err)
 		}
 		if del {
-			delete(m.entries, id)
-			delete(m.hashes, id)
+			if old := m.entries.at(id); old != nil {
+				m.bytes -= len(old.Schema)
+			}
+			m.entries.del(id)
 			return 0
 		}
 		var rec schemaRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return bad(err)
 		}
-		m.entries[id] = &Entry{ID: id, SchemaType: rec.SchemaType, Schema: rec.Schema, References: rec.References}
-		m.hashes[id] = rec.Hash
+		if old := m.entries.at(id); old != nil {
+			m.bytes -= len(old.Schema)
+		}
+		m.entries.set(id, &Entry{ID: id, SchemaType: rec.SchemaType, Schema: rec.Schema, References: rec.References})
+		m.bytes += len(rec.Schema)
+		m.maxID = max(m.maxID, id)
 		return id
 	case strings.HasPrefix(key, prefixCanon):
 		hash := key[len(prefixCanon):]
 		if del {
-			delete(m.canon, hash)
+			m.canon.del(hash)
 			return 0
 		}
 		var rec canonRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return bad(err)
 		}
-		m.canon[hash] = rec.ID
+		m.canon.set(hash, rec.ID)
 	case strings.HasPrefix(key, prefixVersion):
 		enc, vs, ok := strings.Cut(key[len(prefixVersion):], ".")
 		if !ok {
@@ -124,22 +140,14 @@ func (m *model) apply(e jetstream.KeyValueEntry, log *slog.Logger) (added int) {
 			return bad(err)
 		}
 		if del {
-			delete(m.versions[subject], v)
-			if len(m.versions[subject]) == 0 {
-				delete(m.versions, subject)
-			}
+			m.deleteVersion(subject, v)
 			return 0
 		}
 		var rec versionRecord
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return bad(err)
 		}
-		vm := m.versions[subject]
-		if vm == nil {
-			vm = make(map[int]version)
-			m.versions[subject] = vm
-		}
-		vm[v] = version{version: v, id: rec.ID, deleted: rec.Deleted, rev: e.Revision()}
+		m.putVersion(subject, version{version: v, id: rec.ID, deleted: rec.Deleted, rev: e.Revision()})
 	case strings.HasPrefix(key, prefixConfig):
 		subject, err := decodeName(key[len(prefixConfig):])
 		if err != nil {
@@ -159,6 +167,7 @@ func (m *model) apply(e jetstream.KeyValueEntry, log *slog.Logger) (added int) {
 		if err != nil {
 			return bad(err)
 		}
+		m.compiled = nil
 		if del {
 			delete(m.bindings, pattern)
 			return 0
@@ -175,43 +184,136 @@ func (m *model) apply(e jetstream.KeyValueEntry, log *slog.Logger) (added int) {
 	return 0
 }
 
+// putVersion adds or replaces version nv of subject. Snapshots share the
+// versions slice: a version past the end is appended in place (snapshots
+// hold a shorter length, so they do not see it), anything else copies.
+func (m *model) putVersion(subject string, nv version) {
+	old := m.subjects.at(subject)
+	ns := &subjectState{}
+	if old != nil {
+		*ns = *old
+	}
+	i, found := slices.BinarySearchFunc(ns.versions, nv.version, func(v version, n int) int { return v.version - n })
+	switch {
+	case found:
+		prev := ns.versions[i]
+		if !prev.deleted {
+			ns.live--
+		}
+		ns.versions = slices.Clone(ns.versions)
+		ns.versions[i] = nv
+		m.removeUse(prev.id, subject, prev.version)
+	case i == len(ns.versions):
+		ns.versions = append(ns.versions, nv)
+	default:
+		ns.versions = slices.Insert(slices.Clone(ns.versions), i, nv)
+	}
+	if !nv.deleted {
+		ns.live++
+	}
+	m.subjects.set(subject, ns)
+	m.addUse(nv.id, use{subject: subject, version: nv})
+}
+
+func (m *model) deleteVersion(subject string, n int) {
+	old := m.subjects.at(subject)
+	if old == nil {
+		return
+	}
+	i, found := slices.BinarySearchFunc(old.versions, n, func(v version, n int) int { return v.version - n })
+	if !found {
+		return
+	}
+	prev := old.versions[i]
+	m.removeUse(prev.id, subject, n)
+	if len(old.versions) == 1 {
+		m.subjects.del(subject)
+		return
+	}
+	ns := &subjectState{versions: slices.Delete(slices.Clone(old.versions), i, i+1), live: old.live}
+	if !prev.deleted {
+		ns.live--
+	}
+	m.subjects.set(subject, ns)
+}
+
+func compareUse(a, b use) int {
+	if c := strings.Compare(a.subject, b.subject); c != 0 {
+		return c
+	}
+	return a.version.version - b.version.version
+}
+
+// addUse records that u uses id, keeping uses ordered by subject and
+// version. The slice is copied: snapshots share the old one.
+func (m *model) addUse(id int, u use) {
+	us := m.uses.at(id)
+	i, _ := slices.BinarySearchFunc(us, u, compareUse)
+	m.uses.set(id, slices.Insert(slices.Clone(us), i, u))
+}
+
+func (m *model) removeUse(id int, subject string, n int) {
+	us := m.uses.at(id)
+	i, found := slices.BinarySearchFunc(us, use{subject: subject, version: version{version: n}}, compareUse)
+	if !found {
+		return
+	}
+	if len(us) == 1 {
+		m.uses.del(id)
+		return
+	}
+	m.uses.set(id, slices.Delete(slices.Clone(us), i, i+1))
+}
+
 // compile parses the schema with id, replacing its entry by one with
 // Compiled set. precompiled, when not nil, is the same schema already
 // parsed by the Register call that wrote it. A schema whose format is not
 // available (or that no longer parses) keeps a nil Compiled: it can still
 // be read, not used to validate.
 func (m *model) compile(id int, formats *schema.Formats, precompiled schema.Schema, log *slog.Logger) {
-	e := m.entries[id]
-	if e == nil || e.Compiled != nil {
+	e := m.entries.at(id)
+	if e == nil || e.Compiled != nil || e.Err != nil {
 		return
 	}
 	c := *e
 	if precompiled != nil {
 		c.Compiled = precompiled
-		m.entries[id] = &c
+		m.entries.set(id, &c)
 		return
 	}
 	f, err := formats.Get(schema.Type(e.SchemaType))
 	if err != nil {
 		log.Warn("schema format not available; the schema can be read but not used", "id", id, "type", e.SchemaType)
+		c.Err = err
+		m.entries.set(id, &c)
 		return
 	}
+	// Limits are enforced here too (the formats carry them): a stored
+	// schema over them is refused in milliseconds instead of hanging the
+	// start-up, and schema-on-write refuses payloads for it.
 	s, err := f.Parse(e.Schema, e.References, m.resolve)
 	if err != nil {
-		log.Warn("stored schema does not compile", "id", id, "type", e.SchemaType, "err", err)
+		var where []string
+		for _, u := range m.uses.at(id) {
+			where = append(where, fmt.Sprintf("%s version %d", u.subject, u.version.version))
+		}
+		log.Error("stored schema refused: it can be read but not used to validate; publishes needing it are refused",
+			"id", id, "type", e.SchemaType, "subjects", where, "over_limits", errors.Is(err, schema.ErrLimit), "err", err)
+		c.Err = err
+		m.entries.set(id, &c)
 		return
 	}
 	c.Compiled = s
-	m.entries[id] = &c
+	m.entries.set(id, &c)
 }
 
 // resolve returns a referenced schema (a live or soft-deleted version).
 func (m *model) resolve(ref schema.Reference) (string, schema.Type, []schema.Reference, error) {
-	v, ok := m.versions[ref.Subject][ref.Version]
+	v, ok := m.subjects.at(ref.Subject).get(ref.Version)
 	if !ok {
 		return "", "", nil, fmt.Errorf("reference %q: subject %q version %d not found", ref.Name, ref.Subject, ref.Version)
 	}
-	e := m.entries[v.id]
+	e := m.entries.at(v.id)
 	if e == nil {
 		return "", "", nil, fmt.Errorf("reference %q: schema %d of subject %q version %d not found", ref.Name, v.id, ref.Subject, ref.Version)
 	}
@@ -222,19 +324,19 @@ func (m *model) resolve(ref schema.Reference) (string, schema.Type, []schema.Ref
 // atomic pointer and never lock.
 type state struct {
 	rev      uint64
-	entries  map[int]*Entry
-	hashes   map[int]string
-	canon    map[string]int
-	subjects map[string]*subjectState
+	entries  *shardedMap[int, *Entry]
+	canon    *shardedMap[string, int]
+	subjects *shardedMap[string, *subjectState]
 	// uses lists, for each id, the versions (live and soft-deleted) that
 	// have it, ordered by subject and version. An id no version uses is
 	// not visible.
-	uses     map[int][]use
+	uses     *shardedMap[int, []use]
 	configs  map[string]setting
 	global   *setting
 	bindings []compiledBinding // most specific first
 	bindRevs map[string]uint64
 	maxID    int
+	bytes    int // schema text held in entries
 }
 
 type use struct {
@@ -242,58 +344,48 @@ type use struct {
 	version
 }
 
-// subjectState is one subject's versions, oldest first.
+// subjectState is one subject's versions, oldest first, and how many are
+// live.
 type subjectState struct {
 	versions []version
+	live     int
 }
 
-// snapshot builds an immutable state from the model. Entries are shared:
-// they are never modified once in a model.
+// snapshot builds an immutable state from the model. Entries, subject
+// states and use lists are shared: they are never modified once in a
+// model, only replaced.
 func (m *model) snapshot() *state {
 	st := &state{
 		rev:      m.rev,
-		entries:  maps.Clone(m.entries),
-		hashes:   maps.Clone(m.hashes),
-		canon:    maps.Clone(m.canon),
-		subjects: make(map[string]*subjectState, len(m.versions)),
-		uses:     make(map[int][]use),
+		entries:  m.entries.freeze(),
+		canon:    m.canon.freeze(),
+		subjects: m.subjects.freeze(),
+		uses:     m.uses.freeze(),
 		configs:  maps.Clone(m.configs),
 		bindRevs: make(map[string]uint64, len(m.bindings)),
+		maxID:    m.maxID,
+		bytes:    m.bytes,
 	}
 	if m.global != nil {
 		g := *m.global
 		st.global = &g
 	}
-	for id := range m.entries {
-		st.maxID = max(st.maxID, id)
-	}
-	for subject, vm := range m.versions {
-		vs := slices.SortedFunc(maps.Values(vm), func(a, b version) int { return a.version - b.version })
-		st.subjects[subject] = &subjectState{versions: vs}
-		for _, v := range vs {
-			st.uses[v.id] = append(st.uses[v.id], use{subject: subject, version: v})
+	if m.compiled == nil {
+		m.compiled = make([]compiledBinding, 0, len(m.bindings))
+		for _, b := range m.bindings {
+			m.compiled = append(m.compiled, compileBinding(b.Binding))
 		}
+		sortBindings(m.compiled)
 	}
-	for _, us := range st.uses {
-		slices.SortFunc(us, func(a, b use) int {
-			if c := strings.Compare(a.subject, b.subject); c != 0 {
-				return c
-			}
-			return a.version.version - b.version.version
-		})
-	}
+	st.bindings = m.compiled
 	for p, b := range m.bindings {
-		st.bindings = append(st.bindings, compileBinding(b.Binding))
 		st.bindRevs[p] = b.rev
 	}
-	sortBindings(st.bindings)
 	return st
 }
 
 // live reports whether the subject has a version that is not soft-deleted.
-func (s *subjectState) live() bool {
-	return s != nil && slices.ContainsFunc(s.versions, func(v version) bool { return !v.deleted })
-}
+func (s *subjectState) hasLive() bool { return s != nil && s.live > 0 }
 
 // list returns the versions, live only unless deleted.
 func (s *subjectState) list(deleted bool) []version {
@@ -344,8 +436,8 @@ func (s *subjectState) next() int {
 
 // visible returns the entry of id when some version uses it.
 func (st *state) visible(id int) (*Entry, bool) {
-	e := st.entries[id]
-	if e == nil || len(st.uses[id]) == 0 {
+	e := st.entries.at(id)
+	if e == nil || len(st.uses.at(id)) == 0 {
 		return nil, false
 	}
 	return e, true
@@ -365,11 +457,11 @@ func (st *state) compatibility(subject string) schema.Mode {
 
 // resolve is model.resolve over a snapshot.
 func (st *state) resolve(ref schema.Reference) (string, schema.Type, []schema.Reference, error) {
-	v, ok := st.subjects[ref.Subject].get(ref.Version)
+	v, ok := st.subjects.at(ref.Subject).get(ref.Version)
 	if !ok {
 		return "", "", nil, fmt.Errorf("reference %q: subject %q version %d not found", ref.Name, ref.Subject, ref.Version)
 	}
-	e := st.entries[v.id]
+	e := st.entries.at(v.id)
 	if e == nil {
 		return "", "", nil, fmt.Errorf("reference %q: schema %d of subject %q version %d not found", ref.Name, v.id, ref.Subject, ref.Version)
 	}
@@ -380,11 +472,11 @@ func (st *state) resolve(ref schema.Reference) (string, schema.Type, []schema.Re
 // subject version v, ascending.
 func (st *state) referencedBy(subject string, v int) []int {
 	var out []int
-	for id, e := range st.entries {
+	for id, e := range st.entries.all() {
 		if !slices.ContainsFunc(e.References, func(r schema.Reference) bool { return r.Subject == subject && r.Version == v }) {
 			continue
 		}
-		if slices.ContainsFunc(st.uses[id], func(u use) bool { return !u.deleted }) {
+		if slices.ContainsFunc(st.uses.at(id), func(u use) bool { return !u.deleted }) {
 			out = append(out, id)
 		}
 	}

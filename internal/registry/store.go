@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"strconv"
-	"strings"
+	"unicode/utf8"
 
 	"github.com/semaq/semaq/internal/schema"
 )
@@ -101,9 +101,12 @@ func identity(typ schema.Type, refs []schema.Reference, canonical string) string
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// checkSubject accepts what Confluent accepts as a subject: any non-empty
-// text without control characters. The length bound keeps a KV key (the
-// subject base64-encoded) well inside a NATS control line.
+// checkSubject accepts what Confluent accepts as a subject, less what
+// could mislead a person reading it: non-empty valid UTF-8 without control
+// characters (C0, DEL, C1), bidirectional controls (U+202E makes
+// "user-fdp.json" display as "user-nosj.pdf"), line separators or
+// invisible spaces. The length bound keeps a KV key (the subject
+// base64-encoded) well inside a NATS control line.
 func checkSubject(subject string) error {
 	if subject == "" {
 		return errorf(CodeInvalidSubject, "The specified subject is not valid: it is empty")
@@ -111,8 +114,27 @@ func checkSubject(subject string) error {
 	if len(subject) > 1024 {
 		return errorf(CodeInvalidSubject, "The specified subject is not valid: it is longer than 1024 bytes")
 	}
-	if strings.ContainsFunc(subject, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\uFFFD' }) {
-		return errorf(CodeInvalidSubject, "The specified subject %q is not valid: it has a control character or invalid UTF-8", subject)
+	if !utf8.ValidString(subject) {
+		return errorf(CodeInvalidSubject, "The specified subject %q is not valid: it is not valid UTF-8", subject)
+	}
+	for i, r := range subject {
+		if what := badSubjectRune(r); what != "" {
+			return errorf(CodeInvalidSubject, "The specified subject %q is not valid: it has %s (U+%04X) at byte %d", subject, what, r, i)
+		}
 	}
 	return nil
+}
+
+func badSubjectRune(r rune) string {
+	switch {
+	case r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f:
+		return "a control character"
+	case r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069:
+		return "a bidirectional control character"
+	case r == 0x2028 || r == 0x2029:
+		return "a line separator"
+	case r == 0x200b || r == 0xfeff || r == utf8.RuneError:
+		return "an invisible or replacement character"
+	}
+	return ""
 }

@@ -26,12 +26,20 @@ const avroMaxRefs = 256
 // rules). Feeding hamba our rewrite rather than the original means it only
 // ever sees full names and the keys it should, so the two passes cannot
 // disagree on what the schema says.
-type avroFormat struct{}
+//
+// Limits (limits.go) are checked on every text before either pass: size,
+// JSON nesting (records in records), JSON values (fields, types), numbers,
+// duplicate keys.
+type avroFormat struct{ limits Limits }
 
 func (avroFormat) Type() Type { return TypeAvro }
 
-func (avroFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
+// WithLimits implements LimitedFormat.
+func (avroFormat) WithLimits(l Limits) Format { return avroFormat{limits: l} }
+
+func (f avroFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
 	p := &avroParser{
+		budget:  newBudget(f.limits),
 		resolve: resolve,
 		cache:   &avro.SchemaCache{},
 		names:   make(map[string]bool),
@@ -41,6 +49,9 @@ func (avroFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema
 		if err := p.reference(ref); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.budget.avroText("the schema", text); err != nil {
+		return nil, err
 	}
 	canonical, lean, err := avroCanonicalise(text, p.names, p.cache)
 	if err != nil {
@@ -77,6 +88,7 @@ const (
 // schemas and the main one: hamba's cache of named types, and the set of
 // full names defined so far (Avro forbids redefining a name).
 type avroParser struct {
+	budget  *budget
 	resolve Resolver
 	cache   *avro.SchemaCache
 	names   map[string]bool
@@ -113,7 +125,11 @@ func (p *avroParser) reference(ref Reference) error {
 			return err
 		}
 	}
-	_, lean, err := avroCanonicalise(text, p.names, p.cache)
+	err = p.budget.avroText(fmt.Sprintf("reference %q (subject %q version %d)", ref.Name, ref.Subject, ref.Version), text)
+	var lean string
+	if err == nil {
+		_, lean, err = avroCanonicalise(text, p.names, p.cache)
+	}
 	if err == nil {
 		_, err = avroHambaParse(lean, p.cache)
 	}
@@ -121,6 +137,18 @@ func (p *avroParser) reference(ref Reference) error {
 		return fmt.Errorf("in reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
 	}
 	p.state[key] = avroRefDone
+	return nil
+}
+
+// avroText charges one Avro schema text to the budget, before any parser
+// reads it.
+func (b *budget) avroText(what, text string) error {
+	if err := b.text(what, len(text)); err != nil {
+		return err
+	}
+	if err := jsonStrictScan([]byte(text), b, false); err != nil {
+		return fmt.Errorf("avro schema: %w", err)
+	}
 	return nil
 }
 

@@ -47,9 +47,15 @@ const jsonMaxRefs = 256
 // port of Confluent's diff rules (compat_json.go) over a model of the
 // schema text (json_model.go), because those rules are defined on the
 // keywords as written rather than on what the validator compiles.
-type jsonFormat struct{}
+//
+// Limits (limits.go) are checked on every document before the compiler
+// sees it: its compile time grows much faster than the text.
+type jsonFormat struct{ limits Limits }
 
 func (jsonFormat) Type() Type { return TypeJSON }
+
+// WithLimits implements LimitedFormat.
+func (jsonFormat) WithLimits(l Limits) Format { return jsonFormat{limits: l} }
 
 // jsonSchema is a parsed JSON Schema.
 type jsonSchema struct {
@@ -57,6 +63,7 @@ type jsonSchema struct {
 	compiled  *jsonschema.Schema
 	fast      *jsonFast // nil: every payload goes to the library
 	model     *jsonNode
+	limits    Limits // with defaults
 }
 
 func (s *jsonSchema) Type() Type        { return TypeJSON }
@@ -69,12 +76,16 @@ type jsonDoc struct {
 	draft int    // 4, 6, 7, 2019 or 2020
 }
 
-func (jsonFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
-	raw, err := jsonDecode([]byte(text))
+func (f jsonFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
+	b := newBudget(f.limits)
+	raw, err := jsonDecodeSchema(text, "the schema", b)
 	if err != nil {
-		return nil, fmt.Errorf("JSON Schema is not valid JSON: %w", err)
+		return nil, err
 	}
 	if err := jsonCheckSchemaValue(raw); err != nil {
+		return nil, err
+	}
+	if err := jsonCheckPatterns(raw, jsonDraftOf(raw), b, ""); err != nil {
 		return nil, err
 	}
 	c := jsonschema.NewCompiler()
@@ -84,7 +95,7 @@ func (jsonFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema
 	root := &jsonDoc{url: jsonRootURL, raw: raw, draft: jsonDraftOf(raw)}
 	docs := []*jsonDoc{root}
 	if len(refs) > 0 {
-		more, err := jsonLoadReferences(c, jsonResourceBase(root.url, raw, root.draft), refs, resolve)
+		more, err := jsonLoadReferences(c, jsonResourceBase(root.url, raw, root.draft), refs, resolve, b)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +114,53 @@ func (jsonFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema
 		compiled:  compiled,
 		fast:      fast,
 		model:     jsonBuildModel(docs),
+		limits:    b.l,
 	}, nil
+}
+
+// jsonDecodeSchema checks a schema document against the budget (size,
+// depth, values, numbers, duplicate keys), then decodes it.
+func jsonDecodeSchema(text, what string, b *budget) (any, error) {
+	if err := b.text(what, len(text)); err != nil {
+		return nil, err
+	}
+	if err := jsonStrictScan([]byte(text), b, false); err != nil {
+		return nil, fmt.Errorf("invalid JSON Schema: %w", err)
+	}
+	raw, err := jsonDecode([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("JSON Schema is not valid JSON: %w", err)
+	}
+	return raw, nil
+}
+
+// jsonCheckPatterns charges the regular expressions of a schema document
+// (pattern, patternProperties keys, at every subschema) to the budget.
+// Depth is already bounded by the strict scan.
+func jsonCheckPatterns(v any, draft int, b *budget, ptr string) error {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if p, ok := m["pattern"].(string); ok {
+		if err := b.pattern(ptr+"/pattern", p); err != nil {
+			return err
+		}
+	}
+	if pp, ok := m["patternProperties"].(map[string]any); ok {
+		for _, k := range jsonSortedKeys(pp) {
+			if err := b.pattern(ptr+"/patternProperties/"+jsonEscapeToken(k), k); err != nil {
+				return err
+			}
+		}
+	}
+	var err error
+	jsonEachSubschema(m, draft, func(sub any, tokens ...string) {
+		if err == nil {
+			err = jsonCheckPatterns(sub, draft, b, ptr+jsonPointer(tokens))
+		}
+	})
+	return err
 }
 
 // jsonCheckSchemaValue rejects documents that cannot be a schema at all,
@@ -119,7 +176,7 @@ func jsonCheckSchemaValue(raw any) error {
 // jsonLoadReferences resolves refs transitively and registers each
 // referenced document with the compiler. A name resolves against the base
 // of the schema that lists it, like the $ref that uses it.
-func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []Reference, resolve Resolver) ([]*jsonDoc, error) {
+func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []Reference, resolve Resolver, b *budget) ([]*jsonDoc, error) {
 	if resolve == nil {
 		return nil, errors.New("JSON Schema has references but no resolver was given")
 	}
@@ -158,11 +215,20 @@ func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []Reference, r
 		if typ != TypeJSON && typ != "" {
 			return nil, fmt.Errorf("%s: a JSON Schema can only reference JSON schemas, this one is %s", where, typ)
 		}
+		if err := b.text(where, len(text)); err != nil {
+			return nil, err
+		}
+		if err := jsonStrictScan([]byte(text), b, false); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
 		raw, err := jsonDecode([]byte(text))
 		if err != nil {
 			return nil, fmt.Errorf("%s: not valid JSON: %w", where, err)
 		}
 		if err := jsonCheckSchemaValue(raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		if err := jsonCheckPatterns(raw, jsonDraftOf(raw), b, ""); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		if err := c.AddResource(u, raw); err != nil {
@@ -349,6 +415,9 @@ func (s *jsonSchema) Validate(payload []byte) error {
 	v, err := jsonDecode(payload)
 	if err != nil {
 		return &ValidationError{Rule: "json", Message: "not valid JSON at " + err.Error()}
+	}
+	if verr := jsonCheckPayloadNumbers(v, s.limits); verr != nil {
+		return verr
 	}
 	if s.fast != nil && s.fast.valid(v) {
 		return nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,15 +46,31 @@ const (
 // descriptor (protobuf_canonical.go): comments, whitespace, import order and
 // the spelling of type names (relative or fully qualified) do not change it,
 // and it parses back to the same descriptor.
-type protobufFormat struct{}
+//
+// Limits (limits.go) are checked on every file before protocompile reads
+// it: size, nesting of braces, brackets and parentheses (messages in
+// messages, option literals), number of tokens.
+type protobufFormat struct{ limits Limits }
 
 func (protobufFormat) Type() Type { return TypeProtobuf }
 
-func (protobufFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
+// WithLimits implements LimitedFormat.
+func (protobufFormat) WithLimits(l Limits) Format { return protobufFormat{limits: l} }
+
+func (f protobufFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
+	b := newBudget(f.limits)
+	if err := b.protobufText("the schema", text); err != nil {
+		return nil, err
+	}
 	sources := make(map[string]string)
 	fileRefs := make(map[string]Reference)
 	if err := protobufResolveRefs(refs, resolve, sources, fileRefs); err != nil {
 		return nil, err
+	}
+	for _, name := range slices.Sorted(maps.Keys(sources)) {
+		if err := b.protobufText(fmt.Sprintf("reference %q", name), sources[name]); err != nil {
+			return nil, err
+		}
 	}
 	main := protobufMainFile
 	for i := 2; ; i++ {
