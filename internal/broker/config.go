@@ -64,6 +64,26 @@ type Config struct {
 	ExprMaxEvalBytes int64 `yaml:"expr_max_eval_bytes"`
 	// ExprEvalTimeout bounds the time of one evaluation; 0 means 5s.
 	ExprEvalTimeout time.Duration `yaml:"expr_eval_timeout"`
+	// MaxFilters bounds the filtered subscriptions one node runs; 0 means
+	// DefaultMaxFilters.
+	MaxFilters int `yaml:"max_filters"`
+	// MaxKeySharedMembers bounds the key-shared members one node serves;
+	// 0 means DefaultMaxKeySharedMembers.
+	MaxKeySharedMembers int `yaml:"max_key_shared_members"`
+}
+
+func (c *Config) maxFilters() int {
+	if c.MaxFilters > 0 {
+		return c.MaxFilters
+	}
+	return DefaultMaxFilters
+}
+
+func (c *Config) maxKeySharedMembers() int {
+	if c.MaxKeySharedMembers > 0 {
+		return c.MaxKeySharedMembers
+	}
+	return DefaultMaxKeySharedMembers
 }
 
 // exprConfig is the expression limits of the node.
@@ -123,6 +143,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TraceSample < 0 || c.TraceSample > 1 {
 		return fmt.Errorf("trace_sample: %g is outside 0..1", c.TraceSample)
+	}
+	if c.MaxFilters < 0 || c.MaxKeySharedMembers < 0 {
+		return errors.New("max_filters and max_key_shared_members may not be negative")
 	}
 	if err := c.exprConfig().Validate(); err != nil {
 		return fmt.Errorf("expr_max_eval_bytes / expr_eval_timeout: %w", err)

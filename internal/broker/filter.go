@@ -30,6 +30,12 @@ const (
 	filterHeartbeat     = 2 * time.Second
 	filterExpiry        = 3
 	filterMaxAckPending = 1000
+	// DefaultMaxFilters bounds the filtered subscriptions one node runs
+	// (each is a JetStream consumer and a pump goroutine); past it START is
+	// refused with ErrOverloaded. Config.MaxFilters overrides it.
+	DefaultMaxFilters = 1000
+	// MaxFilterAckPending bounds a filtered subscription's max_ack_pending.
+	MaxFilterAckPending = 10000
 	filterAckWait       = 30 * time.Second
 )
 
@@ -156,6 +162,15 @@ func (f *filters) start(ctx context.Context, req *semaq.FilterStartRequest) (*se
 	}
 	if req.MaxAckPending < 0 || req.AckWait < 0 {
 		return nil, badFilter("max_ack_pending and ack_wait may not be negative")
+	}
+	if req.MaxAckPending > MaxFilterAckPending {
+		return nil, badFilter("max_ack_pending %d is over %d", req.MaxAckPending, MaxFilterAckPending)
+	}
+	f.mu.Lock()
+	n := len(f.pumps)
+	f.mu.Unlock()
+	if n >= f.s.cfg.maxFilters() {
+		return nil, semaq.NewAPIError(semaq.ErrOverloaded, "filter: this node runs %d filtered subscriptions, the most it allows; stop one or use another node", n)
 	}
 	stream, err := f.lookup(ctx, req.Subject)
 	if err != nil {

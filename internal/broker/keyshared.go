@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -46,6 +45,14 @@ const (
 	ksHeartbeat     = 2 * time.Second
 	ksExpiry        = 3
 	ksMaxAckPending = 1000
+	// DefaultMaxKeySharedMembers bounds the key-shared members one node
+	// serves (over all groups; each group is a consumer and two
+	// goroutines); past it JOIN is refused with ErrOverloaded.
+	// Config.MaxKeySharedMembers overrides it.
+	DefaultMaxKeySharedMembers = 1000
+	// MaxKeySharedAckPending bounds a group's max_ack_pending: the pump
+	// holds up to that many messages in memory.
+	MaxKeySharedAckPending = 10000
 	ksAckWait       = 30 * time.Second
 )
 
@@ -170,8 +177,8 @@ func badKeyShared(format string, args ...any) error {
 // be judged without the streams.
 func parseKeySharedJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 	var req semaq.KeySharedJoinRequest
-	if err := json.Unmarshal(data, &req); err != nil {
-		return nil, badKeyShared("request is not valid JSON: %v", err)
+	if err := decodeAPI(data, &req); err != nil {
+		return nil, badKeyShared("request is not valid: %v", err)
 	}
 	if err := checkSubject(req.Subject, true); err != nil {
 		return nil, badKeyShared("%v", err)
@@ -193,6 +200,9 @@ func parseKeySharedJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 	}
 	if req.MaxAckPending < 0 || req.AckWait < 0 {
 		return nil, badKeyShared("max_ack_pending and ack_wait may not be negative")
+	}
+	if req.MaxAckPending > MaxKeySharedAckPending {
+		return nil, badKeyShared("max_ack_pending %d is over %d", req.MaxAckPending, MaxKeySharedAckPending)
 	}
 	if req.AckWait > 0 && req.AckWait < time.Second {
 		return nil, badKeyShared("ack_wait %s is under one second", req.AckWait)
@@ -221,6 +231,12 @@ func (k *keyShared) apiJoin(m *nats.Msg) {
 }
 
 func (k *keyShared) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*semaq.KeySharedJoinResponse, error) {
+	k.mu.Lock()
+	n := len(k.members)
+	k.mu.Unlock()
+	if n >= k.s.cfg.maxKeySharedMembers() {
+		return nil, semaq.NewAPIError(semaq.ErrOverloaded, "key-shared: this node serves %d members, the most it allows", n)
+	}
 	stream, err := k.s.filters.lookup(ctx, req.Subject)
 	if err != nil {
 		return nil, err
