@@ -53,7 +53,7 @@ const (
 	// MaxKeySharedAckPending bounds a group's max_ack_pending: the pump
 	// holds up to that many messages in memory.
 	MaxKeySharedAckPending = 10000
-	ksAckWait       = 30 * time.Second
+	ksAckWait              = 30 * time.Second
 )
 
 // keyShared holds this node's groups.
