@@ -39,6 +39,9 @@ type agentTable struct {
 	now func() time.Time
 }
 
+// agentBucketBytes bounds the agent registry on disk.
+const agentBucketBytes = 64 << 20
+
 // startAgents opens (or creates) the announcement bucket.
 func (s *Server) startAgents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, agentLoadTimeout)
@@ -48,8 +51,11 @@ func (s *Server) startAgents(ctx context.Context) error {
 		Description: "SemaQ agent announcements",
 		History:     1,
 		TTL:         semaq.MaxAgentTTL,
-		Storage:     jetstream.FileStorage,
-		Replicas:    1,
+		// Announcements are small; the bound keeps a flood of names from
+		// filling the disk (a full bucket refuses new ones).
+		MaxBytes: agentBucketBytes,
+		Storage:  jetstream.FileStorage,
+		Replicas: 1,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)

@@ -470,6 +470,9 @@ func (s *Server) stopRoutes() error {
 	return nil
 }
 
+// routeBucketBytes bounds the route rules on disk.
+const routeBucketBytes = 16 << 20
+
 // openRouter creates the bucket if needed, loads every rule and starts the
 // watcher.
 func openRouter(ctx context.Context, js jetstream.JetStream, log *slog.Logger, ec expr.Config) (*router, error) {
@@ -481,6 +484,7 @@ func openRouter(ctx context.Context, js jetstream.JetStream, log *slog.Logger, e
 		Bucket:      semaq.RouteBucket,
 		Description: "SemaQ route rules",
 		History:     1,
+		MaxBytes:    routeBucketBytes, // a full bucket refuses new rules
 		Storage:     jetstream.FileStorage,
 		Replicas:    1,
 	})
