@@ -899,11 +899,20 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 	}
 }
 
-// bindLease lets only the holder of j's lease write j's token stream
-// (tokens.go); unbindLease ends that when the lease ends. mu is held.
-func (d *dispatcher) bindLease(j *qjob) {}
+// bindLease makes the holder of j's lease the only writer of j's token
+// stream (tokens_relay.go bindJob; the request id is its Nats-Msg-Id). A
+// redelivered job is bound again with its new lease, which ends the
+// previous holder's right. mu is held; bindJob takes only its own lock.
+func (d *dispatcher) bindLease(j *qjob) {
+	if j.id != "" {
+		d.s.tokens.bindJob(j.id, j.lease)
+	}
+}
 
-func (d *dispatcher) unbindLease(j *qjob) {}
+// unbindLease marks where a lease ends. The token store keeps the last
+// holder's binding until the job is delivered again (bindJob replaces it)
+// or its stream ends, so there is nothing to undo here.
+func (d *dispatcher) unbindLease(*qjob) {}
 
 // status reports the queue's live state.
 func (d *dispatcher) status(now time.Time) semaq.QueueStatus {

@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,7 +42,7 @@ func benchDrain(b *testing.B, confirmed bool) {
 		defer nc.Close()
 		js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 		for range b.N {
-			if _, err := js.PublishAsync("infer.x", payload); err != nil {
+			if _, err := js.PublishAsync("infer.x", payload, jetstream.WithStallWait(30*time.Second)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -88,7 +89,7 @@ func benchDrain(b *testing.B, confirmed bool) {
 			b.Fatal(err)
 		}
 		for range b.N {
-			if _, err := js.PublishAsync("raw.x", payload); err != nil {
+			if _, err := js.PublishAsync("raw.x", payload, jetstream.WithStallWait(30*time.Second)); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -598,3 +598,43 @@ func TestDispatchEgressCannotReachJetStream(t *testing.T) {
 		t.Fatalf("queue after egress publishes: %v", err)
 	}
 }
+
+// TestQueueAcksWhileConsumerLostAreKept: jobs acked after the consumer was
+// deleted and before the dispatcher noticed (their acks reach no consumer)
+// still leave the stream, are not handed out again, and stay gone after a
+// restart.
+func TestQueueAcksWhileConsumerLostAreKept(t *testing.T) {
+	dir := t.TempDir()
+	onDir := func(cfg *broker.Config) { cfg.DataDir = dir }
+	s1 := brokertest.Start(t, onDir)
+	c1 := brokertest.Connect(t, s1)
+	js := internalJS(t, s1)
+	addQueue(t, c1, semaq.QueueConfig{Name: "Q"})
+	for i := range 6 {
+		pubReq(t, c1, "r"+strconv.Itoa(i))
+	}
+	waitQueued(t, c1, "Q", 6)
+	held := fetch(t, c1, "Q", client.FetchMax(4))
+	deleteDispatchConsumer(t, js, c1)
+	ackAll(t, held) // at once: the dispatcher has most likely not noticed yet
+	waitFor(t, "recovery and the acked jobs to leave the stream", func() bool {
+		n, _ := streamMsgs(t, js, "Q")
+		return queueStatus(t, c1, "Q").Counters.ConsumerRecoveries >= 1 && n == 2
+	})
+	jobs := fetch(t, c1, "Q", client.FetchMax(10), client.FetchWait(200*time.Millisecond))
+	if got := strings.Join(ids(jobs), ","); got != "r4,r5" {
+		t.Fatalf("after recovery got %s, want r4,r5", got)
+	}
+	c1.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := brokertest.Start(t, onDir)
+	c2 := brokertest.Connect(t, s2)
+	waitQueued(t, c2, "Q", 2) // r4 and r5 were held, not acked
+	if got := strings.Join(ids(fetch(t, c2, "Q", client.FetchMax(10))), ","); got != "r4,r5" {
+		t.Fatalf("after restart got %s, want r4,r5", got)
+	}
+}
