@@ -70,6 +70,11 @@ type Config struct {
 	// MaxKeySharedMembers bounds the key-shared members one node serves;
 	// 0 means DefaultMaxKeySharedMembers.
 	MaxKeySharedMembers int `yaml:"max_key_shared_members"`
+	// MaxConnections bounds the NATS client connections of the node (the
+	// HTTP front door has its own bound); past it NATS refuses new ones.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxSubscriptions bounds the subscriptions of one NATS connection.
+	MaxSubscriptions int `yaml:"max_subscriptions"`
 }
 
 func (c *Config) maxFilters() int {
@@ -101,6 +106,9 @@ func DefaultConfig() Config {
 		MaxHeaderBytes: 16 * 1024,
 		MaxPayload:     1 << 20,
 		LogLevel:       "info",
+
+		MaxConnections:   10000,
+		MaxSubscriptions: 100000,
 	}
 }
 
@@ -143,6 +151,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TraceSample < 0 || c.TraceSample > 1 {
 		return fmt.Errorf("trace_sample: %g is outside 0..1", c.TraceSample)
+	}
+	if c.MaxConnections < 1 || c.MaxSubscriptions < 1 {
+		return fmt.Errorf("max_connections (%d) and max_subscriptions (%d) must be at least 1", c.MaxConnections, c.MaxSubscriptions)
 	}
 	if c.MaxFilters < 0 || c.MaxKeySharedMembers < 0 {
 		return errors.New("max_filters and max_key_shared_members may not be negative")

@@ -59,6 +59,11 @@ func checkSchema(reg *registry.Registry, m *nats.Msg, hdrID int64) *semaq.APIErr
 		id = entry.ID
 	}
 	if entry.Compiled == nil {
+		if entry.Err != nil {
+			// Refused when loaded (over the schema limits): the publish is
+			// refused rather than stored unvalidated.
+			return semaq.NewAPIError(semaq.ErrSchema, "schema id %d (%s) cannot validate payloads on this node: %v; publishes needing it are refused until a compliant version is registered", id, entry.SchemaType, entry.Err)
+		}
 		return semaq.NewAPIError(semaq.ErrSchemaNotFound, "schema id %d (%s) cannot validate payloads on this node: its format is not available", id, entry.SchemaType)
 	}
 	if err := entry.Compiled.Validate(body); err != nil {

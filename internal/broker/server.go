@@ -192,6 +192,8 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		StoreDir:   s.cfg.DataDir,
 		NoSigs:     true,
 		MaxPayload: int32(s.cfg.MaxPayload),
+		MaxConn:    s.cfg.MaxConnections,
+		MaxSubs:    s.cfg.MaxSubscriptions,
 		// JetStream never fsyncs per message: streams with durability
 		// fsync are group-committed by the ingress (groupcommit.go), the
 		// rest rely on JetStream's periodic sync.
