@@ -48,7 +48,7 @@ var internalConsumers = []string{semaq.DispatchConsumer}
 // reservedForBroker are subjects only the broker may publish on, whoever
 // else asks.
 func reservedForBroker() []string {
-	return []string{
+	return append([]string{
 		semaq.StoragePrefix + ">", // storage: only the ingress writes it
 		semaq.DLQPrefix + ">",     // only the broker writes SQ_DLQ
 		semaq.QueueCancelPrefix + ">",
@@ -56,8 +56,6 @@ func reservedForBroker() []string {
 		"$O.>",
 		"$SYS.>",
 		"$JS.EVENT.>", // forged advisories would make the broker dead-letter any message
-		"_SQ_LAT.>",   // sampled acks: the broker forwards them
-		"_SQ_ACK.>",   // group-commit acks: likewise
 		// Changing streams behind the semantic layer's back.
 		"$JS.API.STREAM.CREATE.>",
 		"$JS.API.STREAM.UPDATE.>",
@@ -70,8 +68,13 @@ func reservedForBroker() []string {
 		"$JS.API.ACCOUNT.PURGE.>",
 		"$JS.API.SERVER.>",
 		"$JS.API.META.>",
-	}
+	}, brokerInboxes...)
 }
+
+// brokerInboxes are the broker's own reply inboxes: JetStream answers it
+// there (acks it forwards, sampled latencies, payload reads of the
+// dispatcher). Nobody else may publish there, and nobody else may listen.
+var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>"}
 
 // consumerVerbs are the JetStream API calls that change a consumer or take
 // its messages, with %s for the stream and %s for the consumer.
@@ -124,12 +127,10 @@ func publicPermissions() *server.Permissions {
 		Publish: &server.SubjectPermission{Deny: publicDeny()},
 		// Answers to jobs carry the job's lease in their subject: only the
 		// broker listens to them.
-		Subscribe: &server.SubjectPermission{Deny: []string{
+		Subscribe: &server.SubjectPermission{Deny: append([]string{
 			semaq.QueueAckPrefix + ">",
-			"_SQ_ACK.>",
-			"_SQ_LAT.>",
 			"$SYS.>",
-		}},
+		}, brokerInboxes...)},
 	}
 }
 
@@ -138,10 +139,9 @@ func publicPermissions() *server.Permissions {
 // connection the request came in on).
 func egressPermissions() *server.Permissions {
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{Deny: []string{
+		Publish: &server.SubjectPermission{Deny: append([]string{
 			"$JS.>", "$SQ.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>", "$G.>",
-			"_SQ_ACK.>", "_SQ_LAT.>",
-		}},
+		}, brokerInboxes...)},
 	}
 }
 
