@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,6 +18,7 @@ import (
 // Token streams: the writer side. See docs/tokens.md.
 
 type tokenStreamOptions struct {
+	key         string // writer key; random unless WithWriterKey
 	traceParent string
 	session     string
 	retention   time.Duration
@@ -28,6 +31,42 @@ type tokenStreamOptions struct {
 
 // TokenStreamOption configures OpenTokenStream.
 type TokenStreamOption func(*tokenStreamOptions) error
+
+// WithWriterKey sets the writer key the broker ties the stream to: the
+// first record claims the request id for this key and every later record
+// must carry it (docs/tokens.md, "Trust model"). Without it the writer
+// makes a random key of its own, which suits a writer that opens and ends
+// the stream itself. A worker uses its job's lease (Job.OpenTokenStream),
+// which the broker binds to the job's request id. The key is 16 to 128
+// letters, digits, '-' and '_'; keep it secret.
+func WithWriterKey(key string) TokenStreamOption {
+	return func(o *tokenStreamOptions) error {
+		if err := semaq.CheckTokenKey(key); err != nil {
+			return fmt.Errorf("client: WithWriterKey: %w", err)
+		}
+		o.key = key
+		return nil
+	}
+}
+
+// newTokenKey makes a random writer key: 128 bits, base64url.
+func newTokenKey() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("client: making a writer key: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// tokenErr turns the relay's JetStream-shaped refusal into the
+// *semaq.APIError it is, so errors.Is matches semaq.ErrTokenLimit and the
+// other sentinels.
+func tokenErr(err error) error {
+	if ae, ok := errors.AsType[*jetstream.APIError](err); ok && ae.ErrorCode >= 20000 {
+		return &semaq.APIError{Code: ae.Code, ErrCode: uint16(ae.ErrorCode), Description: ae.Description}
+	}
+	return err
+}
 
 // WithStreamTraceParent binds a W3C traceparent to every record of the
 // stream, so a chain of agents can be followed end to end.
@@ -123,6 +162,7 @@ type TokenWriter struct {
 	id   string
 	js   jetstream.JetStream
 	opts tokenStreamOptions
+	hdr  nats.Header // the writer key, on every chunk; never changed
 
 	mu      sync.Mutex
 	pending []pendingToken
@@ -137,11 +177,21 @@ type TokenWriter struct {
 	idle    chan struct{} // closed by the flusher when pending is empty after ending
 	flushed chan struct{} // flusher exited
 
+	// The first record not stored, when err is set by one: an error record
+	// takes its place, so readers see the stream end where it broke.
+	failSeq, failOffset uint64
+
 	first time.Time // when the first token was written; guarded by mu
 
 	// Owned by the flusher goroutine, then by end once the flusher exited.
 	buf      []byte
-	inflight []jetstream.PubAckFuture // oldest first
+	inflight []inflightRecord // oldest first
+}
+
+// inflightRecord is a record sent and not yet acknowledged.
+type inflightRecord struct {
+	f           jetstream.PubAckFuture
+	seq, offset uint64
 }
 
 // OpenTokenStream starts writing the token stream of request id. Nothing
@@ -162,7 +212,14 @@ func (c *Client) OpenTokenStream(ctx context.Context, id string, opts ...TokenSt
 	if o.start.IsZero() {
 		o.start = time.Now()
 	}
-	w := &TokenWriter{c: c, id: id, opts: o,
+	if o.key == "" {
+		k, err := newTokenKey()
+		if err != nil {
+			return nil, err
+		}
+		o.key = k
+	}
+	w := &TokenWriter{c: c, id: id, opts: o, hdr: nats.Header{semaq.HdrTokenKey: {o.key}},
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1), flushed: make(chan struct{})}
 	js, err := c.tokenJS()
 	if err != nil {
@@ -184,9 +241,15 @@ func (w *TokenWriter) Tokens() uint64 {
 }
 
 func (w *TokenWriter) fail(err error) {
+	w.failAt(err, 0, 0)
+}
+
+// failAt breaks the stream at record seq (0: no record was refused).
+func (w *TokenWriter) failAt(err error, seq, offset uint64) {
 	w.mu.Lock()
 	if w.err == nil {
 		w.err = err
+		w.failSeq, w.failOffset = seq, offset
 	}
 	w.mu.Unlock()
 }
@@ -306,8 +369,8 @@ func (w *TokenWriter) send(batch []pendingToken) {
 		c.Seq, c.Offset = w.seq, w.offset
 		w.offset += uint64(c.N)
 		w.mu.Unlock()
-		if err := w.publish(semaq.TokenChunkSubject(w.id), &c, nil); err != nil {
-			w.fail(err)
+		if err := w.publish(semaq.TokenWriteChunkSubject(w.id), &c, w.hdr); err != nil {
+			w.failAt(err, c.Seq, c.Offset) // settle set it first if it was an earlier record
 			return
 		}
 	}
@@ -316,6 +379,10 @@ func (w *TokenWriter) send(batch []pendingToken) {
 func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Header) error {
 	c.TraceParent, c.Session = w.opts.traceParent, w.opts.session
 	w.buf = semaq.AppendTokenChunk(w.buf[:0], c)
+	if len(w.buf) > semaq.MaxTokenRecordBytes {
+		return semaq.NewAPIError(semaq.ErrTokenLimit, "client: token stream %s: record %d has %d bytes; a record is at most %d (a single token or function call fragment too large)",
+			w.id, c.Seq, len(w.buf), semaq.MaxTokenRecordBytes)
+	}
 	m := &nats.Msg{Subject: subject, Data: append([]byte(nil), w.buf...), Header: hdr}
 	// Forget what is acknowledged; wait for the oldest while the window
 	// is full.
@@ -336,7 +403,7 @@ func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Head
 		if err != nil {
 			return fmt.Errorf("client: token stream %s: publishing: %w", w.id, err)
 		}
-		w.inflight = append(w.inflight, f)
+		w.inflight = append(w.inflight, inflightRecord{f: f, seq: c.Seq, offset: c.Offset})
 		return nil
 	}
 }
@@ -346,7 +413,8 @@ func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Head
 // did. A refusal breaks the stream. (An answer can be received only once:
 // the future's channel holds one value.)
 func (w *TokenWriter) settle(wait bool, done <-chan struct{}) (took bool, err error) {
-	f := w.inflight[0]
+	rec := w.inflight[0]
+	f := rec.f
 	if wait {
 		select {
 		case <-f.Ok():
@@ -362,11 +430,11 @@ func (w *TokenWriter) settle(wait bool, done <-chan struct{}) (took bool, err er
 			return false, nil
 		}
 	}
-	w.inflight[0] = nil
+	w.inflight[0] = inflightRecord{}
 	w.inflight = w.inflight[1:]
 	if err != nil {
-		err = fmt.Errorf("client: token stream %s: storing a record: %w", w.id, err)
-		w.fail(err)
+		err = fmt.Errorf("client: token stream %s: storing record %d: %w", w.id, rec.seq, tokenErr(err))
+		w.failAt(err, rec.seq, rec.offset)
 	}
 	return true, err
 }
@@ -422,6 +490,9 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 	err := w.err
 	w.seq++
 	term.Seq, term.Offset = w.seq, w.offset
+	if err != nil && w.failSeq != 0 {
+		term.Seq, term.Offset = w.failSeq, w.failOffset
+	}
 	w.mu.Unlock()
 	if err != nil && term.Final != nil {
 		return err
@@ -429,12 +500,13 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 	ctx, cancel := w.c.withTimeout(ctx)
 	defer cancel()
 	term.TraceParent, term.Session = w.opts.traceParent, w.opts.session
-	m := nats.NewMsg(semaq.TokenEndSubject(w.id))
+	m := nats.NewMsg(semaq.TokenWriteEndSubject(w.id))
 	m.Data = semaq.AppendTokenChunk(nil, term)
+	m.Header.Set(semaq.HdrTokenKey, w.opts.key)
 	m.Header.Set(semaq.HdrTokenRetention, w.opts.retention.String())
 	w.measure(m.Header)
 	if _, perr := w.js.PublishMsg(ctx, m); perr != nil {
-		return errors.Join(err, fmt.Errorf("client: token stream %s: storing the terminal record: %w", w.id, perr))
+		return errors.Join(err, fmt.Errorf("client: token stream %s: storing the terminal record: %w", w.id, tokenErr(perr)))
 	}
 	return err
 }
@@ -442,10 +514,26 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 // AbortTokenStream ends the token stream of request id with an error on
 // behalf of a writer that is gone (a worker that died mid-stream): the
 // error record follows the last record stored (it is record 1 of a stream
-// that has none). A stream that already ended is left as it is.
-func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.TokenError) error {
+// that has none). A stream that already ended is left as it is. The broker
+// takes the record only from the stream's writer: pass its key with
+// WithWriterKey (a redelivered job's worker: Job.AbortTokenStream); other
+// options are ignored.
+func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.TokenError, opts ...TokenStreamOption) error {
 	if err := semaq.CheckRequestID(id); err != nil {
 		return semaq.NewAPIError(semaq.ErrBadRequest, "client: AbortTokenStream: %v", err)
+	}
+	var o tokenStreamOptions
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
+		}
+	}
+	if o.key == "" {
+		k, err := newTokenKey()
+		if err != nil {
+			return err
+		}
+		o.key = k
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -461,10 +549,11 @@ func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.Toke
 		term.Seq, term.Offset = last.Seq+1, last.Offset+uint64(last.N)
 		term.TraceParent, term.Session = last.TraceParent, last.Session
 	}
-	m := nats.NewMsg(semaq.TokenEndSubject(id))
+	m := nats.NewMsg(semaq.TokenWriteEndSubject(id))
 	m.Data = semaq.AppendTokenChunk(nil, term)
+	m.Header.Set(semaq.HdrTokenKey, o.key)
 	if _, err := c.js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("client: token stream %s: storing the error record: %w", id, err)
+		return fmt.Errorf("client: token stream %s: storing the error record: %w", id, tokenErr(err))
 	}
 	return nil
 }

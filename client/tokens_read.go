@@ -161,7 +161,9 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 		// A handler and a queue of our own, not SubscribeSync: a sync
 		// subscription allocates a 64k-slot channel, a cost per request.
 		q := &liveQueue{ready: make(chan struct{}, 1)}
-		sub, err := c.nc.Subscribe(semaq.TokenSubjectFilter(id), q.push)
+		// What JetStream republishes once stored: only records the
+		// broker's relay accepted.
+		sub, err := c.nc.Subscribe(semaq.TokenLiveFilter(id), q.push)
 		if err != nil {
 			return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
 		}

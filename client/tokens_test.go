@@ -12,23 +12,30 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
 )
 
 const testTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
-// rawRecord stores a record as a misbehaving writer would: straight into
-// the token stream, in whatever order the test wants.
-func rawRecord(t *testing.T, c *client.Client, id string, rec semaq.TokenChunk) {
+// rawRecord stores a record as a misbehaving writer would if the relay
+// let it: straight into the token stream, in whatever order the test
+// wants, with the broker's own rights.
+func rawRecord(t *testing.T, s *broker.Server, id string, rec semaq.TokenChunk) {
 	t.Helper()
-	js, err := jetstream.New(c.Conn())
+	nc, err := s.InternalConn()
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj := semaq.TokenChunkSubject(id)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := semaq.TokenStorePrefix + id + ".c"
 	if rec.Terminal() {
-		subj = semaq.TokenEndSubject(id)
+		subj = semaq.TokenStorePrefix + id + ".end"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -140,9 +147,9 @@ func TestTokenReaderReordersAndDropsDuplicates(t *testing.T) {
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
 	for _, seq := range []uint64{1, 3, 2, 5, 4, 4, 3} {
-		rawRecord(t, c, "ooo", semaq.TokenChunk{Seq: seq, Offset: seq - 1, N: 1, Text: fmt.Sprint(seq)})
+		rawRecord(t, s, "ooo", semaq.TokenChunk{Seq: seq, Offset: seq - 1, N: 1, Text: fmt.Sprint(seq)})
 	}
-	rawRecord(t, c, "ooo", semaq.TokenChunk{Seq: 6, Offset: 5, Final: &semaq.TokenFinal{FinishReason: "stop"}})
+	rawRecord(t, s, "ooo", semaq.TokenChunk{Seq: 6, Offset: 5, Final: &semaq.TokenFinal{FinishReason: "stop"}})
 	r, err := c.ReadTokens(context.Background(), "ooo")
 	if err != nil {
 		t.Fatal(err)
@@ -170,8 +177,8 @@ func TestTokenReaderGap(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("timeout", func(t *testing.T) {
-		rawRecord(t, c, "gap1", semaq.TokenChunk{Seq: 1, N: 1, Text: "a"})
-		rawRecord(t, c, "gap1", semaq.TokenChunk{Seq: 3, Offset: 2, N: 1, Text: "c"})
+		rawRecord(t, s, "gap1", semaq.TokenChunk{Seq: 1, N: 1, Text: "a"})
+		rawRecord(t, s, "gap1", semaq.TokenChunk{Seq: 3, Offset: 2, N: 1, Text: "c"})
 		r, err := c.ReadTokens(ctx, "gap1", client.WithGapTimeout(200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -191,7 +198,7 @@ func TestTokenReaderGap(t *testing.T) {
 	})
 	t.Run("window", func(t *testing.T) {
 		for _, seq := range []uint64{2, 3, 4} {
-			rawRecord(t, c, "gap2", semaq.TokenChunk{Seq: seq, Offset: seq - 1, N: 1, Text: "x"})
+			rawRecord(t, s, "gap2", semaq.TokenChunk{Seq: seq, Offset: seq - 1, N: 1, Text: "x"})
 		}
 		r, err := c.ReadTokens(ctx, "gap2", client.WithReorderWindow(2), client.WithGapTimeout(time.Minute))
 		if err != nil {
@@ -210,10 +217,10 @@ func TestTokenReaderResume(t *testing.T) {
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
 	ctx := context.Background()
-	rawRecord(t, c, "res", semaq.TokenChunk{Seq: 1, Offset: 0, N: 1, Text: "a"})
-	rawRecord(t, c, "res", semaq.TokenChunk{Seq: 2, Offset: 1, N: 3, Text: "bbcccd", Lens: []int{2, 3, 1}})
-	rawRecord(t, c, "res", semaq.TokenChunk{Seq: 3, Offset: 4, N: 1, Text: "e"})
-	rawRecord(t, c, "res", semaq.TokenChunk{Seq: 4, Offset: 5, Final: &semaq.TokenFinal{FinishReason: "stop"}})
+	rawRecord(t, s, "res", semaq.TokenChunk{Seq: 1, Offset: 0, N: 1, Text: "a"})
+	rawRecord(t, s, "res", semaq.TokenChunk{Seq: 2, Offset: 1, N: 3, Text: "bbcccd", Lens: []int{2, 3, 1}})
+	rawRecord(t, s, "res", semaq.TokenChunk{Seq: 3, Offset: 4, N: 1, Text: "e"})
+	rawRecord(t, s, "res", semaq.TokenChunk{Seq: 4, Offset: 5, Final: &semaq.TokenFinal{FinishReason: "stop"}})
 	cases := []struct {
 		name string
 		opt  client.TokenReadOption
@@ -274,9 +281,10 @@ func TestTokenStreamAbort(t *testing.T) {
 		t.Fatalf("tokens before the abort were not all delivered: %+v", chunks)
 	}
 
-	// A writer that is gone: someone else ends its stream after the last
-	// record stored.
-	w2, _ := c.OpenTokenStream(ctx, "ab2")
+	// A writer that is gone: whoever holds its key (a worker that took
+	// over the job) ends its stream after the last record stored.
+	const key = "writer-key-of-ab2-0123"
+	w2, _ := c.OpenTokenStream(ctx, "ab2", client.WithWriterKey(key))
 	_ = w2.Write(ctx, "x")
 	_ = w2.Write(ctx, "y")
 	// Wait until the writer's records are stored, as a crashed writer's
@@ -285,7 +293,11 @@ func TestTokenStreamAbort(t *testing.T) {
 		last, err := c.LastTokenRecord(ctx, "ab2")
 		return err == nil && last != nil && last.Offset+uint64(last.N) == 2
 	})
-	if err := c.AbortTokenStream(ctx, "ab2", &semaq.TokenError{Code: semaq.TokenErrWorkerLost, Message: "worker w1 stopped"}); err != nil {
+	if err := c.AbortTokenStream(ctx, "ab2", &semaq.TokenError{Code: "forged"}); !errors.Is(err, semaq.ErrTokenWriter) {
+		t.Fatalf("AbortTokenStream without the writer's key: %v", err)
+	}
+	if err := c.AbortTokenStream(ctx, "ab2", &semaq.TokenError{Code: semaq.TokenErrWorkerLost, Message: "worker w1 stopped"},
+		client.WithWriterKey(key)); err != nil {
 		t.Fatal(err)
 	}
 	r2, _ := c.ReadTokens(ctx, "ab2")
@@ -422,10 +434,10 @@ func TestTokenReaderLiveStart(t *testing.T) {
 	write := func(id string, from, to int, end bool) {
 		t.Helper()
 		for i := from; i < to; i++ {
-			rawRecord(t, c, id, semaq.TokenChunk{Seq: uint64(i + 1), Offset: uint64(i), N: 1, Text: fmt.Sprintf("%d,", i)})
+			rawRecord(t, s, id, semaq.TokenChunk{Seq: uint64(i + 1), Offset: uint64(i), N: 1, Text: fmt.Sprintf("%d,", i)})
 		}
 		if end {
-			rawRecord(t, c, id, semaq.TokenChunk{Seq: uint64(to + 1), Offset: uint64(to), Final: &semaq.TokenFinal{FinishReason: "stop"}})
+			rawRecord(t, s, id, semaq.TokenChunk{Seq: uint64(to + 1), Offset: uint64(to), Final: &semaq.TokenFinal{FinishReason: "stop"}})
 		}
 	}
 	want := ""

@@ -36,11 +36,107 @@ const (
 	MaxRequestID = 128
 )
 
-// TokenChunkSubject is the subject the content chunks of request id go to.
+// Where records go (docs/tokens.md, "Trust model"). Writers publish to the
+// broker's token relay on TokenWritePrefix, with their writer key in
+// HdrTokenKey; the relay checks key, record and limits and stores the
+// record on TokenStorePrefix, which SQ_TOKENS captures and stores under
+// TokenPrefix. JetStream republishes every stored record on
+// TokenLivePrefix for live readers. Only the broker may publish on
+// TokenStorePrefix and TokenLivePrefix (both in the storage namespace
+// StoragePrefix, whose first token after it starts with '$', so no user
+// stream can name them); stored subjects, and so readers' filters, stay
+// TokenPrefix+"<id>.c|end".
+const (
+	// TokenWritePrefix starts the subjects writers publish records to:
+	// $SQ.TW.<request id>.c and $SQ.TW.<request id>.end.
+	TokenWritePrefix = "$SQ.TW."
+	// TokenStorePrefix is where the relay stores records (broker only).
+	TokenStorePrefix = StoragePrefix + "$tok."
+	// TokenLivePrefix is where JetStream republishes stored records, for
+	// readers that subscribe rather than consume.
+	TokenLivePrefix = StoragePrefix + "$tokl."
+
+	// HdrTokenKey carries the writer key on every record sent to the relay.
+	// The relay removes it before storing.
+	HdrTokenKey = "SQ-Token-Key"
+	// MinTokenKey and MaxTokenKey bound a writer key's length.
+	MinTokenKey = 16
+	MaxTokenKey = 128
+)
+
+// Limits of token streams, enforced by the broker's relay and by SQ_TOKENS.
+const (
+	// DefaultTokenStreamMaxBytes bounds the bytes of records of one request.
+	DefaultTokenStreamMaxBytes = 16 << 20
+	// DefaultTokenStreamMaxRecords bounds the records of one request.
+	DefaultTokenStreamMaxRecords = 100_000
+	// DefaultTokenStoreMaxBytes bounds SQ_TOKENS as a whole; past it new
+	// records are refused (never old answers evicted).
+	DefaultTokenStoreMaxBytes = 1 << 30
+	// DefaultTokenMaxStreams bounds the request ids the relay tracks at
+	// once (open, or closed and waiting for their retention to pass).
+	DefaultTokenMaxStreams = 1 << 18
+	// MaxTokenRecordBytes bounds one record as sent to the relay.
+	MaxTokenRecordBytes = 256 << 10
+)
+
+// Error codes of the token relay's refusals, answered to the writer as
+// JetStream-shaped errors in place of a PubAck.
+const (
+	ErrCodeTokenWriter uint16 = 20070
+	ErrCodeTokenRecord uint16 = 20071
+	ErrCodeTokenLimit  uint16 = 20072
+	ErrCodeTokenBusy   uint16 = 20073
+)
+
+var (
+	// ErrTokenWriter matches a record refused because its sender is not
+	// the stream's writer: no key, a wrong key, or a stream the broker
+	// cannot tie to a writer (see docs/tokens.md).
+	ErrTokenWriter = &APIError{Code: 403, ErrCode: ErrCodeTokenWriter, Description: "not this token stream's writer"}
+	// ErrTokenRecord matches a malformed record, or one out of order.
+	ErrTokenRecord = &APIError{Code: 400, ErrCode: ErrCodeTokenRecord, Description: "invalid token record"}
+	// ErrTokenLimit matches a record past the limits of one request
+	// (DefaultTokenStreamMaxBytes, DefaultTokenStreamMaxRecords,
+	// MaxTokenRecordBytes).
+	ErrTokenLimit = &APIError{Code: 413, ErrCode: ErrCodeTokenLimit, Description: "token stream limit reached"}
+	// ErrTokenBusy matches a new stream refused because the broker tracks
+	// DefaultTokenMaxStreams already; retry later.
+	ErrTokenBusy = &APIError{Code: 503, ErrCode: ErrCodeTokenBusy, Description: "too many token streams"}
+)
+
+// TokenChunkSubject is the subject the content chunks of request id are
+// stored under.
 func TokenChunkSubject(id string) string { return TokenPrefix + id + ".c" }
 
-// TokenEndSubject is the subject of the terminal record of request id.
+// TokenEndSubject is the subject the terminal record of request id is
+// stored under.
 func TokenEndSubject(id string) string { return TokenPrefix + id + ".end" }
+
+// TokenWriteChunkSubject is where a writer sends the chunks of request id.
+func TokenWriteChunkSubject(id string) string { return TokenWritePrefix + id + ".c" }
+
+// TokenWriteEndSubject is where a writer sends the terminal record.
+func TokenWriteEndSubject(id string) string { return TokenWritePrefix + id + ".end" }
+
+// TokenLiveFilter matches the records of request id as JetStream
+// republishes them once stored.
+func TokenLiveFilter(id string) string { return TokenLivePrefix + id + ".*" }
+
+// CheckTokenKey accepts writer keys: MinTokenKey to MaxTokenKey letters,
+// digits, '-' and '_' (a job's lease is one).
+func CheckTokenKey(key string) error {
+	if len(key) < MinTokenKey || len(key) > MaxTokenKey {
+		return fmt.Errorf("writer key has %d bytes; want %d to %d", len(key), MinTokenKey, MaxTokenKey)
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return fmt.Errorf("writer key has a byte %#x at %d; use letters, digits, '-' and '_'", c, i)
+		}
+	}
+	return nil
+}
 
 // TokenSubjectFilter matches every record of request id.
 func TokenSubjectFilter(id string) string { return TokenPrefix + id + ".*" }

@@ -15,8 +15,8 @@ import (
 
 // Token scenarios on SemaQ use its token streams: each session writes
 // answers of tokens.per_stream tokens through client.OpenTokenStream (records
-// go straight into SQ_TOKENS; tokens written while the write window is full
-// merge into one record) and a reader per answer follows it with
+// go through the broker's token relay into SQ_TOKENS; tokens written while
+// the write window is full merge into one record) and a reader per answer follows it with
 // client.ReadTokens, in order. The baselines carry one message per token.
 // A token's latency runs from its Write (or its scheduled time, when the
 // publisher is behind) to the reader's Next that returns it: both ends are
@@ -47,7 +47,7 @@ func (a *tokenAnswer) at(off uint64) (time.Time, bool) {
 	return a.origin[off], true
 }
 
-const tokenSetup = "semaq token streams: client.OpenTokenStream into SQ_TOKENS (records skip the ingress; tokens merge into a record while the write window is full), client.ReadTokens per answer, in order"
+const tokenSetup = "semaq token streams: client.OpenTokenStream into SQ_TOKENS (records through the broker's token relay, which checks writer key, record and limits; tokens merge into a record while the write window is full), client.ReadTokens per answer, in order"
 
 // runTokenStreams is the semaq target of a token scenario.
 func (m *measurement) runTokenStreams(ctx context.Context, bar *progressBar) error {

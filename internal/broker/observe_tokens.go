@@ -16,8 +16,7 @@ import (
 )
 
 // observeTokenEnd measures a token stream from its terminal record, which
-// the broker receives anyway (one per stream, queue group: once per
-// cluster): tokens relayed, outcome, and with the writer's
+// the broker's relay stores anyway (one per stream): tokens relayed, outcome, and with the writer's
 // SQ-Token-First / SQ-Token-Elapsed headers the time to first token, time
 // per output token and tokens per second. A stream whose records carry a
 // traceparent gets a span "tokens" covering the stream.
@@ -68,7 +67,9 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 	}
 	end := time.Now()
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(end.Add(-total))}
-	id := strings.TrimSuffix(strings.TrimPrefix(m.Subject, semaq.TokenPrefix), ".end")
+	// The request id is the token before "end" ($SQ.TW.<id>.end).
+	id := strings.TrimSuffix(m.Subject, ".end")
+	id = id[strings.LastIndexByte(id, '.')+1:]
 	_, span := s.tracing.Tracer().Start(ctx, "tokens", opts...)
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrTokenStream.String(id))

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,7 +68,20 @@ func TestTokenStreamMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := nats.NewMsg(semaq.TokenEndSubject("req-timed"))
+	const key = "timed-writer-key-0123"
+	for _, r := range []semaq.TokenChunk{
+		{Seq: 1, Offset: 0, N: 18, Text: strings.Repeat("x", 18), Lens: slices.Repeat([]int{1}, 18)},
+		{Seq: 2, Offset: 18, N: 1, Text: "y"}, {Seq: 3, Offset: 19, N: 1, Text: "y"}, {Seq: 4, Offset: 20, N: 1, Text: "y"},
+	} {
+		cm := nats.NewMsg(semaq.TokenWriteChunkSubject("req-timed"))
+		cm.Data = semaq.AppendTokenChunk(nil, &r)
+		cm.Header.Set(semaq.HdrTokenKey, key)
+		if _, err := js.PublishMsg(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := nats.NewMsg(semaq.TokenWriteEndSubject("req-timed"))
+	m.Header.Set(semaq.HdrTokenKey, key)
 	m.Data = semaq.AppendTokenChunk(nil, &semaq.TokenChunk{Seq: 5, Offset: 21,
 		Final:       &semaq.TokenFinal{FinishReason: "stop", Usage: &semaq.TokenUsage{Prompt: 12, Completion: 21, Total: 33}},
 		TraceParent: "00-" + traceID + "-1111111111111111-01"})

@@ -52,7 +52,10 @@ func TestTokenStreamConfig(t *testing.T) {
 			want = jetstream.FileStorage
 		}
 		c := st.CachedInfo().Config
-		if c.Storage != want || c.MaxAge != semaq.MaxTokenAge || c.Subjects[0] != semaq.TokenPrefix+">" {
+		if c.Storage != want || c.MaxAge != semaq.MaxTokenAge || len(c.Subjects) != 1 || c.Subjects[0] != semaq.TokenStorePrefix+">" ||
+			c.SubjectTransform == nil || c.SubjectTransform.Destination != semaq.TokenPrefix+">" ||
+			c.RePublish == nil || c.RePublish.Destination != semaq.TokenLivePrefix+">" ||
+			c.MaxBytes != semaq.DefaultTokenStoreMaxBytes || c.Discard != jetstream.DiscardNew {
 			t.Fatalf("token_storage %q: stream config %+v", storage, c)
 		}
 	}

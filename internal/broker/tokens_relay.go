@@ -1,0 +1,398 @@
+package broker
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// The token relay (docs/tokens.md, "Trust model"): the only way into
+// SQ_TOKENS. Writers publish records on $SQ.TW.<id>.c|end with their writer
+// key in SQ-Token-Key; the relay checks the key against the stream's claim,
+// the record's form, order and the request's limits, and stores it on
+// $SQ.w.$tok.<id>.c|end with the writer's reply subject, so JetStream's
+// PubAck goes straight back to the writer and the relay never waits on
+// storage. Refusals are answered, JetStream-shaped, on the egress
+// connection.
+//
+// Order: one subscription delivers a writer's records in order and the relay
+// stores them in that order on one connection, under mu.
+
+// tokenLimits bound token streams. Defaults are semaq.DefaultToken*.
+type tokenLimits struct {
+	storeBytes    int64 // SQ_TOKENS MaxBytes; past it JetStream refuses new records
+	streamBytes   int64 // record bytes of one request id
+	streamRecords int64 // records of one request id
+	maxStreams    int   // request ids tracked at once
+}
+
+func defaultTokenLimits() tokenLimits {
+	return tokenLimits{
+		storeBytes:    semaq.DefaultTokenStoreMaxBytes,
+		streamBytes:   semaq.DefaultTokenStreamMaxBytes,
+		streamRecords: semaq.DefaultTokenStreamMaxRecords,
+		maxStreams:    semaq.DefaultTokenMaxStreams,
+	}
+}
+
+// Pending limits of the relay subscription: past them NATS drops records
+// (the writer's PubAck times out) rather than buffering a flood.
+const (
+	relayPendingMsgs  = 1 << 16
+	relayPendingBytes = 64 << 20
+)
+
+// endAllowance lets a terminal record this small through past the
+// per-request limits, so a writer refused for size can still end its
+// stream with an error that readers see.
+const endAllowance = 8 << 10
+
+// tokenBarrier is a subject SQ_TOKENS captures that no request id can
+// name ('$' is not allowed in one): a stored write on it proves every
+// record the relay sent before it is stored (purgeForeign).
+const tokenBarrier = "$barrier"
+
+// tokenClaim is what the relay knows of one request id's stream. Claims
+// live in tokenStore.claims, under its mu.
+type tokenClaim struct {
+	key     string
+	bound   bool   // the dispatcher tied it to a job's lease (bindJob)
+	legacy  bool   // stored before this relay started: no writer known
+	next    uint64 // seq the next record must have; 0: the first sets it
+	offset  uint64 // offset the next record must have, when next > 0
+	bytes   int64
+	records int64
+	ended   bool
+	touched time.Time
+
+	// While the records of a foreign writer are purged (bindJob), the
+	// rightful writer's records wait here, already checked.
+	purging bool
+	held    []*nats.Msg
+}
+
+// relayStats counts what the relay did, for tests and metrics.
+type relayStats struct {
+	stored  atomic.Uint64
+	refused atomic.Uint64
+}
+
+// startRelay subscribes the relay on every node (one queue group).
+func (ts *tokenStore) startRelay(nc *nats.Conn) error {
+	sub, err := nc.QueueSubscribe(semaq.TokenWritePrefix+">", "semaq.tokens.relay", ts.relay)
+	if err != nil {
+		return fmt.Errorf("broker: token relay: %w", err)
+	}
+	if err := sub.SetPendingLimits(relayPendingMsgs, relayPendingBytes); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("broker: token relay: %w", err)
+	}
+	ts.relaySub = sub
+	return nil
+}
+
+// checkTokenRecord checks one record as a writer sent it: within the size
+// limit, well-formed (semaq.ParseTokenChunk), a chunk on .c with tokens in
+// it, a terminal record on .end.
+func checkTokenRecord(end bool, data []byte) (*semaq.TokenChunk, error) {
+	if len(data) == 0 {
+		return nil, errors.New("empty record")
+	}
+	if len(data) > semaq.MaxTokenRecordBytes {
+		return nil, fmt.Errorf("record of %d bytes; at most %d", len(data), semaq.MaxTokenRecordBytes)
+	}
+	rec, err := semaq.ParseTokenChunk(data)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case end && !rec.Terminal():
+		return nil, fmt.Errorf("record %d on .end is not a final or error record", rec.Seq)
+	case !end && rec.Terminal():
+		return nil, fmt.Errorf("record %d is terminal; send it on .end", rec.Seq)
+	case !end && (rec.N < 1 || rec.Text == "" && rec.Func == nil):
+		return nil, fmt.Errorf("chunk %d carries no tokens", rec.Seq)
+	case !end && rec.Func != nil && rec.N != 1:
+		return nil, fmt.Errorf("chunk %d: a function call fragment is one token, not %d", rec.Seq, rec.N)
+	}
+	return rec, nil
+}
+
+// parseWriteSubject splits $SQ.TW.<id>.c|end.
+func parseWriteSubject(subj string) (id string, end, ok bool) {
+	rest, found := strings.CutPrefix(subj, semaq.TokenWritePrefix)
+	if !found {
+		return "", false, false
+	}
+	switch {
+	case strings.HasSuffix(rest, ".c"):
+		id = rest[:len(rest)-2]
+	case strings.HasSuffix(rest, ".end"):
+		id, end = rest[:len(rest)-4], true
+	default:
+		return "", false, false
+	}
+	return id, end, semaq.CheckRequestID(id) == nil
+}
+
+// relay handles one record from a writer: the hot path of token streams.
+func (ts *tokenStore) relay(m *nats.Msg) {
+	if m.Reply != "" && semaq.CheckReplySubject(m.Reply) != nil {
+		// Nowhere safe to answer: drop it unstored.
+		ts.stats.refused.Add(1)
+		return
+	}
+	id, end, ok := parseWriteSubject(m.Subject)
+	if !ok {
+		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenRecord,
+			"token record on %q: write to %s<request id>.c or .end", m.Subject, semaq.TokenWritePrefix))
+		return
+	}
+	key := m.Header.Get(semaq.HdrTokenKey)
+	if err := semaq.CheckTokenKey(key); err != nil {
+		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenWriter, "token stream %s: %s header: %v", id, semaq.HdrTokenKey, err))
+		return
+	}
+	if len(m.Data) > semaq.MaxTokenRecordBytes {
+		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenLimit, "token stream %s: record of %d bytes; a record is at most %d",
+			id, len(m.Data), semaq.MaxTokenRecordBytes))
+		return
+	}
+	rec, err := checkTokenRecord(end, m.Data)
+	if err != nil {
+		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s: %v", id, err))
+		return
+	}
+	out := &nats.Msg{Subject: semaq.TokenStorePrefix + m.Subject[len(semaq.TokenWritePrefix):], Reply: m.Reply, Data: m.Data}
+	if end {
+		// Retention and measurements stay; the key never reaches storage.
+		out.Header = make(nats.Header, len(m.Header))
+		for k, v := range m.Header {
+			if k != semaq.HdrTokenKey {
+				out.Header[k] = v
+			}
+		}
+	}
+	ts.mu.Lock()
+	e := ts.admit(id, key, end, rec, len(m.Data))
+	if e == nil {
+		c := ts.claims[id]
+		if c.purging {
+			c.held = append(c.held, out)
+		} else {
+			e = ts.store(out)
+		}
+	}
+	ts.mu.Unlock()
+	if e != nil {
+		ts.refuse(m, e)
+		return
+	}
+	if end {
+		ts.ended(id, m)
+	}
+}
+
+// admit decides whether the record may be stored and, if so, advances the
+// stream's claim. mu is held.
+func (ts *tokenStore) admit(id, key string, end bool, rec *semaq.TokenChunk, size int) *semaq.APIError {
+	if ts.closed {
+		return semaq.NewAPIError(semaq.ErrUnavailable, "token stream %s: the broker is stopping", id)
+	}
+	c := ts.claims[id]
+	if c == nil {
+		// Trust on first write: record 1 of an id nobody holds claims it.
+		if rec.Seq != 1 {
+			return semaq.NewAPIError(semaq.ErrTokenRecord,
+				"token stream %s: record %d of a stream the broker has no record 1 of", id, rec.Seq)
+		}
+		if len(ts.claims) >= ts.limits.maxStreams {
+			return semaq.NewAPIError(semaq.ErrTokenBusy,
+				"token stream %s: the broker tracks %d token streams already (limit); retry later", id, ts.limits.maxStreams)
+		}
+		c = &tokenClaim{key: key, next: 1}
+		ts.claims[id] = c
+	}
+	switch {
+	case c.legacy && !c.bound:
+		return semaq.NewAPIError(semaq.ErrTokenWriter,
+			"token stream %s was stored before the broker restarted; its writer cannot be verified, so it cannot be continued", id)
+	case subtle.ConstantTimeCompare([]byte(c.key), []byte(key)) != 1:
+		return semaq.NewAPIError(semaq.ErrTokenWriter, "token stream %s belongs to another writer", id)
+	case c.ended:
+		return semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s has ended; record %d refused", id, rec.Seq)
+	case rec.Error != nil && c.next != 0 && rec.Seq < c.next:
+		// The writer ends a stream that broke: its error record takes the
+		// place of the first record it knows was not stored (refused here
+		// or by JetStream after the relay passed it on).
+	case c.next != 0 && rec.Seq != c.next:
+		return semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s: record %d out of order; the stream expects %d", id, rec.Seq, c.next)
+	case c.next != 0 && rec.Offset != c.offset:
+		return semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s: record %d at offset %d; the stream is at offset %d", id, rec.Seq, rec.Offset, c.offset)
+	}
+	over := c.bytes+int64(size) > ts.limits.streamBytes || c.records+1 > ts.limits.streamRecords
+	if over && !(end && size <= endAllowance) {
+		return semaq.NewAPIError(semaq.ErrTokenLimit,
+			"token stream %s: record %d would pass the limit of one request (%d bytes, %d records; it has %d bytes in %d records)",
+			id, rec.Seq, ts.limits.streamBytes, ts.limits.streamRecords, c.bytes, c.records)
+	}
+	c.next, c.offset = rec.Seq+1, rec.Offset+uint64(rec.N)
+	c.bytes += int64(size)
+	c.records++
+	c.ended = end
+	c.touched = time.Now()
+	return nil
+}
+
+// store hands a checked record to JetStream. mu is held, so records leave
+// in the order they were admitted.
+func (ts *tokenStore) store(out *nats.Msg) *semaq.APIError {
+	if err := ts.nc.PublishMsg(out); err != nil {
+		return semaq.NewAPIError(semaq.ErrUnavailable, "storing token record on %s: %v", out.Subject, err)
+	}
+	ts.stats.stored.Add(1)
+	return nil
+}
+
+// refuse answers a refused record, if its writer asked for an answer.
+func (ts *tokenStore) refuse(m *nats.Msg, e *semaq.APIError) {
+	ts.stats.refused.Add(1)
+	if m.Reply == "" || ts.egress == nil {
+		ts.debug("token record refused", "subject", m.Subject, "err", e.Description)
+		return
+	}
+	_ = ts.egress.Publish(m.Reply, semaq.MarshalError(e))
+}
+
+func (ts *tokenStore) debug(msg string, args ...any) {
+	if ts.log != nil {
+		ts.log.Debug(msg, args...)
+	}
+}
+
+// bindJob makes the holder of a job's lease the only writer of the job's
+// token stream: the dispatcher calls it with the job's request id and
+// lease before it hands the job out. A redelivered job is bound again with
+// its new lease and the stream continues (the previous holder can write no
+// more). If another writer claimed the id first, what it wrote is purged
+// before the holder's first record is stored.
+func (ts *tokenStore) bindJob(id, key string) {
+	if ts == nil || semaq.CheckRequestID(id) != nil || semaq.CheckTokenKey(key) != nil {
+		return
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.closed {
+		return
+	}
+	c := ts.claims[id]
+	switch {
+	case c == nil:
+		// Not counted against maxStreams: the queue bounds its jobs.
+		ts.claims[id] = &tokenClaim{key: key, bound: true, next: 1, touched: time.Now()}
+	case c.legacy && !c.bound:
+		// Stored before a restart: the job's holder continues it from
+		// wherever it is (its first record sets the order).
+		c.key, c.bound, c.next, c.touched = key, true, 0, time.Now()
+	case c.bound:
+		c.key, c.touched = key, time.Now()
+	case subtle.ConstantTimeCompare([]byte(c.key), []byte(key)) == 1:
+		c.bound = true
+	default:
+		// Records of the foreign writer held by an earlier purge are
+		// dropped with the rest of what it wrote.
+		*c = tokenClaim{key: key, bound: true, next: 1, touched: time.Now(), purging: true}
+		ts.purging.Add(1)
+		go ts.purgeForeign(id, c)
+	}
+}
+
+// purgeForeign removes what a foreign writer stored under id, then stores
+// the rightful writer's records held meanwhile.
+func (ts *tokenStore) purgeForeign(id string, c *tokenClaim) {
+	defer ts.purging.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Records the relay sent before the bind may still be on their way into
+	// the stream: a stored barrier written after them (same connection,
+	// same stream) proves they are in, so the purge gets them all.
+	_, err := ts.js.Publish(ctx, semaq.TokenStorePrefix+tokenBarrier+".x", nil)
+	if err == nil {
+		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(id)))
+	}
+	if err == nil {
+		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenPrefix+tokenBarrier+".>"))
+	}
+	if err != nil && ts.log != nil {
+		ts.log.Warn("token stream: purging a foreign writer's records", "id", id, "err", err)
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.claims[id] != c || !c.purging {
+		return
+	}
+	for i, m := range c.held {
+		if e := ts.store(m); e != nil && m.Reply != "" && ts.egress != nil {
+			_ = ts.egress.Publish(m.Reply, semaq.MarshalError(e))
+		}
+		c.held[i] = nil
+	}
+	c.held, c.purging = nil, false
+}
+
+// forget drops the claim of a stream whose records are gone.
+func (ts *tokenStore) forget(id string) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if c := ts.claims[id]; c != nil && !c.purging {
+		delete(ts.claims, id)
+	}
+}
+
+// sweep drops the claims of streams nobody ended whose records the stream's
+// MaxAge has removed. mu is not held.
+func (ts *tokenStore) sweep(now time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for id, c := range ts.claims {
+		if now.Sub(c.touched) > semaq.MaxTokenAge && ts.timers[id] == nil && !c.purging {
+			delete(ts.claims, id)
+		}
+	}
+}
+
+// loadLegacy marks the request ids stored before this relay started: their
+// writers are unknown, so nobody but a job's bound holder may continue
+// them.
+func (ts *tokenStore) loadLegacy(ctx context.Context) error {
+	if info := ts.stream.CachedInfo(); info != nil && info.State.Msgs == 0 {
+		return nil
+	}
+	info, err := ts.stream.Info(ctx, jetstream.WithSubjectFilter(semaq.TokenPrefix+">"))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for subj := range info.State.Subjects {
+		rest := strings.TrimPrefix(subj, semaq.TokenPrefix)
+		i := strings.LastIndexByte(rest, '.')
+		if i <= 0 || semaq.CheckRequestID(rest[:i]) != nil {
+			continue
+		}
+		if ts.claims[rest[:i]] == nil {
+			ts.claims[rest[:i]] = &tokenClaim{legacy: true, touched: now}
+		}
+	}
+	return nil
+}
