@@ -59,7 +59,8 @@ func newQueueAddCmd(e *env) *cobra.Command {
 	f.StringSliceVar(&qc.Subjects, "subjects", nil, "subjects the queue captures, `PATTERN[,PATTERN]`")
 	f.StringVar(&qc.Description, "description", "", "what the queue is for")
 	f.StringVar(&qc.Storage, "storage", "file", "file or memory")
-	f.Int64Var(&qc.MaxTokens, "max-tokens", 0, "refuse publishes past this many prompt tokens held (0: no limit)")
+	f.Int64Var(&qc.MaxTokens, "max-tokens", 0, "refuse publishes past this many prompt tokens held (0: the default, bytes/4; -1: no limit)")
+	f.Int64Var(&qc.MaxBytes, "max-bytes", 0, "refuse publishes past this many bytes held (0: 1 GiB on file, 256 MiB in memory; -1: no limit)")
 	f.Int64Var(&qc.MaxMessages, "max-messages", semaq.DefaultQueueMaxMessages, "refuse publishes past this many requests held")
 	f.DurationVar(&qc.DefaultTimeout, "default-timeout", 0, "deadline of requests that bring none (0: none)")
 	f.DurationVar(&qc.AckWait, "ack-wait", semaq.DefaultQueueAckWait, "a job not answered within this goes back to the queue")
@@ -143,6 +144,9 @@ func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
 	fmt.Fprintf(w, "  workers %d, recommended %d\n", st.Workers, st.RecommendedWorkers)
 	adm := st.Admission
 	limits := fmt.Sprintf("max %d messages", adm.MaxMessages)
+	if adm.MaxBytes > 0 {
+		limits += fmt.Sprintf(", %d bytes (holding %d)", adm.MaxBytes, st.Bytes)
+	}
 	if adm.MaxTokens > 0 {
 		limits += fmt.Sprintf(", %d tokens", adm.MaxTokens)
 	}
@@ -153,6 +157,9 @@ func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
 	k := st.Counters
 	fmt.Fprintf(w, "  admitted %d, refused %d, dispatched %d, acked %d, nacked %d, redelivered %d, expired %d, cancelled %d, dead letters %d\n",
 		k.Admitted, k.Refused, k.Dispatched, k.Acked, k.Nacked, k.Redelivered, k.Expired, k.Cancelled, k.DeadLetters)
+	if k.BadReplies > 0 || k.ConsumerRecoveries > 0 {
+		fmt.Fprintf(w, "  ignored for bad reply subjects %d, dispatch consumer recreated %d\n", k.BadReplies, k.ConsumerRecoveries)
+	}
 	groups := func(title string, gs []semaq.QueueGroupStat) {
 		if len(gs) == 0 {
 			return
