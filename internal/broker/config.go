@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -75,6 +77,21 @@ type Config struct {
 	MaxConnections int `yaml:"max_connections"`
 	// MaxSubscriptions bounds the subscriptions of one NATS connection.
 	MaxSubscriptions int `yaml:"max_subscriptions"`
+	// HTTPAllowedHosts are the Host names the HTTP front door answers
+	// besides localhost and IP literals (docs/http.md, Limits and safety).
+	HTTPAllowedHosts []string `yaml:"http_allowed_hosts"`
+	// HTTPAllowedOrigins are the web origins (scheme://host[:port]) whose
+	// pages may call the HTTP front door.
+	HTTPAllowedOrigins []string `yaml:"http_allowed_origins"`
+	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
+	HTTPMaxConns int `yaml:"http_max_conns"`
+}
+
+func (c *Config) httpMaxConns() int {
+	if c.HTTPMaxConns > 0 {
+		return c.HTTPMaxConns
+	}
+	return 1024
 }
 
 func (c *Config) maxFilters() int {
@@ -154,6 +171,20 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 1 || c.MaxSubscriptions < 1 {
 		return fmt.Errorf("max_connections (%d) and max_subscriptions (%d) must be at least 1", c.MaxConnections, c.MaxSubscriptions)
+	}
+	if c.HTTPMaxConns < 0 {
+		return fmt.Errorf("http_max_conns: %d is negative", c.HTTPMaxConns)
+	}
+	for _, h := range c.HTTPAllowedHosts {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			return fmt.Errorf("http_allowed_hosts: %q is not a host name", h)
+		}
+	}
+	for _, o := range c.HTTPAllowedOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			return fmt.Errorf("http_allowed_origins: %q is not scheme://host[:port]", o)
+		}
 	}
 	if c.MaxFilters < 0 || c.MaxKeySharedMembers < 0 {
 		return errors.New("max_filters and max_key_shared_members may not be negative")

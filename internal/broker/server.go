@@ -289,15 +289,18 @@ func (s *Server) startHTTP(ctx context.Context) error {
 			s.reg.Routes(mux)
 			gw.Register(mux) // the OpenAI-compatible gateway (internal/gateway)
 		},
-		Metrics: s.metrics,
-		Tracing: s.tracing,
+		Metrics:        s.metrics,
+		Tracing:        s.tracing,
+		AllowedHosts:   s.cfg.HTTPAllowedHosts,
+		AllowedOrigins: s.cfg.HTTPAllowedOrigins,
+		InferKeys:      s.cfg.GatewayAPIKeys,
 	})
-	s.httpSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = httpapi.NewServer(h, httpapi.ServerConfig{MaxHeaderBytes: max(64<<10, 2*s.cfg.MaxHeaderBytes)})
 	// Event streams never finish on their own; end them when shutting down.
 	s.httpSrv.RegisterOnShutdown(h.CloseStreams)
 	s.httpSrv.RegisterOnShutdown(gw.Close)
 	go func() {
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpSrv.Serve(httpapi.LimitListener(ln, s.cfg.httpMaxConns())); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server stopped", "err", err)
 		}
 	}()
