@@ -138,7 +138,7 @@ func (ts *tokenStore) ended(id string, m *nats.Msg) {
 
 func (ts *tokenStore) sweepLoop() {
 	defer close(ts.swept)
-	t := time.NewTicker(10 * time.Minute)
+	t := time.NewTicker(time.Minute)
 	defer t.Stop()
 	for {
 		select {

@@ -56,6 +56,10 @@ const (
 // stream with an error that readers see.
 const endAllowance = 8 << 10
 
+// emptyClaimTTL is how long a job's binding waits for the stream's first
+// record: most jobs of most queues never stream tokens.
+const emptyClaimTTL = 10 * time.Minute
+
 // tokenBarrier is a subject SQ_TOKENS captures that no request id can
 // name ('$' is not allowed in one): a stored write on it proves every
 // record the relay sent before it is stored (purgeForeign).
@@ -297,7 +301,12 @@ func (ts *tokenStore) bindJob(id, key string) {
 	c := ts.claims[id]
 	switch {
 	case c == nil:
-		// Not counted against maxStreams: the queue bounds its jobs.
+		// Jobs are bounded by their queues, not by maxStreams; past twice
+		// it the job is not bound, and its worker's first record claims
+		// the id as any writer's would.
+		if len(ts.claims) >= 2*ts.limits.maxStreams {
+			return
+		}
 		ts.claims[id] = &tokenClaim{key: key, bound: true, next: 1, touched: time.Now()}
 	case c.legacy && !c.bound:
 		// Stored before a restart: the job's holder continues it from
@@ -359,12 +368,17 @@ func (ts *tokenStore) forget(id string) {
 }
 
 // sweep drops the claims of streams nobody ended whose records the stream's
-// MaxAge has removed. mu is not held.
+// MaxAge has removed, and jobs' bindings that never got a record. mu is not
+// held.
 func (ts *tokenStore) sweep(now time.Time) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for id, c := range ts.claims {
-		if now.Sub(c.touched) > semaq.MaxTokenAge && ts.timers[id] == nil && !c.purging {
+		idle := now.Sub(c.touched)
+		if c.purging || ts.timers[id] != nil {
+			continue
+		}
+		if idle > semaq.MaxTokenAge || c.records == 0 && !c.legacy && idle > emptyClaimTTL {
 			delete(ts.claims, id)
 		}
 	}
