@@ -39,7 +39,7 @@ func (j *Job) OpenTokenStream(ctx context.Context, opts ...TokenStreamOption) (*
 	if j.ID == "" {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: job %s has no request id (Nats-Msg-Id) to stream tokens under", j.key())
 	}
-	return j.c.OpenTokenStream(ctx, j.ID, append(opts, WithWriterKey(key))...)
+	return j.c.OpenTokenStream(ctx, j.ID, append(opts[:len(opts):len(opts)], WithWriterKey(key))...)
 }
 
 // AbortTokenStream ends the token stream of the job's request with an

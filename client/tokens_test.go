@@ -468,3 +468,54 @@ func TestTokenReaderLiveStart(t *testing.T) {
 		t.Fatalf("live after records were stored: %q %v", res.Text, err)
 	}
 }
+
+// A worker writes its job's answer keyed by the job's lease; another
+// writer, without the lease, cannot write into it.
+func TestJobTokenStream(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	other := brokertest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.AddQueue(ctx, semaq.QueueConfig{Name: "JOBTOK", Subjects: []string{"jobtok.>"}, Storage: "memory"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, "jobtok.a", []byte("prompt"), client.WithMsgID("req-job-1")); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := c.Fetch(ctx, "JOBTOK", client.FetchWait(10*time.Second))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("fetch: %v %v", jobs, err)
+	}
+	job := jobs[0]
+	w, err := job.OpenTokenStream(ctx, client.WithWriteWindow(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.ID() != "req-job-1" {
+		t.Fatalf("job stream id %q", w.ID())
+	}
+	if err := w.Write(ctx, "answer"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		last, err := c.LastTokenRecord(ctx, "req-job-1")
+		return err == nil && last != nil
+	})
+	// Someone else, with a key of its own, cannot end it.
+	if err := other.AbortTokenStream(ctx, "req-job-1", &semaq.TokenError{Code: "cancelled"}); !errors.Is(err, semaq.ErrTokenWriter) {
+		t.Fatalf("abort by another writer: %v", err)
+	}
+	if err := w.Close(ctx, semaq.TokenFinal{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = job.Ack(ctx)
+	r, err := other.ReadTokens(ctx, "req-job-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if res, err := r.Collect(ctx); err != nil || res.Text != "answer" {
+		t.Fatalf("the job's answer: %+v %v", res, err)
+	}
+}
