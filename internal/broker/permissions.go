@@ -52,6 +52,7 @@ func reservedForBroker() []string {
 		semaq.StoragePrefix + ">", // storage: only the ingress writes it
 		semaq.DLQPrefix + ">",     // only the broker writes SQ_DLQ
 		semaq.QueueCancelPrefix + ">",
+		semaq.TokenPrefix + ">", // stored token records: only the relay writes them (tokens_relay.go)
 		"$KV.>",
 		"$O.>",
 		"$SYS.>",
@@ -129,6 +130,7 @@ func publicPermissions() *server.Permissions {
 		// broker listens to them.
 		Subscribe: &server.SubjectPermission{Deny: append([]string{
 			semaq.QueueAckPrefix + ">",
+			semaq.TokenWritePrefix + ">", // token writes carry the writer's key
 			"$SYS.>",
 		}, brokerInboxes...)},
 	}
