@@ -83,6 +83,15 @@ type Config struct {
 	// HTTPAllowedOrigins are the web origins (scheme://host[:port]) whose
 	// pages may call the HTTP front door.
 	HTTPAllowedOrigins []string `yaml:"http_allowed_origins"`
+	// Token-stream bounds (docs/tokens.md); 0 keeps each default:
+	// TokenMaxBytes is SQ_TOKENS' size (1 GiB; full refuses new records),
+	// TokenStreamMaxBytes and TokenStreamMaxRecords bound one request's
+	// stream (16 MiB, 100000), TokenMaxStreams the request ids the relay
+	// tracks at once (262144).
+	TokenMaxBytes         int64 `yaml:"token_max_bytes"`
+	TokenStreamMaxBytes   int64 `yaml:"token_stream_max_bytes"`
+	TokenStreamMaxRecords int64 `yaml:"token_stream_max_records"`
+	TokenMaxStreams       int   `yaml:"token_max_streams"`
 	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
 	HTTPMaxConns int `yaml:"http_max_conns"`
 }
@@ -171,6 +180,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConnections < 1 || c.MaxSubscriptions < 1 {
 		return fmt.Errorf("max_connections (%d) and max_subscriptions (%d) must be at least 1", c.MaxConnections, c.MaxSubscriptions)
+	}
+	if c.TokenMaxBytes < 0 || c.TokenStreamMaxBytes < 0 || c.TokenStreamMaxRecords < 0 || c.TokenMaxStreams < 0 {
+		return errors.New("token_max_bytes, token_stream_max_bytes, token_stream_max_records and token_max_streams may not be negative")
 	}
 	if c.HTTPMaxConns < 0 {
 		return fmt.Errorf("http_max_conns: %d is negative", c.HTTPMaxConns)

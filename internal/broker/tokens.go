@@ -64,7 +64,23 @@ func (s *Server) tokenStorage() jetstream.StorageType {
 // not here): token_max_bytes -> storeBytes, token_stream_max_bytes ->
 // streamBytes, token_stream_max_records -> streamRecords,
 // token_max_streams -> maxStreams; zero keeps the default.
-func (s *Server) tokenLimits() tokenLimits { return defaultTokenLimits() }
+func (s *Server) tokenLimits() tokenLimits {
+	l := defaultTokenLimits()
+	c := &s.cfg
+	if c.TokenMaxBytes > 0 {
+		l.storeBytes = c.TokenMaxBytes
+	}
+	if c.TokenStreamMaxBytes > 0 {
+		l.streamBytes = c.TokenStreamMaxBytes
+	}
+	if c.TokenStreamMaxRecords > 0 {
+		l.streamRecords = c.TokenStreamMaxRecords
+	}
+	if c.TokenMaxStreams > 0 {
+		l.maxStreams = c.TokenMaxStreams
+	}
+	return l
+}
 
 // tokenStreamConfig is SQ_TOKENS' configuration.
 func tokenStreamConfig(storage jetstream.StorageType, l tokenLimits) jetstream.StreamConfig {
