@@ -71,8 +71,11 @@ const (
 	// DefaultTokenStreamMaxRecords bounds the records of one request.
 	DefaultTokenStreamMaxRecords = 100_000
 	// DefaultTokenStoreMaxBytes bounds SQ_TOKENS as a whole; past it new
-	// records are refused (never old answers evicted).
-	DefaultTokenStoreMaxBytes = 1 << 30
+	// records are refused (never old answers evicted). SQ_TOKENS is in
+	// memory by default, and a full store costs about twice this in RSS
+	// (the Go heap's headroom): 256 MiB holds some 16,000 answers of 4,000
+	// tokens, five minutes each after they end.
+	DefaultTokenStoreMaxBytes = 256 << 20
 	// DefaultTokenMaxStreams bounds the request ids the relay tracks at
 	// once (open, or closed and waiting for their retention to pass).
 	DefaultTokenMaxStreams = 1 << 18

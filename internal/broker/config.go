@@ -84,7 +84,7 @@ type Config struct {
 	// pages may call the HTTP front door.
 	HTTPAllowedOrigins []string `yaml:"http_allowed_origins"`
 	// Token-stream bounds (docs/tokens.md); 0 keeps each default:
-	// TokenMaxBytes is SQ_TOKENS' size (1 GiB; full refuses new records),
+	// TokenMaxBytes is SQ_TOKENS' size (256 MiB; full refuses new records),
 	// TokenStreamMaxBytes and TokenStreamMaxRecords bound one request's
 	// stream (16 MiB, 100000), TokenMaxStreams the request ids the relay
 	// tracks at once (262144).

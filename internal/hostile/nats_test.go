@@ -307,13 +307,15 @@ func TestInternalSubjectsClosed(t *testing.T) {
 		semaq.StoragePrefix + "victim.x",
 		semaq.DLQPrefix + "Q.x",
 		"$KV.SQ_ROUTES.r1",
+		semaq.TokenPrefix + "victim.c",
+		semaq.TokenPrefix + "victim.end",
 	} {
 		if err := a.nc.Publish(subj, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 		a.refused(t, subj)
 	}
-	for _, subj := range []string{semaq.QueueAckPrefix + ">", semaq.QueueAckPrefix + "Q.>", "$SYS.>", "_SQ_DGET.>", "_SQ_ACK.>"} {
+	for _, subj := range []string{semaq.QueueAckPrefix + ">", semaq.QueueAckPrefix + "Q.>", "$SYS.>", "_SQ_DGET.>", "_SQ_ACK.>", semaq.TokenWritePrefix + ">"} {
 		if _, err := a.nc.SubscribeSync(subj); err != nil {
 			t.Fatal(err)
 		}
