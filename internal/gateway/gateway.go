@@ -50,6 +50,12 @@ type Options struct {
 	MaxTimeout     time.Duration
 	// ModelsTTL is how long the list of live models is reused (default 1s).
 	ModelsTTL time.Duration
+	// WatchInterval is how often a waiting request checks that a live
+	// worker still serves its model (default 1s); LostAfter is how long
+	// the model may have none before the request ends with worker_lost
+	// (default 2s). See watch.go.
+	WatchInterval time.Duration
+	LostAfter     time.Duration
 	// Metrics and Tracing, when set, record every request
 	// (semaq_gateway_*) and trace it with a server span (observe.go).
 	Metrics *metrics.Metrics
@@ -86,6 +92,12 @@ func New(o Options) *Gateway {
 	if o.ModelsTTL <= 0 {
 		o.ModelsTTL = time.Second
 	}
+	if o.WatchInterval <= 0 {
+		o.WatchInterval = time.Second
+	}
+	if o.LostAfter <= 0 {
+		o.LostAfter = 2 * time.Second
+	}
 	g := &Gateway{o: o, c: o.Client, log: o.Log}
 	g.closing, g.close = context.WithCancel(context.Background())
 	return g
@@ -101,13 +113,23 @@ func (g *Gateway) Register(mux *http.ServeMux) {
 // stream is otherwise active until its client leaves.
 func (g *Gateway) Close() { g.close() }
 
-// errorFor writes OpenAI's error shape.
+// writeError writes OpenAI's error shape.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
 	e := &openai.Error{Message: msg, Type: typ}
 	if code != "" {
 		e.Code = openai.Str(code)
 	}
 	writeJSON(w, status, openai.ErrorBody{Error: e})
+}
+
+// badParam answers 400 for a client mistake in param (a field or a
+// header).
+func badParam(w http.ResponseWriter, param, code, msg string) {
+	e := &openai.Error{Message: msg, Type: openai.TypeInvalidRequest, Param: openai.Str(param)}
+	if code != "" {
+		e.Code = openai.Str(code)
+	}
+	writeJSON(w, http.StatusBadRequest, openai.ErrorBody{Error: e})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -134,8 +156,10 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // liveModels returns the models served by live workers: the union of the
-// models announced by agents with the inference intent. A list younger
-// than ModelsTTL is reused unless fresh is set.
+// models announced by agents with the inference intent, less those whose
+// queue does not exist (lost in a broker restart, deleted), which no
+// request could reach. A list younger than ModelsTTL is reused unless
+// fresh is set.
 func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) {
 	g.mu.Lock()
 	if !fresh && time.Since(g.modelsAt) < g.o.ModelsTTL {
@@ -168,6 +192,17 @@ func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) 
 	}
 	slices.Sort(models)
 	models = slices.Compact(models)
+	if len(models) > 0 {
+		queues, err := g.c.Queues(ctx)
+		if err != nil {
+			return nil, err
+		}
+		have := make(map[string]bool, len(queues))
+		for _, q := range queues {
+			have[q.Config.Name] = true
+		}
+		models = slices.DeleteFunc(models, func(m string) bool { return !have[semaq.InferQueue(m)] })
+	}
 	g.mu.Lock()
 	g.models, g.modelsAt = models, time.Now()
 	g.mu.Unlock()
@@ -265,10 +300,18 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := semaq.CheckModel(req.Model); err != nil {
-		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_model", err.Error())
+		badParam(w, "model", "invalid_model", err.Error())
 		return
 	}
 	noteModel(r.Context(), req.Model)
+	for _, h := range []string{"Authorization", semaq.HdrHTTPTenant, semaq.HdrHTTPPriority, semaq.HdrHTTPTimeout,
+		semaq.HdrHTTPAdapter, semaq.HdrHTTPSession, "traceparent"} {
+		if len(r.Header.Values(h)) > 1 {
+			// Proxies disagree on which of two values counts.
+			badParam(w, h, "", fmt.Sprintf("The header %s is given %d times; give it once.", h, len(r.Header.Values(h))))
+			return
+		}
+	}
 	tenant, err := g.tenant(r)
 	if err != nil {
 		writeError(w, http.StatusUnauthorized, openai.TypeAuthentication, "invalid_api_key", err.Error())
@@ -281,30 +324,47 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get(semaq.HdrHTTPPriority); v != "" {
 		p, err := semaq.ParsePriority(v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_priority", semaq.HdrHTTPPriority+": "+err.Error())
+			badParam(w, semaq.HdrHTTPPriority, "invalid_priority", semaq.HdrHTTPPriority+": "+err.Error())
 			return
 		}
 		opts = append(opts, client.WithPriority(p))
 	}
 	timeout, err := g.requestTimeout(r)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_timeout", err.Error())
+		badParam(w, semaq.HdrHTTPTimeout, "invalid_timeout", err.Error())
 		return
 	}
+	// The client's envelope values are checked as the ingress will check
+	// them: a bad one is the client's mistake, a 400 naming its header,
+	// not a publish the broker refuses.
+	envelope, param := map[string][]string{}, map[string]string{}
 	for _, h := range []struct {
-		name string
-		opt  func(string) client.PublishOption
-	}{{semaq.HdrHTTPAdapter, client.WithAdapter}, {semaq.HdrHTTPSession, client.WithSession}} {
-		if v := r.Header.Get(h.name); v != "" {
-			if len(v) > semaq.MaxEnvelopeValue {
-				writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "", fmt.Sprintf("%s is longer than %d bytes", h.name, semaq.MaxEnvelopeValue))
-				return
+		name, hdr string
+		opt       func(string) client.PublishOption
+	}{
+		{semaq.HdrHTTPTenant, semaq.HdrTenant, nil},
+		{semaq.HdrHTTPAdapter, semaq.HdrAdapter, client.WithAdapter},
+		{semaq.HdrHTTPSession, semaq.HdrSession, client.WithSession},
+		{"traceparent", semaq.HdrTraceParent, nil},
+	} {
+		if v := r.Header.Get(h.name); v != "" && (h.opt != nil || h.hdr == semaq.HdrTraceParent || len(g.o.APIKeys) == 0) {
+			envelope[h.hdr], param[h.hdr] = []string{v}, h.name
+			if h.opt != nil {
+				opts = append(opts, h.opt(v))
 			}
-			opts = append(opts, h.opt(v))
 		}
 	}
+	if _, err := semaq.Parse(envelope, time.Now()); err != nil {
+		if ee, ok := errors.AsType[*semaq.EnvelopeError](err); ok {
+			p := param[ee.Header]
+			badParam(w, p, "invalid_header", fmt.Sprintf("Invalid value for the header %s: %s.", p, ee.Reason))
+			return
+		}
+		badParam(w, "", "invalid_header", err.Error())
+		return
+	}
 	tp := r.Header.Get("traceparent")
-	if tp == "" || len(tp) > semaq.MaxEnvelopeValue {
+	if tp == "" {
 		tp = newTraceParent()
 	}
 
@@ -348,6 +408,10 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 			g.cancelRequest(req.Model, id)
 		}
 	}()
+	ctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	stopWatch := g.watch(ctx, end, req.Model, id)
+	defer stopWatch()
 	if req.Stream {
 		finished = g.stream(ctx, w, req, id, rd)
 		return
@@ -381,6 +445,9 @@ func (g *Gateway) publishError(ctx context.Context, w http.ResponseWriter, model
 		writeError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "overloaded", "The model `"+model+"` is overloaded: "+err.Error())
 	case errors.Is(err, semaq.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", err.Error())
+	case errors.Is(err, semaq.ErrEnvelope), errors.Is(err, semaq.ErrBadRequest):
+		// The checks above should have caught it; still the client's.
+		writeError(w, http.StatusBadRequest, openai.TypeInvalidRequest, "invalid_header", err.Error())
 	case errors.Is(err, semaq.ErrNoStream):
 		writeError(w, http.StatusNotFound, openai.TypeInvalidRequest, "model_not_found", "The model `"+model+"` has no queue: no worker ever served it.")
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -405,6 +472,9 @@ func estimateTokens(req *openai.ChatRequest) int {
 // failure maps the end of a token stream that is not a final record to
 // an HTTP status and OpenAI error.
 func failure(ctx context.Context, err error) (int, *openai.Error) {
+	if te := endCause(ctx); te != nil {
+		err = te
+	}
 	if te, ok := errors.AsType[*semaq.TokenError](err); ok {
 		e := &openai.Error{Message: te.Message, Code: openai.Str(te.Code)}
 		switch te.Code {
@@ -431,18 +501,24 @@ func failure(ctx context.Context, err error) (int, *openai.Error) {
 	return http.StatusServiceUnavailable, &openai.Error{Message: err.Error(), Type: openai.TypeServer, Code: openai.Str("unavailable")}
 }
 
+// clientLeft reports whether ctx ended because the client went away (or
+// the gateway closed): nobody reads an answer.
+func clientLeft(ctx context.Context) bool {
+	return ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) && endCause(ctx) == nil
+}
+
 // complete answers a request with stream false; it reports whether the
 // request ran to its end.
 func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader) bool {
 	res, err := rd.Collect(ctx)
 	if err != nil {
-		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return false // the client left
+		if clientLeft(ctx) {
+			return false
 		}
 		status, oe := failure(ctx, err)
 		writeJSON(w, status, openai.ErrorBody{Error: oe})
 		_, terminal := errors.AsType[*semaq.TokenError](err)
-		return terminal
+		return terminal || endCause(ctx) != nil
 	}
 	msg := openai.ResponseMessage{Role: "assistant"}
 	if res.Text != "" || len(res.Calls) == 0 {

@@ -622,7 +622,7 @@ func TestGatewayEnvelope(t *testing.T) {
 		!strings.HasPrefix(job.Header.Get(semaq.HdrTraceParent), "00-4bf92f3577b34da6a3ce929d0e0e4736-") || !strings.HasPrefix(job.ID, "chatcmpl-") {
 		t.Fatalf("envelope %+v, traceparent %q, id %q", env, job.Header.Get(semaq.HdrTraceParent), job.ID)
 	}
-	w, err := e.c.OpenTokenStream(ctx, job.ID)
+	w, err := job.OpenTokenStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,11 +68,12 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 			continue
 		}
 		if err != nil {
-			if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return false // the client left
+			if clientLeft(ctx) {
+				return false
 			}
 			status, oe := failure(ctx, err)
 			_, terminal := errors.AsType[*semaq.TokenError](err)
+			terminal = terminal || endCause(ctx) != nil
 			if !started {
 				writeJSON(w, status, openai.ErrorBody{Error: oe})
 				return terminal

@@ -26,10 +26,14 @@ type Upstream interface {
 }
 
 // UpstreamError is a failure of the model server: its HTTP status (0 when
-// it was not reached) and what it said.
+// it was not reached), what went wrong in full for the worker's log, and
+// what the client may read. Public never holds the upstream's address:
+// an upstream is often an internal host, and its error pages and
+// transport errors name it.
 type UpstreamError struct {
 	Status  int
 	Message string
+	Public  string
 }
 
 func (e *UpstreamError) Error() string {
@@ -37,6 +41,43 @@ func (e *UpstreamError) Error() string {
 		return "upstream: " + e.Message
 	}
 	return fmt.Sprintf("upstream answered %d: %s", e.Status, e.Message)
+}
+
+// PublicMessage is what a client is told about err, an error of
+// Upstream.Chat: never the upstream's URL or host.
+func PublicMessage(err error) string {
+	if ue, ok := errors.AsType[*UpstreamError](err); ok {
+		if ue.Public != "" {
+			return ue.Public
+		}
+		if ue.Status != 0 {
+			return fmt.Sprintf("upstream error: status %d", ue.Status)
+		}
+	}
+	return "upstream error: the model server failed"
+}
+
+// RedactURL is s with the password (or a lone user name, often a token)
+// of its userinfo replaced by xxxxx, for logs and error messages. A string
+// that is not a URL loses everything that could be userinfo.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err == nil {
+		if u.User != nil {
+			if _, ok := u.User.Password(); !ok {
+				u.User = url.User("xxxxx")
+			}
+		}
+		return u.Redacted()
+	}
+	rest, scheme := s, ""
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, rest = s[:i+3], s[i+3:]
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		rest = "xxxxx@" + rest[at+1:]
+	}
+	return scheme + rest
 }
 
 // simUpstream is the built-in simulated model.
@@ -53,6 +94,7 @@ type httpUpstream struct {
 	endpoint string // .../chat/completions
 	apiKey   string
 	hc       *http.Client
+	scrub    *strings.Replacer // takes the upstream's address out of what a client reads
 }
 
 // newHTTPUpstream takes the base URL an OpenAI client would use
@@ -60,7 +102,7 @@ type httpUpstream struct {
 func newHTTPUpstream(base, apiKey string, hc *http.Client) (*httpUpstream, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("worker: upstream %q is not an http(s) URL (or \"sim\")", base)
+		return nil, fmt.Errorf("worker: upstream %q is not an http(s) URL (or \"sim\")", RedactURL(base))
 	}
 	p := strings.TrimSuffix(u.Path, "/")
 	if p == "" {
@@ -70,7 +112,35 @@ func newHTTPUpstream(base, apiKey string, hc *http.Client) (*httpUpstream, error
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &httpUpstream{endpoint: u.String(), apiKey: apiKey, hc: hc}, nil
+	// Longest first: the endpoint, then the address in its spellings.
+	bare := *u
+	bare.User = nil
+	var pairs []string
+	for _, a := range []string{bare.String(), u.Scheme + "://" + u.Host, u.Host, u.Hostname()} {
+		if len(a) < 4 {
+			continue // a one-letter host name would scrub every such letter
+		}
+		for _, v := range []string{a, strings.ToLower(a), strings.ToUpper(a)} {
+			pairs = append(pairs, v, "<upstream>")
+		}
+	}
+	return &httpUpstream{endpoint: u.String(), apiKey: apiKey, hc: hc, scrub: strings.NewReplacer(pairs...)}, nil
+}
+
+// public is msg for a client: without the upstream's address, at most
+// 512 bytes.
+func (h *httpUpstream) public(status int, msg string) string {
+	p := "upstream error"
+	if status != 0 {
+		p += fmt.Sprintf(": status %d", status)
+	}
+	if msg = h.scrub.Replace(msg); msg != "" {
+		if len(msg) > 512 {
+			msg = msg[:512] + "..."
+		}
+		p += ": " + msg
+	}
+	return p
 }
 
 func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error) {
@@ -78,6 +148,10 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return sim.Outcome{}, fmt.Errorf("worker: request body: %w", err)
 	}
+	// The model forwarded is the one the request was queued and accounted
+	// as (the worker checked the body against its queue), whatever else
+	// the body held.
+	fields["model"], _ = json.Marshal(req.Model)
 	fields["stream"] = json.RawMessage("true")
 	fields["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	out, _ := json.Marshal(fields)
@@ -95,17 +169,19 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 		if ctx.Err() != nil {
 			return sim.Outcome{}, ctx.Err()
 		}
-		return sim.Outcome{}, &UpstreamError{Message: err.Error()}
+		return sim.Outcome{}, &UpstreamError{Message: err.Error(), Public: "upstream error: the model server could not be reached"}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		var eb openai.ErrorBody
-		msg := strings.TrimSpace(string(b))
+		msg, public := strings.TrimSpace(string(b)), ""
 		if json.Unmarshal(b, &eb) == nil && eb.Error != nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
+			// An OpenAI-shaped error is meant for the client (a context
+			// too long, a bad parameter); an error page is not.
+			msg, public = eb.Error.Message, eb.Error.Message
 		}
-		return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: msg}
+		return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: msg, Public: h.public(resp.StatusCode, public)}
 	}
 	var (
 		res       sim.Outcome
@@ -121,11 +197,13 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 			}
 			if errors.Is(err, io.EOF) {
 				if res.FinishReason == "" {
-					return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "stream ended without a finish reason"}
+					return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "stream ended without a finish reason",
+						Public: "upstream error: the model server's stream ended without a finish reason"}
 				}
 				break // [DONE] is optional for some servers
 			}
-			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "reading the stream: " + err.Error()}
+			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "reading the stream: " + err.Error(),
+				Public: "upstream error: the model server's stream broke off"}
 		}
 		if ev.Data == "[DONE]" {
 			break
@@ -135,10 +213,11 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 			Error *openai.Error `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(ev.Data), &chunk); err != nil {
-			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "event is not a chat.completion.chunk: " + err.Error()}
+			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "event is not a chat.completion.chunk: " + err.Error(),
+				Public: "upstream error: the model server sent an event that is not a chat.completion.chunk"}
 		}
 		if chunk.Error != nil {
-			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: chunk.Error.Message}
+			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: chunk.Error.Message, Public: h.public(0, chunk.Error.Message)}
 		}
 		if u := chunk.Usage; u != nil {
 			res.Usage = semaq.TokenUsage{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Total: u.TotalTokens}

@@ -47,6 +47,10 @@ type Config struct {
 	// AckWait is the ack wait of the queues the worker creates (default
 	// 10s): a worker that dies holding a request loses it after this.
 	AckWait time.Duration
+	// AnnounceTTL is how long the worker's announcement in the agent
+	// registry holds without a heartbeat (default 10s): a worker that dies
+	// leaves the registry, and GET /v1/models, after it.
+	AnnounceTTL time.Duration
 	// QueueStorage is the storage of the queues the worker creates:
 	// memory (default) or file.
 	QueueStorage string
@@ -97,6 +101,12 @@ func (c *Config) Validate() error {
 	if c.AckWait < 100*time.Millisecond {
 		return fmt.Errorf("worker: ack wait %s is under 100ms", c.AckWait)
 	}
+	if c.AnnounceTTL == 0 {
+		c.AnnounceTTL = 10 * time.Second
+	}
+	if c.AnnounceTTL < semaq.MinAgentTTL || c.AnnounceTTL > semaq.MaxAgentTTL {
+		return fmt.Errorf("worker: announce ttl %s is outside %s..%s", c.AnnounceTTL, semaq.MinAgentTTL, semaq.MaxAgentTTL)
+	}
 	switch c.QueueStorage {
 	case "":
 		c.QueueStorage = "memory"
@@ -123,10 +133,13 @@ type Stats struct {
 
 // Worker serves inference requests. Run it once.
 type Worker struct {
-	c   *client.Client
-	cfg Config
-	up  Upstream
-	log *slog.Logger
+	c        *client.Client
+	cfg      Config
+	up       Upstream
+	upstream string // cfg.Upstream without its password, for logs
+	log      *slog.Logger
+	queues   map[string]*modelQueue // by queue name
+	fatal    context.CancelCauseFunc
 
 	jobs, cancelled, failed, lost, tokens atomic.Uint64
 }
@@ -136,7 +149,11 @@ func New(c *client.Client, cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	w := &Worker{c: c, cfg: cfg, log: cfg.Log}
+	w := &Worker{c: c, cfg: cfg, log: cfg.Log, upstream: RedactURL(cfg.Upstream), queues: map[string]*modelQueue{}}
+	for _, m := range cfg.Models {
+		q := &modelQueue{model: m, name: semaq.InferQueue(m)}
+		w.queues[q.name] = q
+	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
 	}
@@ -173,17 +190,14 @@ func (w *Worker) Run(ctx context.Context) error { return w.run(ctx, nil) }
 // announced: requests for its models are accepted from then on.
 func (w *Worker) RunReady(ctx context.Context, ready func()) error { return w.run(ctx, ready) }
 
-func (w *Worker) run(ctx context.Context, ready func()) error {
+func (w *Worker) run(parent context.Context, ready func()) error {
+	// A queue the worker cannot recreate ends it (fatal), with that error.
+	ctx, fatal := context.WithCancelCause(parent)
+	defer fatal(nil)
+	w.fatal = fatal
 	for _, m := range w.cfg.Models {
-		_, err := w.c.AddQueue(ctx, semaq.QueueConfig{
-			Name:        semaq.InferQueue(m),
-			Description: "inference requests for model " + m,
-			Subjects:    []string{semaq.InferSubject(m)},
-			Storage:     w.cfg.QueueStorage,
-			AckWait:     w.cfg.AckWait,
-		})
-		if err != nil && !errors.Is(err, semaq.ErrStreamExists) {
-			return fmt.Errorf("worker: queue for model %s: %w", m, err)
+		if err := w.addQueue(ctx, m); err != nil {
+			return err
 		}
 	}
 	caps := map[string]string{semaq.CapModels: strings.Join(w.cfg.Models, ",")}
@@ -194,11 +208,11 @@ func (w *Worker) run(ctx context.Context, ready func()) error {
 		caps["upstream"] = "sim"
 	}
 	ann, err := w.c.Announce(ctx, semaq.Agent{ID: w.cfg.ID, Intents: []string{semaq.InferIntent}, Capabilities: caps,
-		Subject: semaq.InferSubjectPrefix + ">"}, 10*time.Second)
+		Subject: semaq.InferSubjectPrefix + ">"}, w.cfg.AnnounceTTL)
 	if err != nil {
 		return fmt.Errorf("worker: announcing: %w", err)
 	}
-	w.log.Info("worker serving", "id", w.cfg.ID, "models", w.cfg.Models, "upstream", w.cfg.Upstream, "concurrency", w.cfg.Concurrency)
+	w.log.Info("worker serving", "id", w.cfg.ID, "models", w.cfg.Models, "upstream", w.upstream, "concurrency", w.cfg.Concurrency)
 	if ready != nil {
 		ready()
 	}
@@ -216,7 +230,7 @@ func (w *Worker) run(ctx context.Context, ready func()) error {
 		// Several fetches wait at once, so a request finds one already
 		// waiting even while another fetch's answer is on its way back.
 		for range min(w.cfg.Concurrency, fetchersPerModel) {
-			fetchers.Go(func() { w.fetchLoop(ctx, queue, labels, slots, &running) })
+			fetchers.Go(func() { w.fetchLoop(ctx, w.queues[queue], labels, slots, &running) })
 		}
 	}
 	fetchers.Wait()
@@ -226,15 +240,23 @@ func (w *Worker) run(ctx context.Context, ready func()) error {
 	if err := ann.Leave(lctx); err != nil {
 		w.log.Warn("leaving the agent registry", "err", err)
 	}
+	if parent.Err() == nil {
+		if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
 	return nil
 }
 
 // fetchersPerModel is how many fetches a worker keeps open per model.
 const fetchersPerModel = 4
 
-// fetchLoop fetches jobs for queue while there are free slots, until ctx
-// ends. A fetch asks for as many jobs as slots it could take.
-func (w *Worker) fetchLoop(ctx context.Context, queue string, labels map[string]string, slots chan struct{}, running *sync.WaitGroup) {
+// fetchLoop fetches jobs for q while there are free slots, until ctx
+// ends. A fetch asks for as many jobs as slots it could take. A queue
+// that is gone is recreated; failures back off from 100ms to 5s.
+func (w *Worker) fetchLoop(ctx context.Context, q *modelQueue, labels map[string]string, slots chan struct{}, running *sync.WaitGroup) {
+	queue := q.name
+	backoff := time.Duration(0)
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -263,14 +285,33 @@ func (w *Worker) fetchLoop(ctx context.Context, queue string, labels map[string]
 				w.handle(job)
 			})
 		}
-		if err != nil && ctx.Err() == nil {
-			w.log.Warn("fetch failed", "queue", queue, "err", err)
-			select {
-			case <-time.After(200 * time.Millisecond):
-			case <-ctx.Done():
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			backoff = 0
+			q.recovered(w.log)
+			continue
+		case errors.Is(err, semaq.ErrQueueNotFound):
+			// Lost in a broker restart (a memory queue) or deleted:
+			// recreate it, once for all the model's fetchers.
+			if rerr := w.recreate(ctx, q); rerr != nil {
+				if permanent(rerr) {
+					w.log.Error("stopping: cannot recreate a queue", "queue", queue, "err", rerr)
+					w.fatal(rerr)
+					return
+				}
+				q.failed(w.log, rerr)
 			}
+			// Even when it is back, wait a little: a queue that exists
+			// but whose fetches still fail must not be asked in a loop.
+		default:
+			q.failed(w.log, err)
 		}
-		if ctx.Err() != nil {
+		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -290,9 +331,15 @@ func (w *Worker) handle(job *client.Job) {
 	}
 	log := w.log.With("request", id, "queue", job.Queue)
 	req, err := openai.ParseChatRequest(job.Data)
+	if err == nil {
+		err = w.checkModel(job, req)
+	}
 	if err != nil {
-		_ = w.c.AbortTokenStream(bg, id, &semaq.TokenError{Code: "bad_request", Message: err.Error()})
+		if aerr := job.AbortTokenStream(bg, &semaq.TokenError{Code: "bad_request", Message: err.Error()}); aerr != nil {
+			log.Warn("ending the token stream of a refused request", "err", aerr)
+		}
 		_ = job.Term(bg, "bad request: "+err.Error())
+		log.Warn("refused a request", "err", err)
 		return
 	}
 	if job.Deliveries > 1 {
@@ -314,14 +361,14 @@ func (w *Worker) handle(job *client.Job) {
 			if !last.Terminal() {
 				w.lost.Add(1)
 				log.Warn("request redelivered after partial output; ending its stream", "tokens", last.Offset+uint64(last.N))
-				_ = w.c.AbortTokenStream(bg, id, &semaq.TokenError{Code: semaq.TokenErrWorkerLost,
+				_ = job.AbortTokenStream(bg, &semaq.TokenError{Code: semaq.TokenErrWorkerLost,
 					Message: fmt.Sprintf("the worker serving this request stopped after %d tokens; retry the request", last.Offset+uint64(last.N))})
 			}
 			_ = job.Term(bg, semaq.TokenErrWorkerLost)
 			return
 		}
 	}
-	tw, err := w.c.OpenTokenStream(bg, id,
+	tw, err := job.OpenTokenStream(bg, // keyed by the job's lease: the broker takes its records from this worker only
 		client.WithStreamTraceParent(job.Header.Get(semaq.HdrTraceParent)),
 		client.WithStreamSession(job.Header.Get(semaq.HdrSession)),
 		client.WithStreamRequest(job.Header)) // labels and timing for the broker's metrics
@@ -389,8 +436,31 @@ func (w *Worker) handle(job *client.Job) {
 		log.Debug("request ended early", "reason", te.Code)
 	default:
 		w.failed.Add(1)
-		_ = tw.Abort(bg, &semaq.TokenError{Code: semaq.TokenErrUpstream, Message: err.Error()})
-		_ = job.Term(bg, "upstream: "+err.Error())
-		log.Warn("upstream failed", "err", err)
+		// The client reads what the upstream is allowed to tell it; the
+		// details, which name internal hosts, stay in the worker's log.
+		public := PublicMessage(err)
+		_ = tw.Abort(bg, &semaq.TokenError{Code: semaq.TokenErrUpstream, Message: public})
+		_ = job.Term(bg, public)
+		log.Warn("upstream failed", "upstream", w.upstream, "err", err)
 	}
+}
+
+// checkModel refuses a request whose model is not the one its queue is
+// for: the body, the AI-Model header and the queue must agree, so what is
+// sent to the upstream (with the operator's key) is what was queued and
+// accounted. The gateway's parser already refuses bodies it would read
+// differently from the upstream; this holds for anything published
+// straight onto the queue too.
+func (w *Worker) checkModel(job *client.Job, req *openai.ChatRequest) error {
+	q := w.queues[job.Queue]
+	if q == nil {
+		return fmt.Errorf("the worker does not serve queue %s", job.Queue)
+	}
+	if req.Model != q.model {
+		return fmt.Errorf("the request is for model %q but was queued for %q", req.Model, q.model)
+	}
+	if h := job.Header.Values(semaq.HdrModel); len(h) > 1 || (len(h) == 1 && h[0] != q.model) {
+		return fmt.Errorf("the request's %s header %q does not name the model %q", semaq.HdrModel, h, q.model)
+	}
+	return nil
 }
