@@ -85,6 +85,8 @@ paced by --sim-ttft and --sim-tps.`,
 	f.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the upstream's API key")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE describing the worker to the dispatcher (adapter=a,b draws those adapters' requests)")
 	f.StringVar(&cfg.ID, "id", "", "worker id in the agent registry (default worker-<random>)")
+	f.DurationVar(&cfg.AnnounceTTL, "announce-ttl", 0, "how long the worker's announcement outlives it: the gateway gives up a dead worker's requests after it (default 10s)")
+	f.StringVar(&cfg.QueueStorage, "queue-storage", "", "storage of the queues this worker creates: memory (default) or file")
 	f.DurationVar(&cfg.AckWait, "ack-wait", 0, "ack wait of the queues this worker creates: a dead worker's request moves on after it (default 10s)")
 	f.DurationVar(&cfg.Sim.TTFT, "sim-ttft", 0, "sim: time to first token")
 	f.Float64Var(&cfg.Sim.TokensPerSec, "sim-tps", 0, "sim: tokens per second after the first (0: as fast as possible)")
