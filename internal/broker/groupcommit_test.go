@@ -2,11 +2,14 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -118,10 +121,15 @@ func TestAckWaitsForFsync(t *testing.T) {
 
 func startWithHook(t *testing.T, hook func(*os.File) error) *broker.Server {
 	t.Helper()
+	return startWithHookHTTP(t, hook, "")
+}
+
+func startWithHookHTTP(t *testing.T, hook func(*os.File) error, httpAddr string) *broker.Server {
+	t.Helper()
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
-	cfg.HTTP = ""
+	cfg.HTTP = httpAddr
 	s, err := broker.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -335,5 +343,45 @@ func TestShutdownAfterOversizeDurableMessage(t *testing.T) {
 	defer cancel()
 	if err := s.Shutdown(sctx); err != nil {
 		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// TestHTTPCommitFailureIsUnknownOutcome: over HTTP, a publish written but
+// not made durable is not reported as failed (a retry without its id would
+// store it twice): it is an unknown outcome with the id to retry with, and
+// that retry is deduplicated.
+func TestHTTPCommitFailureIsUnknownOutcome(t *testing.T) {
+	gate := newSyncGate()
+	close(gate.open)
+	gate.fail.Store(1)
+	s := startWithHookHTTP(t, gate.sync, "127.0.0.1:0")
+	c := brokertest.Connect(t, s)
+	addDurable(t, c, "D", "d.>", "fsync")
+	url := "http://" + s.HTTPAddr() + "/api/v1/publish/d.x"
+	resp, err := http.Post(url, "application/octet-stream", strings.NewReader("payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Outcome string `json:"outcome"`
+		MsgID   string `json:"msg_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusGatewayTimeout || out.Outcome != "unknown" || out.MsgID == "" {
+		t.Fatalf("publish during a failing fsync: %d %+v (%v), want 504, outcome unknown and a msg id", resp.StatusCode, out, err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader("payload"))
+	req.Header.Set(semaq.HdrMsgID, out.MsgID)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("retry with the id: %d", resp.StatusCode)
+	}
+	if n := messages(t, c, "D"); n != 1 {
+		t.Fatalf("stream has %d messages, want 1", n)
 	}
 }

@@ -95,6 +95,15 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		if span != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
+		if errors.Is(err, semaq.ErrCommit) {
+			// Written, not made durable: the broker's own answer says the
+			// outcome is not known, and a retry with the id is safe.
+			writeJSON(w, http.StatusGatewayTimeout, unknownOutcome{
+				Error:   errorInfo{Code: http.StatusGatewayTimeout, ErrCode: semaq.ErrCodeCommit, Message: err.Error()},
+				Outcome: "unknown", MsgID: msgID,
+			})
+			return
+		}
 		if _, ok := errors.AsType[*semaq.APIError](err); !ok {
 			if r.Context().Err() != nil {
 				return // the client went away; nobody to tell
