@@ -69,6 +69,9 @@ func (c *Client) subscribeFiltered(ctx context.Context, subject string, o subscr
 	if o.deliver == DeliverNew {
 		req.Deliver = "new"
 	}
+	if o.maxAckPending > 0 {
+		req.MaxAckPending = o.maxAckPending
+	}
 	if o.max > 0 {
 		req.MaxAckPending = min(o.max, req.MaxAckPending)
 	}

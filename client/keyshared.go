@@ -43,12 +43,13 @@ func WithMember(name string) SubscribeOption {
 }
 
 // WithMaxAckPending bounds the messages a key-shared group has delivered
-// and not yet acked, over all its members (default 1000). It applies when
-// the group is created.
+// and not yet acked, over all its members, or a filtered subscription's
+// matches in flight (default 1000; the broker allows at most 10000). It
+// applies when the group or durable is created.
 func WithMaxAckPending(n int) SubscribeOption {
 	return func(o *subscribeOptions) error {
-		if n < 1 || n > 100000 {
-			return fmt.Errorf("client: WithMaxAckPending: %d is outside 1..100000", n)
+		if n < 1 || n > 10000 {
+			return fmt.Errorf("client: WithMaxAckPending: %d is outside 1..10000", n)
 		}
 		o.maxAckPending = n
 		return nil

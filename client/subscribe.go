@@ -36,7 +36,7 @@ type subscribeOptions struct {
 	filter   string // server-side filter (filter.go)
 	key      string // key-shared group key (keyshared.go)
 	member   string // key-shared member name
-	// maxAckPending of a key-shared group
+	// maxAckPending of a key-shared group or a filtered subscription
 	maxAckPending int
 }
 
@@ -149,8 +149,11 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 		}
 	}
-	if o.key != "" || o.member != "" || o.maxAckPending > 0 {
-		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: KeyBy, WithMember and WithMaxAckPending are options of SubscribeKeyShared")
+	if o.key != "" || o.member != "" {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: KeyBy and WithMember are options of SubscribeKeyShared")
+	}
+	if o.maxAckPending > 0 && o.filter == "" {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: WithMaxAckPending applies to filtered and key-shared subscriptions")
 	}
 	stream, err := c.StreamBySubject(ctx, subject)
 	if err != nil {

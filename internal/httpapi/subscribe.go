@@ -369,13 +369,19 @@ func (s *pullSource) close() {
 	}
 }
 
+// sseFilterAckPending bounds the matches of a filtered event stream in
+// flight between the broker and the writer.
+const sseFilterAckPending = 64
+
 // filteredSource is a filtered subscription of the SDK (the broker runs
 // the filter): ephemeral, acknowledged on its own consumer as events go
 // out, and deleted when the stream ends.
 type filteredSource struct{ sub *client.Subscription }
 
 func (h *Handler) filteredSource(ctx context.Context, subject string, p subscribeParams) (*filteredSource, error) {
-	opts := []client.SubscribeOption{client.WithFilter(p.filter), client.WithDeliver(p.deliver)}
+	// The SDK buffers up to max_ack_pending matches per subscription: keep
+	// it to about what the event stream pulls ahead of its writes.
+	opts := []client.SubscribeOption{client.WithFilter(p.filter), client.WithDeliver(p.deliver), client.WithMaxAckPending(sseFilterAckPending)}
 	if p.startSeq > 0 {
 		opts = append(opts, client.WithStartSequence(p.startSeq))
 	}
