@@ -61,16 +61,33 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 // queue): a queued request is removed; a request a worker holds is removed
 // and the worker's Job context is cancelled. An unknown request returns
 // semaq.ErrRequestNotFound.
-func (c *Client) Cancel(ctx context.Context, queue, id string) (*semaq.CancelResponse, error) {
+func (c *Client) Cancel(ctx context.Context, queue, id string, opts ...CancelOption) (*semaq.CancelResponse, error) {
 	var out semaq.CancelResponse
+	req := semaq.CancelRequest{ID: id}
+	for _, o := range opts {
+		o(&req)
+	}
+	if err := req.Check(); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: Cancel: %v", err)
+	}
 	subj := fmt.Sprintf(semaq.APIQueueCancelT, queue)
-	if err := c.request(ctx, subj, semaq.CancelRequest{ID: id}, &out); err != nil {
+	if err := c.request(ctx, subj, req, &out); err != nil {
 		if errors.Is(err, semaq.ErrUnavailable) {
 			return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", queue)
 		}
 		return nil, err
 	}
 	return &out, nil
+}
+
+// CancelOption configures one Cancel.
+type CancelOption func(*semaq.CancelRequest)
+
+// CancelEndStream also ends the request's token stream with te, unless it
+// has ended: for a request whose worker is gone, whose stream no one else
+// may write.
+func CancelEndStream(te *semaq.TokenError) CancelOption {
+	return func(r *semaq.CancelRequest) { r.EndStream = te }
 }
 
 // FetchOption configures one Fetch.

@@ -1,8 +1,11 @@
 package semaq
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Work queues. A queue is a stream of inference requests that the broker
@@ -361,6 +364,26 @@ type JobReply struct {
 // sequence in the queue.
 type CancelRequest struct {
 	ID string `json:"id"`
+	// EndStream, when set, also ends the request's token stream with this
+	// error if it has not ended: for a request whose worker is gone (only
+	// the lease holder may write the stream, so nobody else could).
+	EndStream *TokenError `json:"end_stream,omitempty"`
+}
+
+// MaxEndStreamBytes bounds the code and message of CancelRequest.EndStream.
+const MaxEndStreamBytes = 1024
+
+// Check reports the first invalid field of r.
+func (r *CancelRequest) Check() error {
+	if strings.TrimSpace(r.ID) == "" {
+		return errors.New(`cancel needs {"id":"<Nats-Msg-Id or sequence>"}`)
+	}
+	if e := r.EndStream; e != nil {
+		if e.Code == "" || len(e.Code)+len(e.Message) > MaxEndStreamBytes || !utf8.ValidString(e.Code+e.Message) {
+			return fmt.Errorf("end_stream: needs a code, at most %d bytes of valid UTF-8 in code and message", MaxEndStreamBytes)
+		}
+	}
+	return nil
 }
 
 // CancelResponse says what the cancel did: "removed" (it was queued) or

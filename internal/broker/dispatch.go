@@ -753,8 +753,12 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 		return
 	}
 	var req semaq.CancelRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil || strings.TrimSpace(req.ID) == "" {
-		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: cancel needs {\"id\":\"<Nats-Msg-Id or sequence>\"}", d.name)))
+	if err := decodeAPI(m.Data, &req); err != nil {
+		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: cancel: request is not valid: %v", d.name, err)))
+		return
+	}
+	if err := req.Check(); err != nil {
+		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: %v", d.name, err)))
 		return
 	}
 	d.mu.Lock()
@@ -781,9 +785,13 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 	d.unbindLease(j)
 	d.sched.forget(j)
 	d.publishDepth(usage{})
+	id := j.id
 	d.mu.Unlock()
 	d.remove(rm)
 	d.send(out)
+	if req.EndStream != nil {
+		d.s.tokens.endJob(id, req.EndStream)
+	}
 	body, _ := json.Marshal(resp)
 	d.reply(m, body)
 }

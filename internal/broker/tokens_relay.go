@@ -410,3 +410,50 @@ func (ts *tokenStore) loadLegacy(ctx context.Context) error {
 	}
 	return nil
 }
+
+// endJob ends the token stream of a cancelled job with te, on the broker's
+// behalf, unless it has ended: when the worker that held the job is gone,
+// nobody else could end it (only the lease holder may write), and readers
+// replaying the stream would wait for its retention. A stream nobody has
+// claimed is claimed for the broker alone, so no writer can add to it.
+func (ts *tokenStore) endJob(id string, te *semaq.TokenError) {
+	if ts == nil || semaq.CheckRequestID(id) != nil || te == nil {
+		return
+	}
+	ts.mu.Lock()
+	if ts.closed {
+		ts.mu.Unlock()
+		return
+	}
+	c := ts.claims[id]
+	if c == nil {
+		if len(ts.claims) >= ts.limits.maxStreams {
+			ts.mu.Unlock()
+			return
+		}
+		// An empty key matches no writer's (CheckTokenKey wants 16 bytes).
+		c = &tokenClaim{next: 1, touched: time.Now()}
+		ts.claims[id] = c
+	}
+	if c.ended {
+		ts.mu.Unlock()
+		return
+	}
+	rec := semaq.TokenChunk{Seq: max(c.next, 1), Offset: c.offset, Error: te}
+	out := &nats.Msg{Subject: semaq.TokenStorePrefix + id + ".end", Header: nats.Header{}, Data: semaq.AppendTokenChunk(nil, &rec)}
+	c.next, c.ended, c.touched = rec.Seq+1, true, time.Now()
+	c.records++
+	c.bytes += int64(len(out.Data))
+	var e *semaq.APIError
+	if c.purging {
+		c.held = append(c.held, out)
+	} else {
+		e = ts.store(out)
+	}
+	ts.mu.Unlock()
+	if e != nil {
+		ts.debug("ending a cancelled job's token stream", "id", id, "err", e.Description)
+		return
+	}
+	ts.ended(id, out)
+}

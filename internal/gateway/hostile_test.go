@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -230,6 +231,23 @@ func TestOnlyWorkerKilled(t *testing.T) {
 		check(t, ctx, "solo1", killed, s.err.Code)
 		if full := sim.Answer("user: kill me", 100000, 0); !strings.HasPrefix(full, s.text) {
 			t.Fatalf("the tokens received are not a prefix of the answer: %q", s.text)
+		}
+		// A reader replaying the stream sees the same end, not a stream
+		// left open until its retention: the broker ended it.
+		tr, err := e.c.ReadTokens(ctx, resp.Header.Get(semaq.HdrHTTPRequestID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		for {
+			_, err := tr.Next(ctx)
+			if err == nil {
+				continue
+			}
+			if te, ok := errors.AsType[*semaq.TokenError](err); !ok || te.Code != semaq.TokenErrWorkerLost {
+				t.Fatalf("replaying reader ended with %v, want %s", err, semaq.TokenErrWorkerLost)
+			}
+			break
 		}
 	})
 

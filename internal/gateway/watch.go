@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -61,14 +62,10 @@ func (g *Gateway) orphaned(ctx context.Context, end context.CancelCauseFunc, mod
 		Message: fmt.Sprintf("no worker serves the model `%s` any more (the one serving this request stopped); retry the request", model)}
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := g.c.Cancel(bg, semaq.InferQueue(model), id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
+	// Withdrawn, and its token stream ended by the broker (only the lease
+	// holder, gone, could end it): replaying readers see worker_lost too.
+	if _, err := g.c.Cancel(bg, semaq.InferQueue(model), id, client.CancelEndStream(te)); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
 		g.log.Warn("withdrawing a request no worker serves", "id", id, "err", err)
-	}
-	// Best effort: where the broker takes a stream's records only from the
-	// worker holding its job, this is refused, and the stream stays open
-	// until its retention ends it; this request's answer ends below anyway.
-	if err := g.c.AbortTokenStream(bg, id, te); err != nil {
-		g.log.Debug("ending the token stream of a request no worker serves", "id", id, "err", err)
 	}
 	g.log.Info("request ended: no live worker serves its model", "id", id, "model", model)
 	end(te)
