@@ -416,21 +416,30 @@ func (s *jsonSchema) Validate(payload []byte) error {
 	if err != nil {
 		return &ValidationError{Rule: "json", Message: "not valid JSON at " + err.Error()}
 	}
-	if verr := jsonCheckPayloadNumbers(v, s.limits); verr != nil {
+	values, verr := jsonScanPayload(payload, s.limits)
+	if verr != nil {
 		return verr
 	}
-	if s.fast != nil && s.fast.valid(v) {
+	budget := jsonStepBudget(s.limits, values)
+	// The fast path stops at the budget, and does not decide then: it
+	// follows $ref loops that the library cuts short.
+	if s.fast != nil && s.fast.validWithin(v, budget) == jsonValid {
 		return nil
+	}
+	// The library evaluates every branch to explain a failure, and cannot
+	// be stopped: count what that costs before letting it start.
+	if !jsonLibraryWithin(s.compiled, v, budget) {
+		return jsonOverBudgetError(s.limits, values)
 	}
 	err = s.compiled.Validate(v)
 	if err == nil {
 		return nil
 	}
-	var verr *jsonschema.ValidationError
-	if !errors.As(err, &verr) {
+	var lerr *jsonschema.ValidationError
+	if !errors.As(err, &lerr) {
 		return &ValidationError{Rule: "schema", Message: err.Error()}
 	}
-	return jsonValidationError(verr)
+	return jsonValidationError(lerr)
 }
 
 // jsonValidationError reports the most specific failure: the leaf error

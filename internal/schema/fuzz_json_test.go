@@ -21,6 +21,9 @@ func FuzzJSONSchemaParse(f *testing.F) {
 	f.Add(`{"$ref":"#/definitions/a","definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}}}`)
 	f.Add(`{"$schema":"https://json-schema.org/draft/2020-12/schema","$defs":{"n":{"$dynamicAnchor":"n","items":{"$dynamicRef":"#n"}}},"$ref":"#/$defs/n"}`)
 	f.Add(`{"$id":"https://x.example/a","properties":{"b":{"$id":"b","$anchor":"here","type":"string"},"c":{"$ref":"b#here"}}}`)
+	f.Add(jsonFanOutSchema(30, "allOf"))
+	f.Add(`{"allOf":[{"properties":{"x":{"$ref":"#"}}},{"properties":{"x":{"$ref":"#"}}}]}`)
+	f.Add(`{"allOf":[{"$ref":"#"},{"$ref":"#"}],"a":1,"a":2}`)
 	f.Fuzz(func(t *testing.T, text string) {
 		s, err := jsonFormat{}.Parse(text, nil, nil)
 		if err != nil {
@@ -52,7 +55,9 @@ func FuzzJSONValidate(f *testing.F) {
 	s := jsonTestParse(f, jsonTestRequestSchema)
 	f.Add(jsonTestRequest)
 	for _, p := range []string{`{}`, `[]`, `null`, `{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e400}`,
-		`{"model":"m","messages":[{"role":"tool","content":"\ud800"}],"temperature":2.0000000000000000001}`, "{\"model\":\"\xff\"}", `{"a":`} {
+		`{"model":"m","messages":[{"role":"tool","content":"\ud800"}],"temperature":2.0000000000000000001}`, "{\"model\":\"\xff\"}", `{"a":`,
+		`{"model":"m","model":"n","messages":[]}`, `{"messages":[{"role":"user","role":"tool"}]}`, `{"model":"m","\u006dodel":1}`,
+		"{\"\xff\":1,\"\xfe\":2}", `{"Model":"m","model":"m","messages":[{"role":"user","content":"x"}]}`} {
 		f.Add([]byte(p))
 	}
 	f.Fuzz(func(t *testing.T, payload []byte) {

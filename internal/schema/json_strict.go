@@ -172,30 +172,3 @@ func jsonCut(s string) string {
 	}
 	return s[:37] + "..."
 }
-
-// jsonCheckPayloadNumbers refuses a decoded payload holding a number
-// literal beyond l, before the validator turns any into a big.Rat (1e999999
-// costs seconds). It walks only what the payload holds.
-func jsonCheckPayloadNumbers(v any, l Limits) *ValidationError {
-	switch v := v.(type) {
-	case json.Number:
-		if lerr := jsonNumberProblem(string(v), l); lerr != nil {
-			return &ValidationError{Rule: lerr.Limit, Message: lerr.Message + ": refused before validation"}
-		}
-	case map[string]any:
-		for k, x := range v {
-			if err := jsonCheckPayloadNumbers(x, l); err != nil {
-				err.Path = "/" + jsonEscapeToken(k) + err.Path
-				return err
-			}
-		}
-	case []any:
-		for i, x := range v {
-			if err := jsonCheckPayloadNumbers(x, l); err != nil {
-				err.Path = "/" + strconv.Itoa(i) + err.Path
-				return err
-			}
-		}
-	}
-	return nil
-}

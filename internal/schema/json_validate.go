@@ -279,18 +279,46 @@ const (
 	jsonValid jsonVerdict = iota
 	jsonInvalid
 	jsonUnknown
+	// jsonOverBudget: the step budget ran out (jsonSteps).
+	jsonOverBudget
 )
 
 // and combines the verdicts of two keywords of one schema.
 func (a jsonVerdict) and(b jsonVerdict) jsonVerdict { return max(a, b) }
 
-// valid reports that v is certainly valid under f.
-func (f *jsonFast) valid(v any) bool { return f.check(v, 0) == jsonValid }
+// valid reports that v is certainly valid under f, within the default
+// step budget.
+func (f *jsonFast) valid(v any) bool {
+	return f.validWithin(v, jsonStepBudget(DefaultLimits, 0)) == jsonValid
+}
 
-func (f *jsonFast) check(v any, depth int) jsonVerdict {
+// validWithin is valid visiting at most budget schema nodes: past it the
+// answer is jsonOverBudget.
+func (f *jsonFast) validWithin(v any, budget int) jsonVerdict {
+	return f.check(v, 0, &jsonSteps{left: budget})
+}
+
+// jsonSteps counts the schema nodes one validation may still visit.
+type jsonSteps struct{ left int }
+
+// check is checkNode within the step budget. Once the budget is spent
+// every verdict is jsonOverBudget: one computed after it may have
+// counted a branch that was cut short.
+func (f *jsonFast) check(v any, depth int, st *jsonSteps) jsonVerdict {
 	if f == nil {
 		return jsonValid
 	}
+	if st.left--; st.left < 0 {
+		return jsonOverBudget
+	}
+	r := f.checkNode(v, depth, st)
+	if st.left < 0 {
+		return jsonOverBudget
+	}
+	return r
+}
+
+func (f *jsonFast) checkNode(v any, depth int, st *jsonSteps) jsonVerdict {
 	if depth > jsonFastMaxDepth {
 		return jsonUnknown
 	}
@@ -321,18 +349,18 @@ func (f *jsonFast) check(v any, depth int) jsonVerdict {
 	if f.format != nil && f.format.Validate(v) != nil {
 		return jsonInvalid
 	}
-	r := f.ref.check(v, depth+1)
+	r := f.ref.check(v, depth+1, st)
 	if r == jsonInvalid {
 		return r
 	}
 	switch x := v.(type) {
 	case map[string]any:
 		if f.hasObjectChecks {
-			r = r.and(f.object(x, depth))
+			r = r.and(f.object(x, depth, st))
 		}
 	case []any:
 		if f.hasArrayChecks {
-			r = r.and(f.array(x, depth))
+			r = r.and(f.array(x, depth, st))
 		}
 	case string:
 		if f.hasStringChecks && !f.str(x) {
@@ -350,14 +378,14 @@ func (f *jsonFast) check(v any, depth int) jsonVerdict {
 		return r
 	}
 	for _, s := range f.allOf {
-		if r = r.and(s.check(v, depth+1)); r == jsonInvalid {
+		if r = r.and(s.check(v, depth+1, st)); r == jsonInvalid {
 			return r
 		}
 	}
 	if f.anyOf != nil {
 		a := jsonInvalid
 		for _, s := range f.anyOf {
-			if c := s.check(v, depth+1); c != jsonInvalid {
+			if c := s.check(v, depth+1, st); c != jsonInvalid {
 				if a = c; a == jsonValid {
 					break
 				}
@@ -370,7 +398,7 @@ func (f *jsonFast) check(v any, depth int) jsonVerdict {
 	if f.oneOf != nil {
 		matched, unknown := 0, 0
 		for _, s := range f.oneOf {
-			switch s.check(v, depth+1) {
+			switch s.check(v, depth+1, st) {
 			case jsonValid:
 				matched++
 			case jsonUnknown:
@@ -385,7 +413,7 @@ func (f *jsonFast) check(v any, depth int) jsonVerdict {
 		}
 	}
 	if f.not != nil {
-		switch f.not.check(v, depth+1) {
+		switch f.not.check(v, depth+1, st) {
 		case jsonValid:
 			return jsonInvalid
 		case jsonUnknown:
@@ -394,13 +422,13 @@ func (f *jsonFast) check(v any, depth int) jsonVerdict {
 	}
 	if f.ifs != nil {
 		branch := f.els
-		switch f.ifs.check(v, depth+1) {
+		switch f.ifs.check(v, depth+1, st) {
 		case jsonValid:
 			branch = f.then
 		case jsonUnknown:
 			return jsonUnknown
 		}
-		if r = r.and(branch.check(v, depth+1)); r == jsonInvalid {
+		if r = r.and(branch.check(v, depth+1, st)); r == jsonInvalid {
 			return r
 		}
 	}
@@ -436,7 +464,7 @@ func jsonIsInteger(n json.Number) bool {
 	return ok && r.IsInt()
 }
 
-func (f *jsonFast) object(m map[string]any, depth int) jsonVerdict {
+func (f *jsonFast) object(m map[string]any, depth int, st *jsonSteps) jsonVerdict {
 	if len(m) < f.minProps || (f.maxProps >= 0 && len(m) > f.maxProps) {
 		return jsonInvalid
 	}
@@ -457,7 +485,7 @@ func (f *jsonFast) object(m map[string]any, depth int) jsonVerdict {
 	r := jsonValid
 	for k, s := range f.depSchemas {
 		if _, ok := m[k]; ok {
-			if r = r.and(s.check(m, depth+1)); r == jsonInvalid {
+			if r = r.and(s.check(m, depth+1, st)); r == jsonInvalid {
 				return r
 			}
 		}
@@ -466,14 +494,14 @@ func (f *jsonFast) object(m map[string]any, depth int) jsonVerdict {
 		evaluated := false
 		if s, ok := f.properties[k]; ok {
 			evaluated = true
-			if r = r.and(s.check(v, depth+1)); r == jsonInvalid {
+			if r = r.and(s.check(v, depth+1, st)); r == jsonInvalid {
 				return r
 			}
 		}
 		for _, p := range f.patterns {
 			if p.re.MatchString(k) {
 				evaluated = true
-				if r = r.and(p.schema.check(v, depth+1)); r == jsonInvalid {
+				if r = r.and(p.schema.check(v, depth+1, st)); r == jsonInvalid {
 					return r
 				}
 			}
@@ -482,12 +510,12 @@ func (f *jsonFast) object(m map[string]any, depth int) jsonVerdict {
 			if f.noAdditional {
 				return jsonInvalid
 			}
-			if r = r.and(f.additional.check(v, depth+1)); r == jsonInvalid {
+			if r = r.and(f.additional.check(v, depth+1, st)); r == jsonInvalid {
 				return r
 			}
 		}
 		if f.propertyNames != nil {
-			if r = r.and(f.propertyNames.check(k, depth+1)); r == jsonInvalid {
+			if r = r.and(f.propertyNames.check(k, depth+1, st)); r == jsonInvalid {
 				return r
 			}
 		}
@@ -495,7 +523,7 @@ func (f *jsonFast) object(m map[string]any, depth int) jsonVerdict {
 	return r
 }
 
-func (f *jsonFast) array(a []any, depth int) jsonVerdict {
+func (f *jsonFast) array(a []any, depth int, st *jsonSteps) jsonVerdict {
 	if len(a) < f.minItems || (f.maxItems >= 0 && len(a) > f.maxItems) {
 		return jsonInvalid
 	}
@@ -520,14 +548,14 @@ func (f *jsonFast) array(a []any, depth int) jsonVerdict {
 		} else if f.noRest {
 			return jsonInvalid
 		}
-		if r = r.and(s.check(v, depth+1)); r == jsonInvalid {
+		if r = r.and(s.check(v, depth+1, st)); r == jsonInvalid {
 			return r
 		}
 	}
 	if f.contains != nil {
 		matched, unknown := 0, 0
 		for _, v := range a {
-			switch f.contains.check(v, depth+1) {
+			switch f.contains.check(v, depth+1, st) {
 			case jsonValid:
 				matched++
 			case jsonUnknown:

@@ -40,17 +40,25 @@ type Limits struct {
 	// MaxNumberExponent bounds the exponent of one number literal (1e400
 	// has 400), in a schema or a JSON payload. Default 400.
 	MaxNumberExponent int
+	// MaxValidationSteps bounds the schema nodes one JSON payload may make
+	// the validator visit, plus 16 per value of the payload. A small
+	// schema can apply one subschema many times to the same value
+	// ($ref fan-out: 30 levels of allOf with two $refs each is 2^30
+	// visits), so the count is taken before the work, and a payload past
+	// it is refused. Default 1,000,000.
+	MaxValidationSteps int
 }
 
 // DefaultLimits are the limits of a zero Limits.
 var DefaultLimits = Limits{
-	MaxSchemaBytes:    1 << 20,
-	MaxDepth:          64,
-	MaxNodes:          10_000,
-	MaxPatterns:       256,
-	MaxPatternProgram: 20_000,
-	MaxNumberLength:   100,
-	MaxNumberExponent: 400,
+	MaxSchemaBytes:     1 << 20,
+	MaxDepth:           64,
+	MaxNodes:           10_000,
+	MaxPatterns:        256,
+	MaxPatternProgram:  20_000,
+	MaxNumberLength:    100,
+	MaxNumberExponent:  400,
+	MaxValidationSteps: 1_000_000,
 }
 
 // WithDefaults fills zero fields from DefaultLimits.
@@ -68,6 +76,7 @@ func (l Limits) WithDefaults() Limits {
 	pick(&l.MaxPatternProgram, d.MaxPatternProgram)
 	pick(&l.MaxNumberLength, d.MaxNumberLength)
 	pick(&l.MaxNumberExponent, d.MaxNumberExponent)
+	pick(&l.MaxValidationSteps, d.MaxValidationSteps)
 	return l
 }
 
@@ -80,6 +89,7 @@ func (l Limits) Validate() error {
 		{"MaxSchemaBytes", l.MaxSchemaBytes}, {"MaxDepth", l.MaxDepth}, {"MaxNodes", l.MaxNodes},
 		{"MaxPatterns", l.MaxPatterns}, {"MaxPatternProgram", l.MaxPatternProgram},
 		{"MaxNumberLength", l.MaxNumberLength}, {"MaxNumberExponent", l.MaxNumberExponent},
+		{"MaxValidationSteps", l.MaxValidationSteps},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("schema: limit %s is %d: use 0 for the default or a positive bound", f.name, f.v)
