@@ -128,6 +128,22 @@ func FetchWait(d time.Duration) FetchOption {
 	}
 }
 
+// FetchSubject restricts the fetch to requests published on subjects
+// matching subject (wildcards allowed): a worker of one model on a queue
+// shared by several (ai.infer.>) fetches semaq.InferSubject(model).
+func FetchSubject(subject string) FetchOption {
+	return func(r *semaq.FetchRequest) error {
+		if len(subject) > 256 {
+			return fmt.Errorf("fetch subject %.40q... is longer than 256 bytes", subject)
+		}
+		if err := semaq.CheckSubject(subject, true); err != nil {
+			return fmt.Errorf("fetch subject: %w", err)
+		}
+		r.Subject = subject
+		return nil
+	}
+}
+
 // FetchLabels describes the worker: "model" and "adapter" (comma-separated
 // lists of what it has loaded) give it the requests that need them first.
 func FetchLabels(labels map[string]string) FetchOption {

@@ -320,6 +320,11 @@ type FetchRequest struct {
 	// Labels describe the worker: "model" and "adapter" (comma-separated
 	// lists of what it has loaded) drive affinity; others are reported.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Subject, when set, restricts the fetch to requests published on
+	// subjects it matches (wildcards allowed): a worker of one model on a
+	// queue that holds several models' requests (ai.infer.>) takes
+	// ai.infer.<model> only. Unlike affinity it never lapses.
+	Subject string `json:"subject,omitempty"`
 }
 
 // Check reports the first invalid field of r.
@@ -344,6 +349,14 @@ func (r *FetchRequest) Check() error {
 	for k, v := range r.Labels {
 		if k == "" || len(k) > 64 || len(v) > 256 {
 			return fmt.Errorf("fetch: label %q: keys are 1-64 bytes, values at most 256", k)
+		}
+	}
+	if r.Subject != "" {
+		if len(r.Subject) > 256 {
+			return fmt.Errorf("fetch: subject filter is longer than 256 bytes")
+		}
+		if err := CheckSubject(r.Subject, true); err != nil {
+			return fmt.Errorf("fetch: subject filter: %w", err)
 		}
 	}
 	return nil

@@ -501,7 +501,7 @@ func (d *dispatcher) onFetch(m *nats.Msg) {
 		return
 	}
 	w := d.sched.touchWorker(req.Worker, req.Labels, now.Add(req.Wait+10*time.Second))
-	jobs := d.sched.pick(w, now, req.Max, req.MaxTokens, d.frameLimit())
+	jobs := d.sched.pickMatching(w, now, req.Max, req.MaxTokens, d.frameLimit(), req.Subject)
 	var (
 		out  []*outMsg
 		ship *shipment
@@ -540,7 +540,7 @@ func (d *dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 				continue // the worker is gone: leasing it work would only delay the work by an ack wait
 			}
 			w := d.sched.touchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
-			if jobs := d.sched.pick(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit()); len(jobs) > 0 {
+			if jobs := d.sched.pickMatching(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit(), p.req.Subject); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
 				ships = append(ships, d.deliver(p.reply, jobs, now))
 				continue

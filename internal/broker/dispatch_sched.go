@@ -26,6 +26,12 @@ import (
 //  5. affinity: a request for a model or adapter that some live worker
 //     holds is skipped by workers that do not hold it, until it has waited
 //     AffinityWait.
+//
+// A fetch with a subject filter (FetchRequest.Subject) sees only the
+// requests published on subjects it matches, whatever they waited: how
+// the workers of several models share one queue (ai.infer.>). Like an
+// affinity skip it looks at most schedScanLimit requests into each
+// tenant's list at each level.
 
 // VTC weights: output tokens cost more than prompt tokens, as they do on
 // the GPU (decode is sequential).
@@ -356,8 +362,9 @@ func (s *scheduler) eligible(j *qjob, w *workerInfo, now time.Time) bool {
 	return true
 }
 
-// best is the request worker w should get next, or nil.
-func (s *scheduler) best(w *workerInfo, now time.Time) *qjob {
+// best is the request worker w should get next, or nil; with a subject
+// filter, only a request published on a subject it matches.
+func (s *scheduler) best(w *workerInfo, now time.Time, filter string) *qjob {
 	var (
 		bj   *qjob
 		bEff int
@@ -368,7 +375,7 @@ func (s *scheduler) best(w *workerInfo, now time.Time) *qjob {
 			var j *qjob
 			n := 0
 			for e := tl.jobs.Front(); e != nil && n < schedScanLimit; e, n = e.Next(), n+1 {
-				if c := e.Value.(*qjob); s.eligible(c, w, now) {
+				if c := e.Value.(*qjob); (filter == "" || subjectMatches(filter, c.subject)) && s.eligible(c, w, now) {
 					j = c
 					break
 				}
@@ -390,13 +397,19 @@ func (s *scheduler) best(w *workerInfo, now time.Time) *qjob {
 // handed out even when it alone is over a bound; after it, the batch stops
 // at the first request that does not fit, so the schedule's order is kept.
 func (s *scheduler) pick(w *workerInfo, now time.Time, max int, maxTokens int64, maxBytes int) []*qjob {
+	return s.pickMatching(w, now, max, maxTokens, maxBytes, "")
+}
+
+// pickMatching is pick of the requests whose subject matches filter ("":
+// any).
+func (s *scheduler) pickMatching(w *workerInfo, now time.Time, max int, maxTokens int64, maxBytes int, filter string) []*qjob {
 	var (
 		out   []*qjob
 		sum   int64
 		bytes int
 	)
 	for len(out) < max {
-		j := s.best(w, now)
+		j := s.best(w, now, filter)
 		if j == nil {
 			break
 		}

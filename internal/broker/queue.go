@@ -88,6 +88,9 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	if _, err := s.js.Stream(ctx, qc.Name); err == nil {
 		return nil, semaq.NewAPIError(semaq.ErrStreamExists, "a stream or queue named %s already exists", qc.Name)
 	}
+	if err := s.overlapping(ctx, qc.Name, qc.Subjects); err != nil {
+		return nil, err
+	}
 	if _, err := s.js.CreateStream(ctx, jc); err != nil {
 		return nil, s.jsError(err, "queue %s", qc.Name)
 	}
@@ -100,6 +103,39 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	}
 	s.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)
 	return s.queueInfo(qc.Name)
+}
+
+// overlapping names the stream (queue or not) that already captures one of
+// subjects, which JetStream would refuse with only "subjects overlap with
+// an existing stream": the user needs to know which stream, and that a
+// queue capturing a model's subject is one its workers can use. nil when
+// none does (or the streams cannot be listed: JetStream still refuses an
+// overlap). streamsMu is held.
+func (s *Server) overlapping(ctx context.Context, name string, subjects []string) error {
+	lister := s.js.ListStreams(ctx)
+	for info := range lister.Info() {
+		if !isSemaqStream(&info.Config) {
+			continue
+		}
+		kind := "stream"
+		if _, ok := queueConfigOf(&info.Config); ok {
+			kind = "queue"
+		}
+		for _, have := range publicSubjects(&info.Config) {
+			for _, subj := range subjects {
+				if !subjectsOverlap(have, subj) {
+					continue
+				}
+				if subjectMatches(have, subj) {
+					return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: subject %s is already captured by %s %s (pattern %s)",
+						name, subj, kind, info.Config.Name, have)
+				}
+				return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: subject %s overlaps %s %s (pattern %s)",
+					name, subj, kind, info.Config.Name, have)
+			}
+		}
+	}
+	return nil
 }
 
 // serveQueue starts the dispatcher of a queue unless it runs already.
