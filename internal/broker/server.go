@@ -55,6 +55,7 @@ type Server struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 	front   *client.Client // the HTTP front door's own client connection
+	lock    *dataLock      // held on DataDir from Start to the end of stop
 
 	shutdownOnce sync.Once
 
@@ -90,6 +91,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			s.stop(context.Background())
 		}
 	}()
+	// Two nodes on one data directory would each rebuild JetStream's
+	// state under the other: refuse before anything is opened.
+	if s.lock, err = lockDataDir(s.cfg.DataDir); err != nil {
+		return err
+	}
 	if err := s.startObservability(ctx); err != nil {
 		return err
 	}
@@ -101,11 +107,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	ns.SetLoggerV2(&natsLogger{log: s.log.With("component", "nats")}, s.cfg.LogLevel == "debug", false, false)
+	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1)}
+	ns.SetLoggerV2(nl, s.cfg.LogLevel == "debug", false, false)
 	s.ns = ns
 	go ns.Start()
-	if !ns.ReadyForConnections(30 * time.Second) {
-		return fmt.Errorf("broker: NATS server did not become ready on %s", s.cfg.Listen)
+	if err := waitNATSReady(ctx, ns, nl.fatal, natsReadyTimeout); err != nil {
+		return fmt.Errorf("broker: nats on %s: %w", s.cfg.Listen, err)
 	}
 
 	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
@@ -166,6 +173,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	if err := s.startTokens(ctx); err != nil {
 		return err
+	}
+	if err := s.startTokenAPI(); err != nil {
+		return fmt.Errorf("broker: token status api: %w", err)
 	}
 	if err := s.startAPI(); err != nil {
 		return err
@@ -383,11 +393,54 @@ func (s *Server) stop(ctx context.Context) error {
 	if err := s.stopTracing(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if s.lock != nil {
+		// Last: the NATS server has closed its files.
+		if err := s.lock.release(); err != nil {
+			errs = append(errs, err)
+		}
+		s.lock = nil
+	}
 	return errors.Join(errs...)
 }
 
-// natsLogger sends the embedded server's log lines to slog.
-type natsLogger struct{ log *slog.Logger }
+// natsReadyTimeout bounds the embedded server's start when it reports no
+// failure: JetStream recovering a large store takes a while.
+const natsReadyTimeout = 30 * time.Second
+
+// waitNATSReady waits until ns listens for clients, or fails with the first
+// fatal error it logged (a busy port: "address already in use"; JetStream
+// that cannot start), rather than wait out the timeout: nats-server's
+// Start logs such errors and returns, and would never become ready.
+func waitNATSReady(ctx context.Context, ns *server.Server, fatal <-chan error, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		// Addr is set once the client listener is open, the last step
+		// of Start; ReadyForConnections then has nothing to wait for.
+		if ns.Addr() != nil && ns.ReadyForConnections(time.Second) {
+			return nil
+		}
+		select {
+		case err := <-fatal:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("not ready after %s", timeout)
+		case <-tick.C:
+		}
+	}
+}
+
+// natsLogger sends the embedded server's log lines to slog. nats-server
+// calls Fatalf where it would exit, and carries on when the logger does
+// not; the first fatal error also goes to fatal, so Start fails with it.
+type natsLogger struct {
+	log   *slog.Logger
+	fatal chan error // buffered 1; nil keeps nothing
+}
 
 // Notices are the NATS startup banner and routine news; SemaQ prints its own.
 func (l *natsLogger) Noticef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
@@ -400,7 +453,22 @@ func (l *natsLogger) Warnf(format string, v ...any) {
 	}
 	l.log.Warn(fmt.Sprintf(format, v...))
 }
-func (l *natsLogger) Fatalf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error(msg)
+	err := errors.New(msg)
+	// "Error listening on port: %s, %q" with the listen error: keep the
+	// net error itself, as the busy HTTP port reports it.
+	if strings.HasPrefix(format, "Error listening on port") && len(v) == 2 {
+		if e, ok := v[1].(error); ok {
+			err = e
+		}
+	}
+	select {
+	case l.fatal <- err:
+	default:
+	}
+}
 func (l *natsLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
