@@ -578,3 +578,35 @@ func plainString(b []byte, i int) (string, int, bool) {
 	}
 	return string(v), j + 1, true
 }
+
+// APITokenStatus answers whether the broker knows request id's token stream
+// (TokenStatusRequest -> TokenStatus), on every node. It reads memory and at
+// most two stored records, so a front door can ask before it opens a stream.
+const APITokenStatus = "$SQ.API.TOKENS.STATUS"
+
+// ErrCodeTokenStreamNotFound is the code of ErrTokenStreamNotFound.
+const ErrCodeTokenStreamNotFound uint16 = 20074
+
+// ErrTokenStreamNotFound matches a read of a token stream the broker never
+// issued: no stored record, no writer's claim, no queued or held request
+// with that Nats-Msg-Id (or one whose records were removed after their
+// retention).
+var ErrTokenStreamNotFound = &APIError{Code: 404, ErrCode: ErrCodeTokenStreamNotFound, Description: "token stream not found"}
+
+// TokenStatusRequest asks about the token stream of one request id.
+type TokenStatusRequest struct {
+	ID string `json:"id"`
+}
+
+// TokenStatus is what the broker knows of one request id's token stream.
+// Known is true when SQ_TOKENS holds records of it, a writer has claimed it
+// (its first record is on its way), or a work queue holds a request with
+// that Nats-Msg-Id (queued, or held by a worker that has written nothing
+// yet). Records is the number of the last record stored (0: none yet);
+// Ended says the terminal record is stored.
+type TokenStatus struct {
+	ID      string `json:"id"`
+	Known   bool   `json:"known"`
+	Records uint64 `json:"records"`
+	Ended   bool   `json:"ended"`
+}

@@ -457,3 +457,16 @@ func (ts *tokenStore) endJob(id string, te *semaq.TokenError) {
 	}
 	ts.ended(id, out)
 }
+
+// claimOf reports what the relay holds for id: whether any claim or job
+// binding exists, and if so whether its stream has ended. Read-only, for
+// the status API (tokens_api.go).
+func (ts *tokenStore) claimOf(id string) (known, ended bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	c := ts.claims[id]
+	if c == nil {
+		return false, false
+	}
+	return true, c.ended
+}
