@@ -61,8 +61,17 @@ func mustFailSemaq(t *testing.T, url, want string, args ...string) result {
 	return r
 }
 
+// lastLine is the last line of stderr before the usage that follows an
+// argument error.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for len(lines) > 1 {
+		l := lines[len(lines)-1]
+		if !strings.HasPrefix(l, "Usage: ") && !strings.HasPrefix(l, "Example: ") && !strings.HasPrefix(l, "Run 'semaq ") {
+			break
+		}
+		lines = lines[:len(lines)-1]
+	}
 	return lines[len(lines)-1]
 }
 

@@ -105,9 +105,10 @@ func newDLQLsCmd(e *env) *cobra.Command {
 func newDLQShowCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "show SEQ",
-		Short: "Show one dead letter: why, where from, headers and payload",
-		Args:  cobra.ExactArgs(1),
+		Use:     "show SEQ",
+		Example: `  semaq dlq show 3`,
+		Short:   "Show one dead letter: why, where from, headers and payload",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			seq, err := parseSeq(args[0])
 			if err != nil {
@@ -218,6 +219,7 @@ stay in the queue, are listed, and make the command exit 1.`,
 func newDLQRmCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "rm SEQ",
+		Example: `  semaq dlq rm 3`,
 		Aliases: []string{"delete"},
 		Short:   "Remove one dead letter without replaying it",
 		Args:    cobra.ExactArgs(1),

@@ -112,9 +112,10 @@ func newQueueLsCmd(e *env) *cobra.Command {
 func newQueueStatusCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status NAME",
-		Short: "Show a queue's depth, waits, rates, fairness counters and recommended workers",
-		Args:  cobra.ExactArgs(1),
+		Use:     "status NAME",
+		Example: `  semaq queue status INFER`,
+		Short:   "Show a queue's depth, waits, rates, fairness counters and recommended workers",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				qi, err := c.QueueInfo(ctx, args[0])
@@ -185,9 +186,10 @@ func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
 
 func newQueueRmCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "rm NAME",
-		Short: "Remove a queue and every request in it",
-		Args:  cobra.ExactArgs(1),
+		Use:     "rm NAME",
+		Example: `  semaq queue rm INFER`,
+		Short:   "Remove a queue and every request in it",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := c.DeleteQueue(ctx, args[0]); err != nil {
@@ -318,8 +320,9 @@ func writeJob(e *env, j *client.Job) error {
 // newCancelCmd is `semaq cancel QUEUE ID`.
 func newCancelCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "cancel QUEUE ID",
-		Short: "Cancel a request by its Nats-Msg-Id or queue sequence",
+		Use:     "cancel QUEUE ID",
+		Example: `  semaq cancel INFER req-42`,
+		Short:   "Cancel a request by its Nats-Msg-Id or queue sequence",
 		Long: `A queued request is removed before any worker gets it; a request a worker holds
 is removed and the worker is told to stop (its job context is cancelled).`,
 		Args: cobra.ExactArgs(2),

@@ -26,6 +26,13 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
+		if ue, ok := errors.AsType[*usageError](err); ok {
+			ue.write(stderr)
+			if ee, ok := errors.AsType[*exitError](ue.err); ok {
+				return ee.code
+			}
+			return 1
+		}
 		var ee *exitError
 		if errors.As(err, &ee) {
 			if ee.msg != "" {
@@ -66,7 +73,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short:         "SemaQ: an AI-native semantic message broker on embedded NATS JetStream",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -84,7 +93,9 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newQueueCmd(e),
 		newWorkCmd(e),
 		newCancelCmd(e),
+		newVersionCmd(e),
 	)
+	explainUsage(root)
 	return root
 }
 
@@ -97,9 +108,16 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&e.server, "server", def, "broker NATS URL; $SEMAQ_URL sets the default")
 }
 
-// connect dials the broker named by --server.
+// connect dials the broker named by --server. When that fails, it looks
+// whether --server names an HTTP port, the commonest wrong address.
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
-	return client.Connect(ctx, e.server, client.WithName("semaq-cli"))
+	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"))
+	if err != nil && ctx.Err() == nil {
+		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
+			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)
+		}
+	}
+	return c, err
 }
 
 // withClient dials the broker named by --server, runs fn with the

@@ -215,6 +215,7 @@ func newRouteLsCmd(e *env) *cobra.Command {
 func newRouteRmCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "rm NAME",
+		Example: `  semaq route rm llama`,
 		Aliases: []string{"delete"},
 		Short:   "Remove a route rule",
 		Args:    cobra.ExactArgs(1),

@@ -304,8 +304,9 @@ func newSchemaCheckCmd(e *env) *cobra.Command {
 		version string
 	)
 	cmd := &cobra.Command{
-		Use:   "check SUBJECT FILE|-",
-		Short: "Test a schema against a subject without registering it (exit 0 compatible, 1 not, 2 error)",
+		Use:     "check SUBJECT FILE|-",
+		Example: `  semaq schema check orders orders.schema.json`,
+		Short:   "Test a schema against a subject without registering it (exit 0 compatible, 1 not, 2 error)",
 		Long: `Test the schema in FILE (stdin for -) against SUBJECT. Without --version it is
 checked as register would check it; with --version against that version only.
 Prints "compatible" and exits 0, or prints one reason per line and exits 1.
@@ -427,6 +428,7 @@ func newSchemaRmCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:     "rm SUBJECT [--version N|latest] [--permanent]",
+		Example: `  semaq schema rm orders --version 1`,
 		Aliases: []string{"delete"},
 		Short:   "Delete a subject's versions (soft; --permanent removes soft-deleted ones)",
 		Long: `Soft-delete every version of SUBJECT, or one with --version: the versions
@@ -485,9 +487,10 @@ again replaces its subject.`,
 
 func newSchemaUnbindCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "unbind PATTERN",
-		Short: "Remove the binding of a NATS subject pattern",
-		Args:  cobra.ExactArgs(1),
+		Use:     "unbind PATTERN",
+		Example: `  semaq schema unbind 'ai.orders.>'`,
+		Short:   "Remove the binding of a NATS subject pattern",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				if err := c.UnbindSchema(ctx, args[0]); err != nil {

@@ -141,9 +141,10 @@ func newStreamLsCmd(e *env) *cobra.Command {
 func newStreamInfoCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "info NAME",
-		Short: "Describe a stream: configuration, durability and state",
-		Args:  cobra.ExactArgs(1),
+		Use:     "info NAME",
+		Example: `  semaq stream info AI --json`,
+		Short:   "Describe a stream: configuration, durability and state",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				info, err := c.StreamInfo(ctx, args[0])
@@ -165,6 +166,7 @@ func newStreamInfoCmd(e *env) *cobra.Command {
 func newStreamRmCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "rm NAME",
+		Example: `  semaq stream rm AI`,
 		Aliases: []string{"delete"},
 		Short:   "Delete a stream and every message in it",
 		Args:    cobra.ExactArgs(1),
