@@ -242,7 +242,7 @@ func ackWaitRule(sc *Scenario, res *ScenarioResult) *Finding {
 	}
 	ev := []string{
 		fmt.Sprintf("%d deliveries were redeliveries (%.2f%% of %d completed)", res.Redeliveries, 100*float64(res.Redeliveries)/math.Max(1, float64(res.Completed)), res.Completed),
-		fmt.Sprintf("ack wait %s; workers held messages up to %.0f µs (p99 %.0f µs) before acking", sc.AckWait, res.Handling.Max, res.Handling.P99),
+		fmt.Sprintf("ack wait %s; workers held messages up to %.0f µs (p99 %.0f µs) before acking", roundDuration(sc.AckWait), res.Handling.Max, res.Handling.P99),
 	}
 	if res.Lag() > 0 {
 		ev = append(ev, fmt.Sprintf("a backlog of %d messages waited in the prefetch of the workers, where the ack wait also runs", res.Lag()))
@@ -338,4 +338,99 @@ func (sc *Scenario) payloadWords() string {
 		return fmt.Sprintf("%d bytes", sc.Payload.Max)
 	}
 	return fmt.Sprintf("%d–%d bytes", sc.Payload.Min, sc.Payload.Max)
+}
+
+// RuleUnknown is the finding of a missed goal no rule explains: the report
+// never says a goal was missed and "no findings" in one breath.
+const RuleUnknown = "cause-unknown"
+
+// missedGoals names the goals res missed: its SLO, and for SemaQ the
+// comparisons with the baselines.
+func (r *ScenarioReport) missedGoals(res *ScenarioResult) []string {
+	sc := &r.Config.Spec
+	var out []string
+	if res.SLOMet != nil && !*res.SLOMet {
+		out = append(out, "SLO "+sloWords(sc.SLO)+fmt.Sprintf(" (measured p99 %s, p99.9 %s)", usLabel(res.Latency.P99), usLabel(res.Latency.P999)))
+	}
+	g := r.Goals
+	if g == nil || res.Target != TargetSemaq {
+		return out
+	}
+	if g.VsJetStreamMet != nil && !*g.VsJetStreamMet {
+		out = append(out, fmt.Sprintf("throughput ≥ %.2f× jetstream (measured %.3f×)", g.VsJetStreamMin, *g.VsJetStream))
+	}
+	if g.P99Met != nil && !*g.P99Met {
+		out = append(out, fmt.Sprintf("p99 ≤ %.2f× jetstream (measured %.3f×)", g.P99VsJetStreamMax, *g.P99VsJetStream))
+	}
+	if g.VsRabbitMQMet != nil && !*g.VsRabbitMQMet {
+		out = append(out, fmt.Sprintf("throughput ≥ %.0f× rabbitmq (measured %.3f×)", g.VsRabbitMQMin, *g.VsRabbitMQ))
+	}
+	return out
+}
+
+func sloWords(s SLO) string {
+	var parts []string
+	if s.P99 > 0 {
+		parts = append(parts, "p99 ≤ "+roundDuration(s.P99).String())
+	}
+	if s.P999 > 0 {
+		parts = append(parts, "p99.9 ≤ "+roundDuration(s.P999).String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// unexplainedRule is the finding for a target that missed goals while no
+// rule fired on it: it names the goals, lists what the rules ruled out and
+// how the baseline fared at the same load, and says how to narrow it down.
+func (r *ScenarioReport) unexplainedRule(res *ScenarioResult, missed []string) *Finding {
+	ev := slices.Clone(missed)
+	if res.Target != TargetJetStream && res.SLOMet != nil && !*res.SLOMet {
+		if js := r.measured(TargetJetStream); js != nil && js.SLOMet != nil {
+			if *js.SLOMet {
+				ev = append(ev, fmt.Sprintf("jetstream met the SLO at the same load (p99 %s): the difference is on %s's path", usLabel(js.Latency.P99), res.Target))
+			} else {
+				ev = append(ev, fmt.Sprintf("jetstream missed the SLO too at the same load (p99 %s): the load or the machine sets the tail, not only %s", usLabel(js.Latency.P99), res.Target))
+			}
+		}
+	}
+	if n := len(res.Series); n > 0 {
+		var p99 []float64
+		worst := res.Series[0]
+		for _, p := range res.Series {
+			if p.P99US > 0 {
+				p99 = append(p99, p.P99US)
+			}
+			if p.P99US > worst.P99US {
+				worst = p
+			}
+		}
+		if len(p99) > 0 {
+			ev = append(ev, fmt.Sprintf("p99 per interval: median %s, worst %s at t=%.1f s", usLabel(medianOf(p99)), usLabel(worst.P99US), worst.T))
+		}
+	}
+	ev = append(ev, fmt.Sprintf("ruled out: lag ended at %d (no growing backlog), %d redeliveries, %d admission rejections, GC %.2f%% of the run, %.0f msgs/s acknowledged of %s",
+		res.Lag(), res.Redeliveries, res.ErrorsByKind[ErrKindRejected], 100*res.GC.PauseFraction, res.PublishedMsgsPerS, offeredWords(res.OfferedMsgsPerS)))
+	return &Finding{
+		Rule:       RuleUnknown,
+		Target:     res.Target,
+		RootCause:  "cause unknown: missed " + strings.Join(goalNames(missed), "; ") + ", and no diagnosis rule found why",
+		Evidence:   ev,
+		Suggestion: "rerun with more --rounds on a quieter machine (compare the load average) to see whether the miss repeats; with --html, the p99 heatmap shows whether it is one bad interval (a pause outside the broker) or every interval (the path itself)",
+	}
+}
+
+// goalNames drops the measurements from missedGoals' entries.
+func goalNames(missed []string) []string {
+	out := make([]string, len(missed))
+	for i, m := range missed {
+		out[i], _, _ = strings.Cut(m, " (measured")
+	}
+	return out
+}
+
+func offeredWords(rate float64) string {
+	if rate <= 0 {
+		return "a closed loop"
+	}
+	return fmt.Sprintf("%.0f offered", rate)
 }

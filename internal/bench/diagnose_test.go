@@ -274,3 +274,94 @@ func deref(b *bool) string {
 	}
 	return fmt.Sprint(*b)
 }
+
+// A missed goal is never reported beside "no findings": a target that
+// missed one with no rule firing gets a cause-unknown finding naming it.
+func TestMissedGoalHasFinding(t *testing.T) {
+	mk := func(target string, p99 float64) ScenarioResult {
+		res := healthy()
+		res.Target = target
+		res.OfferedMsgsPerS = 1000
+		res.Latency = Latency{P50: p99 / 4, P99: p99, P999: p99 * 1.5}
+		return *res
+	}
+	for _, tc := range []struct {
+		name    string
+		results []ScenarioResult
+		// want: per target, the goals its cause-unknown finding names
+		// (nil: no such finding).
+		want map[string][]string
+	}{
+		{"slo and p99 ratio missed", []ScenarioResult{mk(TargetSemaq, 15876.1), mk(TargetJetStream, 9000)},
+			map[string][]string{TargetSemaq: {"SLO p99 ≤ 10ms", "p99 ≤ 1.25× jetstream", "jetstream met the SLO", "15.9 ms"}}},
+		{"both missed the slo", []ScenarioResult{mk(TargetSemaq, 12000), mk(TargetJetStream, 11000)},
+			map[string][]string{TargetSemaq: {"SLO p99 ≤ 10ms", "jetstream missed the SLO too"}, TargetJetStream: {"SLO p99 ≤ 10ms"}}},
+		{"all met", []ScenarioResult{mk(TargetSemaq, 5000), mk(TargetJetStream, 5000)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := baseScenario()
+			sc.SLO = SLO{P99: 10 * time.Millisecond}
+			rep := &ScenarioReport{Config: ScenarioSetup{Spec: *sc}, Results: tc.results}
+			rep.finish()
+			got := map[string]Finding{}
+			for _, f := range rep.Findings {
+				if f.Rule != RuleUnknown {
+					t.Errorf("unexpected finding %+v", f)
+				}
+				got[f.Target] = f
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("cause-unknown findings for %v, want for %v", got, tc.want)
+			}
+			for target, words := range tc.want {
+				f, ok := got[target]
+				if !ok {
+					t.Errorf("%s: no cause-unknown finding", target)
+					continue
+				}
+				text := f.RootCause + "\n" + strings.Join(f.Evidence, "\n")
+				for _, w := range words {
+					if !strings.Contains(text, w) {
+						t.Errorf("%s: finding lacks %q:\n%s", target, w, text)
+					}
+				}
+			}
+			var table strings.Builder
+			if err := rep.WriteTable(&table); err != nil {
+				t.Fatal(err)
+			}
+			if missed := strings.Contains(table.String(), "MISSED"); missed == strings.Contains(table.String(), "no findings") {
+				t.Errorf("table says MISSED %v and no findings %v:\n%s", missed, !missed, table.String())
+			}
+		})
+	}
+	// A rule that fired on the target is its diagnosis: no cause-unknown.
+	sc := baseScenario()
+	sc.SLO = SLO{P99: 10 * time.Millisecond}
+	res := mk(TargetSemaq, 15000)
+	res.Redeliveries = 3
+	rep := &ScenarioReport{Config: ScenarioSetup{Spec: *sc}, Results: []ScenarioResult{res}}
+	rep.finish()
+	if len(rep.Findings) != 1 || rep.Findings[0].Rule != RuleAckWait {
+		t.Errorf("findings %+v, want only %s", rep.Findings, RuleAckWait)
+	}
+}
+
+func TestRoundDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{10 * time.Second / 3, "3.33s"},
+		{100 * time.Second / 3, "33.3s"},
+		{time.Second / 3, "333ms"},
+		{time.Second / 4, "250ms"},
+		{15876100 * time.Nanosecond, "15.9ms"},
+		{1234567 * time.Nanosecond, "1.23ms"},
+		{30 * time.Second, "30s"},
+	} {
+		if got := roundDuration(tc.d).String(); got != tc.want {
+			t.Errorf("roundDuration(%s) = %s, want %s", tc.d, got, tc.want)
+		}
+	}
+}

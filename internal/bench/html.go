@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -151,14 +152,33 @@ func (r *ScenarioReport) cdfChart() template.HTML {
 	return template.HTML(b.String())
 }
 
+// usLabel writes a latency in µs with its unit and three significant
+// digits: 15.9 ms, not 15.876100000000001 ms.
 func usLabel(us float64) string {
 	switch {
 	case us >= 1e6:
-		return fmt.Sprintf("%g s", us/1e6)
+		return sig3(us/1e6) + " s"
 	case us >= 1e3:
-		return fmt.Sprintf("%g ms", us/1e3)
+		return sig3(us/1e3) + " ms"
 	}
-	return fmt.Sprintf("%g µs", us)
+	return sig3(us) + " µs"
+}
+
+// sig3 formats v with about three significant digits and no trailing
+// zeros.
+func sig3(v float64) string {
+	decimals := 0
+	switch a := math.Abs(v); {
+	case a < 10:
+		decimals = 2
+	case a < 100:
+		decimals = 1
+	}
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
 }
 
 func svgOpen(b *strings.Builder) {

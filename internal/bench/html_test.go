@@ -18,6 +18,7 @@ func TestWriteHTML(t *testing.T) {
 		res.Target = target
 		res.Setup = target + " <setup>"
 		res.Series[4].P99US = p99
+		res.Series[7].P99US = 15876.100000000001
 		h := newHistogram()
 		for i := range 1000 {
 			h.record(time.Duration(100+i) * time.Microsecond)
@@ -65,7 +66,14 @@ func TestWriteHTML(t *testing.T) {
 	if n := strings.Count(svgs[0], "<polyline"); n != 2 {
 		t.Errorf("CDF has %d lines, want 2", n)
 	}
-	// The heatmap colours the 5 ms interval darkest.
+	// Tooltips and labels carry rounded numbers, not float noise.
+	if m := regexp.MustCompile(`\d+\.\d{4,} ?(s|ms|µs)\b`).FindString(page); m != "" {
+		t.Errorf("page shows an unrounded number: %s", m)
+	}
+	if !strings.Contains(svgs[3], "semaq t=0.8 s p99 15.9 ms") {
+		t.Errorf("heatmap has no rounded cell for semaq's 15.8761 ms interval")
+	}
+	// The heatmap has a cell for semaq's 5 ms interval.
 	if !strings.Contains(svgs[3], "semaq t=0.5 s p99 5 ms") {
 		t.Errorf("heatmap has no cell for semaq's 5 ms interval")
 	}

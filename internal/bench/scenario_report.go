@@ -290,9 +290,17 @@ func (r *ScenarioReport) finish() {
 		r.Goals = g
 	}
 	for i := range r.Results {
-		if r.Results[i].Unreachable == "" {
-			r.Findings = append(r.Findings, Diagnose(sc, &r.Results[i])...)
+		res := &r.Results[i]
+		if res.Unreachable != "" {
+			continue
 		}
+		found := Diagnose(sc, res)
+		// A missed goal always has a finding: the rules' if any fired on
+		// this target, else one that says the cause is unknown.
+		if missed := r.missedGoals(res); len(missed) > 0 && len(found) == 0 {
+			found = append(found, *r.unexplainedRule(res, missed))
+		}
+		r.Findings = append(r.Findings, found...)
 	}
 }
 
@@ -324,7 +332,7 @@ func (r *ScenarioReport) WriteTable(w io.Writer) error {
 		short = " (short)"
 	}
 	fmt.Fprintf(&b, "%s%s: %s; seed %d, %s, %s + %s warm-up, payload %s, %d publisher(s), %d worker(s) per stage, %d stage(s), %d session(s), sync %s\n",
-		r.Scenario, short, sc.Pattern, sc.Seed, load, sc.Duration, sc.Warmup, sc.payloadWords(), sc.Publishers, sc.Consumers, sc.Hops, sc.Sessions, c.Sync)
+		r.Scenario, short, sc.Pattern, sc.Seed, load, roundDuration(sc.Duration), roundDuration(sc.Warmup), sc.payloadWords(), sc.Publishers, sc.Consumers, sc.Hops, sc.Sessions, c.Sync)
 	fmt.Fprintf(&b, "%s %s, %d CPUs, nats-server %s, semaq %s\n", c.GoVersion, c.Platform, c.CPUs, c.NATSServer, c.SemaQ)
 	for _, res := range r.Results {
 		if res.Unreachable != "" {
@@ -413,6 +421,26 @@ func (r *ScenarioReport) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// roundDuration keeps about three significant digits of d for people:
+// a tenth of 10s prints 3.33s, not 3.333333333s.
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d >= 100*time.Second:
+		return d.Round(time.Second)
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond)
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 func judged(met *bool) string {

@@ -121,7 +121,7 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 
 	rounds := max(cfg.Rounds, 1)
 	if sc.Duration/time.Duration(rounds) < sc.Interval {
-		return nil, fmt.Errorf("%w: rounds: %d rounds of %s leave less than the series interval (%s) each", ErrBadConfig, rounds, sc.Duration, sc.Interval)
+		return nil, fmt.Errorf("%w: rounds: %d rounds of %s leave less than the series interval (%s) each", ErrBadConfig, rounds, roundDuration(sc.Duration), roundDuration(sc.Interval))
 	}
 	rep := newScenarioReport(&sc, cfg)
 	rep.Config.Rounds = rounds
@@ -146,8 +146,12 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 			}
 			m, setup, err := runScenarioRound(ctx, r, &slice, name, &cfg, progress, round, rounds)
 			if errors.Is(err, ErrUnreachable) {
-				progress("%s: %v", name, err)
-				gone[name] = &ScenarioResult{Result: Result{Target: name}, Unreachable: "unreachable: " + err.Error()}
+				why := err.Error()
+				if ue := (*unreachableError)(nil); errors.As(err, &ue) {
+					why = ue.Error() // without the wrapping of a failure mid-run
+				}
+				progress("%s: %s", name, why)
+				gone[name] = &ScenarioResult{Result: Result{Target: name}, Unreachable: why}
 				continue
 			}
 			if err != nil {
@@ -198,7 +202,7 @@ func runScenarioRound(ctx context.Context, r *rig, sc *Scenario, name string, cf
 	if err := sys.setup(ctx, sc); err != nil {
 		return nil, "", err
 	}
-	progress("%s: %s, round %d/%d, %s warm-up + %s", name, sc.Name, round+1, rounds, sc.Warmup, sc.Duration)
+	progress("%s: %s, round %d/%d, %s warm-up + %s", name, sc.Name, round+1, rounds, roundDuration(sc.Warmup), roundDuration(sc.Duration))
 	m := newMeasurement(sc, name, r, sys)
 	m.round = round
 	var bar *progressBar

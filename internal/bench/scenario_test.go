@@ -145,6 +145,12 @@ func TestRabbitMQUnreachable(t *testing.T) {
 	if !strings.HasPrefix(res.Unreachable, "unreachable: ") || !strings.Contains(res.Unreachable, "127.0.0.1:1") {
 		t.Errorf("unreachable = %q, want it to say unreachable and where", res.Unreachable)
 	}
+	if n := strings.Count(res.Unreachable, "unreachable"); n != 1 {
+		t.Errorf("unreachable = %q says unreachable %d times, want once", res.Unreachable, n)
+	}
+	if !strings.Contains(res.Unreachable, "--rabbitmq-url") || !strings.Contains(res.Unreachable, "docker run") {
+		t.Errorf("unreachable = %q does not say how to get a server", res.Unreachable)
+	}
 	if strings.Contains(res.Unreachable, "guest:guest") {
 		t.Errorf("unreachable = %q shows the password", res.Unreachable)
 	}

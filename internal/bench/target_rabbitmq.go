@@ -23,6 +23,24 @@ const rabbitDialTimeout = 3 * time.Second
 // says so and why instead of measuring it.
 var ErrUnreachable = errors.New("unreachable")
 
+// rabbitStartHint says how to get a RabbitMQ server for the target.
+const rabbitStartHint = "start one (docker run -d -p 5672:5672 rabbitmq:3) or point --rabbitmq-url at one, or leave rabbitmq out of --targets"
+
+// unreachableError is a target's server that did not answer. It matches
+// ErrUnreachable; its text starts with "unreachable: " once and says
+// which URL was tried and how to get a server there.
+type unreachableError struct {
+	url  string // redacted
+	hint string
+	err  error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("unreachable: no server answered at %s (%v); %s", e.url, e.err, e.hint)
+}
+
+func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
 // rabbitSystem is RabbitMQ over AMQP 0.9.1: one classic durable queue per
 // stage on the default exchange, publishers in confirm mode (an ack is the
 // broker's confirm), workers with manual acks and a prefetch of the
@@ -61,7 +79,7 @@ func (s *rabbitSystem) dial(name string) (*amqp.Connection, error) {
 		Heartbeat:  10 * time.Second,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: rabbitmq at %s: %w", ErrUnreachable, redactURL(s.url), err)
+		return nil, &unreachableError{url: redactURL(s.url), hint: rabbitStartHint, err: err}
 	}
 	s.mu.Lock()
 	s.conns = append(s.conns, conn)

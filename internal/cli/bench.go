@@ -254,7 +254,7 @@ func openReport(path string, stdout io.Writer) (*reportFile, error) {
 	case "-":
 		return &reportFile{stdout: stdout, path: path}, nil
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := createReportTemp(path)
 	if err != nil {
 		return nil, fmt.Errorf("--json %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,7 +16,7 @@ import (
 
 func newBenchRunCmd(e *env) *cobra.Command {
 	var (
-		cfg       = bench.ScenarioConfig{Targets: []string{bench.TargetSemaq, bench.TargetJetStream, bench.TargetRabbitMQ}}
+		cfg       = bench.ScenarioConfig{Targets: []string{bench.TargetSemaq, bench.TargetJetStream}}
 		jsonFile  string
 		htmlFile  string
 		quiet     bool
@@ -24,7 +25,7 @@ func newBenchRunCmd(e *env) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO|FILE",
-		Short: "Run an AI workload scenario (rag, agent, finetune, rl-feedback, tokens) against SemaQ, raw JetStream and RabbitMQ",
+		Short: "Run an AI workload scenario (rag, agent, finetune, rl-feedback, tokens) against SemaQ and raw JetStream (and RabbitMQ)",
 		Long: `Run a workload scenario: a shipped one by name (` + strings.Join(bench.ScenarioNames(), ", ") + `)
 or a YAML file in the same form (see bench/scenarios/). The scenario fixes the
 pattern (queue, request-reply, pipeline, tokens), offered rate, payload sizes,
@@ -32,18 +33,20 @@ sessions, workers, SLO and a seed that makes the offered load reproducible.
 
 Each target runs the scenario in turn on an embedded broker (the raw JetStream
 target uses the same server; a durable scenario runs JetStream with sync
-always, the baseline on its own sync_always server). RabbitMQ is reached over
-AMQP 0.9.1 at --rabbitmq-url with publisher confirms and manual acks; when no
-server answers, the report says so and why, and the other targets are still
-measured.
+always, the baseline on its own sync_always server). RabbitMQ needs a server
+of its own, so it is measured only when asked for (--targets
+semaq,jetstream,rabbitmq): it is reached over AMQP 0.9.1 at --rabbitmq-url
+with publisher confirms and manual acks; when no server answers, the report
+says so, which URL it tried and how to start one, and the other targets are
+still measured.
 
 The table and the diagnosis (findings: root cause, evidence, suggestion) go to
 stdout, progress to stderr; --json writes the report as JSON and --html a
 self-contained page with a latency CDF, throughput and lag over time and a
 heatmap of p99 per interval.`,
 		Example: `  semaq bench run rag
-  semaq bench run rl-feedback --targets semaq,jetstream --html rl.html
-  semaq bench run finetune --rabbitmq-url amqp://guest:guest@127.0.0.1:5672/ --json finetune.json
+  semaq bench run rl-feedback --html rl.html
+  semaq bench run finetune --targets semaq,jetstream,rabbitmq --rabbitmq-url amqp://guest:guest@127.0.0.1:5672/ --json finetune.json
   semaq bench run agent --rate 0          # closed loop: capacity instead of latency at a load
   semaq bench run my-workload.yaml --short`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -108,6 +111,10 @@ heatmap of p99 per interval.`,
 			if !quiet {
 				cfg.Progress = e.stderr
 				cfg.ProgressBar = isTerminal(e.stderr)
+				if !slices.Contains(cfg.Targets, bench.TargetRabbitMQ) {
+					fmt.Fprintf(e.stderr, "rabbitmq: not measured; add it with --targets %s,%s (needs a RabbitMQ server at --rabbitmq-url)\n",
+						strings.Join(cfg.Targets, ","), bench.TargetRabbitMQ)
+				}
 			}
 			rep, err := bench.RunScenario(cmd.Context(), cfg)
 			if err != nil {
@@ -160,11 +167,30 @@ type atomicFile struct {
 }
 
 func createAtomic(path string) (*atomicFile, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := createReportTemp(path)
 	if err != nil {
 		return nil, err
 	}
 	return &atomicFile{tmp: tmp, path: path}, nil
+}
+
+// reportMode is the mode of a written report: readable by all, as other
+// tools write theirs (os.CreateTemp makes files 0600).
+const reportMode = 0o644
+
+// createReportTemp creates the temporary file a report at path is written
+// to before it is renamed into place.
+func createReportTemp(path string) (*os.File, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return nil, err
+	}
+	if err := tmp.Chmod(reportMode); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	return tmp, nil
 }
 
 func (a *atomicFile) commit(write func(io.Writer) error) error {

@@ -52,12 +52,63 @@ func TestBenchRun(t *testing.T) {
 	if !strings.HasPrefix(rep.Results[2].Unreachable, "unreachable: ") {
 		t.Errorf("rabbitmq: unreachable %q", rep.Results[2].Unreachable)
 	}
+	checkReportMode(t, jsonFile)
+	checkReportMode(t, htmlFile)
 	page, err := os.ReadFile(htmlFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(page), "<svg") || !strings.Contains(string(page), "rl-feedback") {
 		t.Errorf("--html page has no charts")
+	}
+}
+
+// RabbitMQ is absent on most machines: by default it is not a target, and
+// the run says how to add it.
+func TestBenchRunDefaultTargets(t *testing.T) {
+	jsonFile := filepath.Join(t.TempDir(), "r.json")
+	r := runBench("run", "rl-feedback", "--short", "--json", jsonFile)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stdout, "rabbitmq") {
+		t.Errorf("table mentions rabbitmq, which was not asked for:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "rabbitmq: not measured; add it with --targets semaq,jetstream,rabbitmq") {
+		t.Errorf("stderr does not say how to add rabbitmq:\n%s", r.stderr)
+	}
+	b, err := os.ReadFile(jsonFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Results []struct {
+			Target string `json:"target"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, res := range rep.Results {
+		got = append(got, res.Target)
+	}
+	if strings.Join(got, ",") != "semaq,jetstream" {
+		t.Errorf("targets %v, want semaq,jetstream", got)
+	}
+	checkReportMode(t, jsonFile)
+}
+
+// checkReportMode: reports are readable by all, as other tools write them
+// (not os.CreateTemp's 0600).
+func checkReportMode(t *testing.T, path string) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o644 {
+		t.Errorf("%s: mode %v, want 0644", path, st.Mode().Perm())
 	}
 }
 

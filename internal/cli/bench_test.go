@@ -62,6 +62,7 @@ func TestBenchIngest(t *testing.T) {
 			t.Errorf("%s: ratio_vs_jetstream %v", res.Target, res.Ratio)
 		}
 	}
+	checkReportMode(t, file)
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(file), ".ingest.json.tmp*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +78,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 // writeFileAtomic writes path through a temporary file renamed into place,
 // so a failed run leaves no partial file.
 func writeFileAtomic(path string, write func(*os.File) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	tmp, err := createReportTemp(path)
 	if err != nil {
 		return err
 	}
