@@ -569,3 +569,20 @@ func (fc *FunctionCalls) Calls() ([]FunctionCall, error) {
 	slices.SortFunc(out, func(a, b FunctionCall) int { return a.Index - b.Index })
 	return out, nil
 }
+
+// TokenStatus asks the broker what it knows of request id's token stream
+// ($SQ.API.TOKENS.STATUS): whether the id is known at all (records stored,
+// a writer's claim, or a queued or held request with that Nats-Msg-Id),
+// how many records are stored and whether the stream has ended. A reader
+// that must not wait for an id nobody will write checks it before
+// ReadTokens.
+func (c *Client) TokenStatus(ctx context.Context, id string) (*semaq.TokenStatus, error) {
+	if err := semaq.CheckRequestID(id); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: TokenStatus: %v", err)
+	}
+	var st semaq.TokenStatus
+	if err := c.request(ctx, semaq.APITokenStatus, semaq.TokenStatusRequest{ID: id}, &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}

@@ -8,11 +8,25 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
+
+// DefaultTokenFirstRecordWait bounds how long GET /api/v1/tokens/{id}
+// waits for the first record of a stream the broker knows but that has
+// none stored yet (a queued request, a writer that claimed it); the stream
+// then ends with an error event "not_started" and the client may
+// reconnect.
+const DefaultTokenFirstRecordWait = 30 * time.Second
+
+// tokenFirstRecordWait is DefaultTokenFirstRecordWait; tests shorten it.
+var tokenFirstRecordWait atomic.Int64
+
+func init() { tokenFirstRecordWait.Store(int64(DefaultTokenFirstRecordWait)) }
 
 // tokens streams a token stream as Server-Sent Events (docs/tokens.md):
 // one "token" event per chunk, its id the record's seq and its data the
@@ -20,6 +34,11 @@ import (
 // event whose data is {"code":...,"message":...}. Query parameters:
 // from_seq=N, from_offset=N. A reconnecting EventSource sends
 // Last-Event-ID and resumes after that record, whatever from_seq says.
+//
+// An id the broker does not know (semaq.APITokenStatus) is a 404 at once:
+// a reader would otherwise wait for records nobody will write. A known
+// stream with no record yet gets its headers at once and waits for the
+// first record at most tokenFirstRecordWait.
 func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := semaq.CheckRequestID(id); err != nil {
@@ -40,6 +59,16 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	st, err := h.opts.Client.TokenStatus(r.Context(), id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if !st.Known {
+		writeError(w, http.StatusNotFound, semaq.ErrCodeTokenStreamNotFound,
+			fmt.Sprintf("token stream %s: the broker has no record of this request id (never issued, or removed after its retention)", id))
+		return
+	}
 	rd, err := h.opts.Client.ReadTokens(r.Context(), id, opts...)
 	if err != nil {
 		writeErr(w, err)
@@ -56,12 +85,41 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	defer context.AfterFunc(h.closing, cancel)()
 	var buf []byte
+	// Until the first event, a stream with nothing stored waits at most
+	// firstBy (zero: no bound).
+	var firstBy time.Time
+	if st.Records == 0 && !st.Ended {
+		firstBy = time.Now().Add(time.Duration(tokenFirstRecordWait.Load()))
+	}
 	for {
-		wait, stopWait := context.WithTimeout(ctx, keepalive)
-		c, err := rd.Next(wait)
+		wait := keepalive
+		if !firstBy.IsZero() {
+			wait = min(wait, max(time.Until(firstBy), 0))
+		}
+		waitCtx, stopWait := context.WithTimeout(ctx, wait)
+		c, err := rd.Next(waitCtx)
 		stopWait()
 		if ctx.Err() != nil {
 			return
+		}
+		if !firstBy.IsZero() && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(firstBy) {
+			// Records stored meanwhile (ones FromOffset skips) lift the
+			// bound; otherwise nobody is writing.
+			if now, serr := h.opts.Client.TokenStatus(ctx, id); serr == nil && (now.Records > 0 || now.Ended) {
+				firstBy = time.Time{}
+				continue
+			}
+			msg := fmt.Sprintf("token stream %s: no record within %s of the request; reconnect to wait again",
+				id, time.Duration(tokenFirstRecordWait.Load()))
+			buf = sse.AppendEvent(buf[:0], sse.Event{Type: "error",
+				Data: fmt.Sprintf(`{"code":"not_started","message":%s}`, jsonString(msg))})
+			if ew.write(buf) != nil {
+				h.dropSlow(ew, "tokens "+id)
+			}
+			return
+		}
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+			firstBy = time.Time{} // an event: the stream has started
 		}
 		var ev sse.Event
 		switch {
