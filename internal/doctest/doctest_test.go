@@ -103,12 +103,12 @@ type session struct {
 	natsPort, httpPort int
 	bash               *exec.Cmd
 	stdin              io.WriteCloser
-	done               chan [2]int // command number, exit status
+	done               chan [3]int // command number, exit status, $! (the last background job)
 	n                  int
 }
 
 func runDoc(t *testing.T, name, bin string, blocks []Block) {
-	s := &session{t: t, name: name, dir: t.TempDir(), outDir: t.TempDir(), done: make(chan [2]int, 1)}
+	s := &session{t: t, name: name, dir: t.TempDir(), outDir: t.TempDir(), done: make(chan [3]int, 1)}
 	s.natsPort, s.httpPort = freePorts(t)
 	if err := os.Mkdir(filepath.Join(s.dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
@@ -184,9 +184,9 @@ func (s *session) start() {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var n, rc int
-			if _, err := fmt.Sscanf(sc.Text(), "__doctest_done %d %d", &n, &rc); err == nil {
-				s.done <- [2]int{n, rc}
+			var n, rc, pid int
+			if _, err := fmt.Sscanf(sc.Text(), "__doctest_done %d %d %d", &n, &rc, &pid); err == nil {
+				s.done <- [3]int{n, rc, pid}
 			}
 		}
 	}()
@@ -244,19 +244,19 @@ func (s *session) exec(c Cmd, where string) bool {
 	s.n++
 	outFile := filepath.Join(s.outDir, strconv.Itoa(s.n)+".out")
 	// The command's stdin is /dev/null so it cannot eat the script; its output goes to a file of its own.
-	script := fmt.Sprintf("{ %s\n} </dev/null >'%s' 2>&1\nprintf '\\n__doctest_done %d %%d\\n' $?\n", text, outFile, s.n)
+	script := fmt.Sprintf("{ %s\n} </dev/null >'%s' 2>&1\nprintf '\\n__doctest_done %d %%d %%d\\n' $? \"${!:-0}\"\n", text, outFile, s.n)
 	if _, err := io.WriteString(s.stdin, script); err != nil {
 		t.Errorf("%s: writing to bash: %v", where, err)
 		return false
 	}
-	var rc int
+	var rc, pid int
 	select {
 	case d := <-s.done:
 		if d[0] != s.n {
 			t.Errorf("%s: bash answered for command %d, want %d", where, d[0], s.n)
 			return false
 		}
-		rc = d[1]
+		rc, pid = d[1], d[2]
 	case <-time.After(cmdTimeout):
 		out, _ := os.ReadFile(outFile)
 		t.Errorf("%s: still running after %v: %s\noutput:\n%s", where, cmdTimeout, c.Text, clip(out))
@@ -264,7 +264,7 @@ func (s *session) exec(c Cmd, where string) bool {
 		return false
 	}
 	if c.Background {
-		s.awaitReady(c, where, outFile)
+		s.awaitReady(c, where, outFile, pid)
 	}
 	out, err := os.ReadFile(outFile)
 	if err != nil {
@@ -296,7 +296,7 @@ func (s *session) exec(c Cmd, where string) bool {
 }
 
 // awaitReady waits for what a background command serves: the broker's /healthz, a worker's models.
-func (s *session) awaitReady(c Cmd, where, outFile string) {
+func (s *session) awaitReady(c Cmd, where, outFile string, pid int) {
 	base := fmt.Sprintf("http://127.0.0.1:%d", s.httpPort)
 	var ready func() error
 	switch {
@@ -317,6 +317,11 @@ func (s *session) awaitReady(c Cmd, where, outFile string) {
 		if err == nil {
 			return
 		}
+		if exited(pid) {
+			out, _ := os.ReadFile(outFile)
+			s.t.Errorf("%s: exited before it was ready (%v): %s\noutput:\n%s", where, err, c.Text, clip(out))
+			return
+		}
 		if time.Now().After(deadline) {
 			out, _ := os.ReadFile(outFile)
 			s.t.Errorf("%s: not ready after %v (%v): %s\noutput:\n%s", where, cmdTimeout, err, c.Text, clip(out))
@@ -324,6 +329,22 @@ func (s *session) awaitReady(c Cmd, where, outFile string) {
 		}
 		time.Sleep(50 * time.Millisecond) // polling a condition, not waiting for a guess
 	}
+}
+
+// exited reports whether process pid has ended: gone, or a zombie bash has not reaped yet.
+func exited(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false // no procfs: wait for the deadline
+	}
+	_, after, _ := strings.Cut(string(stat), ") ")
+	return strings.HasPrefix(after, "Z")
 }
 
 var client = &http.Client{Timeout: 2 * time.Second}
