@@ -156,6 +156,9 @@ subject; registering a live version's schema again prints that version.`,
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				id, version, err := c.RegisterSchema(ctx, args[0], text, opts...)
 				if err != nil {
+					if errors.Is(err, semaq.ErrSchemaIncompatible) {
+						writeSchemaHints(e.stderr, args[0], ruleNames(err.Error()))
+					}
 					return err
 				}
 				if asJSON {
@@ -300,8 +303,9 @@ func writeSchema(out, info io.Writer, s *semaq.Schema) error {
 
 func newSchemaCheckCmd(e *env) *cobra.Command {
 	var (
-		in      schemaInput
-		version string
+		in       schemaInput
+		version  string
+		allowNew bool
 	)
 	cmd := &cobra.Command{
 		Use:     "check SUBJECT FILE|-",
@@ -310,7 +314,9 @@ func newSchemaCheckCmd(e *env) *cobra.Command {
 		Long: `Test the schema in FILE (stdin for -) against SUBJECT. Without --version it is
 checked as register would check it; with --version against that version only.
 Prints "compatible" and exits 0, or prints one reason per line and exits 1.
-Any other failure exits 2.`,
+Any other failure exits 2, an unknown SUBJECT included: a misspelt subject
+must not pass a CI gate. --allow-new accepts a SUBJECT without versions
+(any schema is compatible with it, as register would take it).`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.ExactArgs(2)(cmd, args); err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -328,8 +334,24 @@ Any other failure exits 2.`,
 				if err != nil {
 					return err
 				}
+				subject := args[0]
+				notFound := fmt.Errorf("registry subject %q not found (semaq schema ls lists them; --allow-new checks against a new subject)", subject)
 				return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-					ok, reasons, err := c.CheckSchema(ctx, args[0], version, text, opts...)
+					if version == "" && !allowNew {
+						// The registry takes any schema for a subject without
+						// versions; a CI gate must not.
+						vs, err := c.SchemaVersions(ctx, subject, false)
+						switch {
+						case errors.Is(err, semaq.ErrSchemaSubjectNotFound), err == nil && len(vs) == 0:
+							return notFound
+						case err != nil:
+							return err
+						}
+					}
+					ok, reasons, err := c.CheckSchema(ctx, subject, version, text, opts...)
+					if errors.Is(err, semaq.ErrSchemaSubjectNotFound) {
+						return notFound
+					}
 					if err != nil {
 						return err
 					}
@@ -337,10 +359,13 @@ Any other failure exits 2.`,
 						_, err := fmt.Fprintln(e.stdout, "compatible")
 						return err
 					}
+					rules := make([]string, 0, len(reasons))
 					for _, r := range reasons {
 						fmt.Fprintln(e.stdout, r.String())
+						rules = append(rules, r.Rule)
 					}
-					return &exitError{code: 1, msg: fmt.Sprintf("incompatible with subject %s: %d reason(s)", args[0], len(reasons))}
+					writeSchemaHints(e.stderr, subject, rules)
+					return &exitError{code: 1, msg: fmt.Sprintf("incompatible with subject %s: %d reason(s)", subject, len(reasons))}
 				})
 			}()
 			if _, ok := errors.AsType[*exitError](err); err != nil && !ok {
@@ -352,6 +377,7 @@ Any other failure exits 2.`,
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, msg: err.Error()} })
 	in.addFlags(cmd)
 	cmd.Flags().StringVar(&version, "version", "", "check against this version only: a number or latest")
+	cmd.Flags().BoolVar(&allowNew, "allow-new", false, "accept a SUBJECT that has no versions yet (default: exit 2, as for a typo)")
 	e.addServerFlag(cmd)
 	return cmd
 }

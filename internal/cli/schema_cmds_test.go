@@ -130,7 +130,8 @@ func TestSchemaCLICheck(t *testing.T) {
 		want string
 		args []string
 	}{
-		{"Subject 'nope' not found", []string{"nope", v2, "--version", "1"}},
+		{`registry subject "nope" not found`, []string{"nope", v2, "--version", "1"}},
+		{`registry subject "nope" not found`, []string{"nope", v2}},
 		{`--type "xml"`, []string{"orders", v2, "--type", "xml"}},
 		{`--version "0"`, []string{"orders", v2, "--version", "0"}},
 		{"no such file", []string{"orders", filepath.Join(t.TempDir(), "missing.json")}},
@@ -306,5 +307,88 @@ func TestSchemaCLIReferences(t *testing.T) {
 	r = runSemaq(t, url, `{"$ref":"https://example.com/m.json"}`, "schema", "register", "x", "-", "--ref", "https://example.com/m.json=nope:1")
 	if r.code != 1 || !strings.Contains(r.stderr, `subject "nope" version 1 not found`) {
 		t.Errorf("register with a dangling --ref: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// An unknown subject fails the check (exit 2), so a misspelt subject in a
+// CI gate does not pass; --allow-new accepts a subject without versions.
+func TestSchemaCLICheckUnknownSubject(t *testing.T) {
+	t.Parallel()
+	url := brokertest.Start(t).ClientURL()
+	v1, v2, _ := schemaFiles(t)
+	r := runSemaq(t, url, "", "schema", "check", "nope", v2)
+	if r.code != 2 || r.stdout != "" || r.stderr != "semaq: registry subject \"nope\" not found (semaq schema ls lists them; --allow-new checks against a new subject)\n" {
+		t.Errorf("check against an unknown subject: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+	}
+	if out := mustSemaq(t, url, "", "schema", "check", "nope", v2, "--allow-new"); out != "compatible\n" {
+		t.Errorf("check --allow-new = %q", out)
+	}
+	// A subject whose versions are all soft-deleted has none to check against.
+	mustSemaq(t, url, "", "schema", "register", "gone", v1)
+	mustSemaq(t, url, "", "schema", "rm", "gone")
+	if r := runSemaq(t, url, "", "schema", "check", "gone", v2); r.code != 2 || !strings.Contains(r.stderr, `registry subject "gone" not found`) {
+		t.Errorf("check against a deleted subject: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// An inferred schema evolves under the default BACKWARD mode when it is
+// closed: an optional property may be added. The open default refuses it
+// with Confluent's rule, and the CLI says why and what to do.
+func TestSchemaCLIEvolveInferred(t *testing.T) {
+	t.Parallel()
+	url := brokertest.Start(t).ClientURL()
+	samples := "{\"model\":\"llama3\",\"max_tokens\":64,\"meta\":{\"user\":\"a\"}}\n{\"model\":\"gemma2\",\"max_tokens\":8,\"meta\":{\"user\":\"b\"}}\n"
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		subject string
+		flags   []string
+	}{
+		{"open", nil},
+		{"closed", []string{"--closed"}},
+	} {
+		var out, errb strings.Builder
+		if code := Main(append([]string{"schema", "infer"}, tc.flags...), strings.NewReader(samples), &out, &errb); code != 0 {
+			t.Fatalf("schema infer %v: exit %d, %s", tc.flags, code, errb.String())
+		}
+		v1 := out.String()
+		mustSemaq(t, url, v1, "schema", "register", tc.subject, "-")
+		// v2: an optional string property, top level and nested.
+		var s map[string]any
+		if err := json.Unmarshal([]byte(v1), &s); err != nil {
+			t.Fatal(err)
+		}
+		s["properties"].(map[string]any)["temperature"] = map[string]any{"type": "number"}
+		s["properties"].(map[string]any)["meta"].(map[string]any)["properties"].(map[string]any)["team"] = map[string]any{"type": "string"}
+		b, _ := json.Marshal(s)
+		v2 := filepath.Join(dir, tc.subject+"-v2.json")
+		if err := os.WriteFile(v2, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := runSemaq(t, url, "", "schema", "check", tc.subject, v2)
+		switch tc.subject {
+		case "closed":
+			if r.code != 0 || r.stdout != "compatible\n" {
+				t.Errorf("closed inferred schema + optional properties: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+			}
+			mustSemaq(t, url, "", "schema", "register", tc.subject, v2)
+		case "open":
+			if r.code != 1 || strings.Count(r.stdout, "OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL") != 2 ||
+				strings.Count(r.stderr, "hint: OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL:") != 1 || !strings.Contains(r.stderr, "schema infer --closed") || !strings.Contains(r.stderr, "schema config open --compat none") ||
+				!strings.HasPrefix(lastLine(r.stderr), "semaq: incompatible with subject open") {
+				t.Errorf("open inferred schema + optional properties: exit %d\nstdout %q\nstderr %q", r.code, r.stdout, r.stderr)
+			}
+			r := runSemaq(t, url, "", "schema", "register", tc.subject, v2)
+			if r.code != 1 || !strings.Contains(r.stderr, "hint: OPTIONAL_PROPERTY_ADDED_TO_OPEN_CONTENT_MODEL:") || !strings.HasPrefix(lastLine(r.stderr), "semaq: Schema being registered is incompatible") {
+				t.Errorf("register the open v2: exit %d, stderr %q", r.code, r.stderr)
+			}
+			// The hint's other way out: a property that accepts anything.
+			var s map[string]any
+			_ = json.Unmarshal([]byte(v1), &s)
+			s["properties"].(map[string]any)["temperature"] = map[string]any{}
+			b, _ := json.Marshal(s)
+			if out := mustSemaq(t, url, string(b), "schema", "check", tc.subject, "-"); out != "compatible\n" {
+				t.Errorf("open schema + a {} property: %q", out)
+			}
+		}
 	}
 }

@@ -7,6 +7,12 @@
 // enumerations, and nested objects and arrays. The same samples always give
 // the same schema, byte for byte. docs/schema-registry.md documents the
 // rules.
+//
+// Objects are open by default: properties the samples did not show are
+// allowed. With Inferrer.Closed every object gets "additionalProperties":
+// false, which is what a subject evolved under BACKWARD compatibility wants:
+// Confluent's rules let a closed object gain optional properties, while an
+// open one may only gain properties whose schema accepts anything.
 package infer
 
 import (
@@ -44,6 +50,10 @@ var ErrNoSamples = errors.New("infer: no samples")
 // Inferrer accumulates samples. The zero value is ready to use; it is not
 // safe for concurrent use.
 type Inferrer struct {
+	// Closed makes every object of the schema closed
+	// ("additionalProperties": false).
+	Closed bool
+
 	root    shape
 	samples int
 }
@@ -126,7 +136,7 @@ func (in *Inferrer) Schema() (map[string]any, error) {
 	if in.samples == 0 {
 		return nil, ErrNoSamples
 	}
-	s := in.root.schema()
+	s := in.root.schema(in.Closed)
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	return s, nil
 }
@@ -234,7 +244,7 @@ func (s *shape) addString(v string) {
 }
 
 // schema renders the shape. Types are listed in a fixed order.
-func (s *shape) schema() map[string]any {
+func (s *shape) schema(closed bool) map[string]any {
 	out := map[string]any{}
 	if s.deep {
 		return out
@@ -293,7 +303,7 @@ func (s *shape) schema() map[string]any {
 		props := map[string]any{}
 		var required []string
 		for k, p := range s.props {
-			props[k] = p.schema()
+			props[k] = p.schema(closed)
 			if s.count[k] == s.objs {
 				required = append(required, k)
 			}
@@ -304,8 +314,11 @@ func (s *shape) schema() map[string]any {
 			out["required"] = required
 		}
 	}
+	if s.objs > 0 && closed {
+		out["additionalProperties"] = false
+	}
 	if s.arrs > 0 && s.items != nil {
-		out["items"] = s.items.schema()
+		out["items"] = s.items.schema(closed)
 	}
 	return out
 }

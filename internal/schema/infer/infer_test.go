@@ -162,3 +162,28 @@ func FuzzInfer(f *testing.F) {
 		}
 	})
 }
+
+// Closed closes every object, nested and in arrays; the default leaves
+// them open.
+func TestInferClosed(t *testing.T) {
+	sample := `{"id":"a","meta":{"k":"v"},"items":[{"n":1}],"tags":["x"]}`
+	for _, closed := range []bool{false, true} {
+		in := infer.Inferrer{Closed: closed}
+		if err := in.AddJSON([]byte(sample)); err != nil {
+			t.Fatal(err)
+		}
+		s, err := in.Schema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range [][]string{{}, {"properties", "meta"}, {"properties", "items", "items"}} {
+			got := get(s, append(path, "additionalProperties")...)
+			if closed && got != false || !closed && got != nil {
+				t.Errorf("closed=%v: additionalProperties at %v = %v", closed, path, got)
+			}
+		}
+		if got := get(s, "properties", "tags", "additionalProperties"); got != nil {
+			t.Errorf("closed=%v: an array of strings got additionalProperties %v", closed, got)
+		}
+	}
+}
