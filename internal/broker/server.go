@@ -112,7 +112,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.ns = ns
 	go ns.Start()
 	if err := waitNATSReady(ctx, ns, nl.fatal, natsReadyTimeout); err != nil {
-		return fmt.Errorf("broker: nats on %s: %w", s.cfg.Listen, err)
+		// A listen error names the address itself, as the HTTP port's does.
+		return fmt.Errorf("broker: nats: %w", err)
 	}
 
 	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
@@ -428,7 +429,7 @@ func waitNATSReady(ctx context.Context, ns *server.Server, fatal <-chan error, t
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline.C:
-			return fmt.Errorf("not ready after %s", timeout)
+			return fmt.Errorf("not ready for clients after %s", timeout)
 		case <-tick.C:
 		}
 	}
