@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -87,12 +88,20 @@ func (c *Client) deadLetterDirect(ctx context.Context, seq uint64) (*semaq.DeadL
 // not store it twice within the stream's duplicate window. Replay is at
 // least once; every consumer of the stream gets the message again, not only
 // the one that gave up on it.
-func (c *Client) Replay(ctx context.Context, seq uint64) (*semaq.DLQReplayed, error) {
+//
+// A replayed message keeps its AI-Deadline: DeadlinePassed in the result
+// says it had passed, so a work queue expires the message again; replay
+// with ReplayExtendDeadline to give it time.
+func (c *Client) Replay(ctx context.Context, seq uint64, opts ...ReplayOption) (*semaq.DLQReplayed, error) {
 	if seq == 0 {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: Replay: sequences start at 1")
 	}
+	req := semaq.DLQReplayRequest{Seq: seq}
+	if err := applyReplayOptions(&req, opts); err != nil {
+		return nil, err
+	}
 	var resp semaq.DLQReplayResponse
-	if err := c.request(ctx, semaq.APIDLQReplay, semaq.DLQReplayRequest{Seq: seq}, &resp); err != nil {
+	if err := c.request(ctx, semaq.APIDLQReplay, req, &resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Replayed) != 1 {
@@ -105,12 +114,15 @@ func (c *Client) Replay(ctx context.Context, seq uint64) (*semaq.DLQReplayed, er
 // does. Dead letters that cannot be replayed (their payload was lost, no
 // stream captures their subject any more, the ingress refuses them) stay in
 // the queue and are listed in Skipped. ctx bounds the whole run.
-func (c *Client) ReplayAll(ctx context.Context, stream string) (*semaq.DLQReplayResponse, error) {
+func (c *Client) ReplayAll(ctx context.Context, stream string, opts ...ReplayOption) (*semaq.DLQReplayResponse, error) {
 	if err := semaq.CheckStreamName(stream); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: ReplayAll: %v", err)
 	}
-	out := &semaq.DLQReplayResponse{Replayed: []semaq.DLQReplayed{}}
 	req := semaq.DLQReplayRequest{Stream: stream, All: true}
+	if err := applyReplayOptions(&req, opts); err != nil {
+		return nil, err
+	}
+	out := &semaq.DLQReplayResponse{Replayed: []semaq.DLQReplayed{}}
 	for {
 		var resp semaq.DLQReplayResponse
 		if err := c.request(ctx, semaq.APIDLQReplay, req, &resp); err != nil {
@@ -124,6 +136,35 @@ func (c *Client) ReplayAll(ctx context.Context, stream string) (*semaq.DLQReplay
 		}
 		req.After = resp.Last
 	}
+}
+
+// ReplayOption configures Replay and ReplayAll.
+type ReplayOption func(*semaq.DLQReplayRequest) error
+
+// ReplayExtendDeadline replays with AI-Deadline moved to the time of the
+// replay plus d, and AI-Timeout dropped: a message whose deadline passed
+// gets d to be served instead of expiring again. d is at most
+// semaq.DLQMaxExtendDeadline.
+func ReplayExtendDeadline(d time.Duration) ReplayOption {
+	return func(r *semaq.DLQReplayRequest) error {
+		if d <= 0 {
+			return fmt.Errorf("extend deadline %s: want more than 0", d)
+		}
+		if err := semaq.CheckExtendDeadline(d); err != nil {
+			return err
+		}
+		r.ExtendDeadline = d
+		return nil
+	}
+}
+
+func applyReplayOptions(req *semaq.DLQReplayRequest, opts []ReplayOption) error {
+	for _, o := range opts {
+		if err := o(req); err != nil {
+			return semaq.NewAPIError(semaq.ErrBadRequest, "client: %v", err)
+		}
+	}
+	return nil
 }
 
 // DeleteDeadLetter removes one dead letter without replaying it.

@@ -209,12 +209,33 @@ type DLQGetRequest struct {
 // dead letter. The replayed message's Nats-Msg-Id is "replay:<stream>:<seq>:
 // <consumer>" (the dead letter's origin), so a retried replay inside the
 // stream's duplicate window is not stored twice.
+//
+// A replayed message keeps its AI-Deadline, so one whose deadline has
+// passed expires again in a work queue (DLQReplayed.DeadlinePassed says
+// so). ExtendDeadline replays with AI-Deadline moved to the time of the
+// replay plus ExtendDeadline and AI-Timeout dropped (its budget was spent);
+// 0 keeps the headers, at most DLQMaxExtendDeadline.
 type DLQReplayRequest struct {
-	Seq      uint64 `json:"seq,omitempty"`
-	Stream   string `json:"stream,omitempty"`
-	Consumer string `json:"consumer,omitempty"`
-	All      bool   `json:"all,omitempty"`
-	After    uint64 `json:"after,omitempty"`
+	Seq            uint64        `json:"seq,omitempty"`
+	Stream         string        `json:"stream,omitempty"`
+	Consumer       string        `json:"consumer,omitempty"`
+	All            bool          `json:"all,omitempty"`
+	After          uint64        `json:"after,omitempty"`
+	ExtendDeadline time.Duration `json:"extend_deadline,omitempty"`
+}
+
+// DLQMaxExtendDeadline bounds DLQReplayRequest.ExtendDeadline.
+const DLQMaxExtendDeadline = 30 * 24 * time.Hour
+
+// CheckExtendDeadline reports whether d is a valid ExtendDeadline.
+func CheckExtendDeadline(d time.Duration) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("extend deadline %s is negative", d)
+	case d > DLQMaxExtendDeadline:
+		return fmt.Errorf("extend deadline %s is over %s", d, DLQMaxExtendDeadline)
+	}
+	return nil
 }
 
 // DLQReplayed is one replayed dead letter.
@@ -226,6 +247,13 @@ type DLQReplayed struct {
 	StreamSeq uint64 `json:"stream_seq"`
 	// Duplicate: the stream had it already (an earlier replay stored it).
 	Duplicate bool `json:"duplicate,omitempty"`
+	// Deadline is the deadline the replayed message carries (AI-Deadline,
+	// or AI-Timeout counted from the replay); zero when it has none.
+	Deadline time.Time `json:"deadline,omitzero"`
+	// DeadlinePassed: Deadline was already past at the replay, so a work
+	// queue expires the message straight back into the dead-letter queue.
+	// Replay with ExtendDeadline to give it time.
+	DeadlinePassed bool `json:"deadline_passed,omitempty"`
 }
 
 // DLQSkipped is a dead letter a replay-all left in the queue, and why.

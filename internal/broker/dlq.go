@@ -533,7 +533,10 @@ func (s *Server) dlqReplay(ctx context.Context, req *semaq.DLQReplayRequest) (an
 		if req.Stream != "" || req.Consumer != "" || req.After != 0 {
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq replay: stream, consumer and after go with all")
 		}
-		r, err := s.replayOne(ctx, req.Seq)
+		if err := semaq.CheckExtendDeadline(req.ExtendDeadline); err != nil {
+			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq replay: %v", err)
+		}
+		r, err := s.replayOne(ctx, req.Seq, req.ExtendDeadline)
 		if err != nil {
 			return nil, err
 		}
@@ -544,6 +547,9 @@ func (s *Server) dlqReplay(ctx context.Context, req *semaq.DLQReplayRequest) (an
 	}
 	if req.Stream == "" {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq replay: replaying all needs a stream")
+	}
+	if err := semaq.CheckExtendDeadline(req.ExtendDeadline); err != nil {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq replay: %v", err)
 	}
 	filter, err := dlqFilter(req.Stream, req.Consumer)
 	if err != nil {
@@ -559,7 +565,7 @@ func (s *Server) dlqReplay(ctx context.Context, req *semaq.DLQReplayRequest) (an
 		if time.Now().After(deadline) {
 			break
 		}
-		r, err := s.replayOne(ctx, it.seq)
+		r, err := s.replayOne(ctx, it.seq, req.ExtendDeadline)
 		switch {
 		case err == nil:
 			out.Replayed = append(out.Replayed, *r)
@@ -578,8 +584,9 @@ func (s *Server) dlqReplay(ctx context.Context, req *semaq.DLQReplayRequest) (an
 // replayOne publishes dead letter seq to its public subject through the
 // ingress, waits for the stream's ack and removes the dead letter. A crash
 // in between leaves both: replay is at least once, and a second replay
-// inside the stream's duplicate window is recognised as one.
-func (s *Server) replayOne(ctx context.Context, seq uint64) (*semaq.DLQReplayed, error) {
+// inside the stream's duplicate window is recognised as one. extend > 0
+// gives the message a new deadline, extend from now.
+func (s *Server) replayOne(ctx context.Context, seq uint64, extend time.Duration) (*semaq.DLQReplayed, error) {
 	d, err := s.loadDeadLetter(ctx, seq)
 	if err != nil {
 		return nil, err
@@ -591,6 +598,18 @@ func (s *Server) replayOne(ctx context.Context, seq uint64) (*semaq.DLQReplayed,
 	for k, v := range replayHeader(d.Headers) {
 		m.Header[k] = v
 	}
+	now := time.Now()
+	if extend > 0 {
+		for k := range m.Header {
+			if strings.EqualFold(k, semaq.HdrDeadline) || strings.EqualFold(k, semaq.HdrTimeout) {
+				delete(m.Header, k)
+			}
+		}
+		m.Header[semaq.HdrDeadline] = []string{now.Add(extend).UTC().Format(time.RFC3339Nano)}
+	}
+	// The deadline the ingress will store; an envelope it refuses fails
+	// the publish below.
+	env, _ := semaq.Parse(m.Header, now)
 	m.Header.Set(semaq.HdrMsgID, replayMsgID(d))
 	m.Data = d.Data
 	resp, err := s.nc.RequestMsgWithContext(ctx, m)
@@ -614,7 +633,8 @@ func (s *Server) replayOne(ctx context.Context, seq uint64) (*semaq.DLQReplayed,
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "dead letter %d replayed to %s as %s seq %d, but not removed (replaying it again is safe): %v",
 			seq, d.Subject, ack.Stream, ack.Sequence, err)
 	}
-	return &semaq.DLQReplayed{Seq: seq, Subject: d.Subject, Stream: ack.Stream, StreamSeq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return &semaq.DLQReplayed{Seq: seq, Subject: d.Subject, Stream: ack.Stream, StreamSeq: ack.Sequence, Duplicate: ack.Duplicate,
+		Deadline: env.Deadline, DeadlinePassed: !env.Deadline.IsZero() && !env.Deadline.After(now)}, nil
 }
 
 // replayHeader is what a replayed message carries: the original headers,

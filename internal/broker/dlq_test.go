@@ -552,6 +552,8 @@ func TestDLQListFiltersPagingAndPurge(t *testing.T) {
 		{semaq.APIDLQReplay, semaq.DLQReplayRequest{All: true}, semaq.ErrBadRequest},
 		{semaq.APIDLQReplay, semaq.DLQReplayRequest{Seq: 1, All: true, Stream: "A"}, semaq.ErrBadRequest},
 		{semaq.APIDLQReplay, semaq.DLQReplayRequest{Seq: 1, Stream: "A"}, semaq.ErrBadRequest},
+		{semaq.APIDLQReplay, semaq.DLQReplayRequest{Seq: 1, ExtendDeadline: -time.Second}, semaq.ErrBadRequest},
+		{semaq.APIDLQReplay, semaq.DLQReplayRequest{Stream: "A", All: true, ExtendDeadline: semaq.DLQMaxExtendDeadline + 1}, semaq.ErrBadRequest},
 		{semaq.APIDLQPurge, semaq.DLQPurgeRequest{Seq: 999}, semaq.ErrDeadLetterNotFound},
 		{semaq.APIDLQPurge, semaq.DLQPurgeRequest{Seq: 1, Stream: "A"}, semaq.ErrBadRequest},
 		{semaq.APIDLQCapture, semaq.DLQCaptureRequest{Stream: "A", Consumer: "C", StreamSeq: 0}, semaq.ErrBadRequest},
@@ -751,5 +753,59 @@ func TestDLQInterestStream(t *testing.T) {
 	}
 	if dls[1].Consumer != "B" || dls[1].PayloadLost == "" {
 		t.Errorf("last consumer's dead letter = %+v", dls[1])
+	}
+}
+
+// A dead letter whose deadline has passed is replayed as it was, and the
+// reply says its deadline passed (a queue would expire it again); with
+// ExtendDeadline it gets a new deadline and loses its spent AI-Timeout.
+func TestDLQReplayPastDeadline(t *testing.T) {
+	t.Parallel()
+	_, c := startDLQ(t)
+	ctx := context.Background()
+	addStream(t, c, semaq.StreamConfig{Name: "E", Subjects: []string{"e.>"}})
+	past := time.Now().Add(-time.Minute).UTC().Truncate(time.Millisecond)
+	for range 2 {
+		publish(t, c, "e.job", "late", client.WithHeader(semaq.HdrDeadline, past.Format(time.RFC3339Nano)), client.WithHeader(semaq.HdrTimeout, "8s"))
+	}
+	cons := consumer(t, c, "E", "C", 0)
+	term(t, cons, "")
+	term(t, cons, "")
+	dls := waitDeadLetters(t, c, client.DeadLetterFilter{Stream: "E"}, 2, nil)
+
+	r, err := c.Replay(ctx, dls[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.DeadlinePassed || !r.Deadline.Equal(past) {
+		t.Fatalf("replay of an expired dead letter = %+v, want deadline %s reported passed", r, past)
+	}
+
+	if _, err := c.Replay(ctx, dls[1].Seq, client.ReplayExtendDeadline(-time.Second)); !errors.Is(err, semaq.ErrBadRequest) {
+		t.Fatalf("negative extension: %v", err)
+	}
+	sub, err := c.Subscribe(ctx, "e.job", client.WithDeliver(client.DeliverNew))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	before := time.Now()
+	r, err = c.Replay(ctx, dls[1].Seq, client.ReplayExtendDeadline(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.DeadlinePassed || r.Deadline.Before(before.Add(time.Hour)) || r.Deadline.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("replay with a new deadline = %+v, want about an hour from now", r)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := sub.Next(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := time.Parse(time.RFC3339Nano, m.Header.Get(semaq.HdrDeadline))
+	if err != nil || !got.Equal(r.Deadline) || m.Header.Get(semaq.HdrTimeout) != "" {
+		t.Fatalf("replayed message: AI-Deadline %q (%v), AI-Timeout %q; want %s and none",
+			m.Header.Get(semaq.HdrDeadline), err, m.Header.Get(semaq.HdrTimeout), r.Deadline)
 	}
 }

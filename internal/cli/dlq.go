@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -136,6 +137,7 @@ func newDLQReplayCmd(e *env) *cobra.Command {
 		stream string
 		all    bool
 		asJSON bool
+		extend time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "replay SEQ | --stream NAME --all",
@@ -145,8 +147,14 @@ original subject through the broker, and removes it from the queue once the
 stream has stored it. Every consumer of that stream gets it again. With
 --stream NAME --all it replays every dead letter of the stream, oldest first;
 those that cannot be replayed (payload lost, no stream captures the subject)
-stay in the queue, are listed, and make the command exit 1.`,
+stay in the queue, are listed, and make the command exit 1.
+
+A replayed message keeps its AI-Deadline: one whose deadline has passed is
+reported so, as a work queue expires it straight back into the dead-letter
+queue. --extend-deadline D replays with the deadline moved to now+D (and
+AI-Timeout, already spent, dropped).`,
 		Example: `  semaq dlq replay 3
+  semaq dlq replay 3 --extend-deadline 5m
   semaq dlq replay --stream AI --all`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -157,6 +165,13 @@ stay in the queue, are listed, and make the command exit 1.`,
 				return fmt.Errorf("name a dead letter SEQ, or replay a stream's with --stream NAME --all")
 			case all && stream == "":
 				return fmt.Errorf("--all needs --stream NAME")
+			}
+			var opts []client.ReplayOption
+			if cmd.Flags().Changed("extend-deadline") {
+				if extend <= 0 || extend > semaq.DLQMaxExtendDeadline {
+					return fmt.Errorf("--extend-deadline %s: want more than 0, at most %s", extend, semaq.DLQMaxExtendDeadline)
+				}
+				opts = append(opts, client.ReplayExtendDeadline(extend))
 			}
 			var seq uint64
 			if len(args) == 1 {
@@ -169,10 +184,10 @@ stay in the queue, are listed, and make the command exit 1.`,
 				var err error
 				var res *semaq.DLQReplayResponse
 				if all {
-					res, err = c.ReplayAll(ctx, stream)
+					res, err = c.ReplayAll(ctx, stream, opts...)
 				} else {
 					var r *semaq.DLQReplayed
-					if r, err = c.Replay(ctx, seq); err == nil {
+					if r, err = c.Replay(ctx, seq, opts...); err == nil {
 						res = &semaq.DLQReplayResponse{Replayed: []semaq.DLQReplayed{*r}}
 					}
 				}
@@ -184,12 +199,24 @@ stay in the queue, are listed, and make the command exit 1.`,
 						return jerr
 					}
 				} else {
+					passed := 0
 					for _, r := range res.Replayed {
-						dup := ""
+						note := ""
 						if r.Duplicate {
-							dup = " (duplicate: an earlier replay stored it)"
+							note = " (duplicate: an earlier replay stored it)"
 						}
-						fmt.Fprintf(e.stdout, "Replayed dead letter %d to %s: stream %s seq %d%s\n", r.Seq, r.Subject, r.Stream, r.StreamSeq, dup)
+						switch {
+						case r.DeadlinePassed:
+							passed++
+							note += fmt.Sprintf("; its deadline %s passed %s ago, so a work queue expires it straight back into the dead-letter queue: replay that with --extend-deadline D",
+								formatTime(r.Deadline), time.Since(r.Deadline).Round(time.Second))
+						case extend > 0 && !r.Deadline.IsZero():
+							note += "; deadline " + formatTime(r.Deadline)
+						}
+						fmt.Fprintf(e.stdout, "Replayed dead letter %d to %s: stream %s seq %d%s\n", r.Seq, r.Subject, r.Stream, r.StreamSeq, note)
+					}
+					if all && passed > 0 {
+						fmt.Fprintf(e.stdout, "%d replayed with a deadline that had passed\n", passed)
 					}
 					for _, s := range res.Skipped {
 						fmt.Fprintf(e.stdout, "Skipped dead letter %d: %s\n", s.Seq, oneLine(s.Reason))
@@ -212,6 +239,7 @@ stay in the queue, are listed, and make the command exit 1.`,
 	f.StringVar(&stream, "stream", "", "with --all: the stream whose dead letters to replay")
 	f.BoolVar(&all, "all", false, "replay every dead letter of --stream")
 	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
+	f.DurationVar(&extend, "extend-deadline", 0, "replay with AI-Deadline moved to now+`D` (AI-Timeout dropped), for messages whose deadline passed")
 	e.addServerFlag(cmd)
 	return cmd
 }

@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,36 +15,10 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// runDLQ runs `semaq dlq ARGS --server url` the way Main does.
-//
-// TEMPORARY: Main learns `dlq` when root.go adds newDLQCmd; until then this
-// adds it to the root itself. Afterwards it can become
-// runSemaq(t, url, "", append([]string{"dlq"}, args...)...).
+// runDLQ runs `semaq dlq ARGS --server url`.
 func runDLQ(t *testing.T, url string, args ...string) result {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	root := newRoot(strings.NewReader(""), &stdout, &stderr)
-	registered := false
-	for _, c := range root.Commands() {
-		registered = registered || c.Name() == "dlq"
-	}
-	if !registered {
-		root.AddCommand(newDLQCmd(&env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr}))
-	}
-	root.SetArgs(append(append([]string{"dlq"}, args...), "--server", url))
-	code := 0
-	if err := root.ExecuteContext(context.Background()); err != nil {
-		code = 1
-		msg := err.Error()
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code, msg = ee.code, ee.msg
-		}
-		if msg != "" {
-			fmt.Fprintf(&stderr, "semaq: %s\n", oneLine(msg))
-		}
-	}
-	return result{code, stdout.String(), stderr.String()}
+	return runSemaq(t, url, "", append([]string{"dlq"}, args...)...)
 }
 
 func mustDLQ(t *testing.T, url string, args ...string) string {
@@ -258,5 +230,34 @@ func TestDLQCommands(t *testing.T) {
 	}
 	if out := mustDLQ(t, url, "ls"); !strings.Contains(out, "No dead letters.") {
 		t.Errorf("dlq ls after purge = %q", out)
+	}
+}
+
+// Replaying a dead letter whose deadline passed says so; --extend-deadline
+// gives it a new one.
+func TestDLQReplayDeadline(t *testing.T) {
+	t.Parallel()
+	srv, url := startWithStream(t)
+	c := brokertest.Connect(t, srv)
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	for range 2 {
+		mustSemaq(t, url, "", "pub", "ai.x", "late", "--header", "AI-Deadline="+past)
+	}
+	terminate(t, c, "AI", "worker", 2, "")
+	dls := waitDLQ(t, c, 2)
+
+	out := mustDLQ(t, url, "replay", fmt.Sprint(dls[0].Seq))
+	if !strings.Contains(out, "its deadline "+past+" passed 1m") || !strings.Contains(out, "--extend-deadline D") {
+		t.Errorf("replay of an expired dead letter = %q, want it to say the deadline %s passed", out, past)
+	}
+	mustFailDLQ(t, url, 1, "--extend-deadline -1s", "replay", fmt.Sprint(dls[1].Seq), "--extend-deadline", "-1s")
+	before := time.Now()
+	out = mustDLQ(t, url, "replay", fmt.Sprint(dls[1].Seq), "--extend-deadline", "1h", "--json")
+	var res semaq.DLQReplayResponse
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Replayed) != 1 {
+		t.Fatalf("replay --extend-deadline --json = %q (%v)", out, err)
+	}
+	if r := res.Replayed[0]; r.DeadlinePassed || r.Deadline.Before(before.Add(time.Hour)) || r.Deadline.After(time.Now().Add(time.Hour)) {
+		t.Errorf("replay --extend-deadline 1h = %+v, want a deadline an hour from now", r)
 	}
 }
