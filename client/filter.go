@@ -55,9 +55,45 @@ type filterSource struct {
 	stopHB chan struct{}
 	hbDone chan struct{}
 
-	mu      sync.Mutex // guards id
-	id      string
-	lastSeq atomic.Uint64
+	warnings []string // from START
+
+	mu       sync.Mutex // guards id, stats and hasStats
+	id       string
+	stats    semaq.FilterStats
+	hasStats bool
+	lastSeq  atomic.Uint64
+}
+
+// FilterWarnings returns what the broker warned about when the filter
+// started, such as a payload field the JSON schema bound to the subject
+// does not declare (a misspelled field matches nothing). Nil for a
+// subscription without a filter.
+func (s *Subscription) FilterWarnings() []string {
+	if f, ok := s.src.(*filterSource); ok {
+		return append([]string(nil), f.warnings...)
+	}
+	return nil
+}
+
+// FilterStats returns the filter's counters as the broker last reported
+// them: on each heartbeat ping and, final, when Close stops the filter.
+// MissingField counts messages that lacked a field the filter reads. ok is
+// false for a subscription without a filter and before the first report.
+// Safe for concurrent use.
+func (s *Subscription) FilterStats() (st semaq.FilterStats, ok bool) {
+	f, isFilter := s.src.(*filterSource)
+	if !isFilter {
+		return st, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats, f.hasStats
+}
+
+func (f *filterSource) setStats(st semaq.FilterStats) {
+	f.mu.Lock()
+	f.stats, f.hasStats = st, true
+	f.mu.Unlock()
 }
 
 func (c *Client) subscribeFiltered(ctx context.Context, subject string, o subscribeOptions) (*Subscription, error) {
@@ -94,7 +130,7 @@ func (c *Client) subscribeFiltered(ctx context.Context, subject string, o subscr
 	}
 	// Restarts resume this consumer with this filter.
 	req.Filter = resp.Filter
-	f := &filterSource{c: c, req: req, inbox: inbox, sub: sub, ch: ch, id: resp.ID,
+	f := &filterSource{c: c, req: req, inbox: inbox, sub: sub, ch: ch, id: resp.ID, warnings: resp.Warnings,
 		stopHB: make(chan struct{}), hbDone: make(chan struct{})}
 	hb := resp.Heartbeat
 	if hb <= 0 {
@@ -139,7 +175,11 @@ func (f *filterSource) heartbeat(every time.Duration) {
 		f.mu.Lock()
 		id := f.id
 		f.mu.Unlock()
-		err := f.c.request(ctx, fmt.Sprintf(semaq.APIFilterPingT, id), nil, nil)
+		var st semaq.FilterStats
+		err := f.c.request(ctx, fmt.Sprintf(semaq.APIFilterPingT, id), nil, &st)
+		if err == nil {
+			f.setStats(st)
+		}
 		// No responder: the broker restarted and lost the filter. Gone: the
 		// broker ended it; a durable's was taken over by a newer subscriber
 		// and stays with it.
@@ -179,7 +219,11 @@ func (f *filterSource) close() error {
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), f.c.timeout)
 	defer cancel()
-	err := f.c.request(ctx, fmt.Sprintf(semaq.APIFilterStopT, id), nil, nil)
+	var st semaq.FilterStats
+	err := f.c.request(ctx, fmt.Sprintf(semaq.APIFilterStopT, id), nil, &st)
+	if err == nil {
+		f.setStats(st)
+	}
 	// Matches received but never returned by Next go back at once.
 	for {
 		select {

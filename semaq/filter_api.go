@@ -62,6 +62,10 @@ type FilterStartResponse struct {
 	// Heartbeat is how often the client must ping; the broker ends a filter
 	// that has not been pinged for three heartbeats.
 	Heartbeat time.Duration `json:"heartbeat"`
+	// Warnings are problems found in the filter that do not stop it, such
+	// as a payload field the JSON schema bound to the subject does not
+	// declare (a misspelling matches nothing).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // FilterStats count what a filter did with the messages it evaluated.
@@ -73,4 +77,7 @@ type FilterStats struct {
 	// missing field, payload not JSON): they are skipped too, and counted
 	// in Skipped as well.
 	Errors uint64 `json:"errors"`
+	// MissingField counts the errors for a payload field or header the
+	// message lacks ("no such key"): often a misspelled field.
+	MissingField uint64 `json:"missing_field"`
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,7 @@ type filterPump struct {
 	lastPing                 atomic.Int64 // unix nanos
 	stopping                 atomic.Bool
 	matched, skipped, errors atomic.Uint64
+	missing                  atomic.Uint64 // errors for a field or header the message lacks
 	stopOnce                 sync.Once
 	pos                      []*patternObs // delivery latency by stream pattern (observe.go)
 }
@@ -207,6 +209,15 @@ func (f *filters) start(ctx context.Context, req *semaq.FilterStartRequest) (*se
 	if err != nil {
 		return nil, badFilter("%v", err)
 	}
+	var warnings []string
+	for _, fp := range f.checkFields(ctx, req.Subject, prog) {
+		if fp.closed && cons == nil {
+			// A new filter that can never match is refused; a durable
+			// resuming with its stored filter only hears about it.
+			return nil, badFilter("%s", fp.msg)
+		}
+		warnings = append(warnings, fp.msg)
+	}
 	if cons == nil {
 		if cons, err = f.s.js.CreateConsumer(ctx, stream, consumerConfig(req, src)); err != nil {
 			return nil, err
@@ -251,7 +262,7 @@ func (f *filters) start(ctx context.Context, req *semaq.FilterStartRequest) (*se
 		// would split the messages with this one.
 		f.stop(old)
 	}
-	return &semaq.FilterStartResponse{ID: p.id, Stream: stream, Consumer: p.consumer, Filter: src, Heartbeat: filterHeartbeat}, nil
+	return &semaq.FilterStartResponse{ID: p.id, Stream: stream, Consumer: p.consumer, Filter: src, Heartbeat: filterHeartbeat, Warnings: warnings}, nil
 }
 
 func consumerConfig(req *semaq.FilterStartRequest, src string) jetstream.ConsumerConfig {
@@ -311,6 +322,9 @@ func (p *filterPump) handle(jm jetstream.Msg) {
 	ok, err := p.prog.Match(expr.Message{Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data()})
 	if err != nil {
 		p.errors.Add(1)
+		if missingField(err) {
+			p.missing.Add(1)
+		}
 	}
 	if !ok {
 		p.skipped.Add(1)
@@ -334,7 +348,15 @@ func (p *filterPump) handle(jm jetstream.Msg) {
 }
 
 func (p *filterPump) stats() semaq.FilterStats {
-	return semaq.FilterStats{Matched: p.matched.Load(), Skipped: p.skipped.Load(), Errors: p.errors.Load()}
+	return semaq.FilterStats{Matched: p.matched.Load(), Skipped: p.skipped.Load(), Errors: p.errors.Load(), MissingField: p.missing.Load()}
+}
+
+// missingField reports an evaluation that failed because the message lacks
+// a field (or header) the filter reads: CEL's "no such key".
+// A payload that is not JSON has no fields at all: counted as an error only.
+func missingField(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "no such key") && !strings.Contains(msg, "not JSON")
 }
 
 // stop ends a pump and forgets it; an ephemeral consumer is deleted.

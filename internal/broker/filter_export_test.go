@@ -15,6 +15,7 @@ func FilterTotals(s *Server) semaq.FilterStats {
 		t.Matched += st.Matched
 		t.Skipped += st.Skipped
 		t.Errors += st.Errors
+		t.MissingField += st.MissingField
 	}
 	return t
 }

@@ -131,6 +131,10 @@ func TestFilterRuntimeErrorIsNonMatch(t *testing.T) {
 	if st.Matched != 1 || st.Skipped != 4 || st.Errors != 3 {
 		t.Errorf("stats %+v, want 1 matched, 4 skipped, 3 errors", st)
 	}
+	// {} lacks the field; a string is a type mismatch, "not json" no JSON.
+	if st.MissingField != 1 {
+		t.Errorf("stats %+v, want 1 missing a field", st)
+	}
 	expectNone(t, sub)
 }
 
@@ -305,5 +309,83 @@ func TestFilterEndsWhenClientGone(t *testing.T) {
 			t.Fatalf("20s after the client went away: %d filters, %d consumers", broker.FilterCount(s), info.State.ConsumerCount)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A misspelled payload field matches nothing. With a JSON schema bound to
+// the subject, START warns about a field the schema does not declare and
+// refuses one a closed schema (additionalProperties: false) never allows;
+// in any case the stats count the messages that lacked the field.
+func TestFilterSchemaFieldCheck(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	addStream(t, c, semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}})
+	register := func(subject, pattern, schema string) {
+		t.Helper()
+		if _, _, err := c.RegisterSchema(ctx, subject, schema); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.BindSchema(ctx, pattern, subject); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("scores-value", "ai.scores", `{"type":"object","properties":{"i":{"type":"integer"},"confidence":{"type":"number"},"meta":{"type":"object","properties":{"model":{"type":"string"}}}}}`)
+	register("closed-value", "ai.closed", `{"type":"object","properties":{"i":{"type":"integer"},"confidence":{"type":"number"}},"additionalProperties":false}`)
+	publishConfidences(t, c, "ai.scores", 20)
+
+	sub, err := c.Subscribe(ctx, "ai.scores", client.WithFilter("payload.confidance > 0.8"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sub.FilterWarnings()
+	if len(w) != 1 || !strings.Contains(w[0], `payload.confidance`) || !strings.Contains(w[0], `did you mean "confidence"?`) ||
+		!strings.Contains(w[0], "scores-value") {
+		t.Errorf("warnings %q, want one naming payload.confidance, the schema and confidence", w)
+	}
+	st := waitTotals(t, s, 20)
+	if st.Matched != 0 || st.MissingField != 20 {
+		t.Errorf("stats %+v, want 0 matched and 20 missing the field", st)
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if final, ok := sub.FilterStats(); !ok || final.MissingField != 20 || final.Skipped != 20 {
+		t.Errorf("final stats %+v (reported %v), want 20 skipped and missing the field", final, ok)
+	}
+
+	for _, tc := range []struct {
+		subject, filter string
+		warn            string // "" for none
+	}{
+		{"ai.scores", "payload.confidence > 0.8 && payload.meta.model == 'm'", ""},
+		{"ai.scores", "payload.meta.modle == 'm'", `declares no field "modle" in payload.meta (did you mean "model"?)`},
+		{"ai.scores", "payload.confidence.value > 1", "makes payload.confidence a number"},
+		{"ai.closed", "has(payload.confidance)", "allows no others"}, // a presence test still evaluates
+		{"ai.other", "payload.anything > 1", ""},                     // no schema bound
+	} {
+		sub, err := c.Subscribe(ctx, tc.subject, client.WithFilter(tc.filter))
+		if err != nil {
+			t.Errorf("%s: %v", tc.filter, err)
+			continue
+		}
+		w := sub.FilterWarnings()
+		switch {
+		case tc.warn == "" && len(w) != 0:
+			t.Errorf("%s: warnings %q, want none", tc.filter, w)
+		case tc.warn != "" && (len(w) != 1 || !strings.Contains(w[0], tc.warn)):
+			t.Errorf("%s: warnings %q, want one containing %q", tc.filter, w, tc.warn)
+		}
+		_ = sub.Close()
+	}
+
+	// A closed schema: the field can never be there, so the filter could
+	// never match through it.
+	_, err = c.Subscribe(ctx, "ai.closed", client.WithFilter("payload.confidance > 0.8"))
+	if !errors.Is(err, semaq.ErrBadRequest) || !strings.Contains(err.Error(), "could never match") || !strings.Contains(err.Error(), `did you mean "confidence"?`) {
+		t.Errorf("closed schema: err %v, want a 400 saying it could never match", err)
+	}
+	if n := broker.FilterCount(s); n != 0 {
+		t.Errorf("%d filters running after the refused start", n)
 	}
 }

@@ -216,7 +216,7 @@ func (e *Env) compile(src string, k kind) (*Program, error) {
 	if err != nil {
 		return nil, rootError(src, strings.TrimPrefix(err.Error(), "expr: "))
 	}
-	p := &Program{src: src, kind: k, prg: prg, metered: metered, maxBytes: e.cfg.MaxEvalBytes}
+	p := &Program{src: src, kind: k, prg: prg, metered: metered, maxBytes: e.cfg.MaxEvalBytes, fields: payloadFields(checked.NativeRep())}
 	if metered {
 		p.timeout = e.cfg.EvalTimeout
 	}

@@ -22,6 +22,7 @@ type Program struct {
 	metered  bool          // evaluated under CostLimit
 	timeout  time.Duration // of a metered evaluation
 	maxBytes int64         // Config.MaxEvalBytes
+	fields   []FieldRef    // payload fields named (fields.go)
 }
 
 // String returns the source text.
