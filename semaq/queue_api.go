@@ -310,7 +310,7 @@ type FetchRequest struct {
 	// Worker identifies the worker (cancel notices go to
 	// QueueCancelPrefix+Worker): 1 to 128 letters, digits, '-' and '_'.
 	Worker string `json:"worker"`
-	// Max is the most jobs to return (1 when 0; at most MaxFetchBatch).
+	// Max is the most jobs to return, 1 to MaxFetchBatch (0 is refused).
 	Max int `json:"max,omitempty"`
 	// MaxTokens bounds the prompt tokens of the batch; 0 means no bound. A
 	// single request larger than the bound is delivered alone.
@@ -327,36 +327,39 @@ type FetchRequest struct {
 	Subject string `json:"subject,omitempty"`
 }
 
-// Check reports the first invalid field of r.
+// Check reports the first invalid field of r. Its messages name the field
+// without saying "fetch": callers add where it happened.
 func (r *FetchRequest) Check() error {
 	if err := CheckConsumerName(r.Worker); err != nil {
-		return fmt.Errorf("fetch: worker: %w", err)
+		return fmt.Errorf("worker: %w", err)
 	}
 	switch {
 	case r.Max < 0:
-		return fmt.Errorf("fetch: max %d is negative", r.Max)
+		return fmt.Errorf("max %d is negative", r.Max)
+	case r.Max == 0:
+		return fmt.Errorf("max 0 (or absent): ask for 1 to %d jobs", MaxFetchBatch)
 	case r.Max > MaxFetchBatch:
-		return fmt.Errorf("fetch: max %d is over %d", r.Max, MaxFetchBatch)
+		return fmt.Errorf("max %d is over %d", r.Max, MaxFetchBatch)
 	case r.MaxTokens < 0:
-		return fmt.Errorf("fetch: max tokens %d is negative", r.MaxTokens)
+		return fmt.Errorf("max tokens %d is negative", r.MaxTokens)
 	case r.Wait < 0:
-		return fmt.Errorf("fetch: wait %s is negative", r.Wait)
+		return fmt.Errorf("wait %s is negative", r.Wait)
 	case r.Wait > MaxFetchWait:
-		return fmt.Errorf("fetch: wait %s is over %s", r.Wait, MaxFetchWait)
+		return fmt.Errorf("wait %s is over %s", r.Wait, MaxFetchWait)
 	case len(r.Labels) > 32:
-		return fmt.Errorf("fetch: %d labels, at most 32", len(r.Labels))
+		return fmt.Errorf("%d labels, at most 32", len(r.Labels))
 	}
 	for k, v := range r.Labels {
 		if k == "" || len(k) > 64 || len(v) > 256 {
-			return fmt.Errorf("fetch: label %q: keys are 1-64 bytes, values at most 256", k)
+			return fmt.Errorf("label %q: keys are 1-64 bytes, values at most 256", k)
 		}
 	}
 	if r.Subject != "" {
 		if len(r.Subject) > 256 {
-			return fmt.Errorf("fetch: subject filter is longer than 256 bytes")
+			return fmt.Errorf("subject filter is longer than 256 bytes")
 		}
 		if err := CheckSubject(r.Subject, true); err != nil {
-			return fmt.Errorf("fetch: subject filter: %w", err)
+			return fmt.Errorf("subject filter: %w", err)
 		}
 	}
 	return nil
