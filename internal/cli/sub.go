@@ -150,7 +150,12 @@ func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []clien
 		}
 		return err
 	}
-	defer sub.Close()
+	defer func() {
+		_ = sub.Close()
+		if st, ok := sub.FilterStats(); ok {
+			fmt.Fprintf(e.stderr, "filter: %d matched, %d skipped, %d errors (%d lacked a field the filter reads)\n", st.Matched, st.Skipped, st.Errors, st.MissingField)
+		}
+	}()
 	desc := ""
 	if fl.durable != "" {
 		desc = ", durable " + fl.durable
@@ -159,6 +164,9 @@ func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []clien
 		desc = ", key-shared group " + fl.group
 	}
 	fmt.Fprintf(e.stderr, "Subscribed to %s on stream %s%s\n", subject, sub.Stream(), desc)
+	for _, w := range sub.FilterWarnings() {
+		fmt.Fprintf(e.stderr, "warning: %s\n", w)
+	}
 
 	// Acks outlive SIGINT and --timeout: a message that was printed is
 	// acknowledged (bounded by the client's default timeout).
