@@ -579,3 +579,18 @@ func TestSubErrors(t *testing.T) {
 	mustSemaq(t, url, "", "sub", "ai.first", "--durable", "d", "--count", "1", "--timeout", "10s")
 	mustFailSemaq(t, url, "ai.first", "sub", "ai.other", "--durable", "d", "--timeout", "10s")
 }
+
+// stream add echoes what was set: durability, and the schema when bound.
+func TestStreamAddEchoes(t *testing.T) {
+	t.Parallel()
+	url := brokertest.Start(t).ClientURL()
+	out := mustSemaq(t, url, "", "stream", "add", "SAFE", "--subjects", "safe.>", "--durability", "fsync")
+	if want := "Stream SAFE created: subjects safe.>, retention limits, storage file, durability fsync\n"; out != want {
+		t.Errorf("stream add --durability fsync = %q, want %q", out, want)
+	}
+	mustSemaq(t, url, `{"type":"object"}`, "schema", "register", "req", "-")
+	out = mustSemaq(t, url, "", "stream", "add", "CHECKED", "--subjects", "checked.>", "--durability", "interval", "--schema", "req")
+	if !strings.Contains(out, "durability interval, schema req") {
+		t.Errorf("stream add --schema req = %q, want it to name the schema", out)
+	}
+}

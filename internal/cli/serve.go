@@ -4,12 +4,24 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/internal/broker"
 )
+
+// configKeys are the keys of a --config file, for --help; the flags are
+// the first few. serve_test.go checks the list against broker.Config.
+var configKeys = []string{
+	"data", "listen", "http", "sync", "sync_interval", "name", "log_level", "otlp_endpoint", "trace_sample",
+	"max_header_bytes", "max_payload", "token_storage", "gateway_api_keys",
+	"max_connections", "max_subscriptions", "max_filters", "max_key_shared_members",
+	"expr_max_eval_bytes", "expr_eval_timeout",
+	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
+	"http_max_conns", "http_allowed_hosts", "http_allowed_origins",
+}
 
 // shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
 const shutdownGrace = 30 * time.Second
@@ -61,7 +73,7 @@ and exit 0.`,
 	}
 	def := broker.DefaultConfig()
 	f := cmd.Flags()
-	f.StringVar(&configFile, "config", "", "YAML config file (keys: data, listen, http, sync, sync_interval, name, max_header_bytes, max_payload, log_level, otlp_endpoint, trace_sample)")
+	f.StringVar(&configFile, "config", "", "YAML config file; keys: "+strings.Join(configKeys, ", ")+" (docs/cli.md, docs/security.md)")
 	f.StringVar(&flags.DataDir, "data", def.DataDir, "data directory")
 	f.StringVar(&flags.Listen, "listen", def.Listen, "NATS client address host:port (port 0 picks one)")
 	f.StringVar(&flags.HTTP, "http", def.HTTP, `HTTP address host:port ("" disables HTTP)`)

@@ -5,10 +5,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 )
 
 func TestServeFlagsOverrideConfigFile(t *testing.T) {
@@ -70,5 +72,30 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		if !strings.HasPrefix(msg, "semaq: ") || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tc.says) {
 			t.Errorf("%v: stderr %q is not one line saying %q", tc.args, msg, tc.says)
 		}
+	}
+}
+
+// serve --help names every key a --config file may hold.
+func TestServeHelpNamesConfigKeys(t *testing.T) {
+	t.Parallel()
+	var out, errb bytes.Buffer
+	if code := Main([]string{"serve", "--help"}, strings.NewReader(""), &out, &errb); code != 0 {
+		t.Fatalf("serve --help: exit %d, %s", code, errb.String())
+	}
+	help := strings.Join(strings.Fields(out.String()), " ")
+	typ := reflect.TypeFor[broker.Config]()
+	n := 0
+	for i := range typ.NumField() {
+		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("yaml"), ",")
+		if key == "" || key == "-" {
+			continue
+		}
+		n++
+		if !strings.Contains(help, key+",") && !strings.Contains(help, key+" ") {
+			t.Errorf("serve --help does not name config key %s", key)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("found %d config keys in broker.Config, expected more", n)
 	}
 }

@@ -77,9 +77,13 @@ func newStreamAddCmd(e *env) *cobra.Command {
 				if asJSON {
 					return writeJSON(e.stdout, info)
 				}
-				_, err = fmt.Fprintf(e.stdout, "Stream %s created: subjects %s, retention %s, storage %s\n",
+				schema := ""
+				if info.Config.Schema != "" {
+					schema = ", schema " + info.Config.Schema + " (messages validated on the way in)"
+				}
+				_, err = fmt.Fprintf(e.stdout, "Stream %s created: subjects %s, retention %s, storage %s, durability %s%s\n",
 					info.Config.Name, strings.Join(info.Config.Subjects, ","),
-					orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"))
+					orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"), durabilityName(info), schema)
 				return err
 			})
 		},
@@ -240,6 +244,17 @@ func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
 	}
 	fmt.Fprintf(tw, "  Consumers:\t%d\n", st.ConsumerCount)
 	return tw.Flush()
+}
+
+// durabilityName is a stream's durability as --durability spells it.
+func durabilityName(info *semaq.StreamInfo) string {
+	switch {
+	case info.Config.Storage == "memory":
+		return "memory"
+	case info.Sync == "always":
+		return "fsync"
+	}
+	return orDefault(info.Sync, "unknown")
 }
 
 func describeSync(mode string) string {
