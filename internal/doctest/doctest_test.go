@@ -62,7 +62,11 @@ func TestDocs(t *testing.T) {
 	docs = append([]string{filepath.Join(root, "README.md")}, docs...)
 
 	bin := filepath.Join(t.TempDir(), "semaq")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/semaq")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/semaq")...)
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/semaq: %v\n%s", err, out)
