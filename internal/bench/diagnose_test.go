@@ -138,6 +138,9 @@ func TestDiagnoseFsyncNotAligned(t *testing.T) {
 // message cannot take 400 msgs/s; the finding names the workers needed,
 // and a run with that many has no such finding.
 func TestDiagnoseTooFewWorkersInduced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs scenarios until a backlog builds; runs without -short")
+	}
 	sc := &Scenario{Name: "slow-workers", Seed: 7, Pattern: PatternQueue, Duration: 1500 * time.Millisecond, Interval: 100 * time.Millisecond,
 		Rate: 400, Publishers: 1, Window: 64, Consumers: 1, Hops: 1, Sessions: 4, Payload: SizeRange{Min: 64, Max: 64},
 		Work: 4 * time.Millisecond, AckWait: 30 * time.Second}
@@ -175,6 +178,9 @@ func TestDiagnoseTooFewWorkersInduced(t *testing.T) {
 // Workers that hold messages past the ack wait get them redelivered, end
 // to end, and the finding says so.
 func TestDiagnoseAckWaitInduced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs a scenario until ack waits expire; runs without -short")
+	}
 	sc := &Scenario{Name: "long-jobs", Seed: 9, Pattern: PatternQueue, Duration: time.Second, Interval: 100 * time.Millisecond,
 		Rate: 20, Publishers: 1, Window: 16, Consumers: 2, Hops: 1, Sessions: 2, Payload: SizeRange{Min: 32, Max: 32},
 		Work: 250 * time.Millisecond, AckWait: 100 * time.Millisecond}

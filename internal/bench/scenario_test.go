@@ -24,6 +24,9 @@ func shortRun(t *testing.T, sc *Scenario, targets ...string) *ScenarioReport {
 }
 
 func TestScenariosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: runs every shipped workload scenario end to end; runs without -short")
+	}
 	names := ScenarioNames()
 	for _, want := range []string{"rag", "agent", "finetune", "rl-feedback", "tokens"} {
 		if !contains(names, want) {

@@ -282,6 +282,9 @@ func TestFilterDurableSurvivesRestart(t *testing.T) {
 // A filter whose client stops pinging ends, and its ephemeral consumer is
 // deleted.
 func TestFilterEndsWhenClientGone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: waits out the filter's missed pings; runs without -short")
+	}
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
 	addStream(t, c, semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}})

@@ -363,6 +363,9 @@ func TestKeySharedHoldsMovingKey(t *testing.T) {
 // TestKeySharedKilledMember: a member that dies without acking (no leave,
 // no pings) is dropped; its keys' messages go to the others, in order.
 func TestKeySharedKilledMember(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: waits for a dead member to be dropped; runs without -short")
+	}
 	const keys, per = 20, 10
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
@@ -465,6 +468,9 @@ func TestKeySharedJoinErrors(t *testing.T) {
 // restart a member joining without a key still processes every key in
 // order: the new pump holds newer messages until the old ones come back.
 func TestKeySharedSurvivesRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: restarts the broker; runs without -short")
+	}
 	const keys, per = 10, 20
 	dir := t.TempDir()
 	onDir := func(cfg *broker.Config) { cfg.DataDir = dir }

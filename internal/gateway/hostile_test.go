@@ -195,6 +195,9 @@ func hangingUpstream(t *testing.T, first bool) (url string, started chan struct{
 // error (worker_lost) long before its own timeout, instead of keep-alives,
 // and the request leaves the queue.
 func TestOnlyWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: kills workers and waits for their leases to lapse; runs without -short")
+	}
 	e := setup(t)
 	const ackWait, ttl = 400 * time.Millisecond, 500 * time.Millisecond
 	long := http.Header{"X-Semaq-Timeout": {"5m"}}

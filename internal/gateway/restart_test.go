@@ -95,6 +95,9 @@ func TestWorkerRecreatesItsQueue(t *testing.T) {
 // recreates its queue and serves again, and /v1/models agrees with what
 // the gateway accepts at every moment.
 func TestWorkerHealsAfterBrokerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: restarts the broker; runs without -short")
+	}
 	dir := t.TempDir()
 	first := brokertest.Start(t, func(c *broker.Config) { c.DataDir = dir })
 	natsAddr := hostPort(t, first.ClientURL())

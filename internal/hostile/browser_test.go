@@ -204,6 +204,9 @@ var webAttackPaths = []string{
 // site: localhost) fires simple requests at the broker: nothing it asks
 // for may happen.
 func TestBrowserCannotDriveTheBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: drives a headless Chromium (installing it when missing); runs without -short")
+	}
 	exe := findChromium(t)
 	srv := brokertest.Start(t)
 	c := brokertest.Connect(t, srv)
