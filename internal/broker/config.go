@@ -96,7 +96,8 @@ type Config struct {
 	HTTPMaxConns int `yaml:"http_max_conns"`
 }
 
-func (c *Config) httpMaxConns() int {
+// HTTPConnLimit is the most HTTP connections open at once.
+func (c *Config) HTTPConnLimit() int {
 	if c.HTTPMaxConns > 0 {
 		return c.HTTPMaxConns
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -130,7 +131,7 @@ func startWithHookHTTP(t *testing.T, hook func(*os.File) error, httpAddr string)
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HTTP = httpAddr
-	s, err := broker.New(cfg, nil)
+	s, err := node.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/semaq/semaq/client"
-	"github.com/semaq/semaq/internal/gateway"
-	"github.com/semaq/semaq/internal/httpapi"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -52,10 +47,9 @@ type Server struct {
 
 	keyShared *keyShared // key-shared groups (keyshared.go)
 
-	httpSrv *http.Server
-	httpLn  net.Listener
-	front   *client.Client // the HTTP front door's own client connection
-	lock    *dataLock      // held on DataDir from Start to the end of stop
+	frontDoor FrontDoorFunc // builds the HTTP front door (frontdoor.go)
+	front     FrontDoor     // nil without HTTP
+	lock      *dataLock     // held on DataDir from Start to the end of stop
 
 	shutdownOnce sync.Once
 
@@ -68,7 +62,7 @@ type Server struct {
 }
 
 // New validates cfg and prepares a server. Nothing listens until Start.
-func New(cfg Config, log *slog.Logger) (*Server, error) {
+func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -79,7 +73,11 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Server{cfg: cfg, log: log, users: users}, nil
+	s := &Server{cfg: cfg, log: log, users: users}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Start runs the embedded NATS server, connects the semantic layer, loads
@@ -182,7 +180,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if s.cfg.HTTP != "" {
-		if err := s.startHTTP(ctx); err != nil {
+		if err := s.startFrontDoor(ctx); err != nil {
 			return err
 		}
 	}
@@ -236,10 +234,10 @@ func (s *Server) ClientURL() string {
 
 // HTTPAddr is the address of the HTTP front door, or "" when disabled.
 func (s *Server) HTTPAddr() string {
-	if s.httpLn == nil {
+	if s.front == nil {
 		return ""
 	}
-	return s.httpLn.Addr().String()
+	return s.front.Addr()
 }
 
 // NATSServer exposes the embedded server, for in-process clients
@@ -277,47 +275,6 @@ func (s *Server) defaultDurability() string {
 // Config returns the configuration the server runs with.
 func (s *Server) Config() Config { return s.cfg }
 
-func (s *Server) startHTTP(ctx context.Context) error {
-	front, err := client.Connect(ctx, "", client.WithNATSOptions(nats.InProcessServer(s.ns), s.users.front.auth(), nats.Name("semaq-http")))
-	if err != nil {
-		return fmt.Errorf("broker: http front door connection: %w", err)
-	}
-	s.front = front
-	ln, err := net.Listen("tcp", s.cfg.HTTP)
-	if err != nil {
-		return fmt.Errorf("broker: http: %w", err)
-	}
-	s.httpLn = ln
-	gw := gateway.New(gateway.Options{Client: front, Log: s.log.With("component", "gateway"), APIKeys: s.cfg.GatewayAPIKeys,
-		Metrics: s.metrics, Tracing: s.tracing})
-	h := httpapi.New(httpapi.Options{
-		Client:         front,
-		Log:            s.log.With("component", "http"),
-		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
-		MaxBody:        s.cfg.MaxPayload,
-		Ready:          s.ready,
-		Routes: func(mux *http.ServeMux) {
-			s.reg.Routes(mux)
-			gw.Register(mux) // the OpenAI-compatible gateway (internal/gateway)
-		},
-		Metrics:        s.metrics,
-		Tracing:        s.tracing,
-		AllowedHosts:   s.cfg.HTTPAllowedHosts,
-		AllowedOrigins: s.cfg.HTTPAllowedOrigins,
-		InferKeys:      s.cfg.GatewayAPIKeys,
-	})
-	s.httpSrv = httpapi.NewServer(h, httpapi.ServerConfig{MaxHeaderBytes: max(64<<10, 2*s.cfg.MaxHeaderBytes)})
-	// Event streams never finish on their own; end them when shutting down.
-	s.httpSrv.RegisterOnShutdown(h.CloseStreams)
-	s.httpSrv.RegisterOnShutdown(gw.Close)
-	go func() {
-		if err := s.httpSrv.Serve(httpapi.LimitListener(ln, s.cfg.httpMaxConns())); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("http server stopped", "err", err)
-		}
-	}()
-	return nil
-}
-
 // ready reports whether the node can take traffic, for /healthz.
 func (s *Server) ready() error {
 	if s.ns == nil || !s.ns.Running() {
@@ -343,15 +300,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) stop(ctx context.Context) error {
 	var errs []error
-	if s.httpSrv != nil {
-		if err := s.httpSrv.Shutdown(ctx); err != nil {
+	if s.front != nil {
+		if err := s.front.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 		}
-	} else if s.httpLn != nil {
-		s.httpLn.Close()
-	}
-	if s.front != nil {
-		s.front.Close()
 	}
 	s.stopFilters() // pumps publish on the internal connection: stop them before it drains
 	s.stopQueues()

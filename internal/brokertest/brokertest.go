@@ -9,6 +9,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -23,7 +24,7 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Server {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s, err := broker.New(cfg, nil)
+	s, err := node.New(cfg, nil)
 	if err != nil {
 		t.Fatalf("brokertest: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/node"
 )
 
 // configKeys are the keys of a --config file, for --help; the flags are
@@ -91,7 +92,7 @@ func serve(ctx context.Context, e *env, cfg broker.Config) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-	srv, err := broker.New(cfg, log)
+	srv, err := node.New(cfg, log)
 	if err != nil {
 		return err
 	}

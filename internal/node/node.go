@@ -1,0 +1,85 @@
+// Package node is SemaQ's composition root: it makes a broker
+// (internal/broker) and wires the HTTP front door beside it — the REST and
+// SSE API (internal/httpapi), the schema registry's REST API and the
+// OpenAI-compatible gateway (internal/gateway), all on one connection of
+// the SDK (client) as the front user. The broker imports none of them.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/gateway"
+	"github.com/semaq/semaq/internal/httpapi"
+)
+
+// New makes a node: a broker that, once started, serves HTTP on the
+// configured address (none when it is empty).
+func New(cfg broker.Config, log *slog.Logger) (*broker.Server, error) {
+	return broker.New(cfg, log, broker.WithFrontDoor(StartFrontDoor))
+}
+
+// frontDoor is the running HTTP side of a node.
+type frontDoor struct {
+	ln  net.Listener
+	srv *http.Server
+	c   *client.Client
+}
+
+func (f *frontDoor) Addr() string { return f.ln.Addr().String() }
+
+func (f *frontDoor) Shutdown(ctx context.Context) error {
+	err := f.srv.Shutdown(ctx)
+	f.c.Close()
+	return err
+}
+
+// StartFrontDoor listens on d.Config.HTTP and serves the front door. It is
+// the broker.FrontDoorFunc of New.
+func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDoor, error) {
+	c, err := client.Connect(ctx, "", client.WithNATSOptions(d.Connect...))
+	if err != nil {
+		return nil, fmt.Errorf("broker: http front door connection: %w", err)
+	}
+	ln, err := net.Listen("tcp", d.Config.HTTP)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("broker: http: %w", err)
+	}
+	cfg := d.Config
+	gw := gateway.New(gateway.Options{Client: c, Log: d.Log.With("component", "gateway"), APIKeys: cfg.GatewayAPIKeys,
+		Metrics: d.Metrics, Tracing: d.Tracing})
+	h := httpapi.New(httpapi.Options{
+		Client:         c,
+		Log:            d.Log.With("component", "http"),
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
+		MaxBody:        cfg.MaxPayload,
+		Ready:          d.Ready,
+		Routes: func(mux *http.ServeMux) {
+			d.Routes(mux) // the schema registry's REST API
+			gw.Register(mux)
+		},
+		Metrics:        d.Metrics,
+		Tracing:        d.Tracing,
+		AllowedHosts:   cfg.HTTPAllowedHosts,
+		AllowedOrigins: cfg.HTTPAllowedOrigins,
+		InferKeys:      cfg.GatewayAPIKeys,
+	})
+	srv := httpapi.NewServer(h, httpapi.ServerConfig{MaxHeaderBytes: max(64<<10, 2*cfg.MaxHeaderBytes)})
+	// Event streams never finish on their own; end them when shutting down.
+	srv.RegisterOnShutdown(h.CloseStreams)
+	srv.RegisterOnShutdown(gw.Close)
+	log := d.Log
+	go func() {
+		if err := srv.Serve(httpapi.LimitListener(ln, cfg.HTTPConnLimit())); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	return &frontDoor{ln: ln, srv: srv, c: c}, nil
+}
