@@ -9,7 +9,7 @@ import (
 	"github.com/semaq/semaq/internal/schema"
 )
 
-// These tests use the real formats of schema.Default, as a Confluent
+// These tests use the real formats of formats.Default(), as a Confluent
 // client would meet them through the REST API.
 
 func realRegistry(t *testing.T) (*Registry, *rest) {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/schema"
+	"github.com/semaq/semaq/internal/schema/formats"
 )
 
 // fakeFormat is a test-only format, so these tests do not depend on the
@@ -76,7 +77,7 @@ func (s *fakeSchema) Validate(payload []byte) error { return nil }
 
 // fakeFormats replaces JSON and AVRO with the fake format.
 func fakeFormats() *schema.Formats {
-	fs := schema.Default.Clone()
+	fs := formats.Default().Clone()
 	fs.Register(fakeFormat{typ: schema.TypeJSON})
 	fs.Register(fakeFormat{typ: schema.TypeAvro})
 	return fs

@@ -33,6 +33,7 @@ import (
 
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/schema"
+	"github.com/semaq/semaq/internal/schema/formats"
 )
 
 // Config configures a registry. The zero value takes every default.
@@ -41,7 +42,7 @@ type Config struct {
 	Bucket string
 	// Replicas of the bucket when Open creates it; default 1.
 	Replicas int
-	// Formats are the schema formats accepted; default schema.Default.
+	// Formats are the schema formats accepted; default formats.Default().
 	Formats *schema.Formats
 	// Log receives warnings about unusable stored entries; nil discards.
 	Log *slog.Logger
@@ -87,7 +88,7 @@ func (c *Config) defaults() {
 		c.Replicas = 1
 	}
 	if c.Formats == nil {
-		c.Formats = schema.Default
+		c.Formats = formats.Default()
 	}
 	c.Limits = c.Limits.WithDefaults()
 	c.Formats = c.Formats.WithLimits(c.Limits)

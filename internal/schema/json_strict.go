@@ -38,7 +38,7 @@ func (e *DuplicateKeyError) Error() string {
 // matches struct fields). Zero fields of l take their defaults. Malformed
 // JSON is not reported here (nil): the decoder that follows says where.
 func StrictJSON(data []byte, l Limits, foldCase bool) error {
-	return jsonStrictScan(data, newBudget(l), foldCase)
+	return NewBudget(l).StrictJSON(data, foldCase)
 }
 
 type jsonFrame struct {
@@ -49,9 +49,9 @@ type jsonFrame struct {
 	index     int    // arrays: the current element
 }
 
-// jsonStrictScan is StrictJSON charging b, so the node count spans a
-// schema and its references.
-func jsonStrictScan(data []byte, b *budget, foldCase bool) error {
+// StrictJSON is the package's StrictJSON charging b, so the node count
+// spans a schema and its references.
+func (b *Budget) StrictJSON(data []byte, foldCase bool) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var stack []*jsonFrame
@@ -60,7 +60,7 @@ func jsonStrictScan(data []byte, b *budget, foldCase bool) error {
 		for _, f := range stack {
 			sb.WriteByte('/')
 			if f.obj {
-				sb.WriteString(jsonEscapeToken(f.key))
+				sb.WriteString(EscapeToken(f.key))
 			} else {
 				sb.WriteString(strconv.Itoa(f.index))
 			}
@@ -115,14 +115,13 @@ func jsonStrictScan(data []byte, b *budget, foldCase bool) error {
 			advance()
 			continue
 		}
-		b.nodes++
-		if b.nodes > b.l.MaxNodes {
+		if !b.Node() {
 			return &LimitError{Limit: "MaxNodes", Max: b.l.MaxNodes, Where: path(),
 				Message: fmt.Sprintf("more than %d JSON values", b.l.MaxNodes)}
 		}
 		switch t := tok.(type) {
 		case json.Number:
-			if lerr := jsonNumberProblem(string(t), b.l); lerr != nil {
+			if lerr := NumberLiteralProblem(string(t), b.l); lerr != nil {
 				lerr.Where = path()
 				return lerr
 			}
@@ -143,9 +142,9 @@ func jsonStrictScan(data []byte, b *budget, foldCase bool) error {
 	}
 }
 
-// jsonNumberProblem says what is wrong with a number literal, nil when
-// it is within l. It only looks at the characters: nothing is converted.
-func jsonNumberProblem(s string, l Limits) *LimitError {
+// NumberLiteralProblem says what is wrong with a JSON number literal, nil
+// when it is within l (MaxNumberLength, MaxNumberExponent). It only looks at the characters: nothing is converted.
+func NumberLiteralProblem(s string, l Limits) *LimitError {
 	if len(s) > l.MaxNumberLength {
 		return &LimitError{Limit: "MaxNumberLength", Max: l.MaxNumberLength,
 			Message: fmt.Sprintf("number literal %s has %d characters", jsonCut(s), len(s))}
@@ -171,4 +170,12 @@ func jsonCut(s string) string {
 		return s
 	}
 	return s[:37] + "..."
+}
+
+// EscapeToken escapes one reference token of an RFC 6901 JSON pointer.
+func EscapeToken(t string) string {
+	if !strings.ContainsAny(t, "~/") {
+		return t
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }

@@ -144,9 +144,10 @@ func (fs *Formats) WithLimits(l Limits) *Formats {
 	return c
 }
 
-// budget counts what one Parse has spent, over the schema and its
-// references.
-type budget struct {
+// Budget counts what one Parse has spent, over the schema and its
+// references. The format packages charge it before any compiler sees a
+// text; one Budget serves one Parse and is not safe for concurrent use.
+type Budget struct {
 	l        Limits
 	bytes    int
 	nodes    int
@@ -154,10 +155,21 @@ type budget struct {
 	program  int
 }
 
-func newBudget(l Limits) *budget { return &budget{l: l.WithDefaults()} }
+// NewBudget returns an empty budget bounded by l (zero fields: defaults).
+func NewBudget(l Limits) *Budget { return &Budget{l: l.WithDefaults()} }
 
-// text charges one schema text (the main one or a reference).
-func (b *budget) text(what string, n int) error {
+// Limits returns the budget's bounds, defaults filled in.
+func (b *Budget) Limits() Limits { return b.l }
+
+// Node charges one value or token; false once MaxNodes is exceeded. The
+// caller reports the LimitError, as it knows where it is.
+func (b *Budget) Node() bool {
+	b.nodes++
+	return b.nodes <= b.l.MaxNodes
+}
+
+// Text charges one schema text (the main one or a reference).
+func (b *Budget) Text(what string, n int) error {
 	b.bytes += n
 	if n > b.l.MaxSchemaBytes {
 		return &LimitError{Limit: "MaxSchemaBytes", Max: b.l.MaxSchemaBytes, Message: fmt.Sprintf("%s has %d bytes", what, n)}
@@ -169,11 +181,11 @@ func (b *budget) text(what string, n int) error {
 	return nil
 }
 
-// pattern checks one regular expression before any compiler sees it:
+// Pattern checks one regular expression before any compiler sees it:
 // its count, that it parses, and its compiled size. A pattern that does
 // not parse is left for the compiler to report (it may use syntax the
 // JSON Schema engine accepts and Go's parser does not).
-func (b *budget) pattern(where, expr string) error {
+func (b *Budget) Pattern(where, expr string) error {
 	b.patterns++
 	if b.patterns > b.l.MaxPatterns {
 		return &LimitError{Limit: "MaxPatterns", Max: b.l.MaxPatterns, Where: where,

@@ -8,6 +8,12 @@
 // writer): the reasons data written with writer cannot be read with reader.
 // The seven modes are built on that one question (mode.go), with the meaning
 // Confluent Schema Registry gives them.
+//
+// This package holds what every format shares: the interfaces, the modes,
+// the limits and the strict JSON pass that bounds a text before any
+// compiler reads it. The formats live in their own packages (json, avro,
+// protobuf, each importing this one), and package formats assembles them
+// into the registry of built-in formats.
 package schema
 
 import (
@@ -116,8 +122,8 @@ var (
 	ErrUnknownType = errors.New("schema: unknown schema type")
 )
 
-// Formats holds the formats by type. The zero value is empty; Default has
-// the built-in ones. A Formats is safe for concurrent use.
+// Formats holds the formats by type. The zero value is empty;
+// formats.Default() has the built-in ones. A Formats is safe for concurrent use.
 type Formats struct {
 	mu sync.RWMutex
 	m  map[Type]Format
@@ -176,6 +182,8 @@ func (fs *Formats) Clone() *Formats {
 	return c
 }
 
-// Default holds the built-in formats; each format file registers itself in
-// an init function.
+// Default is the registry of built-in formats that package formats fills
+// when it is linked in (formats.Default returns it). It stays here for
+// callers written against the single-package API; new code asks package
+// formats, which makes sure the formats are there.
 var Default = &Formats{}

@@ -1,4 +1,4 @@
-package schema
+package avrofmt
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // Payload validation walks the binary encoding against a tree compiled from
@@ -141,10 +143,10 @@ func (c *avroCompiler) node(s avro.Schema) *avroNode {
 func avroValidate(root *avroNode, payload []byte) error {
 	d := avroDecoder{buf: payload, empty: avroMaxEmptyItems}
 	if err := d.value(root); err != nil {
-		return &ValidationError{Path: err.pathString(), Rule: "decode", Message: err.msg}
+		return &schema.ValidationError{Path: err.pathString(), Rule: "decode", Message: err.msg}
 	}
 	if d.pos != len(payload) {
-		return &ValidationError{
+		return &schema.ValidationError{
 			Rule:    "trailing-bytes",
 			Message: fmt.Sprintf("the datum ends at byte %d but the payload has %d bytes", d.pos, len(payload)),
 		}

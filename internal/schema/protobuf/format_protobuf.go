@@ -1,4 +1,8 @@
-package schema
+// Package protofmt is the Protobuf format of the schema registry: .proto
+// files compiled by protocompile within schema.Limits, a canonical text,
+// validation of Confluent's message-index prefix and the binary message,
+// and Confluent's compatibility rules for Protobuf.
+package protofmt
 
 import (
 	"context"
@@ -20,9 +24,12 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
-func init() { Default.Register(protobufFormat{}) }
+// New returns the Protobuf format with the default limits.
+func New() schema.LimitedFormat { return protobufFormat{} }
 
 const (
 	// protobufMaxRefs bounds how many referenced files one Parse resolves,
@@ -47,28 +54,28 @@ const (
 // the spelling of type names (relative or fully qualified) do not change it,
 // and it parses back to the same descriptor.
 //
-// Limits (limits.go) are checked on every file before protocompile reads
-// it: size, nesting of braces, brackets and parentheses (messages in
-// messages, option literals), number of tokens.
-type protobufFormat struct{ limits Limits }
+// schema.Limits (../limits.go) are checked on every file before
+// protocompile reads it: size, nesting of braces, brackets and parentheses
+// (messages in messages, option literals), number of tokens.
+type protobufFormat struct{ limits schema.Limits }
 
-func (protobufFormat) Type() Type { return TypeProtobuf }
+func (protobufFormat) Type() schema.Type { return schema.TypeProtobuf }
 
 // WithLimits implements LimitedFormat.
-func (protobufFormat) WithLimits(l Limits) Format { return protobufFormat{limits: l} }
+func (protobufFormat) WithLimits(l schema.Limits) schema.Format { return protobufFormat{limits: l} }
 
-func (f protobufFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
-	b := newBudget(f.limits)
-	if err := b.protobufText("the schema", text); err != nil {
+func (f protobufFormat) Parse(text string, refs []schema.Reference, resolve schema.Resolver) (schema.Schema, error) {
+	b := schema.NewBudget(f.limits)
+	if err := protobufText(b, "the schema", text); err != nil {
 		return nil, err
 	}
 	sources := make(map[string]string)
-	fileRefs := make(map[string]Reference)
+	fileRefs := make(map[string]schema.Reference)
 	if err := protobufResolveRefs(refs, resolve, sources, fileRefs); err != nil {
 		return nil, err
 	}
 	for _, name := range slices.Sorted(maps.Keys(sources)) {
-		if err := b.protobufText(fmt.Sprintf("reference %q", name), sources[name]); err != nil {
+		if err := protobufText(b, fmt.Sprintf("reference %q", name), sources[name]); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +163,7 @@ func protobufNative(file linker.File) (protoreflect.FileDescriptor, protobufType
 // protobufResolveRefs loads the referenced files, transitively, into
 // sources (import path → text) and records which registered schema each
 // came from in fileRefs (compatibility checks skip identical ones).
-func protobufResolveRefs(refs []Reference, resolve Resolver, sources map[string]string, fileRefs map[string]Reference) error {
+func protobufResolveRefs(refs []schema.Reference, resolve schema.Resolver, sources map[string]string, fileRefs map[string]schema.Reference) error {
 	for _, ref := range refs {
 		if _, done := fileRefs[ref.Name]; done {
 			continue
@@ -174,7 +181,7 @@ func protobufResolveRefs(refs []Reference, resolve Resolver, sources map[string]
 		if err != nil {
 			return fmt.Errorf("protobuf schema: reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
 		}
-		if typ != "" && !strings.EqualFold(string(typ), string(TypeProtobuf)) {
+		if typ != "" && !strings.EqualFold(string(typ), string(schema.TypeProtobuf)) {
 			return fmt.Errorf("protobuf schema: reference %q (subject %q version %d) is a %s schema, not PROTOBUF", ref.Name, ref.Subject, ref.Version, typ)
 		}
 		fileRefs[ref.Name] = ref
@@ -196,11 +203,11 @@ type protobufSchema struct {
 	plans sync.Map // protoreflect.MessageDescriptor → *protobufPlan
 	// refs maps each referenced file's import path to its registered
 	// schema. Files absent from it are google/protobuf/* imports.
-	refs      map[string]Reference
+	refs      map[string]schema.Reference
 	canonical string
 }
 
-func (s *protobufSchema) Type() Type        { return TypeProtobuf }
+func (s *protobufSchema) Type() schema.Type { return schema.TypeProtobuf }
 func (s *protobufSchema) Canonical() string { return s.canonical }
 
 // Validate decodes a payload: the message-index list picks the message type
@@ -217,7 +224,7 @@ func (s *protobufSchema) Validate(payload []byte) error {
 	msg := dynamicpb.NewMessage(md)
 	opts := proto.UnmarshalOptions{AllowPartial: true, Resolver: s.types}
 	if err := opts.Unmarshal(payload[n:], msg); err != nil {
-		return &ValidationError{
+		return &schema.ValidationError{
 			Path:    string(md.FullName()),
 			Rule:    "decode",
 			Message: fmt.Sprintf("not a valid %s: %s", md.FullName(), strings.TrimPrefix(err.Error(), "proto: ")),
@@ -274,7 +281,7 @@ type protobufStep struct {
 	key   protoreflect.Value // map key, when valid
 }
 
-func (c *protobufChecker) fail(rule, name, format string, args ...any) *ValidationError {
+func (c *protobufChecker) fail(rule, name, format string, args ...any) *schema.ValidationError {
 	var b strings.Builder
 	for _, st := range c.path {
 		if b.Len() > 0 {
@@ -292,10 +299,10 @@ func (c *protobufChecker) fail(rule, name, format string, args ...any) *Validati
 		b.WriteByte('.')
 	}
 	b.WriteString(name)
-	return &ValidationError{Path: b.String(), Rule: rule, Message: fmt.Sprintf(format, args...)}
+	return &schema.ValidationError{Path: b.String(), Rule: rule, Message: fmt.Sprintf(format, args...)}
 }
 
-func (c *protobufChecker) message(m protoreflect.Message) *ValidationError {
+func (c *protobufChecker) message(m protoreflect.Message) *schema.ValidationError {
 	md := m.Descriptor()
 	p := c.s.plan(md)
 	for _, fd := range p.required {
@@ -319,7 +326,7 @@ func (c *protobufChecker) message(m protoreflect.Message) *ValidationError {
 	if !p.extendable {
 		return nil
 	}
-	var verr *ValidationError
+	var verr *schema.ValidationError
 	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 		if fd.IsExtension() && protobufIsMessage(fd) {
 			verr = c.field(fd, "["+string(fd.FullName())+"]", v)
@@ -330,12 +337,12 @@ func (c *protobufChecker) message(m protoreflect.Message) *ValidationError {
 }
 
 // field checks the messages one field holds.
-func (c *protobufChecker) field(fd protoreflect.FieldDescriptor, name string, v protoreflect.Value) *ValidationError {
+func (c *protobufChecker) field(fd protoreflect.FieldDescriptor, name string, v protoreflect.Value) *schema.ValidationError {
 	depth := len(c.path)
 	defer func() { c.path = c.path[:depth] }()
 	switch {
 	case fd.IsMap():
-		var verr *ValidationError
+		var verr *schema.ValidationError
 		v.Map().Range(func(k protoreflect.MapKey, mv protoreflect.Value) bool {
 			c.path = append(c.path[:depth], protobufStep{name: name, index: -1, key: k.Value()})
 			verr = c.message(mv.Message())
@@ -358,7 +365,7 @@ func (c *protobufChecker) field(fd protoreflect.FieldDescriptor, name string, v 
 
 // unknown reports an unknown field whose number is declared: the payload
 // used a wire type the declaration does not allow.
-func (c *protobufChecker) unknown(md protoreflect.MessageDescriptor, b []byte) *ValidationError {
+func (c *protobufChecker) unknown(md protoreflect.MessageDescriptor, b []byte) *schema.ValidationError {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -418,7 +425,7 @@ func protobufMessageAt(msgs protoreflect.MessageDescriptors, index int64) protor
 // the first); a count of 0 stands for [0], the file's first message.
 func protobufDecodeIndexes(file protoreflect.FileDescriptor, payload []byte) (protoreflect.MessageDescriptor, int, error) {
 	bad := func(format string, args ...any) error {
-		return &ValidationError{Rule: "message-index", Message: fmt.Sprintf(format, args...)}
+		return &schema.ValidationError{Rule: "message-index", Message: fmt.Sprintf(format, args...)}
 	}
 	raw, n := protowire.ConsumeVarint(payload)
 	if n < 0 {
@@ -457,17 +464,13 @@ func protobufDecodeIndexes(file protoreflect.FileDescriptor, payload []byte) (pr
 	return md, n, nil
 }
 
-// ProtobufMessageIndexes returns the Confluent message-index prefix that
-// names the message type fullName (package included, as in
-// "shop.Order.Line") of a Protobuf schema: what a producer writes after the
-// magic byte and schema id, before the binary message. The first message of
-// the file gets the one-byte form, 0. Map entry types do not count, as in
-// Confluent's registry.
-func ProtobufMessageIndexes(s Schema, fullName string) ([]byte, error) {
-	ps, ok := s.(*protobufSchema)
-	if !ok {
-		return nil, fmt.Errorf("schema: message indexes need a Protobuf schema, not %s", s.Type())
-	}
+// MessageIndexes returns the Confluent message-index prefix that names
+// the message type fullName (package included, as in "shop.Order.Line"):
+// what a producer writes after the magic byte and schema id, before the
+// binary message. The first message of the file gets the one-byte form, 0.
+// Map entry types do not count, as in Confluent's registry. It makes a
+// Protobuf schema a schema.MessageIndexer (schema.ProtobufMessageIndexes).
+func (ps *protobufSchema) MessageIndexes(fullName string) ([]byte, error) {
 	name := protoreflect.FullName(strings.TrimPrefix(fullName, "."))
 	path, ok := protobufIndexPath(ps.file.Messages(), name, nil)
 	if !ok {

@@ -1,4 +1,4 @@
-package schema
+package jsonfmt
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // jsonPayloadSmallObject is how many keys an object may have before the
@@ -48,7 +50,7 @@ type jsonPayloadFrame struct {
 // same key); keys differing only in case are different data and are
 // kept. It returns the number of values, which sizes the validation
 // budget.
-func jsonScanPayload(data []byte, l Limits) (values int, verr *ValidationError) {
+func jsonScanPayload(data []byte, l schema.Limits) (values int, verr *schema.ValidationError) {
 	var frameBuf [16]jsonPayloadFrame
 	var keyBuf [32]jsonKeySpan
 	stack, keys := frameBuf[:0], keyBuf[:0]
@@ -76,12 +78,12 @@ func jsonScanPayload(data []byte, l Limits) (values int, verr *ValidationError) 
 			}
 			if end > f.first {
 				sb.WriteByte('/')
-				sb.WriteString(jsonEscapeToken(keys[end-1].str(data)))
+				sb.WriteString(schema.EscapeToken(keys[end-1].str(data)))
 			}
 		}
 		if extra != nil {
 			sb.WriteByte('/')
-			sb.WriteString(jsonEscapeToken(extra.str(data)))
+			sb.WriteString(schema.EscapeToken(extra.str(data)))
 		}
 		return sb.String()
 	}
@@ -142,7 +144,7 @@ func jsonScanPayload(data []byte, l Limits) (values int, verr *ValidationError) 
 			f := &stack[n-1]
 			if prev := jsonFindKey(data, keys[f.first:], f, &k); prev {
 				p := path(&k)
-				return values, &ValidationError{Path: p, Rule: "duplicateKey",
+				return values, &schema.ValidationError{Path: p, Rule: "duplicateKey",
 					Message: fmt.Sprintf("duplicate key %q: the object has it twice, and readers disagree on which value counts", k.str(data))}
 			}
 			keys = append(keys, k)
@@ -154,8 +156,8 @@ func jsonScanPayload(data []byte, l Limits) (values int, verr *ValidationError) 
 			lit := data[i:j]
 			if len(lit) > 0 && (lit[0] == '-' || (lit[0] >= '0' && lit[0] <= '9')) &&
 				(len(lit) > l.MaxNumberLength || bytes.IndexAny(lit, "eE") >= 0) {
-				if lerr := jsonNumberProblem(string(lit), l); lerr != nil {
-					return values, &ValidationError{Path: path(nil), Rule: lerr.Limit, Message: lerr.Message + ": refused before validation"}
+				if lerr := schema.NumberLiteralProblem(string(lit), l); lerr != nil {
+					return values, &schema.ValidationError{Path: path(nil), Rule: lerr.Limit, Message: lerr.Message + ": refused before validation"}
 				}
 			}
 			values++

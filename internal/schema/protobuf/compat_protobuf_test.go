@@ -1,10 +1,12 @@
-package schema
+package protofmt
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // protobufTestDeps are referenced files by "import path@version", for the
@@ -18,15 +20,15 @@ var protobufTestDeps = map[string]string{
 	"tree/node.proto@2": `syntax = "proto3"; package tree; message Node { repeated Node children = 1; string value = 2; }`,
 }
 
-func protobufTestResolve(ref Reference) (string, Type, []Reference, error) {
+func protobufTestResolve(ref schema.Reference) (string, schema.Type, []schema.Reference, error) {
 	text, ok := protobufTestDeps[fmt.Sprintf("%s@%d", ref.Name, ref.Version)]
 	if !ok {
 		return "", "", nil, fmt.Errorf("no %s version %d", ref.Name, ref.Version)
 	}
-	return text, TypeProtobuf, nil, nil
+	return text, schema.TypeProtobuf, nil, nil
 }
 
-func protobufTestParseRefs(t *testing.T, text string, refs []Reference) *protobufSchema {
+func protobufTestParseRefs(t *testing.T, text string, refs []schema.Reference) *protobufSchema {
 	t.Helper()
 	s, err := protobufFormat{}.Parse(text, refs, protobufTestResolve)
 	if err != nil {
@@ -35,7 +37,7 @@ func protobufTestParseRefs(t *testing.T, text string, refs []Reference) *protobu
 	return s.(*protobufSchema)
 }
 
-func protobufTestRules(inc []Incompatibility) []string {
+func protobufTestRules(inc []schema.Incompatibility) []string {
 	out := make([]string, len(inc))
 	for i, c := range inc {
 		out[i] = c.Rule + " " + c.Path
@@ -49,14 +51,14 @@ const protobufP2 = "syntax = \"proto2\";\n"
 
 func TestProtobufCompatibility(t *testing.T) {
 	t.Parallel()
-	pointRef := func(v int) []Reference {
-		return []Reference{{Name: "geo/point.proto", Subject: "geo-point", Version: v}}
+	pointRef := func(v int) []schema.Reference {
+		return []schema.Reference{{Name: "geo/point.proto", Subject: "geo-point", Version: v}}
 	}
 	const usesPoint = protobufP3 + `import "geo/point.proto"; message Place { geo.Point at = 1; }`
 	cases := []struct {
 		name           string
 		writer, reader string
-		wRefs, rRefs   []Reference
+		wRefs, rRefs   []schema.Reference
 		want           []string // "RULE path", sorted
 	}{
 		// Additions, removals and renames that old data survives.
@@ -159,9 +161,9 @@ func TestProtobufCompatibility(t *testing.T) {
 			want:   []string{"PACKAGE_CHANGED geo"}},
 		{name: "recursive imported type changes",
 			writer: protobufP3 + `import "tree/node.proto"; message T { tree.Node root = 1; }`,
-			wRefs:  []Reference{{Name: "tree/node.proto", Subject: "node", Version: 1}},
+			wRefs:  []schema.Reference{{Name: "tree/node.proto", Subject: "node", Version: 1}},
 			reader: protobufP3 + `import "tree/node.proto"; message T { tree.Node root = 1; }`,
-			rRefs:  []Reference{{Name: "tree/node.proto", Subject: "node", Version: 2}},
+			rRefs:  []schema.Reference{{Name: "tree/node.proto", Subject: "node", Version: 2}},
 			want:   []string{"FIELD_NAMED_TYPE_CHANGED T.root", "FIELD_SCALAR_KIND_CHANGED tree.Node.value"}},
 
 		// FIELD_NUMERIC_LABEL_CHANGED (and the string/bytes label change, which is compatible)
@@ -260,7 +262,7 @@ func TestProtobufCompatibility(t *testing.T) {
 func TestProtobufCompatibilityOtherFormat(t *testing.T) {
 	t.Parallel()
 	s := protobufTestParse(t, protobufP3+`message M {}`)
-	for _, inc := range [][]Incompatibility{
+	for _, inc := range [][]schema.Incompatibility{
 		protobufFormat{}.Compatibility(s, protobufOtherSchema{}),
 		protobufFormat{}.Compatibility(protobufOtherSchema{}, s),
 	} {
@@ -276,39 +278,39 @@ func TestProtobufCompatibilityOtherFormat(t *testing.T) {
 // holds (forward modes differ).
 func TestProtobufCheckModes(t *testing.T) {
 	t.Parallel()
-	parse := func(text string) Schema { return protobufTestParse(t, protobufP3+text) }
+	parse := func(text string) schema.Schema { return protobufTestParse(t, protobufP3+text) }
 	// v1 has a as int32, v2 drops it, the candidate brings it back as a
 	// string: fine next to v2, a scalar kind change next to v1.
-	history := []Schema{
+	history := []schema.Schema{
 		parse(`message M { int32 a = 1; string b = 2; }`),
 		parse(`message M { string b = 2; }`),
 	}
 	revived := parse(`message M { string a = 1; string b = 2; }`)
 	// Adding a oneof member: new readers read old data; old readers
 	// facing the new member lose the oneof's value.
-	oneofOld := []Schema{parse(`message M { oneof o { string a = 1; } }`)}
+	oneofOld := []schema.Schema{parse(`message M { oneof o { string a = 1; } }`)}
 	oneofNew := parse(`message M { oneof o { string a = 1; int32 b = 2; } }`)
 
 	cases := []struct {
-		mode              Mode
+		mode              schema.Mode
 		revived, oneofNew []string
 	}{
-		{Backward, nil, nil},
-		{BackwardTransitive, []string{"FIELD_SCALAR_KIND_CHANGED M.a"}, nil},
-		{Forward, nil, []string{"ONEOF_FIELD_REMOVED M.b"}},
-		{ForwardTransitive, []string{"FIELD_SCALAR_KIND_CHANGED M.a"}, []string{"ONEOF_FIELD_REMOVED M.b"}},
-		{Full, nil, []string{"ONEOF_FIELD_REMOVED M.b"}},
-		{FullTransitive, []string{"FIELD_SCALAR_KIND_CHANGED M.a", "FIELD_SCALAR_KIND_CHANGED M.a"}, []string{"ONEOF_FIELD_REMOVED M.b"}},
-		{None, nil, nil},
+		{schema.Backward, nil, nil},
+		{schema.BackwardTransitive, []string{"FIELD_SCALAR_KIND_CHANGED M.a"}, nil},
+		{schema.Forward, nil, []string{"ONEOF_FIELD_REMOVED M.b"}},
+		{schema.ForwardTransitive, []string{"FIELD_SCALAR_KIND_CHANGED M.a"}, []string{"ONEOF_FIELD_REMOVED M.b"}},
+		{schema.Full, nil, []string{"ONEOF_FIELD_REMOVED M.b"}},
+		{schema.FullTransitive, []string{"FIELD_SCALAR_KIND_CHANGED M.a", "FIELD_SCALAR_KIND_CHANGED M.a"}, []string{"ONEOF_FIELD_REMOVED M.b"}},
+		{schema.None, nil, nil},
 	}
-	if len(cases) != len(Modes) {
-		t.Fatalf("%d cases for %d modes", len(cases), len(Modes))
+	if len(cases) != len(schema.Modes) {
+		t.Fatalf("%d cases for %d modes", len(cases), len(schema.Modes))
 	}
 	f := protobufFormat{}
 	for _, tc := range cases {
 		t.Run(string(tc.mode), func(t *testing.T) {
 			t.Parallel()
-			got := Check(f, tc.mode, revived, history)
+			got := schema.Check(f, tc.mode, revived, history)
 			if rules := protobufTestRules(got); strings.Join(rules, ",") != strings.Join(tc.revived, ",") {
 				t.Errorf("revived field: got %v, want %v", got, tc.revived)
 			}
@@ -317,7 +319,7 @@ func TestProtobufCheckModes(t *testing.T) {
 					t.Errorf("reason does not name version 1: %s", inc.Message)
 				}
 			}
-			got = Check(f, tc.mode, oneofNew, oneofOld)
+			got = schema.Check(f, tc.mode, oneofNew, oneofOld)
 			if rules := protobufTestRules(got); strings.Join(rules, ",") != strings.Join(tc.oneofNew, ",") {
 				t.Errorf("oneof member added: got %v, want %v", got, tc.oneofNew)
 			}

@@ -1,23 +1,27 @@
-package schema
+package protofmt
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/semaq/semaq/internal/schema"
+)
 
 // protobufText charges one .proto text to the budget: its size, then one
 // pass over its tokens counting them and the nesting of braces, brackets,
 // parentheses and angle brackets. Comments and string literals are
 // skipped. The pass is lexical only: protocompile reports malformed text.
-func (b *budget) protobufText(what, text string) error {
-	if err := b.text(what, len(text)); err != nil {
+func protobufText(b *schema.Budget, what, text string) error {
+	if err := b.Text(what, len(text)); err != nil {
 		return err
 	}
+	l := b.Limits()
 	depth, line := 0, 1
 	fail := func(limit string, max int, msg string) error {
-		return fmt.Errorf("protobuf schema: %w", &LimitError{Limit: limit, Max: max, Where: fmt.Sprintf("%s line %d", what, line), Message: msg})
+		return fmt.Errorf("protobuf schema: %w", &schema.LimitError{Limit: limit, Max: max, Where: fmt.Sprintf("%s line %d", what, line), Message: msg})
 	}
 	token := func() error {
-		b.nodes++
-		if b.nodes > b.l.MaxNodes {
-			return fail("MaxNodes", b.l.MaxNodes, fmt.Sprintf("more than %d tokens", b.l.MaxNodes))
+		if !b.Node() {
+			return fail("MaxNodes", l.MaxNodes, fmt.Sprintf("more than %d tokens", l.MaxNodes))
 		}
 		return nil
 	}
@@ -74,8 +78,8 @@ func (b *budget) protobufText(what, text string) error {
 				return err
 			}
 			depth++
-			if depth > b.l.MaxDepth {
-				return fail("MaxDepth", b.l.MaxDepth, fmt.Sprintf("nested more than %d levels deep", b.l.MaxDepth))
+			if depth > l.MaxDepth {
+				return fail("MaxDepth", l.MaxDepth, fmt.Sprintf("nested more than %d levels deep", l.MaxDepth))
 			}
 		case '}', ']', ')', '>':
 			if err := token(); err != nil {

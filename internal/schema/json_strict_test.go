@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -38,18 +39,37 @@ func FuzzStrictJSON(f *testing.F) {
 	})
 }
 
-// FuzzProtobufLimits: the Protobuf pre-scan never panics and, with tight
-// limits, Parse refuses or accepts without hanging.
-func FuzzProtobufLimits(f *testing.F) {
-	for _, s := range []string{protoDeep(10), "syntax = \"proto3\"; message M { string s = 1 [(x) = {a:{b:1}}]; } /* { */ // {", `"\"{{{{`, "<<<<>"} {
-		f.Add(s)
-	}
-	tight := protobufFormat{limits: Limits{MaxDepth: 4, MaxNodes: 200}}
-	f.Fuzz(func(t *testing.T, text string) {
-		_, err := tight.Parse(text, nil, nil)
-		var le *LimitError
-		if errors.As(err, &le) && le.Limit != "MaxDepth" && le.Limit != "MaxNodes" && le.Limit != "MaxSchemaBytes" {
-			t.Fatalf("unexpected limit %s", le.Limit)
+func TestStrictJSONFoldCase(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{`{"schema":"a","Schema":"b"}`, `{"references":[{"name":"a","NAME":"b"}]}`, `{"schema":"a","schema":"b"}`} {
+		var de *DuplicateKeyError
+		if err := StrictJSON([]byte(body), Limits{}, true); !errors.As(err, &de) {
+			t.Errorf("%s: error %v, want a DuplicateKeyError", body, err)
 		}
-	})
+	}
+	if err := StrictJSON([]byte(`{"schema":"a","schemaType":"JSON","references":[{"name":"x"}],"metadata":{"a":1}}`), Limits{}, true); err != nil {
+		t.Fatalf("ordinary body refused: %v", err)
+	}
+	if err := StrictJSON([]byte(`{"a":[`+strings.Repeat("[", 100)), Limits{}, true); !errors.Is(err, ErrLimit) {
+		t.Fatalf("deep body: %v, want ErrLimit", err)
+	}
+}
+
+// The seeds' shapes, as the hostile-schema tests in package formats build
+// them.
+func jsonDeep(n int) string {
+	return strings.Repeat(`{"properties":{"a":`, n) + `{"type":"string"}` + strings.Repeat(`}}`, n)
+}
+
+func patternProps(n int, re string) string {
+	var b strings.Builder
+	b.WriteString(`{"type":"object","patternProperties":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"^x%d%s$":{"type":"string"}`, i, re)
+	}
+	b.WriteString(`}}`)
+	return b.String()
 }

@@ -1,4 +1,9 @@
-package schema
+// Package jsonfmt is the JSON Schema format of the schema registry
+// (drafts 4 to 2020-12, compiled by santhosh-tekuri/jsonschema, draft 7
+// when a schema names none): parsing within schema.Limits, payload
+// validation with a fast path and a step bound, and Confluent's
+// compatibility rules for JSON Schema.
+package jsonfmt
 
 import (
 	"bytes"
@@ -15,9 +20,12 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
-func init() { Default.Register(jsonFormat{}) }
+// New returns the JSON Schema format with the default limits.
+func New() schema.LimitedFormat { return jsonFormat{} }
 
 // jsonDefaultDraft is the draft of a schema without "$schema". Confluent
 // Schema Registry reads such a schema as draft-07 (its JsonSchema falls back
@@ -48,14 +56,14 @@ const jsonMaxRefs = 256
 // schema text (json_model.go), because those rules are defined on the
 // keywords as written rather than on what the validator compiles.
 //
-// Limits (limits.go) are checked on every document before the compiler
-// sees it: its compile time grows much faster than the text.
-type jsonFormat struct{ limits Limits }
+// schema.Limits (../limits.go) are checked on every document before the
+// compiler sees it: its compile time grows much faster than the text.
+type jsonFormat struct{ limits schema.Limits }
 
-func (jsonFormat) Type() Type { return TypeJSON }
+func (jsonFormat) Type() schema.Type { return schema.TypeJSON }
 
 // WithLimits implements LimitedFormat.
-func (jsonFormat) WithLimits(l Limits) Format { return jsonFormat{limits: l} }
+func (jsonFormat) WithLimits(l schema.Limits) schema.Format { return jsonFormat{limits: l} }
 
 // jsonSchema is a parsed JSON Schema.
 type jsonSchema struct {
@@ -63,10 +71,10 @@ type jsonSchema struct {
 	compiled  *jsonschema.Schema
 	fast      *jsonFast // nil: every payload goes to the library
 	model     *jsonNode
-	limits    Limits // with defaults
+	limits    schema.Limits // with defaults
 }
 
-func (s *jsonSchema) Type() Type        { return TypeJSON }
+func (s *jsonSchema) Type() schema.Type { return schema.TypeJSON }
 func (s *jsonSchema) Canonical() string { return s.canonical }
 
 // jsonDoc is one schema document: the root or a referenced schema.
@@ -76,8 +84,8 @@ type jsonDoc struct {
 	draft int    // 4, 6, 7, 2019 or 2020
 }
 
-func (f jsonFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
-	b := newBudget(f.limits)
+func (f jsonFormat) Parse(text string, refs []schema.Reference, resolve schema.Resolver) (schema.Schema, error) {
+	b := schema.NewBudget(f.limits)
 	raw, err := jsonDecodeSchema(text, "the schema", b)
 	if err != nil {
 		return nil, err
@@ -114,17 +122,17 @@ func (f jsonFormat) Parse(text string, refs []Reference, resolve Resolver) (Sche
 		compiled:  compiled,
 		fast:      fast,
 		model:     jsonBuildModel(docs),
-		limits:    b.l,
+		limits:    b.Limits(),
 	}, nil
 }
 
 // jsonDecodeSchema checks a schema document against the budget (size,
 // depth, values, numbers, duplicate keys), then decodes it.
-func jsonDecodeSchema(text, what string, b *budget) (any, error) {
-	if err := b.text(what, len(text)); err != nil {
+func jsonDecodeSchema(text, what string, b *schema.Budget) (any, error) {
+	if err := b.Text(what, len(text)); err != nil {
 		return nil, err
 	}
-	if err := jsonStrictScan([]byte(text), b, false); err != nil {
+	if err := b.StrictJSON([]byte(text), false); err != nil {
 		return nil, fmt.Errorf("invalid JSON Schema: %w", err)
 	}
 	raw, err := jsonDecode([]byte(text))
@@ -137,19 +145,19 @@ func jsonDecodeSchema(text, what string, b *budget) (any, error) {
 // jsonCheckPatterns charges the regular expressions of a schema document
 // (pattern, patternProperties keys, at every subschema) to the budget.
 // Depth is already bounded by the strict scan.
-func jsonCheckPatterns(v any, draft int, b *budget, ptr string) error {
+func jsonCheckPatterns(v any, draft int, b *schema.Budget, ptr string) error {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil
 	}
 	if p, ok := m["pattern"].(string); ok {
-		if err := b.pattern(ptr+"/pattern", p); err != nil {
+		if err := b.Pattern(ptr+"/pattern", p); err != nil {
 			return err
 		}
 	}
 	if pp, ok := m["patternProperties"].(map[string]any); ok {
 		for _, k := range jsonSortedKeys(pp) {
-			if err := b.pattern(ptr+"/patternProperties/"+jsonEscapeToken(k), k); err != nil {
+			if err := b.Pattern(ptr+"/patternProperties/"+schema.EscapeToken(k), k); err != nil {
 				return err
 			}
 		}
@@ -176,12 +184,12 @@ func jsonCheckSchemaValue(raw any) error {
 // jsonLoadReferences resolves refs transitively and registers each
 // referenced document with the compiler. A name resolves against the base
 // of the schema that lists it, like the $ref that uses it.
-func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []Reference, resolve Resolver, b *budget) ([]*jsonDoc, error) {
+func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []schema.Reference, resolve schema.Resolver, b *schema.Budget) ([]*jsonDoc, error) {
 	if resolve == nil {
 		return nil, errors.New("JSON Schema has references but no resolver was given")
 	}
 	type pending struct {
-		ref  Reference
+		ref  schema.Reference
 		base string
 	}
 	queue := make([]pending, 0, len(refs))
@@ -189,7 +197,7 @@ func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []Reference, r
 		queue = append(queue, pending{r, base})
 	}
 	var docs []*jsonDoc
-	seen := map[string]Reference{}
+	seen := map[string]schema.Reference{}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
@@ -212,13 +220,13 @@ func jsonLoadReferences(c *jsonschema.Compiler, base string, refs []Reference, r
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
-		if typ != TypeJSON && typ != "" {
+		if typ != schema.TypeJSON && typ != "" {
 			return nil, fmt.Errorf("%s: a JSON Schema can only reference JSON schemas, this one is %s", where, typ)
 		}
-		if err := b.text(where, len(text)); err != nil {
+		if err := b.Text(where, len(text)); err != nil {
 			return nil, err
 		}
-		if err := jsonStrictScan([]byte(text), b, false); err != nil {
+		if err := b.StrictJSON([]byte(text), false); err != nil {
 			return nil, fmt.Errorf("%s: %w", where, err)
 		}
 		raw, err := jsonDecode([]byte(text))
@@ -414,7 +422,7 @@ func jsonDecodeErrorAt(data []byte, offset int64, msg string) *jsonDecodeError {
 func (s *jsonSchema) Validate(payload []byte) error {
 	v, err := jsonDecode(payload)
 	if err != nil {
-		return &ValidationError{Rule: "json", Message: "not valid JSON at " + err.Error()}
+		return &schema.ValidationError{Rule: "json", Message: "not valid JSON at " + err.Error()}
 	}
 	values, verr := jsonScanPayload(payload, s.limits)
 	if verr != nil {
@@ -437,7 +445,7 @@ func (s *jsonSchema) Validate(payload []byte) error {
 	}
 	var lerr *jsonschema.ValidationError
 	if !errors.As(err, &lerr) {
-		return &ValidationError{Rule: "schema", Message: err.Error()}
+		return &schema.ValidationError{Rule: "schema", Message: err.Error()}
 	}
 	return jsonValidationError(lerr)
 }
@@ -445,7 +453,7 @@ func (s *jsonSchema) Validate(payload []byte) error {
 // jsonValidationError reports the most specific failure: the leaf error
 // deepest in the payload, ties broken by path so the answer does not
 // depend on map iteration order.
-func jsonValidationError(top *jsonschema.ValidationError) *ValidationError {
+func jsonValidationError(top *jsonschema.ValidationError) *schema.ValidationError {
 	var best *jsonschema.ValidationError
 	var bestPath string
 	var walk func(e *jsonschema.ValidationError)
@@ -466,7 +474,7 @@ func jsonValidationError(top *jsonschema.ValidationError) *ValidationError {
 	if best == nil {
 		best, bestPath = top, jsonPointer(top.InstanceLocation)
 	}
-	return &ValidationError{Path: bestPath, Rule: jsonRule(best.ErrorKind), Message: jsonKindMessage(best.ErrorKind)}
+	return &schema.ValidationError{Path: bestPath, Rule: jsonRule(best.ErrorKind), Message: jsonKindMessage(best.ErrorKind)}
 }
 
 // jsonPrinter renders the validator's messages in English.
@@ -560,16 +568,9 @@ func jsonPointer(tokens []string) string {
 	var b strings.Builder
 	for _, t := range tokens {
 		b.WriteByte('/')
-		b.WriteString(jsonEscapeToken(t))
+		b.WriteString(schema.EscapeToken(t))
 	}
 	return b.String()
-}
-
-func jsonEscapeToken(t string) string {
-	if !strings.ContainsAny(t, "~/") {
-		return t
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
 }
 
 func jsonTypeName(v any) string {

@@ -1,9 +1,11 @@
-package schema
+package avrofmt
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // avroRecord builds the JSON of record R with the given field JSONs.
@@ -13,7 +15,7 @@ func avroTestRecord(fields ...string) string {
 
 func avroTestField(name, typ string) string { return fmt.Sprintf(`{"name":%q,"type":%s}`, name, typ) }
 
-func avroMustParse(t testing.TB, text string) Schema {
+func avroMustParse(t testing.TB, text string) schema.Schema {
 	t.Helper()
 	s, err := avroFormat{}.Parse(text, nil, nil)
 	if err != nil {
@@ -151,7 +153,7 @@ func TestAvroCompatibilityOtherFormat(t *testing.T) {
 
 type avroOtherSchema struct{}
 
-func (avroOtherSchema) Type() Type              { return TypeJSON }
+func (avroOtherSchema) Type() schema.Type       { return schema.TypeJSON }
 func (avroOtherSchema) Canonical() string       { return "{}" }
 func (avroOtherSchema) Validate(_ []byte) error { return nil }
 
@@ -164,7 +166,7 @@ func TestAvroCheckModes(t *testing.T) {
 		bDefault = `{"name":"b","type":"int","default":0}`
 		b        = avroTestField("b", `"int"`)
 	)
-	type outcome map[Mode]bool // mode → compatible
+	type outcome map[schema.Mode]bool // mode → compatible
 	scenarios := []struct {
 		name      string
 		history   []string // oldest first
@@ -178,8 +180,8 @@ func TestAvroCheckModes(t *testing.T) {
 			name:      "reader adds a required field the latest writer has",
 			history:   []string{avroTestRecord(a), avroTestRecord(a, bDefault)},
 			candidate: avroTestRecord(a, b),
-			want: outcome{Backward: true, BackwardTransitive: false, Forward: true, ForwardTransitive: true,
-				Full: true, FullTransitive: false, None: true},
+			want: outcome{schema.Backward: true, schema.BackwardTransitive: false, schema.Forward: true, schema.ForwardTransitive: true,
+				schema.Full: true, schema.FullTransitive: false, schema.None: true},
 			failVersion: 1,
 		},
 		{
@@ -187,8 +189,8 @@ func TestAvroCheckModes(t *testing.T) {
 			name:      "writer drops a field only the latest reader defaults",
 			history:   []string{avroTestRecord(a, b), avroTestRecord(a, bDefault)},
 			candidate: avroTestRecord(a),
-			want: outcome{Backward: true, BackwardTransitive: true, Forward: true, ForwardTransitive: false,
-				Full: true, FullTransitive: false, None: true},
+			want: outcome{schema.Backward: true, schema.BackwardTransitive: true, schema.Forward: true, schema.ForwardTransitive: false,
+				schema.Full: true, schema.FullTransitive: false, schema.None: true},
 			failVersion: 1,
 		},
 		{
@@ -196,21 +198,21 @@ func TestAvroCheckModes(t *testing.T) {
 			name:      "widening a field",
 			history:   []string{avroTestRecord(a)},
 			candidate: avroTestRecord(avroTestField("a", `"long"`)),
-			want: outcome{Backward: true, BackwardTransitive: true, Forward: false, ForwardTransitive: false,
-				Full: false, FullTransitive: false, None: true},
+			want: outcome{schema.Backward: true, schema.BackwardTransitive: true, schema.Forward: false, schema.ForwardTransitive: false,
+				schema.Full: false, schema.FullTransitive: false, schema.None: true},
 			failVersion: 1,
 		},
 	}
 	f := avroFormat{}
 	for _, sc := range scenarios {
-		var history []Schema
+		var history []schema.Schema
 		for _, h := range sc.history {
 			history = append(history, avroMustParse(t, h))
 		}
 		candidate := avroMustParse(t, sc.candidate)
-		for _, mode := range Modes {
+		for _, mode := range schema.Modes {
 			t.Run(sc.name+"/"+string(mode), func(t *testing.T) {
-				got := Check(f, mode, candidate, history)
+				got := schema.Check(f, mode, candidate, history)
 				if compatible := len(got) == 0; compatible != sc.want[mode] {
 					t.Fatalf("compatible = %v, want %v (reasons %v)", compatible, sc.want[mode], got)
 				}

@@ -1,8 +1,12 @@
-package schema
+package protofmt
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // FuzzProtobufSchemaParse feeds arbitrary text to Parse. It must not panic;
@@ -41,7 +45,7 @@ func FuzzProtobufSchemaParse(f *testing.F) {
 		}
 		for _, payload := range [][]byte{{0}, {2, 0, 8, 1}, {4, 0, 0, 10, 1, 'x'}} {
 			if err := s.Validate(payload); err != nil {
-				var verr *ValidationError
+				var verr *schema.ValidationError
 				if !errors.As(err, &verr) {
 					t.Fatalf("Validate error is a %T: %v", err, err)
 				}
@@ -66,7 +70,7 @@ func FuzzProtobufValidate(f *testing.F) {
 		if err == nil {
 			return
 		}
-		var verr *ValidationError
+		var verr *schema.ValidationError
 		if !errors.As(err, &verr) {
 			t.Fatalf("error is a %T: %v", err, err)
 		}
@@ -74,4 +78,32 @@ func FuzzProtobufValidate(f *testing.F) {
 			t.Fatalf("incomplete error: %+v", verr)
 		}
 	})
+}
+
+// FuzzProtobufLimits: the Protobuf pre-scan never panics and, with tight
+// limits, Parse refuses or accepts without hanging.
+func FuzzProtobufLimits(f *testing.F) {
+	for _, s := range []string{protobufDeep(10), "syntax = \"proto3\"; message M { string s = 1 [(x) = {a:{b:1}}]; } /* { */ // {", `"\"{{{{`, "<<<<>"} {
+		f.Add(s)
+	}
+	tight := protobufFormat{limits: schema.Limits{MaxDepth: 4, MaxNodes: 200}}
+	f.Fuzz(func(t *testing.T, text string) {
+		_, err := tight.Parse(text, nil, nil)
+		var le *schema.LimitError
+		if errors.As(err, &le) && le.Limit != "MaxDepth" && le.Limit != "MaxNodes" && le.Limit != "MaxSchemaBytes" {
+			t.Fatalf("unexpected limit %s", le.Limit)
+		}
+	})
+}
+
+// protobufDeep nests n messages, as the hostile-schema tests in package
+// formats do.
+func protobufDeep(n int) string {
+	var b strings.Builder
+	b.WriteString("syntax = \"proto3\";\n")
+	for i := range n {
+		fmt.Fprintf(&b, "message M%d {\n", i)
+	}
+	b.WriteString(strings.Repeat("}\n", n))
+	return b.String()
 }

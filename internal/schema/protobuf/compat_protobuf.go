@@ -1,4 +1,4 @@
-package schema
+package protofmt
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // Protobuf change kinds, as Confluent's protobuf-provider names them. The
@@ -68,24 +70,24 @@ type protobufChange struct {
 	Message string
 }
 
-func (protobufFormat) Compatibility(reader, writer Schema) []Incompatibility {
+func (protobufFormat) Compatibility(reader, writer schema.Schema) []schema.Incompatibility {
 	r, rok := reader.(*protobufSchema)
 	w, wok := writer.(*protobufSchema)
 	if !rok || !wok {
-		return []Incompatibility{{
+		return []schema.Incompatibility{{
 			Path:    ".",
 			Rule:    "TYPE_MISMATCH",
 			Message: "both schemas must be Protobuf schemas",
 		}}
 	}
-	var out []Incompatibility
+	var out []schema.Incompatibility
 	seen := make(map[protobufChange]bool)
 	for _, c := range protobufDiff(w, r) {
 		if protobufCompatibleChanges[c.Rule] || seen[c] {
 			continue
 		}
 		seen[c] = true
-		out = append(out, Incompatibility{Path: c.Path, Rule: c.Rule, Message: c.Message})
+		out = append(out, schema.Incompatibility{Path: c.Path, Rule: c.Rule, Message: c.Message})
 	}
 	return out
 }
@@ -488,9 +490,9 @@ func protobufLocalName(md protoreflect.MessageDescriptor) string {
 // source tells which registered schema a file of s comes from: the zero
 // Reference for the schema's own file, its reference for an imported one,
 // ok false for a google/protobuf import.
-func (s *protobufSchema) source(path string) (Reference, bool) {
+func (s *protobufSchema) source(path string) (schema.Reference, bool) {
 	if path == s.file.Path() {
-		return Reference{}, true
+		return schema.Reference{}, true
 	}
 	ref, ok := s.refs[path]
 	return ref, ok

@@ -1,4 +1,4 @@
-package schema
+package jsonfmt
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // jsonCompat is one schema evolution: data written with writer (the old
@@ -264,10 +266,10 @@ func TestJSONCompatibilityIdentity(t *testing.T) {
 
 func TestJSONCompatibilityReferences(t *testing.T) {
 	t.Parallel()
-	parse := func(country string) Schema {
+	parse := func(country string) schema.Schema {
 		texts := map[string]string{"country": country}
 		s, err := jsonFormat{}.Parse(jsonObj(`"country":{"$ref":"country.json"}`),
-			[]Reference{{Name: "country.json", Subject: "country", Version: 1}}, jsonTestRegistry(texts, nil))
+			[]schema.Reference{{Name: "country.json", Subject: "country", Version: 1}}, jsonTestRegistry(texts, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +287,7 @@ func TestJSONCompatibilityReferences(t *testing.T) {
 
 type jsonTestOtherSchema struct{}
 
-func (jsonTestOtherSchema) Type() Type              { return TypeAvro }
+func (jsonTestOtherSchema) Type() schema.Type       { return schema.TypeAvro }
 func (jsonTestOtherSchema) Canonical() string       { return `"string"` }
 func (jsonTestOtherSchema) Validate(_ []byte) error { return nil }
 
@@ -330,34 +332,34 @@ var jsonModeHistories = []struct {
 	name      string
 	versions  []string
 	candidate string
-	want      map[Mode][]string // "RULE vN" per expected incompatibility
+	want      map[schema.Mode][]string // "RULE vN" per expected incompatibility
 }{
 	{
 		name:      "maxLength 20, 10, then 15",
 		versions:  []string{`{"type":"string","maxLength":20}`, `{"type":"string","maxLength":10}`},
 		candidate: `{"type":"string","maxLength":15}`,
-		want: map[Mode][]string{
-			Backward:           nil,
-			BackwardTransitive: {"MAX_LENGTH_DECREASED backward v1"},
-			Forward:            {"MAX_LENGTH_DECREASED forward v2"},
-			ForwardTransitive:  {"MAX_LENGTH_DECREASED forward v2"},
-			Full:               {"MAX_LENGTH_DECREASED forward v2"},
-			FullTransitive:     {"MAX_LENGTH_DECREASED backward v1", "MAX_LENGTH_DECREASED forward v2"},
-			None:               nil,
+		want: map[schema.Mode][]string{
+			schema.Backward:           nil,
+			schema.BackwardTransitive: {"MAX_LENGTH_DECREASED backward v1"},
+			schema.Forward:            {"MAX_LENGTH_DECREASED forward v2"},
+			schema.ForwardTransitive:  {"MAX_LENGTH_DECREASED forward v2"},
+			schema.Full:               {"MAX_LENGTH_DECREASED forward v2"},
+			schema.FullTransitive:     {"MAX_LENGTH_DECREASED backward v1", "MAX_LENGTH_DECREASED forward v2"},
+			schema.None:               nil,
 		},
 	},
 	{
 		name:      "maxLength 5, 20, then 10",
 		versions:  []string{`{"type":"string","maxLength":5}`, `{"type":"string","maxLength":20}`},
 		candidate: `{"type":"string","maxLength":10}`,
-		want: map[Mode][]string{
-			Backward:           {"MAX_LENGTH_DECREASED backward v2"},
-			BackwardTransitive: {"MAX_LENGTH_DECREASED backward v2"},
-			Forward:            nil,
-			ForwardTransitive:  {"MAX_LENGTH_DECREASED forward v1"},
-			Full:               {"MAX_LENGTH_DECREASED backward v2"},
-			FullTransitive:     {"MAX_LENGTH_DECREASED backward v2", "MAX_LENGTH_DECREASED forward v1"},
-			None:               nil,
+		want: map[schema.Mode][]string{
+			schema.Backward:           {"MAX_LENGTH_DECREASED backward v2"},
+			schema.BackwardTransitive: {"MAX_LENGTH_DECREASED backward v2"},
+			schema.Forward:            nil,
+			schema.ForwardTransitive:  {"MAX_LENGTH_DECREASED forward v1"},
+			schema.Full:               {"MAX_LENGTH_DECREASED backward v2"},
+			schema.FullTransitive:     {"MAX_LENGTH_DECREASED backward v2", "MAX_LENGTH_DECREASED forward v1"},
+			schema.None:               nil,
 		},
 	},
 	{
@@ -365,14 +367,14 @@ var jsonModeHistories = []struct {
 		versions: []string{jsonObj(`"id":{"type":"string"}`, jsonClosed),
 			jsonObj(`"id":{"type":"string"}`, jsonClosed)},
 		candidate: jsonObj(`"id":{"type":"string"},"tag":{"type":"string"}`, jsonClosed),
-		want: map[Mode][]string{
-			Backward:           nil,
-			BackwardTransitive: nil,
-			Forward:            {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2"},
-			ForwardTransitive:  {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2", "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v1"},
-			Full:               {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2"},
-			FullTransitive:     {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2", "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v1"},
-			None:               nil,
+		want: map[schema.Mode][]string{
+			schema.Backward:           nil,
+			schema.BackwardTransitive: nil,
+			schema.Forward:            {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2"},
+			schema.ForwardTransitive:  {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2", "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v1"},
+			schema.Full:               {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2"},
+			schema.FullTransitive:     {"PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v2", "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL forward v1"},
+			schema.None:               nil,
 		},
 	},
 }
@@ -381,19 +383,19 @@ func TestJSONCheckModes(t *testing.T) {
 	t.Parallel()
 	f := jsonFormat{}
 	for _, h := range jsonModeHistories {
-		var previous []Schema
+		var previous []schema.Schema
 		for _, v := range h.versions {
 			previous = append(previous, jsonTestParse(t, v))
 		}
 		candidate := jsonTestParse(t, h.candidate)
-		for _, mode := range Modes {
+		for _, mode := range schema.Modes {
 			t.Run(h.name+"/"+string(mode), func(t *testing.T) {
 				want, ok := h.want[mode]
 				if !ok {
 					t.Fatalf("no expectation for %s", mode)
 				}
 				var got []string
-				for _, inc := range Check(f, mode, candidate, previous) {
+				for _, inc := range schema.Check(f, mode, candidate, previous) {
 					got = append(got, inc.Rule+" "+jsonTestDirection(t, inc.Message))
 				}
 				want = slices.Clone(want)

@@ -1,4 +1,4 @@
-package schema
+package avrofmt
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // avroRequestSchema is an inference request, the payload the benchmark and
@@ -56,7 +58,7 @@ func avroTestRequestValue() avroTestRequest {
 }
 
 // avroEncode encodes v with hamba against a parsed schema.
-func avroEncode(t testing.TB, s Schema, v any) []byte {
+func avroEncode(t testing.TB, s schema.Schema, v any) []byte {
 	t.Helper()
 	b, err := avro.Marshal(s.(*avroSchema).schema, v)
 	if err != nil {
@@ -67,12 +69,14 @@ func avroEncode(t testing.TB, s Schema, v any) []byte {
 
 func TestAvroRegistered(t *testing.T) {
 	t.Parallel()
-	for _, name := range []Type{"", "avro", "AVRO"} {
-		f, err := Default.Get(name)
+	fs := &schema.Formats{}
+	fs.Register(New())
+	for _, name := range []schema.Type{"", "avro", "AVRO"} {
+		f, err := fs.Get(name)
 		if err != nil {
 			t.Fatalf("Get(%q): %v", name, err)
 		}
-		if f.Type() != TypeAvro {
+		if f.Type() != schema.TypeAvro {
 			t.Errorf("Get(%q).Type() = %s", name, f.Type())
 		}
 	}
@@ -113,7 +117,7 @@ func TestAvroParse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := avroMustParse(t, text)
-			if s.Type() != TypeAvro {
+			if s.Type() != schema.TypeAvro {
 				t.Errorf("Type() = %s", s.Type())
 			}
 			// The canonical text is itself a schema, with the same form.
@@ -235,36 +239,36 @@ func TestAvroCanonical(t *testing.T) {
 // avroResolver serves schemas by subject.
 type avroResolver map[string]struct {
 	text string
-	refs []Reference
+	refs []schema.Reference
 }
 
-func (m avroResolver) resolve(ref Reference) (string, Type, []Reference, error) {
+func (m avroResolver) resolve(ref schema.Reference) (string, schema.Type, []schema.Reference, error) {
 	s, ok := m[ref.Subject]
 	if !ok {
 		return "", "", nil, fmt.Errorf("no subject %q", ref.Subject)
 	}
-	return s.text, TypeAvro, s.refs, nil
+	return s.text, schema.TypeAvro, s.refs, nil
 }
 
 func TestAvroReferences(t *testing.T) {
 	t.Parallel()
-	country := Reference{Name: "com.acme.Country", Subject: "country", Version: 1}
-	address := Reference{Name: "com.acme.Address", Subject: "address", Version: 1}
-	money := Reference{Name: "Money", Subject: "money", Version: 1}
+	country := schema.Reference{Name: "com.acme.Country", Subject: "country", Version: 1}
+	address := schema.Reference{Name: "com.acme.Address", Subject: "address", Version: 1}
+	money := schema.Reference{Name: "Money", Subject: "money", Version: 1}
 	registry := avroResolver{
 		"country": {text: `{"type":"enum","name":"Country","namespace":"com.acme","symbols":["NL","FR"]}`},
 		"address": {
 			text: `{"type":"record","name":"Address","namespace":"com.acme","fields":[{"name":"street","type":"string"},{"name":"country","type":"Country"}]}`,
-			refs: []Reference{country},
+			refs: []schema.Reference{country},
 		},
 		"money": {text: `{"type":"record","name":"Money","fields":[{"name":"cents","type":"long"}]}`},
-		"cycle": {text: `"int"`, refs: []Reference{{Name: "x", Subject: "cycle", Version: 1}}},
+		"cycle": {text: `"int"`, refs: []schema.Reference{{Name: "x", Subject: "cycle", Version: 1}}},
 	}
 	order := `{"type":"record","name":"Order","namespace":"com.acme","fields":[` +
 		`{"name":"ship_to","type":"Address"},{"name":"bill_to","type":"com.acme.Address"},{"name":"total","type":"Money"}]}`
 	f := avroFormat{}
 
-	s, err := f.Parse(order, []Reference{address, money}, registry.resolve)
+	s, err := f.Parse(order, []schema.Reference{address, money}, registry.resolve)
 	if err != nil {
 		t.Fatalf("parse with references: %v", err)
 	}
@@ -289,20 +293,20 @@ func TestAvroReferences(t *testing.T) {
 
 	errCases := []struct {
 		name    string
-		refs    []Reference
-		resolve Resolver
+		refs    []schema.Reference
+		resolve schema.Resolver
 		want    string
 	}{
 		{"missing reference", nil, nil, `unknown type "com.acme.Address"`},
-		{"no resolver", []Reference{address}, nil, "without a resolver"},
-		{"resolver fails", []Reference{{Name: "X", Subject: "nope", Version: 1}}, registry.resolve, `no subject "nope"`},
-		{"cycle", []Reference{{Name: "x", Subject: "cycle", Version: 1}}, registry.resolve, "cycle"},
-		{"wrong type", []Reference{address}, func(Reference) (string, Type, []Reference, error) {
-			return `{}`, TypeJSON, nil, nil
+		{"no resolver", []schema.Reference{address}, nil, "without a resolver"},
+		{"resolver fails", []schema.Reference{{Name: "X", Subject: "nope", Version: 1}}, registry.resolve, `no subject "nope"`},
+		{"cycle", []schema.Reference{{Name: "x", Subject: "cycle", Version: 1}}, registry.resolve, "cycle"},
+		{"wrong type", []schema.Reference{address}, func(schema.Reference) (string, schema.Type, []schema.Reference, error) {
+			return `{}`, schema.TypeJSON, nil, nil
 		}, "not Avro"},
-		{"redefinition", []Reference{address, money, {Name: "com.acme.Order", Subject: "order", Version: 1}}, avroResolver{
+		{"redefinition", []schema.Reference{address, money, {Name: "com.acme.Order", Subject: "order", Version: 1}}, avroResolver{
 			"address": registry["address"], "country": registry["country"], "money": registry["money"],
-			"order": {text: order, refs: []Reference{address, money}},
+			"order": {text: order, refs: []schema.Reference{address, money}},
 		}.resolve, `"com.acme.Order" is defined twice`},
 	}
 	for _, tc := range errCases {
@@ -326,7 +330,7 @@ func TestAvroValidate(t *testing.T) {
 	t.Run("every truncation fails", func(t *testing.T) {
 		for n := 0; n < len(good); n++ {
 			err := s.Validate(good[:n])
-			var ve *ValidationError
+			var ve *schema.ValidationError
 			if !errors.As(err, &ve) || ve.Rule != "decode" {
 				t.Fatalf("truncated to %d of %d bytes: %v, want a decode ValidationError", n, len(good), err)
 			}
@@ -334,8 +338,8 @@ func TestAvroValidate(t *testing.T) {
 	})
 	t.Run("trailing bytes", func(t *testing.T) {
 		err := s.Validate(append(bytes.Clone(good), 0))
-		var ve *ValidationError
-		if !errors.As(err, &ve) || ve.Rule != "trailing-bytes" || !errors.Is(err, ErrInvalidPayload) {
+		var ve *schema.ValidationError
+		if !errors.As(err, &ve) || ve.Rule != "trailing-bytes" || !errors.Is(err, schema.ErrInvalidPayload) {
 			t.Fatalf("got %v, want a trailing-bytes ValidationError", err)
 		}
 	})
@@ -376,7 +380,7 @@ func TestAvroValidate(t *testing.T) {
 				}
 				return
 			}
-			var ve *ValidationError
+			var ve *schema.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("got %v, want a ValidationError", err)
 			}
@@ -407,7 +411,7 @@ func TestAvroValidateBounds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := avroMustParse(t, tc.schema).Validate(tc.payload)
-			var ve *ValidationError
+			var ve *schema.ValidationError
 			if !errors.As(err, &ve) || !strings.Contains(ve.Message, tc.want) {
 				t.Fatalf("got %v, want a ValidationError mentioning %q", err, tc.want)
 			}

@@ -1,4 +1,4 @@
-package schema
+package formats
 
 import (
 	"errors"
@@ -6,6 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/schema"
+	avrofmt "github.com/semaq/semaq/internal/schema/avro"
+	jsonfmt "github.com/semaq/semaq/internal/schema/json"
+	protofmt "github.com/semaq/semaq/internal/schema/protobuf"
 )
 
 // bounded runs fn and fails the test if it has not returned within a
@@ -26,7 +31,7 @@ func bounded[T any](t *testing.T, fn func() T) T {
 	}
 }
 
-func parseBounded(t *testing.T, f Format, text string, refs []Reference, resolve Resolver) error {
+func parseBounded(t *testing.T, f schema.Format, text string, refs []schema.Reference, resolve schema.Resolver) error {
 	t.Helper()
 	return bounded(t, func() error {
 		_, err := f.Parse(text, refs, resolve)
@@ -37,8 +42,8 @@ func parseBounded(t *testing.T, f Format, text string, refs []Reference, resolve
 // wantLimit fails unless err is a *LimitError for limit.
 func wantLimit(t *testing.T, err error, limit string) {
 	t.Helper()
-	var le *LimitError
-	if !errors.As(err, &le) || !errors.Is(err, ErrLimit) {
+	var le *schema.LimitError
+	if !errors.As(err, &le) || !errors.Is(err, schema.ErrLimit) {
 		t.Fatalf("error %v, want a LimitError (%s)", err, limit)
 	}
 	if le.Limit != limit {
@@ -87,17 +92,17 @@ func TestHostileSchemaDepth(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		f    Format
+		f    schema.Format
 		text string
 	}{
-		{"json 3000 deep (147 KB)", jsonFormat{}, jsonDeep(3000)},
-		{"json 33 schema levels", jsonFormat{}, jsonDeep(33)},
-		{"json deep allOf arrays", jsonFormat{}, strings.Repeat(`{"allOf":[`, 500) + `true` + strings.Repeat(`]}`, 500)},
-		{"json deep const value", jsonFormat{}, `{"const":` + strings.Repeat(`[`, 5000) + strings.Repeat(`]`, 5000) + `}`},
-		{"avro 3000 nested records", avroFormat{}, avroDeep(3000)},
-		{"avro 22 nested records", avroFormat{}, avroDeep(22)},
-		{"protobuf 3000 nested messages", protobufFormat{}, protoDeep(3000)},
-		{"protobuf deep option literal", protobufFormat{}, "syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\nmessage M { option (x) = " +
+		{"json 3000 deep (147 KB)", jsonfmt.New(), jsonDeep(3000)},
+		{"json 33 schema levels", jsonfmt.New(), jsonDeep(33)},
+		{"json deep allOf arrays", jsonfmt.New(), strings.Repeat(`{"allOf":[`, 500) + `true` + strings.Repeat(`]}`, 500)},
+		{"json deep const value", jsonfmt.New(), `{"const":` + strings.Repeat(`[`, 5000) + strings.Repeat(`]`, 5000) + `}`},
+		{"avro 3000 nested records", avrofmt.New(), avroDeep(3000)},
+		{"avro 22 nested records", avrofmt.New(), avroDeep(22)},
+		{"protobuf 3000 nested messages", protofmt.New(), protoDeep(3000)},
+		{"protobuf deep option literal", protofmt.New(), "syntax = \"proto3\";\nimport \"google/protobuf/descriptor.proto\";\nmessage M { option (x) = " +
 			strings.Repeat("{a:", 3000) + "1" + strings.Repeat("}", 3000) + "; }"},
 	}
 	for _, tc := range cases {
@@ -117,19 +122,21 @@ func TestHostileSchemaPatterns(t *testing.T) {
 	refDoc := patternProps(12, "[0-9]{1,900}")
 	cases := []struct {
 		name, text, limit string
-		refs              []Reference
+		refs              []schema.Reference
 	}{
 		{"3000 patternProperties [0-9]{1,900}", patternProps(3000, "[0-9]{1,900}"), "MaxPatternProgram", nil},
 		{"257 small patterns", patternProps(257, "[a-z]"), "MaxPatterns", nil},
 		{"12 patternProperties [0-9]{1,900}", patternProps(12, "[0-9]{1,900}"), "MaxPatternProgram", nil},
 		{"one huge nested pattern", `{"properties":{"a":{"items":{"type":"string","pattern":"` + strings.Repeat("[a-z]{1,1000}", 11) + `"}}}}`, "MaxPatternProgram", nil},
-		{"patterns in a reference", `{"$ref":"r.json"}`, "MaxPatternProgram", []Reference{{Name: "r.json", Subject: "r", Version: 1}}},
+		{"patterns in a reference", `{"$ref":"r.json"}`, "MaxPatternProgram", []schema.Reference{{Name: "r.json", Subject: "r", Version: 1}}},
 	}
-	resolve := func(Reference) (string, Type, []Reference, error) { return refDoc, TypeJSON, nil, nil }
+	resolve := func(schema.Reference) (string, schema.Type, []schema.Reference, error) {
+		return refDoc, schema.TypeJSON, nil, nil
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			wantLimit(t, parseBounded(t, jsonFormat{}, tc.text, tc.refs, resolve), tc.limit)
+			wantLimit(t, parseBounded(t, jsonfmt.New(), tc.text, tc.refs, resolve), tc.limit)
 		})
 	}
 }
@@ -146,16 +153,16 @@ func TestHostileSchemaSize(t *testing.T) {
 	manyProto := "syntax = \"proto3\";\nmessage M {\n" + strings.Repeat("int32 f = 1;\n", 30_000) + "}\n"
 	cases := []struct {
 		name  string
-		f     Format
+		f     schema.Format
 		text  string
 		limit string
 	}{
-		{"json over 1 MiB", jsonFormat{}, big, "MaxSchemaBytes"},
-		{"avro over 1 MiB", avroFormat{}, big, "MaxSchemaBytes"},
-		{"protobuf over 1 MiB", protobufFormat{}, "syntax = \"proto3\";//" + strings.Repeat("x", 1<<20), "MaxSchemaBytes"},
-		{"json 10001 values", jsonFormat{}, wide, "MaxNodes"},
-		{"avro 5001 fields", avroFormat{}, manyFields, "MaxNodes"},
-		{"protobuf 30000 fields", protobufFormat{}, manyProto, "MaxNodes"},
+		{"json over 1 MiB", jsonfmt.New(), big, "MaxSchemaBytes"},
+		{"avro over 1 MiB", avrofmt.New(), big, "MaxSchemaBytes"},
+		{"protobuf over 1 MiB", protofmt.New(), "syntax = \"proto3\";//" + strings.Repeat("x", 1<<20), "MaxSchemaBytes"},
+		{"json 10001 values", jsonfmt.New(), wide, "MaxNodes"},
+		{"avro 5001 fields", avrofmt.New(), manyFields, "MaxNodes"},
+		{"protobuf 30000 fields", protofmt.New(), manyProto, "MaxNodes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,8 +173,10 @@ func TestHostileSchemaSize(t *testing.T) {
 	t.Run("references add up", func(t *testing.T) {
 		t.Parallel()
 		half := `{"description":"` + strings.Repeat("x", 600<<10) + `"}`
-		resolve := func(Reference) (string, Type, []Reference, error) { return half, TypeJSON, nil, nil }
-		err := parseBounded(t, jsonFormat{}, half, []Reference{{Name: "r.json", Subject: "r", Version: 1}}, resolve)
+		resolve := func(schema.Reference) (string, schema.Type, []schema.Reference, error) {
+			return half, schema.TypeJSON, nil, nil
+		}
+		err := parseBounded(t, jsonfmt.New(), half, []schema.Reference{{Name: "r.json", Subject: "r", Version: 1}}, resolve)
 		wantLimit(t, err, "MaxSchemaBytes")
 	})
 }
@@ -176,12 +185,12 @@ func TestHostileSchemaNumbers(t *testing.T) {
 	t.Parallel()
 	for _, text := range []string{`{"type":"number","minimum":1e999999}`, `{"multipleOf":` + strings.Repeat("1", 200) + `}`,
 		`{"type":"record","name":"R","fields":[{"name":"a","type":"double","default":1e-99999999999}]}`} {
-		f := Format(jsonFormat{})
+		f := schema.Format(jsonfmt.New())
 		if strings.Contains(text, "record") {
-			f = avroFormat{}
+			f = avrofmt.New()
 		}
 		err := parseBounded(t, f, text, nil, nil)
-		var le *LimitError
+		var le *schema.LimitError
 		if !errors.As(err, &le) || !strings.HasPrefix(le.Limit, "MaxNumber") {
 			t.Errorf("%.60s: error %v, want a MaxNumber* LimitError", text, err)
 		}
@@ -196,7 +205,7 @@ func TestHostilePayloadNumbers(t *testing.T) {
 	obj := jsonTestParse(t, `{"type":"object","properties":{"n":{"type":"number","multipleOf":0.5}}}`)
 	cases := []struct {
 		name, payload, rule, path string
-		schema                    Schema
+		schema                    schema.Schema
 	}{
 		{"902 bytes of 1e999999", "[" + strings.TrimSuffix(strings.Repeat("1e999999,", 100), ",") + "]", "MaxNumberExponent", "/0", s},
 		{"9 KB of 1e999999", "[" + strings.TrimSuffix(strings.Repeat("1e999999,", 1000), ",") + "]", "MaxNumberExponent", "/0", s},
@@ -208,7 +217,7 @@ func TestHostilePayloadNumbers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := bounded(t, func() error { return tc.schema.Validate([]byte(tc.payload)) })
-			var verr *ValidationError
+			var verr *schema.ValidationError
 			if !errors.As(err, &verr) || verr.Rule != tc.rule || verr.Path != tc.path {
 				t.Fatalf("error %v, want a ValidationError %s at %s", err, tc.rule, tc.path)
 			}
@@ -227,19 +236,19 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, text, key, path string
-		f                     Format
+		f                     schema.Format
 	}{
-		{"json root", `{"type":"string","type":"object"}`, "type", "/", jsonFormat{}},
-		{"json nested", `{"properties":{"a":{"type":"string","maxLength":3,"maxLength":300}}}`, "maxLength", "/properties/a", jsonFormat{}},
-		{"json escaped spelling", `{"type":"string","t\u0079pe":"object"}`, "type", "/", jsonFormat{}},
-		{"json property names", `{"properties":{"a":{},"a":{"type":"string"}}}`, "a", "/properties", jsonFormat{}},
-		{"avro field", `{"type":"record","name":"R","fields":[{"name":"a","type":"int","type":"string"}]}`, "type", "/fields/0", avroFormat{}},
+		{"json root", `{"type":"string","type":"object"}`, "type", "/", jsonfmt.New()},
+		{"json nested", `{"properties":{"a":{"type":"string","maxLength":3,"maxLength":300}}}`, "maxLength", "/properties/a", jsonfmt.New()},
+		{"json escaped spelling", `{"type":"string","t\u0079pe":"object"}`, "type", "/", jsonfmt.New()},
+		{"json property names", `{"properties":{"a":{},"a":{"type":"string"}}}`, "a", "/properties", jsonfmt.New()},
+		{"avro field", `{"type":"record","name":"R","fields":[{"name":"a","type":"int","type":"string"}]}`, "type", "/fields/0", avrofmt.New()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			err := parseBounded(t, tc.f, tc.text, nil, nil)
-			var de *DuplicateKeyError
+			var de *schema.DuplicateKeyError
 			if !errors.As(err, &de) || de.Key != tc.key {
 				t.Fatalf("error %v, want duplicate key %q", err, tc.key)
 			}
@@ -249,24 +258,8 @@ func TestDuplicateKeysRefused(t *testing.T) {
 		})
 	}
 	// Keys that differ in case are distinct schema keywords and properties.
-	if _, err := (jsonFormat{}).Parse(`{"properties":{"name":{},"Name":{}}}`, nil, nil); err != nil {
+	if _, err := jsonfmt.New().Parse(`{"properties":{"name":{},"Name":{}}}`, nil, nil); err != nil {
 		t.Fatalf("case-variant property names refused: %v", err)
-	}
-}
-
-func TestStrictJSONFoldCase(t *testing.T) {
-	t.Parallel()
-	for _, body := range []string{`{"schema":"a","Schema":"b"}`, `{"references":[{"name":"a","NAME":"b"}]}`, `{"schema":"a","schema":"b"}`} {
-		var de *DuplicateKeyError
-		if err := StrictJSON([]byte(body), Limits{}, true); !errors.As(err, &de) {
-			t.Errorf("%s: error %v, want a DuplicateKeyError", body, err)
-		}
-	}
-	if err := StrictJSON([]byte(`{"schema":"a","schemaType":"JSON","references":[{"name":"x"}],"metadata":{"a":1}}`), Limits{}, true); err != nil {
-		t.Fatalf("ordinary body refused: %v", err)
-	}
-	if err := StrictJSON([]byte(`{"a":[`+strings.Repeat("[", 100)), Limits{}, true); !errors.Is(err, ErrLimit) {
-		t.Fatalf("deep body: %v, want ErrLimit", err)
 	}
 }
 
@@ -277,14 +270,14 @@ func TestLimitsWithinDefaults(t *testing.T) {
 		fmt.Fprintf(&props, `"p%d":{"type":"string"},`, i)
 	}
 	ok := []struct {
-		f    Format
+		f    schema.Format
 		text string
 	}{
-		{jsonFormat{}, jsonDeep(30)},
-		{jsonFormat{}, patternProps(50, "[a-z0-9_]{1,64}")},
-		{avroFormat{}, avroDeep(10)},
-		{protobufFormat{}, protoDeep(30)},
-		{jsonFormat{}, `{"type":"object","properties":{` + props.String() + `"last":{}}}`}, // 9,000 values
+		{jsonfmt.New(), jsonDeep(30)},
+		{jsonfmt.New(), patternProps(50, "[a-z0-9_]{1,64}")},
+		{avrofmt.New(), avroDeep(10)},
+		{protofmt.New(), protoDeep(30)},
+		{jsonfmt.New(), `{"type":"object","properties":{` + props.String() + `"last":{}}}`}, // 9,000 values
 	}
 	for i, tc := range ok {
 		if err := parseBounded(t, tc.f, tc.text, nil, nil); err != nil {
@@ -292,16 +285,26 @@ func TestLimitsWithinDefaults(t *testing.T) {
 		}
 	}
 	// Limits are configurable, through Formats.WithLimits too.
-	fs := Default.WithLimits(Limits{MaxDepth: 10})
-	f, err := fs.Get(TypeJSON)
+	fs := Default().WithLimits(schema.Limits{MaxDepth: 10})
+	f, err := fs.Get(schema.TypeJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantLimit(t, parseBounded(t, f, jsonDeep(5), nil, nil), "MaxDepth")
-	if _, err := (jsonFormat{}).Parse(jsonDeep(5), nil, nil); err != nil {
+	if _, err := jsonfmt.New().Parse(jsonDeep(5), nil, nil); err != nil {
 		t.Fatalf("Default changed by WithLimits: %v", err)
 	}
-	if err := (Limits{MaxDepth: -1}).Validate(); err == nil {
+	if err := (schema.Limits{MaxDepth: -1}).Validate(); err == nil {
 		t.Fatal("negative limit accepted")
 	}
+}
+
+// jsonTestParse compiles a JSON Schema with the default limits.
+func jsonTestParse(t testing.TB, text string) schema.Schema {
+	t.Helper()
+	s, err := jsonfmt.New().Parse(text, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

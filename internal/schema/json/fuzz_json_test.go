@@ -1,9 +1,11 @@
-package schema
+package jsonfmt
 
 import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // FuzzJSONSchemaParse: any text either parses or returns an error; a
@@ -40,7 +42,7 @@ func FuzzJSONSchemaParse(f *testing.F) {
 			t.Fatalf("schema incompatible with itself: %v", inc)
 		}
 		if err := s.Validate([]byte(text)); err != nil {
-			var verr *ValidationError
+			var verr *schema.ValidationError
 			if !errors.As(err, &verr) {
 				t.Fatalf("Validate returned %T: %v", err, err)
 			}
@@ -63,7 +65,7 @@ func FuzzJSONValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		err := s.Validate(payload)
 		if err != nil {
-			var verr *ValidationError
+			var verr *schema.ValidationError
 			if !errors.As(err, &verr) {
 				t.Fatalf("Validate returned %T: %v", err, err)
 			}

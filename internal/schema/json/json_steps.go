@@ -1,9 +1,11 @@
-package schema
+package jsonfmt
 
 import (
 	"fmt"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // jsonStepsPerValue is the allowance each payload value adds to
@@ -13,12 +15,12 @@ const jsonStepsPerValue = 16
 
 // jsonStepBudget is how many schema nodes validating a payload of values
 // JSON values may visit. l has its defaults.
-func jsonStepBudget(l Limits, values int) int {
+func jsonStepBudget(l schema.Limits, values int) int {
 	return l.MaxValidationSteps + jsonStepsPerValue*values
 }
 
-func jsonOverBudgetError(l Limits, values int) *ValidationError {
-	return &ValidationError{Rule: "MaxValidationSteps", Message: fmt.Sprintf(
+func jsonOverBudgetError(l schema.Limits, values int) *schema.ValidationError {
+	return &schema.ValidationError{Rule: "MaxValidationSteps", Message: fmt.Sprintf(
 		"validating this payload would visit more than %d schema nodes (MaxValidationSteps %d + %d per payload value, %d values): the schema applies its subschemas to one value too many times ($ref/allOf/anyOf/oneOf fan-out); refused before validation",
 		jsonStepBudget(l, values), l.MaxValidationSteps, jsonStepsPerValue, values)}
 }

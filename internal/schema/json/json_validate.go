@@ -1,4 +1,4 @@
-package schema
+package jsonfmt
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // The validator of santhosh-tekuri/jsonschema allocates per schema node
@@ -289,7 +291,7 @@ func (a jsonVerdict) and(b jsonVerdict) jsonVerdict { return max(a, b) }
 // valid reports that v is certainly valid under f, within the default
 // step budget.
 func (f *jsonFast) valid(v any) bool {
-	return f.validWithin(v, jsonStepBudget(DefaultLimits, 0)) == jsonValid
+	return f.validWithin(v, jsonStepBudget(schema.DefaultLimits, 0)) == jsonValid
 }
 
 // validWithin is valid visiting at most budget schema nodes: past it the

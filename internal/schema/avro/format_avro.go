@@ -1,4 +1,7 @@
-package schema
+// Package avrofmt is the Avro format of the schema registry: parsing
+// within schema.Limits and the canonical form, validation of one binary
+// datum, and Avro's schema-resolution rules as compatibility.
+package avrofmt
 
 import (
 	"errors"
@@ -6,9 +9,12 @@ import (
 	"strings"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
-func init() { Default.Register(avroFormat{}) }
+// New returns the Avro format with the default limits.
+func New() schema.LimitedFormat { return avroFormat{} }
 
 // avroMaxRefs bounds how many referenced schemas one Parse resolves, so a
 // registry with a runaway reference graph cannot make a Parse unbounded.
@@ -30,16 +36,16 @@ const avroMaxRefs = 256
 // Limits (limits.go) are checked on every text before either pass: size,
 // JSON nesting (records in records), JSON values (fields, types), numbers,
 // duplicate keys.
-type avroFormat struct{ limits Limits }
+type avroFormat struct{ limits schema.Limits }
 
-func (avroFormat) Type() Type { return TypeAvro }
+func (avroFormat) Type() schema.Type { return schema.TypeAvro }
 
 // WithLimits implements LimitedFormat.
-func (avroFormat) WithLimits(l Limits) Format { return avroFormat{limits: l} }
+func (avroFormat) WithLimits(l schema.Limits) schema.Format { return avroFormat{limits: l} }
 
-func (f avroFormat) Parse(text string, refs []Reference, resolve Resolver) (Schema, error) {
+func (f avroFormat) Parse(text string, refs []schema.Reference, resolve schema.Resolver) (schema.Schema, error) {
 	p := &avroParser{
-		budget:  newBudget(f.limits),
+		budget:  schema.NewBudget(f.limits),
 		resolve: resolve,
 		cache:   &avro.SchemaCache{},
 		names:   make(map[string]bool),
@@ -50,7 +56,7 @@ func (f avroFormat) Parse(text string, refs []Reference, resolve Resolver) (Sche
 			return nil, err
 		}
 	}
-	if err := p.budget.avroText("the schema", text); err != nil {
+	if err := avroText(p.budget, "the schema", text); err != nil {
 		return nil, err
 	}
 	canonical, lean, err := avroCanonicalise(text, p.names, p.cache)
@@ -64,11 +70,11 @@ func (f avroFormat) Parse(text string, refs []Reference, resolve Resolver) (Sche
 	return &avroSchema{canonical: canonical, schema: parsed, root: avroCompile(parsed)}, nil
 }
 
-func (avroFormat) Compatibility(reader, writer Schema) []Incompatibility {
+func (avroFormat) Compatibility(reader, writer schema.Schema) []schema.Incompatibility {
 	r, rok := reader.(*avroSchema)
 	w, wok := writer.(*avroSchema)
 	if !rok || !wok {
-		return []Incompatibility{{
+		return []schema.Incompatibility{{
 			Path:    "/",
 			Rule:    "TYPE_MISMATCH",
 			Message: "both schemas must be Avro schemas",
@@ -88,8 +94,8 @@ const (
 // schemas and the main one: hamba's cache of named types, and the set of
 // full names defined so far (Avro forbids redefining a name).
 type avroParser struct {
-	budget  *budget
-	resolve Resolver
+	budget  *schema.Budget
+	resolve schema.Resolver
 	cache   *avro.SchemaCache
 	names   map[string]bool
 	state   map[string]avroRefState // by subject and version
@@ -98,7 +104,7 @@ type avroParser struct {
 
 // reference parses a referenced schema, after its own references (depth
 // first), into the shared cache, once per subject and version.
-func (p *avroParser) reference(ref Reference) error {
+func (p *avroParser) reference(ref schema.Reference) error {
 	key := fmt.Sprintf("%s\x00%d", ref.Subject, ref.Version)
 	switch p.state[key] {
 	case avroRefDone:
@@ -117,7 +123,7 @@ func (p *avroParser) reference(ref Reference) error {
 	if err != nil {
 		return fmt.Errorf("avro schema: resolving reference %q (subject %q version %d): %w", ref.Name, ref.Subject, ref.Version, err)
 	}
-	if typ != "" && !strings.EqualFold(string(typ), string(TypeAvro)) {
+	if typ != "" && !strings.EqualFold(string(typ), string(schema.TypeAvro)) {
 		return fmt.Errorf("avro schema: reference %q (subject %q version %d) is a %s schema, not Avro", ref.Name, ref.Subject, ref.Version, typ)
 	}
 	for _, r := range refs {
@@ -125,7 +131,7 @@ func (p *avroParser) reference(ref Reference) error {
 			return err
 		}
 	}
-	err = p.budget.avroText(fmt.Sprintf("reference %q (subject %q version %d)", ref.Name, ref.Subject, ref.Version), text)
+	err = avroText(p.budget, fmt.Sprintf("reference %q (subject %q version %d)", ref.Name, ref.Subject, ref.Version), text)
 	var lean string
 	if err == nil {
 		_, lean, err = avroCanonicalise(text, p.names, p.cache)
@@ -142,11 +148,11 @@ func (p *avroParser) reference(ref Reference) error {
 
 // avroText charges one Avro schema text to the budget, before any parser
 // reads it.
-func (b *budget) avroText(what, text string) error {
-	if err := b.text(what, len(text)); err != nil {
+func avroText(b *schema.Budget, what, text string) error {
+	if err := b.Text(what, len(text)); err != nil {
 		return err
 	}
-	if err := jsonStrictScan([]byte(text), b, false); err != nil {
+	if err := b.StrictJSON([]byte(text), false); err != nil {
 		return fmt.Errorf("avro schema: %w", err)
 	}
 	return nil
@@ -176,7 +182,7 @@ type avroSchema struct {
 	root      *avroNode
 }
 
-func (s *avroSchema) Type() Type { return TypeAvro }
+func (s *avroSchema) Type() schema.Type { return schema.TypeAvro }
 
 // Canonical is a deterministic, compact JSON of the full schema; see
 // avroCanonicalise for what it keeps and why.

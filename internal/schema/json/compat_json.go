@@ -1,4 +1,4 @@
-package schema
+package jsonfmt
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // JSON Schema compatibility follows Confluent Schema Registry's JSON
@@ -143,17 +145,17 @@ const jsonLimitRule = "COMPARISON_LIMIT_EXCEEDED"
 // schemas could otherwise make a registration exponentially slow.
 const jsonDiffBudget = 200_000
 
-func (jsonFormat) Compatibility(reader, writer Schema) []Incompatibility {
+func (jsonFormat) Compatibility(reader, writer schema.Schema) []schema.Incompatibility {
 	r, rok := reader.(*jsonSchema)
 	w, wok := writer.(*jsonSchema)
 	if !rok || !wok {
-		return []Incompatibility{{
+		return []schema.Incompatibility{{
 			Path:    "#/",
 			Rule:    "TYPE_CHANGED",
 			Message: fmt.Sprintf("a %s schema and a %s schema cannot be compared", writer.Type(), reader.Type()),
 		}}
 	}
-	var out []Incompatibility
+	var out []schema.Incompatibility
 	seen := map[jsonChange]bool{}
 	for _, c := range jsonDiff(w.model, r.model) {
 		if jsonCompatibleChanges[c.kind] || seen[c] {
@@ -164,7 +166,7 @@ func (jsonFormat) Compatibility(reader, writer Schema) []Incompatibility {
 		if !ok {
 			msg = strings.ToLower(strings.ReplaceAll(c.kind, "_", " "))
 		}
-		out = append(out, Incompatibility{Path: c.path, Rule: c.kind, Message: msg})
+		out = append(out, schema.Incompatibility{Path: c.path, Rule: c.kind, Message: msg})
 	}
 	return out
 }
@@ -203,7 +205,7 @@ func (d *jsonDiffer) sub() *jsonDiffer {
 
 func (d *jsonDiffer) push(tokens ...string) {
 	for _, t := range tokens {
-		d.path = append(d.path, jsonEscapeToken(t))
+		d.path = append(d.path, schema.EscapeToken(t))
 	}
 }
 

@@ -1,10 +1,12 @@
-package schema
+package jsonfmt
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // jsonTestRequestSchema describes a chat inference request.
@@ -50,18 +52,20 @@ func jsonTestParse(t testing.TB, text string) *jsonSchema {
 }
 
 func TestJSONFormatRegistered(t *testing.T) {
-	f, err := Default.Get("json")
+	fs := &schema.Formats{}
+	fs.Register(New())
+	f, err := fs.Get("json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.Type() != TypeJSON {
+	if f.Type() != schema.TypeJSON {
 		t.Fatalf("Type() = %q", f.Type())
 	}
 	s, err := f.Parse(`{"type":"string"}`, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.Type() != TypeJSON {
+	if s.Type() != schema.TypeJSON {
 		t.Fatalf("schema Type() = %q", s.Type())
 	}
 }
@@ -147,15 +151,15 @@ func TestJSONCanonical(t *testing.T) {
 }
 
 // jsonTestRegistry resolves references from a map of name -> text.
-func jsonTestRegistry(texts map[string]string, refs map[string][]Reference) Resolver {
-	return func(ref Reference) (string, Type, []Reference, error) {
+func jsonTestRegistry(texts map[string]string, refs map[string][]schema.Reference) schema.Resolver {
+	return func(ref schema.Reference) (string, schema.Type, []schema.Reference, error) {
 		text, ok := texts[ref.Subject]
 		if !ok {
 			return "", "", nil, fmt.Errorf("subject %q not found", ref.Subject)
 		}
-		typ := TypeJSON
+		typ := schema.TypeJSON
 		if strings.HasPrefix(ref.Subject, "avro-") {
-			typ = TypeAvro
+			typ = schema.TypeAvro
 		}
 		return text, typ, refs[ref.Subject], nil
 	}
@@ -170,12 +174,12 @@ func TestJSONReferences(t *testing.T) {
 			`"properties":{"name":{"type":"string"}}}`,
 		"avro-thing": `{"type":"record","name":"T","fields":[]}`,
 	}
-	refs := map[string][]Reference{"address": {{Name: "country.json", Subject: "country", Version: 1}}}
+	refs := map[string][]schema.Reference{"address": {{Name: "country.json", Subject: "country", Version: 1}}}
 	resolve := jsonTestRegistry(texts, refs)
 
 	t.Run("transitive", func(t *testing.T) {
 		s, err := jsonFormat{}.Parse(`{"type":"object","properties":{"ship_to":{"$ref":"address.json"}}}`,
-			[]Reference{{Name: "address.json", Subject: "address", Version: 1}}, resolve)
+			[]schema.Reference{{Name: "address.json", Subject: "address", Version: 1}}, resolve)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,14 +187,14 @@ func TestJSONReferences(t *testing.T) {
 			t.Errorf("valid payload: %v", err)
 		}
 		err = s.Validate([]byte(`{"ship_to":{"city":"Lyon","country":"France"}}`))
-		var verr *ValidationError
+		var verr *schema.ValidationError
 		if !errors.As(err, &verr) || verr.Path != "/ship_to/country" || verr.Rule != "maxLength" {
 			t.Errorf("nested reference violation = %v", err)
 		}
 	})
 	t.Run("relative to $id", func(t *testing.T) {
 		s, err := jsonFormat{}.Parse(`{"$id":"https://example.com/schemas/order.json","properties":{"buyer":{"$ref":"customer.json"}}}`,
-			[]Reference{{Name: "customer.json", Subject: "customer", Version: 3}}, resolve)
+			[]schema.Reference{{Name: "customer.json", Subject: "customer", Version: 3}}, resolve)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,21 +204,21 @@ func TestJSONReferences(t *testing.T) {
 	})
 	t.Run("absolute name", func(t *testing.T) {
 		_, err := jsonFormat{}.Parse(`{"properties":{"buyer":{"$ref":"https://example.com/schemas/customer.json"}}}`,
-			[]Reference{{Name: "https://example.com/schemas/customer.json", Subject: "customer", Version: 3}}, resolve)
+			[]schema.Reference{{Name: "https://example.com/schemas/customer.json", Subject: "customer", Version: 3}}, resolve)
 		if err != nil {
 			t.Fatal(err)
 		}
 	})
 	for _, tc := range []struct {
 		name    string
-		refs    []Reference
-		resolve Resolver
+		refs    []schema.Reference
+		resolve schema.Resolver
 		want    string
 	}{
-		{"no resolver", []Reference{{Name: "a.json", Subject: "address", Version: 1}}, nil, "no resolver"},
-		{"unknown subject", []Reference{{Name: "a.json", Subject: "nope", Version: 1}}, resolve, `"a.json"`},
-		{"other format", []Reference{{Name: "t.json", Subject: "avro-thing", Version: 1}}, resolve, "AVRO"},
-		{"one name, two versions", []Reference{{Name: "c.json", Subject: "country", Version: 1}, {Name: "c.json", Subject: "country", Version: 2}}, resolve, "already"},
+		{"no resolver", []schema.Reference{{Name: "a.json", Subject: "address", Version: 1}}, nil, "no resolver"},
+		{"unknown subject", []schema.Reference{{Name: "a.json", Subject: "nope", Version: 1}}, resolve, `"a.json"`},
+		{"other format", []schema.Reference{{Name: "t.json", Subject: "avro-thing", Version: 1}}, resolve, "AVRO"},
+		{"one name, two versions", []schema.Reference{{Name: "c.json", Subject: "country", Version: 1}, {Name: "c.json", Subject: "country", Version: 2}}, resolve, "already"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := jsonFormat{}.Parse(`{"type":"object"}`, tc.refs, tc.resolve)
@@ -256,11 +260,11 @@ func TestJSONValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.Validate([]byte(tc.payload))
-			var verr *ValidationError
+			var verr *schema.ValidationError
 			if !errors.As(err, &verr) {
 				t.Fatalf("Validate = %v, want a *ValidationError", err)
 			}
-			if !errors.Is(err, ErrInvalidPayload) {
+			if !errors.Is(err, schema.ErrInvalidPayload) {
 				t.Error("error does not match ErrInvalidPayload")
 			}
 			if verr.Path != tc.path || verr.Rule != tc.rule || !strings.Contains(verr.Message, tc.text) {

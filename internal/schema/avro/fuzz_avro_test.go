@@ -1,4 +1,4 @@
-package schema
+package avrofmt
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // FuzzAvroSchemaParse feeds arbitrary text to the parser: it must never
@@ -71,7 +73,7 @@ func FuzzAvroValidate(f *testing.F) {
 			t.Fatalf("Validate of %d bytes allocated %d bytes", len(payload), n)
 		}
 		if err != nil {
-			var ve *ValidationError
+			var ve *schema.ValidationError
 			if !errors.As(err, &ve) || ve.Rule == "" || ve.Message == "" {
 				t.Fatalf("error %#v is not a complete *ValidationError", err)
 			}

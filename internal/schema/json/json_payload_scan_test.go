@@ -1,10 +1,12 @@
-package schema
+package jsonfmt
 
 import (
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 func TestJSONPayloadDuplicateKeys(t *testing.T) {
@@ -39,8 +41,8 @@ func TestJSONPayloadDuplicateKeys(t *testing.T) {
 				}
 				return
 			}
-			var verr *ValidationError
-			if !errors.As(err, &verr) || !errors.Is(err, ErrInvalidPayload) {
+			var verr *schema.ValidationError
+			if !errors.As(err, &verr) || !errors.Is(err, schema.ErrInvalidPayload) {
 				t.Fatalf("got %v, want a ValidationError", err)
 			}
 			if verr.Rule != "duplicateKey" || verr.Path != tc.path || !strings.Contains(verr.Message, fmt.Sprintf("%q", tc.key)) {
@@ -59,7 +61,7 @@ func TestJSONPayloadNumbersScanned(t *testing.T) {
 		{`{"a":1e10,"b":[true,null,"1e999999"]}`, "", ""},
 	} {
 		err := s.Validate([]byte(tc.payload))
-		var verr *ValidationError
+		var verr *schema.ValidationError
 		if tc.rule == "" {
 			if err != nil {
 				t.Errorf("%s: refused: %v", tc.payload, err)
@@ -113,13 +115,13 @@ func TestJSONValidationFanOut(t *testing.T) {
 				t.Fatal("Validate did not return")
 			}
 			if tc.name == "in-place loop" {
-				var verr *ValidationError
+				var verr *schema.ValidationError
 				if !errors.As(err, &verr) {
 					t.Fatalf("got %v, want a ValidationError", err)
 				}
 				return
 			}
-			var verr *ValidationError
+			var verr *schema.ValidationError
 			if !errors.As(err, &verr) || verr.Rule != "MaxValidationSteps" || !strings.Contains(verr.Message, "MaxValidationSteps 1000000") {
 				t.Fatalf("got %v, want a MaxValidationSteps refusal", err)
 			}

@@ -1,4 +1,4 @@
-package schema
+package avrofmt
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // Avro compatibility follows the "Schema Resolution" section of the Avro
@@ -33,13 +35,13 @@ const (
 
 // avroCompatibility lists why data written with writer cannot be read
 // with reader.
-func avroCompatibility(reader, writer avro.Schema) []Incompatibility {
+func avroCompatibility(reader, writer avro.Schema) []schema.Incompatibility {
 	c := &avroCompat{
 		active:   make(map[avroPair]bool),
 		done:     make(map[avroPair]bool),
 		reported: make(map[avroPair]bool),
 	}
-	var out []Incompatibility
+	var out []schema.Incompatibility
 	c.check(reader, writer, "", &out)
 	return out
 }
@@ -63,11 +65,11 @@ func avroDeref(s avro.Schema) avro.Schema {
 	return s
 }
 
-func avroAdd(out *[]Incompatibility, path, rule, format string, args ...any) {
+func avroAdd(out *[]schema.Incompatibility, path, rule, format string, args ...any) {
 	if path == "" {
 		path = "/"
 	}
-	*out = append(*out, Incompatibility{Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	*out = append(*out, schema.Incompatibility{Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)})
 }
 
 // avroTypeName names a schema for messages: a named type's full name,
@@ -79,7 +81,7 @@ func avroTypeName(s avro.Schema) string {
 	return string(s.Type())
 }
 
-func (c *avroCompat) check(reader, writer avro.Schema, path string, out *[]Incompatibility) {
+func (c *avroCompat) check(reader, writer avro.Schema, path string, out *[]schema.Incompatibility) {
 	reader, writer = avroDeref(reader), avroDeref(writer)
 	if reader.Type() == writer.Type() {
 		switch r := reader.(type) {
@@ -156,12 +158,12 @@ func (c *avroCompat) check(reader, writer avro.Schema, path string, out *[]Incom
 func (c *avroCompat) compatible(reader, writer avro.Schema) bool {
 	c.trial++
 	defer func() { c.trial-- }()
-	var out []Incompatibility
+	var out []schema.Incompatibility
 	c.check(reader, writer, "", &out)
 	return len(out) == 0
 }
 
-func (c *avroCompat) record(r, w *avro.RecordSchema, path string, out *[]Incompatibility) {
+func (c *avroCompat) record(r, w *avro.RecordSchema, path string, out *[]schema.Incompatibility) {
 	p := avroPair{r, w}
 	if c.active[p] {
 		return
@@ -206,7 +208,7 @@ func (c *avroCompat) record(r, w *avro.RecordSchema, path string, out *[]Incompa
 
 // avroNames checks that a reader's named type may read the writer's: same
 // unqualified name, or a reader alias equal to the writer's full name.
-func avroNames(r, w avro.NamedSchema, path string, out *[]Incompatibility) {
+func avroNames(r, w avro.NamedSchema, path string, out *[]schema.Incompatibility) {
 	if r.Name() == w.Name() || slices.Contains(r.Aliases(), w.FullName()) {
 		return
 	}
@@ -215,7 +217,7 @@ func avroNames(r, w avro.NamedSchema, path string, out *[]Incompatibility) {
 
 // avroSymbols checks that the reader's enum has every writer symbol, or a
 // default to read the others as.
-func avroSymbols(r, w *avro.EnumSchema, path string, out *[]Incompatibility) {
+func avroSymbols(r, w *avro.EnumSchema, path string, out *[]schema.Incompatibility) {
 	if r.HasDefault() {
 		return
 	}

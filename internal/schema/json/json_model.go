@@ -1,4 +1,4 @@
-package schema
+package jsonfmt
 
 import (
 	"encoding/json"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // The compatibility rules of Confluent's JSON Schema provider are defined
@@ -124,7 +126,7 @@ func (l jsonLoc) key() string { return l.doc.url + "#" + l.ptr }
 func (l jsonLoc) child(tokens ...string) jsonLoc {
 	p := l.ptr
 	for _, t := range tokens {
-		p += "/" + jsonEscapeToken(t)
+		p += "/" + schema.EscapeToken(t)
 	}
 	return jsonLoc{l.doc, p}
 }

@@ -1,4 +1,4 @@
-package schema
+package protofmt
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // protobufInferenceProto is the schema most tests validate against. The map
@@ -59,7 +61,7 @@ func protobufTestParse(t testing.TB, text string) *protobufSchema {
 // message, then the message given in text format.
 func protobufTestPayload(t testing.TB, s *protobufSchema, message, text string) []byte {
 	t.Helper()
-	prefix, err := ProtobufMessageIndexes(s, message)
+	prefix, err := schema.ProtobufMessageIndexes(s, message)
 	if err != nil {
 		t.Fatalf("ProtobufMessageIndexes(%s): %v", message, err)
 	}
@@ -87,13 +89,15 @@ func protobufTestDescriptor(t testing.TB, s *protobufSchema, name string) protor
 
 func TestProtobufRegistered(t *testing.T) {
 	t.Parallel()
-	for _, name := range []Type{"PROTOBUF", "protobuf"} {
-		f, err := Default.Get(name)
+	fs := &schema.Formats{}
+	fs.Register(New())
+	for _, name := range []schema.Type{"PROTOBUF", "protobuf"} {
+		f, err := fs.Get(name)
 		if err != nil {
-			t.Fatalf("Default.Get(%q): %v", name, err)
+			t.Fatalf("Get(%q): %v", name, err)
 		}
-		if f.Type() != TypeProtobuf {
-			t.Fatalf("Default.Get(%q).Type() = %s", name, f.Type())
+		if f.Type() != schema.TypeProtobuf {
+			t.Fatalf("Get(%q).Type() = %s", name, f.Type())
 		}
 	}
 }
@@ -137,12 +141,12 @@ func TestProtobufParseErrors(t *testing.T) {
 // counts calls.
 type protobufTestRegistry struct {
 	files map[string]string
-	refs  map[string][]Reference
-	typ   Type
+	refs  map[string][]schema.Reference
+	typ   schema.Type
 	calls int
 }
 
-func (r *protobufTestRegistry) resolve(ref Reference) (string, Type, []Reference, error) {
+func (r *protobufTestRegistry) resolve(ref schema.Reference) (string, schema.Type, []schema.Reference, error) {
 	r.calls++
 	text, ok := r.files[ref.Name]
 	if !ok {
@@ -150,7 +154,7 @@ func (r *protobufTestRegistry) resolve(ref Reference) (string, Type, []Reference
 	}
 	typ := r.typ
 	if typ == "" {
-		typ = TypeProtobuf
+		typ = schema.TypeProtobuf
 	}
 	return text, typ, r.refs[ref.Name], nil
 }
@@ -165,7 +169,7 @@ func TestProtobufParseReferences(t *testing.T) {
 			"shop/line.proto": `syntax = "proto3"; package shop; import "common/money.proto";
 				message Line { string sku = 1; common.Money price = 2; }`,
 		},
-		refs: map[string][]Reference{
+		refs: map[string][]schema.Reference{
 			"shop/line.proto": {{Name: "common/money.proto", Subject: "money", Version: 1}},
 		},
 	}
@@ -177,7 +181,7 @@ message Order {
   repeated Line lines = 1;
   google.protobuf.Timestamp at = 2;
 }`
-	refs := []Reference{{Name: "shop/line.proto", Subject: "line", Version: 3}}
+	refs := []schema.Reference{{Name: "shop/line.proto", Subject: "line", Version: 3}}
 
 	t.Run("transitive", func(t *testing.T) {
 		s, err := protobufFormat{}.Parse(main, refs, reg.resolve)
@@ -197,15 +201,15 @@ message Order {
 
 	errCases := []struct {
 		name    string
-		refs    []Reference
-		resolve Resolver
+		refs    []schema.Reference
+		resolve schema.Resolver
 		want    string
 		is      error
 	}{
 		{"no resolver", refs, nil, "no resolver", nil},
-		{"resolver fails", []Reference{{Name: "shop/nope.proto", Subject: "nope", Version: 1}}, reg.resolve, `"shop/nope.proto"`, errProtobufTestNotFound},
-		{"reference is not protobuf", refs, (&protobufTestRegistry{files: reg.files, typ: TypeAvro}).resolve, "is a AVRO schema", nil},
-		{"reference without name", []Reference{{Subject: "line", Version: 1}}, reg.resolve, "has no name", nil},
+		{"resolver fails", []schema.Reference{{Name: "shop/nope.proto", Subject: "nope", Version: 1}}, reg.resolve, `"shop/nope.proto"`, errProtobufTestNotFound},
+		{"reference is not protobuf", refs, (&protobufTestRegistry{files: reg.files, typ: schema.TypeAvro}).resolve, "is a AVRO schema", nil},
+		{"reference without name", []schema.Reference{{Subject: "line", Version: 1}}, reg.resolve, "has no name", nil},
 	}
 	for _, tc := range errCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,13 +229,13 @@ message Order {
 				"a.proto": `syntax = "proto3"; import "b.proto"; message A {}`,
 				"b.proto": `syntax = "proto3"; import "a.proto"; message B {}`,
 			},
-			refs: map[string][]Reference{
+			refs: map[string][]schema.Reference{
 				"a.proto": {{Name: "b.proto", Subject: "b", Version: 1}},
 				"b.proto": {{Name: "a.proto", Subject: "a", Version: 1}},
 			},
 		}
 		_, err := protobufFormat{}.Parse(`syntax = "proto3"; import "a.proto"; message M {}`,
-			[]Reference{{Name: "a.proto", Subject: "a", Version: 1}}, cyc.resolve)
+			[]schema.Reference{{Name: "a.proto", Subject: "a", Version: 1}}, cyc.resolve)
 		if err == nil || !strings.Contains(err.Error(), "cycle") {
 			t.Fatalf("err = %v, want an import cycle", err)
 		}
@@ -245,7 +249,7 @@ message Order {
 			protobufMainFile: `syntax = "proto3"; package dep; message D {}`,
 		}}
 		s, err := protobufFormat{}.Parse(`syntax = "proto3"; import "schema.proto"; message M { dep.D d = 1; }`,
-			[]Reference{{Name: protobufMainFile, Subject: "dep", Version: 1}}, clash.resolve)
+			[]schema.Reference{{Name: protobufMainFile, Subject: "dep", Version: 1}}, clash.resolve)
 		if err != nil {
 			t.Fatalf("Parse: %v", err)
 		}
@@ -472,11 +476,11 @@ func TestProtobufValidate(t *testing.T) {
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.Validate(tc.payload)
-			var verr *ValidationError
+			var verr *schema.ValidationError
 			if !errors.As(err, &verr) {
 				t.Fatalf("Validate = %v, want a *ValidationError", err)
 			}
-			if !errors.Is(err, ErrInvalidPayload) {
+			if !errors.Is(err, schema.ErrInvalidPayload) {
 				t.Errorf("error does not match ErrInvalidPayload")
 			}
 			if verr.Rule != tc.rule || verr.Path != tc.path {
@@ -491,7 +495,7 @@ func TestProtobufValidate(t *testing.T) {
 			t.Errorf("bytes field: %v", err)
 		}
 		err := s3.Validate(prefixed([]byte{0}, protowire.AppendBytes(tag(1, protowire.BytesType), []byte{0xff})))
-		var verr *ValidationError
+		var verr *schema.ValidationError
 		if !errors.As(err, &verr) || verr.Rule != "decode" {
 			t.Errorf("invalid UTF-8: got %v, want a decode error", err)
 		}
@@ -499,7 +503,7 @@ func TestProtobufValidate(t *testing.T) {
 
 	t.Run("schema without messages", func(t *testing.T) {
 		empty := protobufTestParse(t, `syntax = "proto3"; enum E { E0 = 0; }`)
-		var verr *ValidationError
+		var verr *schema.ValidationError
 		if err := empty.Validate([]byte{0}); !errors.As(err, &verr) || verr.Rule != "message-index" {
 			t.Errorf("got %v, want a message-index error", err)
 		}
@@ -509,7 +513,7 @@ func TestProtobufValidate(t *testing.T) {
 // protobufOtherSchema is a Schema of another format.
 type protobufOtherSchema struct{}
 
-func (protobufOtherSchema) Type() Type              { return TypeAvro }
+func (protobufOtherSchema) Type() schema.Type       { return schema.TypeAvro }
 func (protobufOtherSchema) Canonical() string       { return `"int"` }
 func (protobufOtherSchema) Validate(b []byte) error { return nil }
 
@@ -527,7 +531,7 @@ func TestProtobufMessageIndexes(t *testing.T) {
 		{"inference.v1.Response.Usage", []byte{4, 2, 0}},  // [1, 0]
 	}
 	for _, tc := range cases {
-		got, err := ProtobufMessageIndexes(s, tc.name)
+		got, err := schema.ProtobufMessageIndexes(s, tc.name)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -541,11 +545,11 @@ func TestProtobufMessageIndexes(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"inference.v1.Nope", "Request", "inference.v1.Request.NamedEntry", "inference.v1"} {
-		if _, err := ProtobufMessageIndexes(s, name); err == nil {
+		if _, err := schema.ProtobufMessageIndexes(s, name); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
-	if _, err := ProtobufMessageIndexes(protobufOtherSchema{}, "A"); err == nil {
+	if _, err := schema.ProtobufMessageIndexes(protobufOtherSchema{}, "A"); err == nil {
 		t.Error("an Avro schema: no error")
 	}
 }

@@ -1,4 +1,4 @@
-package schema
+package jsonfmt
 
 import (
 	"math/big"
