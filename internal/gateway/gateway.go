@@ -73,7 +73,8 @@ type Gateway struct {
 	close   context.CancelFunc
 
 	mu       sync.Mutex
-	models   []string // sorted
+	models   []string          // sorted
+	queueOf  map[string]string // model -> the queue capturing its subject
 	modelsAt time.Time
 	refresh  sync.Mutex // held while reading the registry; taken before mu
 }
@@ -107,6 +108,35 @@ func New(o Options) *Gateway {
 func (g *Gateway) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/chat/completions", g.observed("/v1/chat/completions", "chat", g.chat))
 	mux.HandleFunc("GET /v1/models", g.observed("/v1/models", "models", g.listModels))
+	mux.HandleFunc("GET /v1/models/{id...}", g.observed("/v1/models/{id}", "model", g.getModel))
+	// Everything else under /v1/ answers as OpenAI does, so an OpenAI
+	// client reports it as such (/v1/completions, /v1/embeddings, ...).
+	mux.HandleFunc("/v1/", g.unknownURL)
+}
+
+// unknownURL answers a path under /v1/ the gateway does not serve, in
+// OpenAI's shape.
+func (g *Gateway) unknownURL(w http.ResponseWriter, r *http.Request) {
+	e := &openai.Error{Message: fmt.Sprintf("Invalid URL (%s %s): SemaQ serves POST /v1/chat/completions, GET /v1/models and GET /v1/models/{model}.",
+		r.Method, r.URL.Path), Type: openai.TypeInvalidRequest, Code: openai.Str("unknown_url")}
+	writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: e})
+}
+
+// getModel is GET /v1/models/{id}: one live model, in OpenAI's shape.
+func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ok, err := g.modelLive(r.Context(), id)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "looking up the model: "+err.Error())
+		return
+	}
+	if !ok {
+		e := &openai.Error{Message: fmt.Sprintf("The model `%s` does not exist or no worker serves it.", id),
+			Type: openai.TypeInvalidRequest, Param: openai.Str("model"), Code: openai.Str("model_not_found")}
+		writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: e})
+		return
+	}
+	writeJSON(w, http.StatusOK, openai.Model{ID: id, Object: "model", OwnedBy: "semaq"})
 }
 
 // Close ends every open response stream, as a shutdown must: an event
@@ -157,8 +187,9 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 
 // liveModels returns the models served by live workers: the union of the
 // models announced by agents with the inference intent, less those whose
-// queue does not exist (lost in a broker restart, deleted), which no
-// request could reach. A list younger than ModelsTTL is reused unless
+// subject (ai.infer.<model>) no queue captures (lost in a broker restart,
+// deleted), which no request could reach. The queue is INFER_<model> or
+// one shared by several models (ai.infer.>). A list younger than ModelsTTL is reused unless
 // fresh is set.
 func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) {
 	g.mu.Lock()
@@ -192,21 +223,58 @@ func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) 
 	}
 	slices.Sort(models)
 	models = slices.Compact(models)
+	queueOf := make(map[string]string, len(models))
 	if len(models) > 0 {
 		queues, err := g.c.Queues(ctx)
 		if err != nil {
 			return nil, err
 		}
-		have := make(map[string]bool, len(queues))
-		for _, q := range queues {
-			have[q.Config.Name] = true
+		for _, m := range models {
+			subj := semaq.InferSubject(m)
+		find:
+			for _, q := range queues {
+				for _, p := range q.Config.Subjects {
+					if subjectMatches(p, subj) {
+						queueOf[m] = q.Config.Name
+						break find
+					}
+				}
+			}
 		}
-		models = slices.DeleteFunc(models, func(m string) bool { return !have[semaq.InferQueue(m)] })
+		models = slices.DeleteFunc(models, func(m string) bool { return queueOf[m] == "" })
 	}
 	g.mu.Lock()
-	g.models, g.modelsAt = models, time.Now()
+	g.models, g.queueOf, g.modelsAt = models, queueOf, time.Now()
 	g.mu.Unlock()
 	return models, nil
+}
+
+// queueOf is the queue that holds model's requests, as last read.
+func (g *Gateway) queueFor(model string) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if q := g.queueOf[model]; q != "" {
+		return q
+	}
+	return semaq.InferQueue(model)
+}
+
+// subjectMatches reports whether a literal subject matches a pattern
+// ('*' one token, '>' the rest).
+func subjectMatches(pattern, subject string) bool {
+	for {
+		pt, prest, pmore := strings.Cut(pattern, ".")
+		st, srest, smore := strings.Cut(subject, ".")
+		switch {
+		case pt == ">":
+			return true
+		case pt != "*" && pt != st:
+			return false
+		case !pmore || !smore:
+			return !pmore && !smore
+		}
+		pattern, subject = prest, srest
+	}
 }
 
 // modelLive says whether a live worker serves model, reading the registry
@@ -432,7 +500,7 @@ func (g *Gateway) cancelRequest(model, id string) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := g.c.Cancel(ctx, semaq.InferQueue(model), id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
+		if _, err := g.c.Cancel(ctx, g.queueFor(model), id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
 			g.log.Warn("cancelling a request", "id", id, "err", err)
 		}
 	}()

@@ -426,6 +426,10 @@ func TestWorkerWithHTTPUpstream(t *testing.T) {
 	m, _ := sim.New(sim.Config{Tokens: 30, Seed: 9})
 	var calls atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models") {
+			sim.Handler(m, "upstream-model").ServeHTTP(w, r) // the worker's health check
+			return
+		}
 		calls.Add(1)
 		if r.Header.Get("Authorization") != "Bearer up-key" {
 			http.Error(w, `{"error":{"message":"bad key","type":"authentication_error"}}`, 401)

@@ -34,9 +34,11 @@ func newRecordingUpstream(t *testing.T, model string) *recordingUpstream {
 	h := sim.Handler(m, model)
 	ru.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
-		ru.mu.Lock()
-		ru.got = append(ru.got, b)
-		ru.mu.Unlock()
+		if r.Method == http.MethodPost { // not the worker's health checks (GET /models)
+			ru.mu.Lock()
+			ru.got = append(ru.got, b)
+			ru.mu.Unlock()
+		}
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		h.ServeHTTP(w, r)
 	}))

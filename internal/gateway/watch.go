@@ -64,7 +64,7 @@ func (g *Gateway) orphaned(ctx context.Context, end context.CancelCauseFunc, mod
 	defer cancel()
 	// Withdrawn, and its token stream ended by the broker (only the lease
 	// holder, gone, could end it): replaying readers see worker_lost too.
-	if _, err := g.c.Cancel(bg, semaq.InferQueue(model), id, client.CancelEndStream(te)); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
+	if _, err := g.c.Cancel(bg, g.queueFor(model), id, client.CancelEndStream(te)); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
 		g.log.Warn("withdrawing a request no worker serves", "id", id, "err", err)
 	}
 	g.log.Info("request ended: no live worker serves its model", "id", id, "model", model)

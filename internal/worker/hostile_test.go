@@ -63,6 +63,7 @@ func start(t *testing.T, cfg worker.Config) *client.Client {
 	select {
 	case <-ready:
 	case err := <-done:
+		done <- nil // for the cleanup
 		t.Fatalf("worker stopped: %v", err)
 	}
 	return c
@@ -110,10 +111,12 @@ func newRecorder(t *testing.T, h http.Handler) *recorder {
 	r := &recorder{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
-		r.mu.Lock()
-		r.got = append(r.got, b)
-		r.auth = append(r.auth, req.Header.Get("Authorization"))
-		r.mu.Unlock()
+		if req.Method == http.MethodPost { // not the worker's health checks (GET /models)
+			r.mu.Lock()
+			r.got = append(r.got, b)
+			r.auth = append(r.auth, req.Header.Get("Authorization"))
+			r.mu.Unlock()
+		}
 		req.Body = io.NopCloser(bytes.NewReader(b))
 		h.ServeHTTP(w, req)
 	}))
@@ -208,16 +211,31 @@ func TestUpstreamSecretsAndAddresses(t *testing.T) {
 			t.Fatalf("client sees %+v", te)
 		}
 	})
-	t.Run("upstream unreachable", func(t *testing.T) {
+	t.Run("upstream unreachable at start", func(t *testing.T) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		dead := ln.Addr().String()
 		ln.Close()
+		srv := brokertest.Start(t)
+		w, err := worker.New(brokertest.Connect(t, srv), worker.Config{Upstream: "http://operator:s3cret@" + dead + "/v1", Models: []string{"gone"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.Run(context.Background())
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "operator:xxxxx@"+dead) {
+			t.Fatalf("Run = %v", err)
+		}
+	})
+	t.Run("upstream unreachable", func(t *testing.T) {
+		// Gone after the worker started, before its next health check.
+		live := httptest.NewServer(http.NotFoundHandler())
+		dead := strings.TrimPrefix(live.URL, "http://")
 		deadLogs := &logBuf{}
 		c := start(t, worker.Config{Upstream: "http://operator:s3cret@" + dead + "/v1", Models: []string{"gone"},
-			Log: slog.New(slog.NewTextHandler(deadLogs, nil))})
+			HealthInterval: time.Hour, Log: slog.New(slog.NewTextHandler(deadLogs, nil))})
+		live.Close()
 		_, te := ask(t, c, "gone", []byte(`{"model":"gone","messages":[{"role":"user","content":"x"}]}`))
 		if te == nil || te.Code != semaq.TokenErrUpstream || strings.Contains(te.Message, dead) || strings.Contains(te.Message, "127.0.0.1") {
 			t.Fatalf("client sees %+v", te)

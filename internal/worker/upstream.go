@@ -92,6 +92,7 @@ func (s simUpstream) Chat(ctx context.Context, _ []byte, req *openai.ChatRequest
 // tokens into the answer the client wants.
 type httpUpstream struct {
 	endpoint string // .../chat/completions
+	models   string // .../models, for health checks (health.go)
 	apiKey   string
 	hc       *http.Client
 	scrub    *strings.Replacer // takes the upstream's address out of what a client reads
@@ -108,6 +109,8 @@ func newHTTPUpstream(base, apiKey string, hc *http.Client) (*httpUpstream, error
 	if p == "" {
 		p = "/v1"
 	}
+	mu := *u
+	mu.Path = p + "/models"
 	u.Path = p + "/chat/completions"
 	if hc == nil {
 		hc = &http.Client{}
@@ -124,7 +127,7 @@ func newHTTPUpstream(base, apiKey string, hc *http.Client) (*httpUpstream, error
 			pairs = append(pairs, v, "<upstream>")
 		}
 	}
-	return &httpUpstream{endpoint: u.String(), apiKey: apiKey, hc: hc, scrub: strings.NewReplacer(pairs...)}, nil
+	return &httpUpstream{endpoint: u.String(), models: mu.String(), apiKey: apiKey, hc: hc, scrub: strings.NewReplacer(pairs...)}, nil
 }
 
 // public is msg for a client: without the upstream's address, at most

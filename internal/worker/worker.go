@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +53,11 @@ type Config struct {
 	// QueueStorage is the storage of the queues the worker creates:
 	// memory (default) or file.
 	QueueStorage string
+	// HealthInterval is how often the worker asks an HTTP upstream
+	// GET /models (default 5s): while it does not answer, the worker's
+	// models are withdrawn from the agent registry (GET /v1/models, the
+	// gateway's 404) and it fetches nothing.
+	HealthInterval time.Duration
 	// Log receives what the worker does; nil discards it.
 	Log *slog.Logger
 	// HTTPClient calls the upstream; nil means a default client.
@@ -107,6 +111,12 @@ func (c *Config) Validate() error {
 	if c.AnnounceTTL < semaq.MinAgentTTL || c.AnnounceTTL > semaq.MaxAgentTTL {
 		return fmt.Errorf("worker: announce ttl %s is outside %s..%s", c.AnnounceTTL, semaq.MinAgentTTL, semaq.MaxAgentTTL)
 	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = 5 * time.Second
+	}
+	if c.HealthInterval < 10*time.Millisecond {
+		return fmt.Errorf("worker: health interval %s is under 10ms", c.HealthInterval)
+	}
 	switch c.QueueStorage {
 	case "":
 		c.QueueStorage = "memory"
@@ -138,9 +148,16 @@ type Worker struct {
 	up       Upstream
 	upstream string // cfg.Upstream without its password, for logs
 	log      *slog.Logger
-	queues   map[string]*modelQueue // by queue name
+	queues   map[string]*modelQueue // by model
 	fatal    context.CancelCauseFunc
 
+	// annMu guards ann: the announcement while the upstream answers,
+	// nil while it does not (health.go).
+	annMu sync.Mutex
+	ann   *client.Announcement
+	down  atomic.Bool // the upstream does not answer: fetch nothing
+
+	inFlight                              atomic.Int64
 	jobs, cancelled, failed, lost, tokens atomic.Uint64
 }
 
@@ -151,8 +168,7 @@ func New(c *client.Client, cfg Config) (*Worker, error) {
 	}
 	w := &Worker{c: c, cfg: cfg, log: cfg.Log, upstream: RedactURL(cfg.Upstream), queues: map[string]*modelQueue{}}
 	for _, m := range cfg.Models {
-		q := &modelQueue{model: m, name: semaq.InferQueue(m)}
-		w.queues[q.name] = q
+		w.queues[m] = &modelQueue{model: m, subject: semaq.InferSubject(m), name: semaq.InferQueue(m)}
 	}
 	if w.log == nil {
 		w.log = slog.New(slog.DiscardHandler)
@@ -195,27 +211,25 @@ func (w *Worker) run(parent context.Context, ready func()) error {
 	ctx, fatal := context.WithCancelCause(parent)
 	defer fatal(nil)
 	w.fatal = fatal
+	// An upstream that does not answer would make every request a 502:
+	// better not to start, saying which.
+	if err := w.checkUpstream(ctx); err != nil {
+		return err
+	}
 	for _, m := range w.cfg.Models {
-		if err := w.addQueue(ctx, m); err != nil {
+		if err := w.addQueue(ctx, w.queues[m]); err != nil {
 			return err
 		}
 	}
-	caps := map[string]string{semaq.CapModels: strings.Join(w.cfg.Models, ",")}
-	if a := w.cfg.Labels["adapter"]; a != "" {
-		caps[semaq.CapAdapters] = a
-	}
-	if w.cfg.Upstream == "sim" {
-		caps["upstream"] = "sim"
-	}
-	ann, err := w.c.Announce(ctx, semaq.Agent{ID: w.cfg.ID, Intents: []string{semaq.InferIntent}, Capabilities: caps,
-		Subject: semaq.InferSubjectPrefix + ">"}, w.cfg.AnnounceTTL)
-	if err != nil {
-		return fmt.Errorf("worker: announcing: %w", err)
+	if err := w.announce(ctx); err != nil {
+		return err
 	}
 	w.log.Info("worker serving", "id", w.cfg.ID, "models", w.cfg.Models, "upstream", w.upstream, "concurrency", w.cfg.Concurrency)
 	if ready != nil {
 		ready()
 	}
+	var health sync.WaitGroup
+	health.Go(func() { w.watchUpstream(ctx) })
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
 	var running sync.WaitGroup
@@ -226,20 +240,24 @@ func (w *Worker) run(parent context.Context, ready func()) error {
 			labels = map[string]string{}
 		}
 		labels["model"] = m
-		queue := semaq.InferQueue(m)
 		// Several fetches wait at once, so a request finds one already
 		// waiting even while another fetch's answer is on its way back.
 		for range min(w.cfg.Concurrency, fetchersPerModel) {
-			fetchers.Go(func() { w.fetchLoop(ctx, w.queues[queue], labels, slots, &running) })
+			fetchers.Go(func() { w.fetchLoop(ctx, w.queues[m], labels, slots, &running) })
 		}
 	}
 	fetchers.Wait()
+	health.Wait()
+	stopping := []any{"in_flight", w.inFlight.Load()}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		stopping = append(stopping, "err", err)
+	}
+	w.log.Info("worker stopping", stopping...)
 	running.Wait()
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := ann.Leave(lctx); err != nil {
-		w.log.Warn("leaving the agent registry", "err", err)
-	}
+	w.withdraw(lctx)
+	w.log.Info("worker stopped", "id", w.cfg.ID, "jobs", w.jobs.Load())
 	if parent.Err() == nil {
 		if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			return err
@@ -255,9 +273,18 @@ const fetchersPerModel = 4
 // ends. A fetch asks for as many jobs as slots it could take. A queue
 // that is gone is recreated; failures back off from 100ms to 5s.
 func (w *Worker) fetchLoop(ctx context.Context, q *modelQueue, labels map[string]string, slots chan struct{}, running *sync.WaitGroup) {
-	queue := q.name
 	backoff := time.Duration(0)
 	for {
+		if w.down.Load() {
+			// The upstream does not answer: a request taken now would
+			// fail; leave it to the model's other workers.
+			select {
+			case <-time.After(w.cfg.HealthInterval):
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -275,14 +302,20 @@ func (w *Worker) fetchLoop(ctx context.Context, q *modelQueue, labels map[string
 		}
 		// A short wait lets the fetchers of several models take turns with
 		// the slots.
-		jobs, err := w.c.Fetch(ctx, queue, client.FetchMax(n), client.FetchWait(time.Second), client.FetchLabels(labels))
+		// The subject filter keeps the fetch to this model's requests on
+		// a queue shared by several models.
+		queue := q.queue()
+		jobs, err := w.c.Fetch(ctx, queue, client.FetchMax(n), client.FetchWait(time.Second), client.FetchLabels(labels),
+			client.FetchSubject(q.subject))
 		for range n - len(jobs) {
 			<-slots
 		}
 		for _, job := range jobs {
+			w.inFlight.Add(1)
 			running.Go(func() {
 				defer func() { <-slots }()
-				w.handle(job)
+				defer w.inFlight.Add(-1)
+				w.handle(job, q)
 			})
 		}
 		switch {
@@ -318,7 +351,7 @@ func (w *Worker) fetchLoop(ctx context.Context, q *modelQueue, labels map[string
 }
 
 // handle runs one request from the queue to the end of its token stream.
-func (w *Worker) handle(job *client.Job) {
+func (w *Worker) handle(job *client.Job, q *modelQueue) {
 	ctx := job.Context()
 	// Answers to the broker outlive the job's context: a cancelled job
 	// still gets its stream ended.
@@ -332,7 +365,7 @@ func (w *Worker) handle(job *client.Job) {
 	log := w.log.With("request", id, "queue", job.Queue)
 	req, err := openai.ParseChatRequest(job.Data)
 	if err == nil {
-		err = w.checkModel(job, req)
+		err = checkModel(job, req, q)
 	}
 	if err != nil {
 		if aerr := job.AbortTokenStream(bg, &semaq.TokenError{Code: "bad_request", Message: err.Error()}); aerr != nil {
@@ -445,16 +478,15 @@ func (w *Worker) handle(job *client.Job) {
 	}
 }
 
-// checkModel refuses a request whose model is not the one its queue is
-// for: the body, the AI-Model header and the queue must agree, so what is
+// checkModel refuses a request whose model is not the one it was fetched
+// for: the body, the AI-Model header and the subject must agree, so what is
 // sent to the upstream (with the operator's key) is what was queued and
 // accounted. The gateway's parser already refuses bodies it would read
 // differently from the upstream; this holds for anything published
 // straight onto the queue too.
-func (w *Worker) checkModel(job *client.Job, req *openai.ChatRequest) error {
-	q := w.queues[job.Queue]
-	if q == nil {
-		return fmt.Errorf("the worker does not serve queue %s", job.Queue)
+func checkModel(job *client.Job, req *openai.ChatRequest, q *modelQueue) error {
+	if job.Subject != q.subject {
+		return fmt.Errorf("the request was published on %s, not on %s", job.Subject, q.subject)
 	}
 	if req.Model != q.model {
 		return fmt.Errorf("the request is for model %q but was queued for %q", req.Model, q.model)
