@@ -37,7 +37,13 @@ progress finish first.
 for vLLM, http://host:11434/v1 for Ollama, http://host:8080/v1 for the
 llama.cpp server, https://api.openai.com/v1), or "sim": a built-in
 deterministic model whose first token is "sum=<CRC-32 of the prompt>",
-paced by --sim-ttft and --sim-tps.`,
+paced by --sim-ttft and --sim-tps (50 tokens/s unless given; 0 for as
+fast as possible). An upstream URL must answer GET <upstream>/models at
+start; while it stops answering, the worker withdraws its models.
+
+A model's requests are taken from the queue that captures its subject
+ai.infer.<model>: one made by the operator for several models
+(semaq queue add INFER --subjects 'ai.infer.>') or else INFER_<model>.`,
 		Example: `  semaq worker --upstream sim --model demo
   semaq worker --upstream http://127.0.0.1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct --concurrency 16
   OPENAI_API_KEY=... semaq worker --upstream https://api.openai.com/v1 --model gpt-4o-mini --api-key-env OPENAI_API_KEY
@@ -88,8 +94,9 @@ paced by --sim-ttft and --sim-tps.`,
 	f.DurationVar(&cfg.AnnounceTTL, "announce-ttl", 0, "how long the worker's announcement outlives it: the gateway gives up a dead worker's requests after it (default 10s)")
 	f.StringVar(&cfg.QueueStorage, "queue-storage", "", "storage of the queues this worker creates: memory (default) or file")
 	f.DurationVar(&cfg.AckWait, "ack-wait", 0, "ack wait of the queues this worker creates: a dead worker's request moves on after it (default 10s)")
+	f.DurationVar(&cfg.HealthInterval, "health-interval", 0, "how often an upstream URL is asked GET /models; models are withdrawn while it does not answer (default 5s)")
 	f.DurationVar(&cfg.Sim.TTFT, "sim-ttft", 0, "sim: time to first token")
-	f.Float64Var(&cfg.Sim.TokensPerSec, "sim-tps", 0, "sim: tokens per second after the first (0: as fast as possible)")
+	f.Float64Var(&cfg.Sim.TokensPerSec, "sim-tps", 50, "sim: tokens per second after the first (0: as fast as possible)")
 	f.IntVar(&cfg.Sim.Tokens, "sim-tokens", 16, "sim: answer length of a request without max_tokens")
 	f.Uint64Var(&cfg.Sim.Seed, "sim-seed", 0, "sim: seed of the generated words")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

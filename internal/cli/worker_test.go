@@ -114,3 +114,48 @@ func TestBenchTokensTiny(t *testing.T) {
 		t.Fatalf("--streams 0: %+v", r)
 	}
 }
+
+// `semaq worker --upstream sim` without --sim-tps streams at 50 tokens/s,
+// so a streamed answer arrives token by token as a real model's does
+// (with no pacing it came in one burst and streaming looked broken); a
+// dead upstream stops the worker at once, saying which.
+func TestWorkerCommandDefaults(t *testing.T) {
+	srv := brokertest.Start(t)
+	mustFailSemaq(t, srv.ClientURL(), "upstream http://127.0.0.1:1/v1 does not answer GET /models",
+		"worker", "--upstream", "http://127.0.0.1:1/v1", "--model", "m")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr bytes.Buffer
+	root := newRoot(strings.NewReader(""), io.Discard, &stderr)
+	root.SetArgs([]string{"worker", "--server", srv.ClientURL(), "--upstream", "sim", "--model", "paced", "--sim-tokens", "11"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	base := "http://" + srv.HTTPAddr()
+	body := `{"model":"paced","messages":[{"role":"user","content":"x"}],"stream":true}`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusNotFound && time.Now().Before(deadline) {
+			resp.Body.Close()
+			time.Sleep(20 * time.Millisecond) // polling until the worker is announced
+			continue
+		}
+		// Ten tokens after the first at 50/s take at least 200ms.
+		start := time.Now()
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != 200 || took < 190*time.Millisecond {
+			t.Fatalf("status %d in %s (want paced at 50 tokens/s): %s", resp.StatusCode, took, b)
+		}
+		break
+	}
+}
