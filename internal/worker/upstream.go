@@ -37,10 +37,20 @@ type UpstreamError struct {
 }
 
 func (e *UpstreamError) Error() string {
-	if e.Status == 0 {
-		return "upstream: " + e.Message
+	if e.Status == 0 || e.Status == http.StatusOK { // not reached, or failed mid-stream
+		return withPrefix("upstream: ", e.Message)
 	}
 	return fmt.Sprintf("upstream answered %d: %s", e.Status, e.Message)
+}
+
+// withPrefix is prefix+msg, unless msg already says it: an upstream that
+// is itself a SemaQ gateway (or any proxy) often starts its messages with
+// "upstream", and "upstream: upstream error: ..." reads like a stutter.
+func withPrefix(prefix, msg string) string {
+	if strings.HasPrefix(strings.ToLower(msg), strings.ToLower(strings.TrimRight(prefix, ": "))) {
+		return msg
+	}
+	return prefix + msg
 }
 
 // PublicMessage is what a client is told about err, an error of
@@ -140,6 +150,9 @@ func (h *httpUpstream) public(status int, msg string) string {
 	if msg = h.scrub.Replace(msg); msg != "" {
 		if len(msg) > 512 {
 			msg = msg[:512] + "..."
+		}
+		if status == 0 {
+			return withPrefix(p+": ", msg)
 		}
 		p += ": " + msg
 	}

@@ -55,3 +55,25 @@ func TestUpstreamURL(t *testing.T) {
 		}
 	}
 }
+
+// An upstream's message that already says "upstream" (another SemaQ
+// gateway behind the worker, a proxy) is not prefixed a second time.
+func TestUpstreamMessagesNotDoubled(t *testing.T) {
+	h, err := newHTTPUpstream("http://127.0.0.1:8000/v1", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ got, want string }{
+		{h.public(0, "upstream error: status 500"), "upstream error: status 500"},
+		{h.public(0, "Upstream error: the model server failed"), "Upstream error: the model server failed"},
+		{h.public(0, "context too long"), "upstream error: context too long"},
+		{h.public(502, "upstream error: status 500"), "upstream error: status 502: upstream error: status 500"},
+		{(&UpstreamError{Message: "upstream: connection refused"}).Error(), "upstream: connection refused"},
+		{(&UpstreamError{Status: 200, Message: "upstream error: boom"}).Error(), "upstream error: boom"},
+		{(&UpstreamError{Message: "dial tcp: refused"}).Error(), "upstream: dial tcp: refused"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%q, want %q", tc.got, tc.want)
+		}
+	}
+}
