@@ -58,21 +58,6 @@ func AppendFrameJob(b []byte, reply string, hdr map[string][]string, extra []str
 	return append(b, data...)
 }
 
-// FrameJobSize bounds what AppendFrameJob adds for a job, so a sender can
-// cut frames below the server's max payload.
-func FrameJobSize(reply string, hdr map[string][]string, extra []string, data []byte) int {
-	n := 3*binary.MaxVarintLen64 + len(reply) + len(data)
-	for k, vs := range hdr {
-		for _, v := range vs {
-			n += 2*binary.MaxVarintLen64 + len(k) + len(v)
-		}
-	}
-	for _, s := range extra {
-		n += binary.MaxVarintLen64 + len(s)
-	}
-	return n
-}
-
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)

@@ -433,8 +433,11 @@ func (j *qjob) tokensDeclared() int64 {
 // dataLen is the payload's size.
 func (j *qjob) dataLen() int { return int(j.bytes - semaq.QueueRequestOverhead) }
 
-// frameJobOverhead is what a job's frame entry adds to its stored headers
-// and data: the reply subject and the Semaq-* headers, generously.
+// frameJobOverhead is what a job's entry in a batch frame
+// (semaq.AppendFrameJob) adds to its stored headers and data: the reply
+// subject, the Semaq-* headers and the length prefixes, generously. With
+// 4 bytes per stored header it is the one bound of a job's frame size
+// (qjob.size) that fetches are cut by.
 const frameJobOverhead = 640
 
 // estimateTokens guesses the prompt tokens of a payload that does not say:

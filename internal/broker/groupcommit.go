@@ -51,7 +51,6 @@ const (
 type heldAck struct {
 	reply string // the publisher's reply subject
 	data  []byte // the PubAck, forwarded unchanged
-	at    time.Time
 }
 
 // committer group-commits the acks of one stream.
@@ -335,5 +334,5 @@ func (r *ackRouter) route(m *nats.Msg) {
 		_ = r.nc.Publish(reply, m.Data)
 		return
 	}
-	c.hold(heldAck{reply: reply, data: m.Data, at: time.Now()})
+	c.hold(heldAck{reply: reply, data: m.Data})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -201,12 +202,12 @@ func parseSubscribe(r *http.Request) (subscribeParams, error) {
 	}
 	// Last-Event-ID is what an EventSource sends when it reconnects: resume
 	// after it, whatever start_seq says.
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := parseSeq(id)
-		if err != nil || n == math.MaxUint64 {
-			return p, fmt.Errorf("Last-Event-ID %.32q is not a sequence number", id)
-		}
-		p.startSeq = n + 1
+	next, resume, err := sse.ResumeSeq(r.Header)
+	if err != nil {
+		return p, fmt.Errorf("Last-Event-ID %.32q is not a sequence number", r.Header.Get(sse.HeaderLastEventID))
+	}
+	if resume {
+		p.startSeq = next
 	}
 	if c := q.Get("count"); c != "" {
 		n, err := parseSeq(c)

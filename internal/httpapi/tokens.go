@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -172,12 +171,12 @@ func tokenReadOptions(r *http.Request) ([]client.TokenReadOption, error) {
 		}
 		from = n
 	}
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		n, err := parseSeq(id)
-		if err != nil || n == math.MaxUint64 {
-			return nil, fmt.Errorf("Last-Event-ID %q is not a record number", id)
-		}
-		from = n + 1
+	next, resume, err := sse.ResumeSeq(r.Header)
+	if err != nil {
+		return nil, fmt.Errorf("Last-Event-ID %q is not a record number", r.Header.Get(sse.HeaderLastEventID))
+	}
+	if resume {
+		from = next
 	}
 	if from > 0 {
 		opts = append(opts, client.FromSeq(from))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sse"
+	"github.com/semaq/semaq/internal/worker/upstream"
 )
 
 // Handler serves the model as an OpenAI-compatible API:
@@ -42,7 +43,7 @@ func Handler(m *Model, models ...string) http.Handler {
 			text  []byte
 			calls []openai.ToolCall
 		)
-		out, err := m.Generate(r.Context(), req, func(p Piece) error {
+		out, err := m.Generate(r.Context(), req, func(p upstream.Piece) error {
 			if p.Func == nil {
 				text = append(text, p.Text...)
 				return nil
@@ -91,7 +92,7 @@ func serveStream(w http.ResponseWriter, r *http.Request, m *Model, req *openai.C
 		return nil
 	}
 	first := true
-	out, err := m.Generate(r.Context(), req, func(p Piece) error {
+	out, err := m.Generate(r.Context(), req, func(p upstream.Piece) error {
 		d := openai.Delta{}
 		if first {
 			d.Role, first = "assistant", false

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/worker/upstream"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -45,17 +46,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Piece is one generated token: text, or a fragment of a function call.
-type Piece struct {
-	Text string
-	Func *semaq.FunctionCallFragment
-}
-
-// Outcome ends an answer.
-type Outcome struct {
-	FinishReason string
-	Usage        semaq.TokenUsage
-}
+// Piece and Outcome are the worker's (upstream.Piece, upstream.Outcome),
+// named here for the worker code that has not moved to upstream's names.
+//
+// Deprecated: use upstream.Piece and upstream.Outcome.
+type (
+	Piece   = upstream.Piece
+	Outcome = upstream.Outcome
+)
 
 // Model is the simulated model. It is safe for concurrent use.
 type Model struct{ cfg Config }
@@ -70,9 +68,6 @@ func New(cfg Config) (*Model, error) {
 	}
 	return &Model{cfg: cfg}, nil
 }
-
-// Config is the model's configuration.
-func (m *Model) Config() Config { return m.cfg }
 
 // Checksum is the prompt checksum the first token carries: CRC-32 (IEEE)
 // of the prompt text, as 8 hex digits.
@@ -93,22 +88,24 @@ var words = []string{
 }
 
 // PromptTokens estimates the prompt's size: its whitespace-separated words.
-func PromptTokens(prompt string) int { return len(strings.Fields(prompt)) }
+//
+// Deprecated: use upstream.PromptTokens.
+func PromptTokens(prompt string) int { return upstream.PromptTokens(prompt) }
 
 // Generate answers req, calling emit for each token in order. It stops
 // with ctx's error when ctx ends, and with emit's error when emit fails.
-func (m *Model) Generate(ctx context.Context, req *openai.ChatRequest, emit func(Piece) error) (Outcome, error) {
+func (m *Model) Generate(ctx context.Context, req *openai.ChatRequest, emit func(upstream.Piece) error) (upstream.Outcome, error) {
 	prompt := req.Prompt()
 	n, reason := m.cfg.Tokens, "stop"
 	if l := req.Limit(); l > 0 {
 		n, reason = l, "length"
 	}
-	out := Outcome{FinishReason: reason, Usage: semaq.TokenUsage{Prompt: PromptTokens(prompt), Completion: n}}
+	out := upstream.Outcome{FinishReason: reason, Usage: semaq.TokenUsage{Prompt: upstream.PromptTokens(prompt), Completion: n}}
 	out.Usage.Total = out.Usage.Prompt + out.Usage.Completion
 
 	start := time.Now()
 	if err := sleepUntil(ctx, start.Add(m.cfg.TTFT)); err != nil {
-		return Outcome{}, err
+		return upstream.Outcome{}, err
 	}
 	first := time.Now()
 	pace := func(i int) error {
@@ -123,14 +120,14 @@ func (m *Model) Generate(ctx context.Context, req *openai.ChatRequest, emit func
 		frags := splitArgs(args, 4)
 		for i, a := range frags {
 			if err := pace(i); err != nil {
-				return Outcome{}, err
+				return upstream.Outcome{}, err
 			}
 			f := &semaq.FunctionCallFragment{Index: 0, Arguments: a}
 			if i == 0 {
 				f.ID, f.Name = "call_"+Checksum(prompt), name
 			}
-			if err := emit(Piece{Func: f}); err != nil {
-				return Outcome{}, err
+			if err := emit(upstream.Piece{Func: f}); err != nil {
+				return upstream.Outcome{}, err
 			}
 		}
 		out.FinishReason = "tool_calls"
@@ -142,7 +139,7 @@ func (m *Model) Generate(ctx context.Context, req *openai.ChatRequest, emit func
 	x := m.cfg.Seed ^ uint64(crc32.ChecksumIEEE([]byte(prompt)))
 	for i := range n {
 		if err := pace(i); err != nil {
-			return Outcome{}, err
+			return upstream.Outcome{}, err
 		}
 		text := ""
 		if i == 0 {
@@ -151,11 +148,17 @@ func (m *Model) Generate(ctx context.Context, req *openai.ChatRequest, emit func
 			x = splitmix(x)
 			text = words[x%uint64(len(words))]
 		}
-		if err := emit(Piece{Text: text}); err != nil {
-			return Outcome{}, err
+		if err := emit(upstream.Piece{Text: text}); err != nil {
+			return upstream.Outcome{}, err
 		}
 	}
 	return out, nil
+}
+
+// Chat answers req as Generate does: it makes the model an upstream of the
+// worker, which also hands it the request body (not needed here).
+func (m *Model) Chat(ctx context.Context, _ []byte, req *openai.ChatRequest, emit func(upstream.Piece) error) (upstream.Outcome, error) {
+	return m.Generate(ctx, req, emit)
 }
 
 // Answer is the whole text answer to a prompt of n tokens with seed, as

@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/worker/upstream"
 )
 
 func request(prompt string, max int) *openai.ChatRequest {
@@ -27,9 +28,9 @@ func TestGenerateDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	collect := func(prompt string, max int) (string, Outcome) {
+	collect := func(prompt string, max int) (string, upstream.Outcome) {
 		var b strings.Builder
-		out, err := m.Generate(context.Background(), request(prompt, max), func(p Piece) error {
+		out, err := m.Generate(context.Background(), request(prompt, max), func(p upstream.Piece) error {
 			b.WriteString(p.Text)
 			return nil
 		})
@@ -61,7 +62,7 @@ func TestGeneratePacingAndCancel(t *testing.T) {
 	m, _ := New(Config{TTFT: 30 * time.Millisecond, TokensPerSec: 200, Tokens: 5})
 	start := time.Now()
 	var first time.Duration
-	_, err := m.Generate(context.Background(), request("p", 0), func(p Piece) error {
+	_, err := m.Generate(context.Background(), request("p", 0), func(p upstream.Piece) error {
 		if first == 0 {
 			first = time.Since(start)
 		}
@@ -76,7 +77,7 @@ func TestGeneratePacingAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	_, err = m.Generate(ctx, request("p", 1000), func(Piece) error {
+	_, err = m.Generate(ctx, request("p", 1000), func(upstream.Piece) error {
 		if n++; n == 2 {
 			cancel()
 		}

@@ -1,6 +1,8 @@
 // Package sse reads and writes Server-Sent Events (the text/event-stream
 // format of the HTML standard): the token-stream endpoint and the OpenAI
-// gateway write them, the worker adapter reads an upstream's.
+// gateway write them, the worker adapter reads an upstream's, and the
+// event-stream endpoints resume a reconnecting client after the id in its
+// Last-Event-ID header.
 package sse
 
 import (
@@ -9,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -44,10 +48,6 @@ func NewReader(r io.Reader, maxLine int) *Reader {
 	}
 	return &Reader{r: bufio.NewReaderSize(r, 4096), maxLine: maxLine}
 }
-
-// LastID is the last event id seen, as a reconnecting client sends it in
-// Last-Event-ID.
-func (r *Reader) LastID() string { return r.lastID }
 
 // Next returns the next event. At the end of the input it returns io.EOF;
 // an event not terminated by a blank line before the end is discarded, as
@@ -186,4 +186,32 @@ func appendOneLine(dst []byte, s string) []byte {
 		}
 	}
 	return dst
+}
+
+// HeaderLastEventID is the request header in which a reconnecting
+// EventSource sends the id of the last event it received.
+const HeaderLastEventID = "Last-Event-ID"
+
+// ErrBadLastEventID is returned by ResumeSeq for a Last-Event-ID that is
+// not a sequence number.
+var ErrBadLastEventID = errors.New("sse: Last-Event-ID is not a sequence number")
+
+// ResumeSeq reads the Last-Event-ID of h for a stream whose event ids are
+// sequence numbers: next is the number after it, where the client
+// resumes, and ok is false when h has none. An id that is not a decimal
+// number of at most 20 digits, or is the largest uint64 (nothing can
+// follow it), is ErrBadLastEventID.
+func ResumeSeq(h http.Header) (next uint64, ok bool, err error) {
+	id := h.Get(HeaderLastEventID)
+	if id == "" {
+		return 0, false, nil
+	}
+	if len(id) > 20 {
+		return 0, false, ErrBadLastEventID
+	}
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil || n == math.MaxUint64 {
+		return 0, false, ErrBadLastEventID
+	}
+	return n + 1, true, nil
 }

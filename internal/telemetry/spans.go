@@ -10,11 +10,12 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
 )
 
-// Attribute keys of broker spans beyond the client's (client.Attr*).
+// Attribute keys of broker spans beyond the envelope's (tracevocab.Attr*,
+// which the SDK shares).
 const (
 	AttrRoute       = attribute.Key("semaq.route")
 	AttrRouteTarget = attribute.Key("semaq.route.target")
@@ -28,13 +29,13 @@ const (
 // span's attributes are the envelope's. Only sampled spans record; check
 // span.IsRecording() before doing extra work for it.
 func (t *Tracing) StartIngress(h nats.Header, subject, pattern string, env semaq.Envelope) (context.Context, trace.Span) {
-	ctx := client.ExtractTrace(context.Background(), h)
-	pattern = client.ValidUTF8(pattern)
+	ctx := tracevocab.Extract(context.Background(), h)
+	pattern = tracevocab.ValidUTF8(pattern)
 	ctx, span := t.Tracer().Start(ctx, "ingress "+pattern, trace.WithSpanKind(trace.SpanKindConsumer))
 	if span.IsRecording() {
-		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgDest.String(client.ValidUTF8(subject)),
-			client.AttrMsgOperation.String("receive"), AttrSubject.String(pattern))
-		span.SetAttributes(client.EnvelopeAttributes(env)...)
+		span.SetAttributes(tracevocab.AttrMsgSystem.String("nats"), tracevocab.AttrMsgDest.String(tracevocab.ValidUTF8(subject)),
+			tracevocab.AttrMsgOperation.String("receive"), AttrSubject.String(pattern))
+		span.SetAttributes(tracevocab.EnvelopeAttributes(env)...)
 	}
 	return ctx, span
 }
@@ -44,7 +45,7 @@ func (t *Tracing) StartIngress(h nats.Header, subject, pattern string, env semaq
 // not record leaves h as it was: the publisher's context goes on unchanged.
 func CarryOn(ctx context.Context, span trace.Span, h nats.Header) {
 	if span.IsRecording() {
-		client.InjectTrace(ctx, h)
+		tracevocab.Inject(ctx, h)
 	}
 }
 
@@ -62,27 +63,6 @@ func (t *Tracing) StartChild(ctx context.Context, name string, attrs ...attribut
 	return t.Tracer().Start(ctx, name, trace.WithAttributes(attrs...))
 }
 
-// StartMessage starts a span for work the broker does on a stored message
-// (dispatch to a worker, relaying a token stream): a child of the trace
-// context in the message's headers (the ingress span), or nothing
-// recorded when the message carries none and roots are not sampled. kind
-// is trace.SpanKindProducer for a hand-off to a worker, Internal
-// otherwise. Pass the result of semaq.Parse as env to get the AI
-// attributes; attrs are added as they are. Inject the returned context
-// with CarryOn into anything published on the message's behalf.
-func (t *Tracing) StartMessage(h nats.Header, name string, kind trace.SpanKind, env semaq.Envelope, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	ctx := client.ExtractTrace(context.Background(), h)
-	if t == nil || !trace.SpanContextFromContext(ctx).IsValid() && !t.StartsRoots() {
-		return ctx, trace.SpanFromContext(ctx) // non-recording
-	}
-	ctx, span := t.Tracer().Start(ctx, name, trace.WithSpanKind(kind))
-	if span.IsRecording() {
-		span.SetAttributes(client.EnvelopeAttributes(env)...)
-		span.SetAttributes(attrs...)
-	}
-	return ctx, span
-}
-
 // StartHTTP starts the server span of an HTTP request (the gateway's),
 // continuing the request's traceparent. name should be low-cardinality:
 // the route pattern, or the GenAI operation and model ("chat llama3").
@@ -96,12 +76,10 @@ func (t *Tracing) StartHTTP(r *http.Request, name string, attrs ...attribute.Key
 
 // GenAI attribute keys for the gateway's spans (OpenTelemetry GenAI
 // semantic conventions); gen_ai.request.model and gen_ai.usage.input_tokens
-// are client.AttrModel and client.AttrInputTokens.
+// are tracevocab.AttrModel and tracevocab.AttrInputTokens.
 const (
 	AttrGenAIOperation   = attribute.Key("gen_ai.operation.name") // chat, text_completion, embeddings
-	AttrGenAISystem      = attribute.Key("gen_ai.system")
 	AttrGenAIOutputToken = attribute.Key("gen_ai.usage.output_tokens")
-	AttrGenAIRespModel   = attribute.Key("gen_ai.response.model")
 	AttrGenAIFinish      = attribute.Key("gen_ai.response.finish_reasons")
 	AttrTimeToFirstToken = attribute.Key("semaq.time_to_first_token_ms")
 	AttrTokenStream      = attribute.Key("semaq.token_stream.id") // the request id

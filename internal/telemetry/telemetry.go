@@ -122,15 +122,6 @@ func (t *Tracing) Tracer() trace.Tracer {
 	return t.tracer
 }
 
-// Provider is the tracer provider, for components that name their own
-// tracer (the gateway); nil when t is nil.
-func (t *Tracing) Provider() trace.TracerProvider {
-	if t == nil {
-		return nil
-	}
-	return t.tp
-}
-
 // ForceFlush exports every finished span now.
 func (t *Tracing) ForceFlush(ctx context.Context) error {
 	if t == nil {
