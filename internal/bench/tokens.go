@@ -25,6 +25,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/sse"
@@ -175,7 +176,7 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 	bc.Listen = "127.0.0.1:0"
 	bc.HTTP = "127.0.0.1:0"
 	bc.LogLevel = "error"
-	srv, err := broker.New(bc, nil)
+	srv, err := node.New(bc, nil) // the gateway phase needs the HTTP front door
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

@@ -1,289 +1,118 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
+	"runtime"
 
 	"github.com/spf13/cobra"
-
-	"github.com/semaq/semaq/internal/bench"
-	"github.com/semaq/semaq/internal/broker"
-	"github.com/semaq/semaq/internal/schema"
 )
 
+// benchProgram is the program `semaq bench` runs: the benchmarks live
+// beside the broker, not in it, so the semaq binary carries neither the
+// harness nor a RabbitMQ client (cmd/semaq-bench, internal/benchcli).
+const benchProgram = "semaq-bench"
+
+// benchArgv0 is the name semaq-bench is run under, so that its usage and
+// errors read "semaq bench ..." and "semaq: ...", as they always have.
+const benchArgv0 = "semaq bench"
+
+// findBench locates semaq-bench; tests replace it.
+var findBench = func() (string, error) { return lookBench(os.Executable) }
+
 func newBenchCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Measure SemaQ against raw JetStream on an embedded broker",
-		Long: `Run a benchmark scenario on a broker embedded in this process (temporary data
-directory, NATS on 127.0.0.1 with a free port, no HTTP) and report SemaQ's
-figures beside raw JetStream's from the same run, as ratios.`,
+	return &cobra.Command{
+		Use:   "bench SUBCOMMAND [flags]",
+		Short: "Measure SemaQ against raw JetStream on an embedded broker (runs semaq-bench)",
+		Long: `Run a benchmark on a broker embedded in the benchmark's process and report
+SemaQ's figures beside raw JetStream's from the same run, as ratios.
+
+Subcommands:
+  ingest    Publish throughput and latency: through the ingress vs straight into JetStream
+  dispatch  Work-queue scheduling: priority and tenant isolation, token fairness, throughput
+            vs a raw pull consumer
+  tokens    Token streams and the OpenAI gateway: throughput in order, many streams, time to
+            first token
+  run       Run an AI workload scenario (rag, agent, finetune, rl-feedback, tokens) against
+            SemaQ and raw JetStream (and RabbitMQ)
+
+The benchmarks are a program of their own, semaq-bench, so that the broker
+binary carries neither the harness nor a RabbitMQ client. "semaq bench ARGS"
+runs "semaq-bench ARGS", found next to the semaq executable or else on PATH.
+Build it beside semaq from the source tree:
+
+  go build -o "$(dirname "$(command -v semaq)")/semaq-bench" ./cmd/semaq-bench
+
+or install both with "go install ./cmd/semaq ./cmd/semaq-bench".
+Run 'semaq bench SUBCOMMAND --help' for a subcommand's flags.`,
+		Example: `  semaq bench ingest --sync always
+  semaq bench run rag --html rag.html`,
+		// Every argument, flags and --help of a subcommand included, goes to
+		// semaq-bench; only a bare "semaq bench [--help]" is answered here.
+		DisableFlagParsing: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return fmt.Errorf("unknown scenario %q for \"semaq bench\" (scenarios: ingest)", args[0])
+			if len(args) == 0 || (len(args) == 1 && (args[0] == "-h" || args[0] == "--help")) {
+				return cmd.Help()
 			}
-			return cmd.Help()
+			return e.runBench(cmd.Context(), args)
 		},
 	}
-	cmd.AddCommand(newBenchIngestCmd(e))
-	cmd.AddCommand(newBenchDispatchCmd(e))
-	cmd.AddCommand(newBenchTokensCmd(e))
-	cmd.AddCommand(newBenchRunCmd(e))
-	return cmd
 }
 
-func newBenchIngestCmd(e *env) *cobra.Command {
-	def := bench.DefaultIngestConfig()
-	cfg := def
-	var (
-		jsonFile    string
-		quiet       bool
-		rates       string
-		schemaFile  string
-		schemaType  string
-		payloadFile string
-	)
-	cmd := &cobra.Command{
-		Use:   "ingest",
-		Short: "Publish throughput and latency: through the ingress vs straight into JetStream",
-		Long: `Publish to a SemaQ stream through the semantic ingress and to a raw JetStream
-stream with the same storage settings, from nats.go clients over loopback
-TCP. Each target gets a warm-up, then a throughput phase (asynchronous
-publishes, at most --window unacknowledged per publisher, acknowledged
-messages counted), a latency phase (sequential synchronous publishes in an
-HDR histogram) and, for each of --rates, a paced phase (asynchronous
-publishes at that offered rate, open loop, each ack timed). Every phase is
---duration long per target and rate, cut into --rounds slices run in
-alternating target order.
-
---sync interval: both streams on one embedded broker, no fsync before acks.
---sync always: the SemaQ stream has durability fsync (acks group-committed
-by the ingress); the raw stream runs on a second embedded nats-server with
-JetStream sync_always (one fsync per message), the durable baseline.
-
---schema FILE: register FILE in the broker's schema registry and bind the
-SemaQ stream to it, so the ingress validates every message. A second SemaQ
-stream without the schema (semaq-noschema) is measured beside it, which
-shows what enforcement costs in the same run; the raw stream validates
-nothing. Every target sends --payload, a JSON sample that must match the
-schema: as is for JSON Schema, or the Avro datum or Protobuf message (the
-file's first) in JSON form, encoded and sent in Confluent's wire format.
-Without --payload, FILE's sibling NAME.sample.json is used. --size pads the
-sample's longest string; without it the sample goes as is. bench/schemas/
-has a ready-made inference request for each format. The report adds the
-in-process cost of validating one payload.
-
-The table goes to stdout, progress to stderr; --json writes the report.`,
-		Example: `  semaq bench ingest
-  semaq bench ingest --sync always --duration 10s --json ingest.json
-  semaq bench ingest --sync interval --rates 1000,10000
-  semaq bench ingest --targets semaq --size 4096 --publishers 4
-  semaq bench ingest --schema bench/schemas/inference-request.json
-  semaq bench ingest --schema bench/schemas/inference-request.avsc --size 1024
-  semaq bench ingest --schema my.json --payload my-request.json`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			for i, t := range cfg.Targets {
-				cfg.Targets[i] = strings.TrimSpace(t)
-			}
-			var err error
-			if cfg.Rates, err = parseRates(rates, cfg.Sync, cmd.Flags().Changed("rates")); err != nil {
-				return err
-			}
-			if err := readPayload(&cfg, schemaFile, schemaType, payloadFile, cmd.Flags().Changed("schema-type"), cmd.Flags().Changed("size")); err != nil {
-				return err
-			}
-			if cfg.Schema != nil && !cmd.Flags().Changed("targets") {
-				cfg.Targets = slices.Clone(bench.SchemaTargets)
-			}
-			if err := cfg.Validate(); err != nil {
-				return err
-			}
-			out, err := openReport(jsonFile, e.stdout)
-			if err != nil {
-				return err
-			}
-			defer out.abort()
-			if !quiet {
-				cfg.Progress = e.stderr
-			}
-			rep, err := bench.RunIngest(cmd.Context(), cfg)
-			if err != nil {
-				return err
-			}
-			if err := out.write(rep); err != nil {
-				return err
-			}
-			if jsonFile == "-" {
-				return nil
-			}
-			return rep.WriteTable(e.stdout)
-		},
-	}
-	f := cmd.Flags()
-	f.StringSliceVar(&cfg.Targets, "targets", def.Targets, "targets to measure, comma-separated: "+strings.Join(bench.TargetNames, ", ")+
-		" (semaq-noschema: with --schema; default with --schema: "+strings.Join(bench.SchemaTargets, ",")+")")
-	f.DurationVar(&cfg.Duration, "duration", def.Duration, "measured time of each phase (throughput, latency) per target")
-	f.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured publishing per target before measuring")
-	f.IntVar(&cfg.Size, "size", def.Size, "message payload in bytes (envelope headers come on top); with --payload, the size its longest string is padded to (not given: the payload as is)")
-	f.StringVar(&cfg.Sync, "sync", def.Sync, "durability measured: interval (no fsync before acks) or always (SemaQ group commit against JetStream sync_always)")
-	f.StringVar(&rates, "rates", "", "offered loads of the paced phase in msgs/s, comma-separated, or none (default: "+formatRates(bench.DefaultRates)+" with --sync always, none otherwise)")
-	f.IntVar(&cfg.Window, "window", def.Window, "most unacknowledged asynchronous publishes per publisher")
-	f.IntVar(&cfg.Publishers, "publishers", def.Publishers, "concurrent publisher connections per target in the throughput phase")
-	f.IntVar(&cfg.Rounds, "rounds", def.Rounds, "slices of each phase per target, run in alternating target order")
-	f.BoolVar(&cfg.TraceParent, "traceparent", def.TraceParent, "give every message a sampled W3C traceparent (--traceparent=false: none)")
-	f.StringVar(&schemaFile, "schema", "", "enforce this schema on the SemaQ stream: JSON Schema, Avro (.avsc) or Protobuf (.proto) file")
-	f.StringVar(&schemaType, "schema-type", "", "type of --schema: json, avro or protobuf (default: from the extension .json, .avsc, .proto; else json)")
-	f.StringVar(&payloadFile, "payload", "", "JSON sample every message carries, valid under --schema (default with --schema: NAME.sample.json beside it)")
-	f.StringVar(&cfg.DataDir, "data", "", "broker data directory, empty or new, kept afterwards (default: a temporary directory, removed afterwards)")
-	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
-	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
-	return cmd
-}
-
-// readPayload reads --schema and --payload into cfg. Without --size, a
-// payload is sent as is (cfg.Size 0).
-func readPayload(cfg *bench.IngestConfig, schemaFile, schemaType, payloadFile string, typeGiven, sizeGiven bool) error {
-	if schemaFile == "" && typeGiven {
-		return errors.New("--schema-type needs --schema")
-	}
-	if schemaFile != "" {
-		typ, err := schemaTypeOf(schemaFile, schemaType, typeGiven)
-		if err != nil {
-			return err
-		}
-		text, err := os.ReadFile(schemaFile)
-		if err != nil {
-			return fmt.Errorf("--schema: %w", err)
-		}
-		cfg.Schema = &bench.SchemaConfig{Type: typ, Text: string(text), File: schemaFile}
-		if payloadFile == "" {
-			payloadFile = strings.TrimSuffix(schemaFile, filepath.Ext(schemaFile)) + ".sample.json"
-			if _, err := os.Stat(payloadFile); err != nil {
-				return fmt.Errorf("--schema %s needs a sample payload that matches it: give --payload FILE (there is no %s)", schemaFile, payloadFile)
-			}
-		}
-	}
-	if payloadFile == "" {
-		return nil
-	}
-	b, err := os.ReadFile(payloadFile)
+// runBench runs semaq-bench with args and this command's streams, and ends
+// with its exit code. An interrupt or SIGTERM is passed on as an interrupt,
+// so the benchmark stops as it would on its own.
+func (e *env) runBench(ctx context.Context, args []string) error {
+	path, err := findBench()
 	if err != nil {
-		return fmt.Errorf("--payload: %w", err)
+		return err
 	}
-	cfg.Payload, cfg.PayloadFile = b, payloadFile
-	if !sizeGiven {
-		cfg.Size = 0
+	c := exec.CommandContext(ctx, path, args...)
+	c.Args[0] = benchArgv0
+	c.Stdin, c.Stdout, c.Stderr = e.stdin, e.stdout, e.stderr
+	c.Cancel = func() error { return c.Process.Signal(os.Interrupt) }
+	err = c.Run()
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		if code := ee.ExitCode(); code > 0 {
+			return &exitError{code: code} // semaq-bench has said why
+		}
+		return fmt.Errorf("%s: %w", benchProgram, err) // killed by a signal
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", benchProgram, err)
 	}
 	return nil
 }
 
-// schemaTypeOf is --schema-type, else the type the file's extension
-// names, else JSON.
-func schemaTypeOf(file, typ string, given bool) (schema.Type, error) {
-	if !given {
-		switch strings.ToLower(filepath.Ext(file)) {
-		case ".avsc":
-			return schema.TypeAvro, nil
-		case ".proto":
-			return schema.TypeProtobuf, nil
+// lookBench finds semaq-bench next to the running executable, else on
+// PATH. Not found, the error says how to build it.
+func lookBench(executable func() (string, error)) (string, error) {
+	name := benchProgram
+	if runtime.GOOS == "windows" {
+		name += ".exe"
+	}
+	dir := ""
+	if self, err := executable(); err == nil {
+		dir = filepath.Dir(self)
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
 		}
-		return schema.TypeJSON, nil
 	}
-	switch strings.ToLower(strings.TrimSpace(typ)) {
-	case "json":
-		return schema.TypeJSON, nil
-	case "avro":
-		return schema.TypeAvro, nil
-	case "protobuf", "proto":
-		return schema.TypeProtobuf, nil
+	if p, err := exec.LookPath(benchProgram); err == nil {
+		return p, nil
 	}
-	return "", fmt.Errorf("--schema-type: %q is not json, avro or protobuf", typ)
-}
-
-// parseRates reads --rates. Not given, it is bench.DefaultRates with sync
-// always and none otherwise.
-func parseRates(s, sync string, given bool) ([]int, error) {
-	if !given {
-		if sync == broker.SyncAlways {
-			return slices.Clone(bench.DefaultRates), nil
-		}
-		return nil, nil
+	where := "next to semaq nor on PATH"
+	out := "$(dirname $(command -v semaq))/" + name
+	if dir != "" {
+		where = "in " + dir + " (next to semaq) nor on PATH"
+		out = filepath.Join(dir, name)
 	}
-	if s = strings.TrimSpace(s); s == "none" || s == "" {
-		return nil, nil
-	}
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return nil, fmt.Errorf("%w: rates: %q is not a number of msgs/s", bench.ErrBadConfig, strings.TrimSpace(f))
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-func formatRates(rates []int) string {
-	s := make([]string, len(rates))
-	for i, r := range rates {
-		s[i] = strconv.Itoa(r)
-	}
-	return strings.Join(s, ",")
-}
-
-// reportFile is where --json goes. A file is written under a temporary
-// name, checked to be writable before the run, and renamed into place once
-// the report is complete, so a failed run leaves no partial report.
-type reportFile struct {
-	stdout io.Writer
-	tmp    *os.File
-	path   string
-}
-
-func openReport(path string, stdout io.Writer) (*reportFile, error) {
-	switch path {
-	case "":
-		return &reportFile{}, nil
-	case "-":
-		return &reportFile{stdout: stdout, path: path}, nil
-	}
-	tmp, err := createReportTemp(path)
-	if err != nil {
-		return nil, fmt.Errorf("--json %s: %w", path, err)
-	}
-	return &reportFile{tmp: tmp, path: path}, nil
-}
-
-func (r *reportFile) write(rep *bench.Report) error {
-	switch {
-	case r.stdout != nil:
-		return rep.WriteJSON(r.stdout)
-	case r.tmp == nil:
-		return nil
-	}
-	err := rep.WriteJSON(r.tmp)
-	err = errors.Join(err, r.tmp.Close())
-	if err == nil {
-		err = os.Rename(r.tmp.Name(), r.path)
-	}
-	if err != nil {
-		return fmt.Errorf("--json %s: %w", r.path, err)
-	}
-	r.tmp = nil
-	return nil
-}
-
-// abort removes the temporary file of a report that was not written.
-func (r *reportFile) abort() {
-	if r.tmp != nil {
-		r.tmp.Close()
-		os.Remove(r.tmp.Name())
-	}
+	return "", fmt.Errorf("semaq bench runs the benchmark program %s, which is neither %s; "+
+		"build it from the SemaQ source tree with `go build -o %s ./cmd/semaq-bench` or `go install ./cmd/semaq-bench`",
+		benchProgram, where, out)
 }

@@ -1,7 +1,6 @@
-package cli
+package benchcli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -73,22 +72,4 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
-}
-
-// writeFileAtomic writes path through a temporary file renamed into place,
-// so a failed run leaves no partial file.
-func writeFileAtomic(path string, write func(*os.File) error) error {
-	tmp, err := createReportTemp(path)
-	if err != nil {
-		return err
-	}
-	err = write(tmp)
-	err = errors.Join(err, tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -1,11 +1,9 @@
-package cli
+package benchcli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -157,57 +155,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// atomicFile is written under a temporary name and renamed into place when
-// complete, so a failed run leaves no partial report.
-type atomicFile struct {
-	tmp  *os.File
-	path string
-}
-
-func createAtomic(path string) (*atomicFile, error) {
-	tmp, err := createReportTemp(path)
-	if err != nil {
-		return nil, err
-	}
-	return &atomicFile{tmp: tmp, path: path}, nil
-}
-
-// reportMode is the mode of a written report: readable by all, as other
-// tools write theirs (os.CreateTemp makes files 0600).
-const reportMode = 0o644
-
-// createReportTemp creates the temporary file a report at path is written
-// to before it is renamed into place.
-func createReportTemp(path string) (*os.File, error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return nil, err
-	}
-	if err := tmp.Chmod(reportMode); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return nil, err
-	}
-	return tmp, nil
-}
-
-func (a *atomicFile) commit(write func(io.Writer) error) error {
-	err := write(a.tmp)
-	err = errors.Join(err, a.tmp.Close())
-	if err == nil {
-		err = os.Rename(a.tmp.Name(), a.path)
-	}
-	if err == nil {
-		a.tmp = nil
-	}
-	return err
-}
-
-func (a *atomicFile) abort() {
-	if a.tmp != nil {
-		a.tmp.Close()
-		os.Remove(a.tmp.Name())
-	}
 }

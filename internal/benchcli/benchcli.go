@@ -1,0 +1,93 @@
+// Package benchcli implements semaq-bench, the benchmark command: SemaQ
+// measured beside raw JetStream (and RabbitMQ) on brokers it embeds. It is a
+// program of its own so that the broker binary carries neither the harness
+// nor a RabbitMQ client; `semaq bench ARGS` runs `semaq-bench ARGS`.
+package benchcli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+const (
+	// Name is the program's own name.
+	Name = "semaq-bench"
+	// SubcommandName is the name it answers to when `semaq bench` runs it
+	// (as its argv[0]): usage and errors then read as they always have,
+	// "semaq bench ingest ..." and "semaq: ...".
+	SubcommandName = "semaq bench"
+)
+
+// Main runs the command line of the program called name (Name or
+// SubcommandName) and returns the process exit code. Errors are printed as
+// one line on stderr, prefixed with the program's name.
+func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newBenchCmd(e, Name)
+	if name == SubcommandName {
+		// A parent "semaq" makes the command paths "semaq bench ...".
+		bench := newBenchCmd(e, "bench")
+		root = &cobra.Command{Use: "semaq"}
+		root.AddCommand(bench)
+		args = append([]string{"bench"}, args...)
+	}
+	root.SilenceUsage, root.SilenceErrors = true, true
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	explainUsage(root)
+	prefix := strings.Fields(name)[0]
+	if err := root.ExecuteContext(ctx); err != nil {
+		if ue, ok := errors.AsType[*usageError](err); ok {
+			ue.write(stderr, prefix)
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+// env is what every command shares: its streams.
+type env struct {
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func newBenchCmd(e *env, use string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: "Measure SemaQ against raw JetStream on an embedded broker",
+		Long: `Run a benchmark scenario on a broker embedded in this process (temporary data
+directory, NATS on 127.0.0.1 with a free port, no HTTP) and report SemaQ's
+figures beside raw JetStream's from the same run, as ratios.`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown scenario %q for %q (scenarios: ingest)", args[0], cmd.CommandPath())
+			}
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(newBenchIngestCmd(e))
+	cmd.AddCommand(newBenchDispatchCmd(e))
+	cmd.AddCommand(newBenchTokensCmd(e))
+	cmd.AddCommand(newBenchRunCmd(e))
+	return cmd
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
