@@ -88,7 +88,7 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	if _, err := s.js.Stream(ctx, qc.Name); err == nil {
 		return nil, semaq.NewAPIError(semaq.ErrStreamExists, "a stream or queue named %s already exists", qc.Name)
 	}
-	if err := s.overlapping(ctx, qc.Name, qc.Subjects); err != nil {
+	if err := s.overlapping(ctx, "queue", qc.Name, qc.Subjects); err != nil {
 		return nil, err
 	}
 	if _, err := s.js.CreateStream(ctx, jc); err != nil {
@@ -111,7 +111,11 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 // queue capturing a model's subject is one its workers can use. nil when
 // none does (or the streams cannot be listed: JetStream still refuses an
 // overlap). streamsMu is held.
-func (s *Server) overlapping(ctx context.Context, name string, subjects []string) error {
+func (s *Server) overlapping(ctx context.Context, what, name string, subjects []string) error {
+	code := semaq.ErrBadQueue
+	if what != "queue" {
+		code = semaq.ErrBadStream
+	}
 	lister := s.js.ListStreams(ctx)
 	for info := range lister.Info() {
 		if !isSemaqStream(&info.Config) {
@@ -127,11 +131,11 @@ func (s *Server) overlapping(ctx context.Context, name string, subjects []string
 					continue
 				}
 				if subjectMatches(have, subj) {
-					return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: subject %s is already captured by %s %s (pattern %s)",
-						name, subj, kind, info.Config.Name, have)
+					return semaq.NewAPIError(code, "%s %s: subject %s is already captured by %s %s (pattern %s)",
+						what, name, subj, kind, info.Config.Name, have)
 				}
-				return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: subject %s overlaps %s %s (pattern %s)",
-					name, subj, kind, info.Config.Name, have)
+				return semaq.NewAPIError(code, "%s %s: subject %s overlaps %s %s (pattern %s)",
+					what, name, subj, kind, info.Config.Name, have)
 			}
 		}
 	}

@@ -120,3 +120,23 @@ func subjectsOf(jobs []*client.Job) []string {
 	}
 	return out
 }
+
+// TestStreamOverlapNamesTheOtherStream: a stream whose subjects another
+// stream or queue captures is refused naming both and the subject.
+func TestStreamOverlapNamesTheOtherStream(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.AddQueue(ctx, semaq.QueueConfig{Name: "INFER", Subjects: []string{"ai.infer.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.AddStream(ctx, semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}})
+	if err == nil || !strings.Contains(err.Error(), "stream AI") || !strings.Contains(err.Error(), "queue INFER") || !strings.Contains(err.Error(), "ai.infer.>") {
+		t.Fatalf("overlapping stream: %v, want an error naming stream AI, queue INFER and the pattern", err)
+	}
+	_, err = c.AddStream(ctx, semaq.StreamConfig{Name: "AI2", Subjects: []string{"ai.infer.x"}})
+	if err == nil || !strings.Contains(err.Error(), "already captured by queue INFER") {
+		t.Fatalf("captured subject: %v", err)
+	}
+}

@@ -314,6 +314,12 @@ func (s *Server) apiCreate(m *nats.Msg) {
 			return
 		}
 	}
+	if err := s.overlapping(ctx, "stream", req.Name, req.Subjects); err != nil {
+		// JetStream would say only "subjects overlap with an existing
+		// stream": name the stream and the subject.
+		s.replyErr(m, err.(*semaq.APIError))
+		return
+	}
 	st, err := s.js.CreateStream(ctx, jc)
 	if err != nil {
 		s.replyErr(m, s.jsError(err, "stream %s", req.Name))
