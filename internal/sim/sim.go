@@ -2,8 +2,10 @@
 // and benchmarks: it answers after a configurable time to first token, at
 // a configurable rate, with tokens drawn from a seeded generator, and its
 // first token echoes a checksum of the prompt so a caller can tell that
-// its request, not another, was answered. It runs in process (Model) and
-// as an OpenAI-compatible HTTP server (Handler).
+// its request, not another, was answered. It runs in process (Model, an
+// upstream of the worker: it speaks the worker's types, package
+// internal/worker/upstream) and as an OpenAI-compatible HTTP server
+// (Handler).
 package sim
 
 import (
@@ -46,15 +48,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Piece and Outcome are the worker's (upstream.Piece, upstream.Outcome),
-// named here for the worker code that has not moved to upstream's names.
-//
-// Deprecated: use upstream.Piece and upstream.Outcome.
-type (
-	Piece   = upstream.Piece
-	Outcome = upstream.Outcome
-)
-
 // Model is the simulated model. It is safe for concurrent use.
 type Model struct{ cfg Config }
 
@@ -86,11 +79,6 @@ var words = []string{
 	" sees", " them", " in", " order", " while", " workers", " come", " go", " queues", " fill",
 	" drain", " semantic", " envelope", " carries", " tenant", " priority", " deadline", " trace",
 }
-
-// PromptTokens estimates the prompt's size: its whitespace-separated words.
-//
-// Deprecated: use upstream.PromptTokens.
-func PromptTokens(prompt string) int { return upstream.PromptTokens(prompt) }
 
 // Generate answers req, calling emit for each token in order. It stops
 // with ctx's error when ctx ends, and with emit's error when emit fails.

@@ -14,15 +14,17 @@ import (
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/sse"
+	"github.com/semaq/semaq/internal/worker/upstream"
 	"github.com/semaq/semaq/semaq"
 )
 
 // Upstream is a model server the worker calls. Chat answers one request,
 // calling emit for each token in order, and returns how it finished. It
 // must stop soon after ctx ends, returning ctx's error. Implementations
-// are safe for concurrent use.
+// are safe for concurrent use. The tokens and the outcome are the
+// worker's types (package upstream), which an implementation imports.
 type Upstream interface {
-	Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error)
+	Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(upstream.Piece) error) (upstream.Outcome, error)
 }
 
 // UpstreamError is a failure of the model server: its HTTP status (0 when
@@ -90,12 +92,9 @@ func RedactURL(s string) string {
 	return scheme + rest
 }
 
-// simUpstream is the built-in simulated model.
-type simUpstream struct{ m *sim.Model }
-
-func (s simUpstream) Chat(ctx context.Context, _ []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error) {
-	return s.m.Generate(ctx, req, emit)
-}
+// The built-in simulated model is an upstream: the worker wires it for
+// Upstream "sim".
+var _ Upstream = (*sim.Model)(nil)
 
 // httpUpstream is any OpenAI-compatible server: it is always asked to
 // stream, with usage, whatever the client asked; the gateway turns the
@@ -159,10 +158,10 @@ func (h *httpUpstream) public(status int, msg string) string {
 	return p
 }
 
-func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(sim.Piece) error) (sim.Outcome, error) {
+func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRequest, emit func(upstream.Piece) error) (upstream.Outcome, error) {
 	fields := map[string]json.RawMessage{}
 	if err := json.Unmarshal(body, &fields); err != nil {
-		return sim.Outcome{}, fmt.Errorf("worker: request body: %w", err)
+		return upstream.Outcome{}, fmt.Errorf("worker: request body: %w", err)
 	}
 	// The model forwarded is the one the request was queued and accounted
 	// as (the worker checked the body against its queue), whatever else
@@ -173,7 +172,7 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 	out, _ := json.Marshal(fields)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, h.endpoint, bytes.NewReader(out))
 	if err != nil {
-		return sim.Outcome{}, err
+		return upstream.Outcome{}, err
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
@@ -183,9 +182,9 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 	resp, err := h.hc.Do(hreq)
 	if err != nil {
 		if ctx.Err() != nil {
-			return sim.Outcome{}, ctx.Err()
+			return upstream.Outcome{}, ctx.Err()
 		}
-		return sim.Outcome{}, &UpstreamError{Message: err.Error(), Public: "upstream error: the model server could not be reached"}
+		return upstream.Outcome{}, &UpstreamError{Message: err.Error(), Public: "upstream error: the model server could not be reached"}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -197,10 +196,10 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 			// too long, a bad parameter); an error page is not.
 			msg, public = eb.Error.Message, eb.Error.Message
 		}
-		return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: msg, Public: h.public(resp.StatusCode, public)}
+		return upstream.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: msg, Public: h.public(resp.StatusCode, public)}
 	}
 	var (
-		res       sim.Outcome
+		res       upstream.Outcome
 		sawUsage  bool
 		completed int
 		r         = sse.NewReader(resp.Body, 4<<20)
@@ -209,16 +208,16 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 		ev, err := r.Next()
 		if err != nil {
 			if ctx.Err() != nil {
-				return sim.Outcome{}, ctx.Err()
+				return upstream.Outcome{}, ctx.Err()
 			}
 			if errors.Is(err, io.EOF) {
 				if res.FinishReason == "" {
-					return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "stream ended without a finish reason",
+					return upstream.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "stream ended without a finish reason",
 						Public: "upstream error: the model server's stream ended without a finish reason"}
 				}
 				break // [DONE] is optional for some servers
 			}
-			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "reading the stream: " + err.Error(),
+			return upstream.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "reading the stream: " + err.Error(),
 				Public: "upstream error: the model server's stream broke off"}
 		}
 		if ev.Data == "[DONE]" {
@@ -229,11 +228,11 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 			Error *openai.Error `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(ev.Data), &chunk); err != nil {
-			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "event is not a chat.completion.chunk: " + err.Error(),
+			return upstream.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: "event is not a chat.completion.chunk: " + err.Error(),
 				Public: "upstream error: the model server sent an event that is not a chat.completion.chunk"}
 		}
 		if chunk.Error != nil {
-			return sim.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: chunk.Error.Message, Public: h.public(0, chunk.Error.Message)}
+			return upstream.Outcome{}, &UpstreamError{Status: resp.StatusCode, Message: chunk.Error.Message, Public: h.public(0, chunk.Error.Message)}
 		}
 		if u := chunk.Usage; u != nil {
 			res.Usage = semaq.TokenUsage{Prompt: u.PromptTokens, Completion: u.CompletionTokens, Total: u.TotalTokens}
@@ -245,15 +244,15 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 			}
 			if c := ch.Delta.Content; c != nil && *c != "" {
 				completed++
-				if err := emit(sim.Piece{Text: *c}); err != nil {
-					return sim.Outcome{}, err
+				if err := emit(upstream.Piece{Text: *c}); err != nil {
+					return upstream.Outcome{}, err
 				}
 			}
 			for _, tc := range ch.Delta.ToolCalls {
 				completed++
 				f := &semaq.FunctionCallFragment{Index: tc.Index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
-				if err := emit(sim.Piece{Func: f}); err != nil {
-					return sim.Outcome{}, err
+				if err := emit(upstream.Piece{Func: f}); err != nil {
+					return upstream.Outcome{}, err
 				}
 			}
 			if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -263,7 +262,7 @@ func (h *httpUpstream) Chat(ctx context.Context, body []byte, req *openai.ChatRe
 	}
 	if !sawUsage {
 		// The server ignored include_usage: count what came.
-		p := sim.PromptTokens(req.Prompt())
+		p := upstream.PromptTokens(req.Prompt())
 		res.Usage = semaq.TokenUsage{Prompt: p, Completion: completed, Total: p + completed}
 	}
 	if res.FinishReason == "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
+	"github.com/semaq/semaq/internal/worker/upstream"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -178,7 +179,7 @@ func New(c *client.Client, cfg Config) (*Worker, error) {
 		if err != nil {
 			return nil, err
 		}
-		w.up = simUpstream{m}
+		w.up = m
 	} else {
 		up, err := newHTTPUpstream(cfg.Upstream, cfg.APIKey, cfg.HTTPClient)
 		if err != nil {
@@ -436,7 +437,7 @@ func (w *Worker) handle(job *client.Job, q *modelQueue) {
 	}()
 
 	var n uint64
-	out, err := w.up.Chat(ctx, job.Data, req, func(p sim.Piece) error {
+	out, err := w.up.Chat(ctx, job.Data, req, func(p upstream.Piece) error {
 		n++
 		if p.Func != nil {
 			return tw.WriteFunctionCall(ctx, *p.Func)
