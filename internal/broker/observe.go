@@ -15,9 +15,9 @@ import (
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -187,7 +187,7 @@ func (o *msgObs) schema(in *ingress, m *nats.Msg, hdrID int64) *semaq.APIError {
 	if !ok {
 		return nil
 	}
-	_, span := in.tracing.StartChild(o.ctx, "schema "+client.ValidUTF8(b.Subject))
+	_, span := in.tracing.StartChild(o.ctx, "schema "+tracevocab.ValidUTF8(b.Subject))
 	defer span.End()
 	e := checkSchema(in.reg, m, hdrID)
 	if e != nil {
@@ -206,7 +206,7 @@ func (o *msgObs) route(in *ingress, rt *routeTable, st *ingressStream, m *nats.M
 	if o.span == nil || !o.span.IsRecording() {
 		return in.route(rt, st, m)
 	}
-	_, span := in.tracing.StartChild(o.ctx, "route "+client.ValidUTF8(m.Subject))
+	_, span := in.tracing.StartChild(o.ctx, "route "+tracevocab.ValidUTF8(m.Subject))
 	defer span.End()
 	origin := m.Subject
 	subject, to, r, e := in.routeRule(rt, st, m)
@@ -217,9 +217,9 @@ func (o *msgObs) route(in *ingress, rt *routeTable, st *ingressStream, m *nats.M
 		telemetry.Fail(span, rejectReason(e), e)
 		return subject, to, e
 	}
-	span.SetAttributes(telemetry.AttrRouteTarget.String(client.ValidUTF8(subject)))
+	span.SetAttributes(telemetry.AttrRouteTarget.String(tracevocab.ValidUTF8(subject)))
 	if subject != origin {
-		o.span.SetAttributes(client.AttrOriginSubject.String(client.ValidUTF8(origin)), client.AttrMsgDest.String(client.ValidUTF8(subject)))
+		o.span.SetAttributes(tracevocab.AttrOriginSubject.String(tracevocab.ValidUTF8(origin)), tracevocab.AttrMsgDest.String(tracevocab.ValidUTF8(subject)))
 	}
 	return subject, to, nil
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -38,20 +38,20 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 		idx := map[key]int{}
 		d.mu.Lock()
 		for _, j := range d.sched.bySeq {
-			if j.state == jobHeld {
+			if j.State == JobHeld {
 				continue // with a worker: not waiting
 			}
-			k := key{j.tenant, j.model, j.prio}
+			k := key{j.Tenant, j.Model, j.Prio}
 			i, ok := idx[k]
 			if !ok {
 				i = len(out)
 				idx[k] = i
-				out = append(out, metrics.QueueStat{Tenant: j.tenant, Priority: j.prio, Model: j.model})
+				out = append(out, metrics.QueueStat{Tenant: j.Tenant, Priority: j.Prio, Model: j.Model})
 			}
 			st := &out[i]
 			st.Depth++
-			st.TokensWaiting += j.tokens
-			st.OldestAge = max(st.OldestAge, now.Sub(j.arrived))
+			st.TokensWaiting += j.Tokens
+			st.OldestAge = max(st.OldestAge, now.Sub(j.Arrived))
 		}
 		d.mu.Unlock()
 	}
@@ -61,12 +61,12 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 // observeDispatch records a request handed to a worker after waiting since
 // it arrived. d.mu is held: this takes only leaf locks.
 func (s *Server) observeDispatch(j *qjob, now time.Time) {
-	wait := now.Sub(j.arrived)
-	s.metrics.Queue(j.tenant, j.prio, j.model).Dispatched(wait)
+	wait := now.Sub(j.Arrived)
+	s.metrics.Queue(j.Tenant, j.Prio, j.Model).Dispatched(wait)
 	if s.ingress != nil && s.metrics != nil {
-		if st := s.ingress.streamFor(j.subject); st != nil {
+		if st := s.ingress.streamFor(j.Subject); st != nil {
 			for _, p := range st.subjects {
-				if subjectMatches(p, j.subject) {
+				if subjectMatches(p, j.Subject) {
 					s.metrics.Subject(p).Delivered(wait)
 					break
 				}
@@ -85,7 +85,7 @@ func (s *Server) observeDispatchSpan(queue string, sj *shipJob, hdr nats.Header,
 	if s.tracing == nil || hdr.Get(semaq.HdrTraceParent) == "" {
 		return extra
 	}
-	parent := client.ExtractTrace(context.Background(), hdr)
+	parent := tracevocab.Extract(context.Background(), hdr)
 	if !trace.SpanContextFromContext(parent).IsValid() {
 		return extra
 	}
@@ -93,12 +93,12 @@ func (s *Server) observeDispatchSpan(queue string, sj *shipJob, hdr nats.Header,
 		trace.WithSpanKind(trace.SpanKindProducer), trace.WithTimestamp(sj.arrived))
 	if span.IsRecording() {
 		env, _ := semaq.Parse(hdr, sj.arrived)
-		span.SetAttributes(client.EnvelopeAttributes(env)...)
-		span.SetAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgOperation.String("send"),
-			client.AttrMsgDest.String(client.ValidUTF8(sj.subject)), client.AttrStream.String(queue),
-			client.AttrStreamSeq.Int64(int64(sj.seq)), client.AttrNumDelivered.Int64(int64(sj.deliveries)))
+		span.SetAttributes(tracevocab.EnvelopeAttributes(env)...)
+		span.SetAttributes(tracevocab.AttrMsgSystem.String("nats"), tracevocab.AttrMsgOperation.String("send"),
+			tracevocab.AttrMsgDest.String(tracevocab.ValidUTF8(sj.subject)), tracevocab.AttrStream.String(queue),
+			tracevocab.AttrStreamSeq.Int64(int64(sj.seq)), tracevocab.AttrNumDelivered.Int64(int64(sj.deliveries)))
 		h := nats.Header{}
-		client.InjectTrace(ctx, h)
+		tracevocab.Inject(ctx, h)
 		extra = extra[:len(extra):len(extra)] // never write into the shared array
 		for k, vs := range h {
 			for _, v := range vs {
@@ -114,5 +114,5 @@ func (s *Server) observeDispatchSpan(queue string, sj *shipJob, hdr nats.Header,
 // observeDrop records a request that left its queue undispatched
 // (metrics.DropExpired, DropCanceled).
 func (s *Server) observeDrop(j *qjob, reason string) {
-	s.metrics.Queue(j.tenant, j.prio, j.model).Dropped(reason)
+	s.metrics.Queue(j.Tenant, j.Prio, j.Model).Dropped(reason)
 }

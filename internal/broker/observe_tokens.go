@@ -9,9 +9,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -61,7 +61,7 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 	if s.tracing == nil || c.TraceParent == "" {
 		return
 	}
-	ctx := client.ExtractTrace(context.Background(), nats.Header{semaq.HdrTraceParent: {c.TraceParent}})
+	ctx := tracevocab.Extract(context.Background(), nats.Header{semaq.HdrTraceParent: {c.TraceParent}})
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
@@ -74,10 +74,10 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrTokenStream.String(id))
 		if model != "" {
-			span.SetAttributes(client.AttrModel.String(client.ValidUTF8(model)))
+			span.SetAttributes(tracevocab.AttrModel.String(tracevocab.ValidUTF8(model)))
 		}
 		if tenant != "" {
-			span.SetAttributes(client.AttrTenant.String(client.ValidUTF8(tenant)))
+			span.SetAttributes(tracevocab.AttrTenant.String(tracevocab.ValidUTF8(tenant)))
 		}
 		span.SetAttributes(telemetry.AttrGenAIOutputToken.Int(tokens))
 		if first > 0 {
@@ -86,7 +86,7 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 		if c.Final != nil {
 			span.SetAttributes(telemetry.AttrGenAIFinish.StringSlice([]string{c.Final.FinishReason}))
 			if u := c.Final.Usage; u != nil && u.Prompt > 0 {
-				span.SetAttributes(client.AttrInputTokens.Int(u.Prompt))
+				span.SetAttributes(tracevocab.AttrInputTokens.Int(u.Prompt))
 			}
 		}
 		if c.Error != nil {
