@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
@@ -24,8 +25,8 @@ import (
 // the queue's stream through one consumer of its own (never acked until the
 // request is done, so JetStream keeps it: a broker restart loses nothing
 // queued; dispatch_consumer.go), keeps a scheduling index in memory
-// (dispatch_sched.go: the fields it schedules on and sizes, not payloads,
-// which it reads back by sequence when it hands a request out;
+// (package dispatch/sched: the fields it schedules on and sizes, not
+// payloads, which it reads back by sequence when it hands a request out;
 // dispatch_payload.go), and answers workers' fetches, acks and cancels.
 //
 // Two connections: nc, internal, for JetStream (the consumer, acks, reads,
@@ -49,7 +50,7 @@ type dispatcher struct {
 	payloads *payloadReader
 
 	mu     sync.Mutex
-	sched  *scheduler
+	sched  *sched.Scheduler
 	parked []*parkedFetch
 	stats  queueStats
 	closed bool
@@ -271,14 +272,14 @@ func (d *dispatcher) onTick(now time.Time) {
 		ships []*shipment
 	)
 	d.mu.Lock()
-	expired, undelayed, lapsed := d.sched.due(now)
+	expired, undelayed, lapsed := d.sched.Due(now)
 	for _, j := range expired {
 		d.stats.expired++
 		d.s.observeDrop(j, metrics.DropExpired)
-		dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.deadline.UTC().Format(time.RFC3339Nano)+" passed in the queue"))
+		dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.Deadline.UTC().Format(time.RFC3339Nano)+" passed in the queue"))
 	}
 	for _, j := range undelayed {
-		d.sched.undelay(j)
+		d.sched.Undelay(j)
 	}
 	for _, j := range lapsed {
 		out = append(out, d.cancelNotice(j, "ack wait of "+d.cfg.AckWait.String()+" passed"))
@@ -288,9 +289,9 @@ func (d *dispatcher) onTick(now time.Time) {
 		}
 		d.stats.redelivered++
 		d.unbindLease(j)
-		d.sched.requeue(j)
+		d.sched.Requeue(j)
 	}
-	d.sched.expireWorkers(now)
+	d.sched.ExpireWorkers(now)
 	out2, ships := d.serveParked(now)
 	out = append(out, out2...)
 	d.publishDepth(usage{})
@@ -301,15 +302,15 @@ func (d *dispatcher) onTick(now time.Time) {
 }
 
 // exhausted reports whether j has been handed out as often as allowed.
-func (d *dispatcher) exhausted(j *qjob) bool {
-	return d.cfg.MaxDeliver > 0 && j.deliveries >= d.cfg.MaxDeliver
+func (d *dispatcher) exhausted(j *sched.Job) bool {
+	return d.cfg.MaxDeliver > 0 && j.Deliveries >= d.cfg.MaxDeliver
 }
 
 // publishDepth makes the queue's size visible to the ingress; arrived is
 // what was just indexed, whose reservations it takes up. mu is held.
 func (d *dispatcher) publishDepth(arrived usage) {
 	sc := d.sched
-	total := usage{int64(len(sc.bySeq)), sc.tokensQueued + sc.tokensHeld, sc.bytes}
+	total := usage{int64(sc.Len()), sc.TokensQueued() + sc.TokensHeld(), sc.Bytes()}
 	d.adm.setIndexed(total, arrived, d.caughtUp)
 }
 
@@ -331,10 +332,10 @@ func (d *dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	if md.NumPending == 0 {
 		d.caughtUp = true
 	}
-	if j := d.sched.bySeq[seq]; j != nil {
+	if j := d.sched.BySeq(seq); j != nil {
 		// A new consumer delivers again what the index holds: the request
 		// keeps its place and lease; acks go to this delivery now.
-		j.jsReply, j.replyGen = jm.Reply(), gen
+		j.JSReply, j.ReplyGen = jm.Reply(), gen
 		d.mu.Unlock()
 		return
 	}
@@ -349,22 +350,32 @@ func (d *dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	}
 	d.maxIndexed = seq
 	j := newJob(md, jm, d.cfg)
-	j.replyGen = gen
+	j.ReplyGen = gen
 	var dead []deadJob
-	if d.sched.add(j) {
+	if d.sched.Add(j) {
 		d.stats.arrivals++
-		if !j.deadline.IsZero() && !now.Before(j.deadline) {
+		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 			d.stats.expired++
 			d.s.observeDrop(j, metrics.DropExpired)
-			dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.deadline.UTC().Format(time.RFC3339Nano)+" passed before dispatch"))
+			dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.Deadline.UTC().Format(time.RFC3339Nano)+" passed before dispatch"))
 		}
 	}
 	out, ships := d.serveParked(now)
-	d.publishDepth(requestUsage(j.tokensDeclared(), j.dataLen()))
+	d.publishDepth(requestUsage(tokensDeclared(j), dataLen(j)))
 	d.mu.Unlock()
 	d.send(out)
 	d.ship(ships)
 	d.deadLetter(dead)
+}
+
+// newScheduler is the scheduler of a queue with configuration cfg.
+func newScheduler(cfg semaq.QueueConfig) *sched.Scheduler {
+	return sched.New(sched.Config{
+		AgingStep:    cfg.AgingStep,
+		AffinityWait: cfg.AffinityWait,
+		AckWait:      cfg.AckWait,
+		Match:        subjectMatches,
+	})
 }
 
 // natsMsgSize is the header a headers-only consumer delivery carries the
@@ -374,70 +385,70 @@ const natsMsgSize = "Nats-Msg-Size"
 // newJob reads the scheduling fields of a stored request from its headers
 // (the consumer delivers headers only, with the payload's size). The
 // strings it keeps are copies, so the delivery can be collected.
-func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) *qjob {
+func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) *sched.Job {
 	hdr := jm.Headers()
-	j := &qjob{
-		seq:     md.Sequence.Stream,
-		subject: strings.Clone(jm.Subject()),
-		jsReply: jm.Reply(),
-		arrived: md.Timestamp,
-		prio:    int(semaq.PriorityDefault),
-		tokens:  -1,
+	j := &sched.Job{
+		Seq:     md.Sequence.Stream,
+		Subject: strings.Clone(jm.Subject()),
+		JSReply: jm.Reply(),
+		Arrived: md.Timestamp,
+		Prio:    int(semaq.PriorityDefault),
+		Tokens:  -1,
 	}
 	dataLen, _ := strconv.Atoi(hdr.Get(natsMsgSize))
 	if hdr != nil {
-		j.id = strings.Clone(hdr.Get(semaq.HdrMsgID))
-		j.tenant = strings.Clone(hdr.Get(semaq.HdrTenant))
-		j.model = strings.Clone(hdr.Get(semaq.HdrModel))
-		j.adapter = strings.Clone(hdr.Get(semaq.HdrAdapter))
+		j.ID = strings.Clone(hdr.Get(semaq.HdrMsgID))
+		j.Tenant = strings.Clone(hdr.Get(semaq.HdrTenant))
+		j.Model = strings.Clone(hdr.Get(semaq.HdrModel))
+		j.Adapter = strings.Clone(hdr.Get(semaq.HdrAdapter))
 		if p, err := semaq.ParsePriority(hdr.Get(semaq.HdrPriority)); err == nil {
-			j.prio = int(p)
+			j.Prio = int(p)
 		}
 		if n, err := strconv.ParseInt(hdr.Get(semaq.HdrPromptTokens), 10, 64); err == nil && n >= 0 {
-			j.tokens = n
+			j.Tokens = n
 		}
 		if t, err := time.Parse(time.RFC3339Nano, hdr.Get(semaq.HdrReceived)); err == nil {
-			j.arrived = t
+			j.Arrived = t
 		}
 		if t, err := time.Parse(time.RFC3339Nano, hdr.Get(semaq.HdrDeadline)); err == nil {
-			j.deadline = t
-			j.hasDL = true
+			j.Deadline = t
+			j.HasDL = true
 		}
 	}
-	if j.tokens < 0 {
-		j.tokens = estimateTokens(dataLen)
-		j.estimate = true
+	if j.Tokens < 0 {
+		j.Tokens = estimateTokens(dataLen)
+		j.Estimate = true
 	}
-	j.bytes = int64(dataLen) + semaq.QueueRequestOverhead
-	j.size = dataLen + frameJobOverhead
+	j.Bytes = int64(dataLen) + semaq.QueueRequestOverhead
+	j.Size = dataLen + frameJobOverhead
 	for k, vs := range hdr {
 		for _, v := range vs {
-			j.size += len(k) + len(v) + 4
+			j.Size += len(k) + len(v) + 4
 		}
 	}
-	if j.deadline.IsZero() && cfg.DefaultTimeout > 0 {
-		j.deadline = j.arrived.Add(cfg.DefaultTimeout)
+	if j.Deadline.IsZero() && cfg.DefaultTimeout > 0 {
+		j.Deadline = j.Arrived.Add(cfg.DefaultTimeout)
 	}
 	return j
 }
 
 // tokensDeclared is the prompt tokens as the ingress counted them for
 // admission: -1 when estimated.
-func (j *qjob) tokensDeclared() int64 {
-	if j.estimate {
+func tokensDeclared(j *sched.Job) int64 {
+	if j.Estimate {
 		return -1
 	}
-	return j.tokens
+	return j.Tokens
 }
 
 // dataLen is the payload's size.
-func (j *qjob) dataLen() int { return int(j.bytes - semaq.QueueRequestOverhead) }
+func dataLen(j *sched.Job) int { return int(j.Bytes - semaq.QueueRequestOverhead) }
 
 // frameJobOverhead is what a job's entry in a batch frame
 // (semaq.AppendFrameJob) adds to its stored headers and data: the reply
 // subject, the Semaq-* headers and the length prefixes, generously. With
 // 4 bytes per stored header it is the one bound of a job's frame size
-// (qjob.size) that fetches are cut by.
+// (sched.Job.Size) that fetches are cut by.
 const frameJobOverhead = 640
 
 // estimateTokens guesses the prompt tokens of a payload that does not say:
@@ -503,8 +514,8 @@ func (d *dispatcher) onFetch(m *nats.Msg) {
 		d.send([]*outMsg{errorEnd(m.Reply, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s is not served here", d.name))})
 		return
 	}
-	w := d.sched.touchWorker(req.Worker, req.Labels, now.Add(req.Wait+10*time.Second))
-	jobs := d.sched.pickMatching(w, now, req.Max, req.MaxTokens, d.frameLimit(), req.Subject)
+	w := d.sched.TouchWorker(req.Worker, req.Labels, now.Add(req.Wait+10*time.Second))
+	jobs := d.sched.PickMatching(w, now, req.Max, req.MaxTokens, d.frameLimit(), req.Subject)
 	var (
 		out  []*outMsg
 		ship *shipment
@@ -538,12 +549,12 @@ func (d *dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 	)
 	keep := d.parked[:0]
 	for _, p := range d.parked {
-		if d.sched.queued > 0 {
+		if d.sched.Queued() > 0 {
 			if !d.s.ns.GlobalAccount().SubscriptionInterest(p.reply) {
 				continue // the worker is gone: leasing it work would only delay the work by an ack wait
 			}
-			w := d.sched.touchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
-			if jobs := d.sched.pickMatching(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit(), p.req.Subject); len(jobs) > 0 {
+			w := d.sched.TouchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
+			if jobs := d.sched.PickMatching(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit(), p.req.Subject); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
 				ships = append(ships, d.deliver(p.reply, jobs, now))
 				continue
@@ -569,31 +580,31 @@ func (d *dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
 // deliver leases jobs to a fetch and prepares its reply: one message whose
 // body is a batch frame of the jobs (semaq.ParseJobFrame), built by ship
 // once the jobs are read back; pick kept it within frameLimit. mu is held.
-func (d *dispatcher) deliver(reply string, jobs []*qjob, now time.Time) *shipment {
+func (d *dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *shipment {
 	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs))}
 	leases := newLeases(len(jobs))
 	for i, j := range jobs {
-		j.lease = leases[i]
+		j.Lease = leases[i]
 		extra := []string{
 			semaq.HdrQueue, d.name,
-			semaq.HdrQueueSeq, strconv.FormatUint(j.seq, 10),
-			semaq.HdrQueueSubject, j.subject,
-			semaq.HdrQueueDeliver, strconv.Itoa(j.deliveries),
-			semaq.HdrQueueTokens, strconv.FormatInt(j.tokens, 10),
-			semaq.HdrQueueWait, now.Sub(j.arrived).String(),
+			semaq.HdrQueueSeq, strconv.FormatUint(j.Seq, 10),
+			semaq.HdrQueueSubject, j.Subject,
+			semaq.HdrQueueDeliver, strconv.Itoa(j.Deliveries),
+			semaq.HdrQueueTokens, strconv.FormatInt(j.Tokens, 10),
+			semaq.HdrQueueWait, now.Sub(j.Arrived).String(),
 			semaq.HdrQueueAckWait, d.cfg.AckWait.String(),
 		}
-		if j.estimate {
+		if j.Estimate {
 			extra = append(extra, semaq.HdrQueueEstimate, "true")
 		}
-		if !j.deadline.IsZero() && !j.hasDL {
-			extra = append(extra, semaq.HdrDeadline, j.deadline.UTC().Format(time.RFC3339Nano))
+		if !j.Deadline.IsZero() && !j.HasDL {
+			extra = append(extra, semaq.HdrDeadline, j.Deadline.UTC().Format(time.RFC3339Nano))
 		}
 		d.s.observeDispatch(j, now) // metrics (observe_dispatch.go); the span when it is shipped
-		d.stats.observeWait(now.Sub(j.arrived))
+		d.stats.observeWait(now.Sub(j.Arrived))
 		d.bindLease(j)
-		sh.jobs[i] = shipJob{j: j, seq: j.seq, lease: j.lease, subject: j.subject, arrived: j.arrived,
-			deliveries: j.deliveries, extra: extra}
+		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
+			deliveries: j.Deliveries, extra: extra}
 	}
 	return sh
 }
@@ -631,9 +642,9 @@ func (d *dispatcher) send(out []*outMsg) {
 }
 
 // cancelNotice tells j's worker to stop. mu is held.
-func (d *dispatcher) cancelNotice(j *qjob, reason string) *outMsg {
-	body, _ := json.Marshal(semaq.CancelNotice{Queue: d.name, Seq: j.seq, ID: j.id, Reason: reason})
-	return &outMsg{Subject: semaq.QueueCancelPrefix + j.worker, Data: body}
+func (d *dispatcher) cancelNotice(j *sched.Job, reason string) *outMsg {
+	body, _ := json.Marshal(semaq.CancelNotice{Queue: d.name, Seq: j.Seq, ID: j.ID, Reason: reason})
+	return &outMsg{Subject: semaq.QueueCancelPrefix + j.Worker, Data: body}
 }
 
 // onAnswer handles a worker's ack, nak, in-progress or term of a job:
@@ -658,14 +669,14 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 		done  *removal
 	)
 	d.mu.Lock()
-	j := d.sched.held[seq]
-	if j == nil || !leaseMatches(j.lease, lease) {
+	j := d.sched.HeldJob(seq)
+	if j == nil || !leaseMatches(j.Lease, lease) {
 		d.mu.Unlock()
 		d.answer(m, semaq.NewAPIError(semaq.ErrLeaseLost, "queue %s: job %d is no longer held by this worker (ack wait passed, cancelled, or answered already)", d.name, seq))
 		return
 	}
-	if w := d.sched.workers[j.worker]; w != nil && now.Add(10*time.Second).After(w.expires) {
-		w.expires = now.Add(10 * time.Second)
+	if w := d.sched.Worker(j.Worker); w != nil && now.Add(10*time.Second).After(w.Expires) {
+		w.Expires = now.Add(10 * time.Second)
 	}
 	switch verb {
 	case semaq.JobAck:
@@ -677,14 +688,14 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 				return
 			}
 		}
-		d.sched.charge(j.tenant, rep.OutputTokens)
-		d.stats.observeService(now.Sub(j.fetched), j.tokens+rep.OutputTokens)
+		d.sched.Charge(j.Tenant, rep.OutputTokens)
+		d.stats.observeService(now.Sub(j.Fetched), j.Tokens+rep.OutputTokens)
 		d.stats.acked++
 		d.stats.outputTokens += uint64(rep.OutputTokens)
 		rm := d.removal(j)
 		done = &rm
 		d.unbindLease(j)
-		d.sched.forget(j)
+		d.sched.Forget(j)
 	case semaq.JobNak:
 		var delay time.Duration
 		if arg != "" {
@@ -705,13 +716,13 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 		}
 		d.unbindLease(j)
 		if delay > 0 {
-			d.sched.delay(j, now.Add(delay))
+			d.sched.Delay(j, now.Add(delay))
 		} else {
-			d.sched.requeue(j)
+			d.sched.Requeue(j)
 			out, ships = d.serveParked(now)
 		}
 	case semaq.JobInProgress:
-		j.leaseUntil = now.Add(d.cfg.AckWait)
+		j.LeaseUntil = now.Add(d.cfg.AckWait)
 	case semaq.JobTerm:
 		reason := semaq.DLQReasonTerminated
 		if arg = strings.TrimSpace(arg); arg != "" {
@@ -765,10 +776,10 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 		return
 	}
 	d.mu.Lock()
-	j := d.sched.byID[req.ID]
+	j := d.sched.ByID(req.ID)
 	if j == nil {
 		if seq, err := strconv.ParseUint(req.ID, 10, 64); err == nil {
-			j = d.sched.bySeq[seq]
+			j = d.sched.BySeq(seq)
 		}
 	}
 	if j == nil {
@@ -776,19 +787,19 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrRequestNotFound, "queue %s holds no request %q (never there, done, expired or cancelled)", d.name, req.ID)))
 		return
 	}
-	resp := semaq.CancelResponse{Seq: j.seq, Result: "removed"}
+	resp := semaq.CancelResponse{Seq: j.Seq, Result: "removed"}
 	var out []*outMsg
-	if j.state == jobHeld {
-		resp.Result, resp.Worker = "notified", j.worker
+	if j.State == sched.JobHeld {
+		resp.Result, resp.Worker = "notified", j.Worker
 		out = append(out, d.cancelNotice(j, "cancelled"))
 	}
 	rm := d.removal(j)
 	d.stats.cancelled++
 	d.s.observeDrop(j, metrics.DropCanceled)
 	d.unbindLease(j)
-	d.sched.forget(j)
+	d.sched.Forget(j)
 	d.publishDepth(usage{})
-	id := j.id
+	id := j.ID
 	d.mu.Unlock()
 	d.remove(rm)
 	d.send(out)
@@ -817,11 +828,11 @@ type removal struct {
 }
 
 // removal says how j, done, leaves the stream. mu is held.
-func (d *dispatcher) removal(j *qjob) removal {
-	if j.replyGen == d.gen {
-		return removal{seq: j.seq, reply: j.jsReply}
+func (d *dispatcher) removal(j *sched.Job) removal {
+	if j.ReplyGen == d.gen {
+		return removal{seq: j.Seq, reply: j.JSReply}
 	}
-	return removal{seq: j.seq}
+	return removal{seq: j.Seq}
 }
 
 // remove takes a done request out of the stream: an ack to the current
@@ -839,19 +850,19 @@ func (d *dispatcher) remove(rm removal) {
 // dead takes j out of the index on its way to the dead-letter queue; it
 // stays in the stream, marked leaving, until it is stored there. mu is
 // held.
-func (d *dispatcher) dead(j *qjob, consumer, reason string) deadJob {
+func (d *dispatcher) dead(j *sched.Job, consumer, reason string) deadJob {
 	dj := deadJob{j: j, consumer: consumer, reason: reason, rm: d.removal(j)}
-	d.leaving[j.seq] = true
-	if j.state == jobHeld {
+	d.leaving[j.Seq] = true
+	if j.State == sched.JobHeld {
 		d.unbindLease(j)
 	}
-	d.sched.forget(j)
+	d.sched.Forget(j)
 	return dj
 }
 
 // deadJob is a request leaving the queue for the dead-letter queue.
 type deadJob struct {
-	j        *qjob
+	j        *sched.Job
 	consumer string // the DLQ subject's last token: expired or dispatch
 	reason   string
 	rm       removal
@@ -867,46 +878,46 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 	}
 	seqs := make([]uint64, len(dead))
 	for i, dj := range dead {
-		seqs[i] = dj.j.seq
+		seqs[i] = dj.j.Seq
 	}
 	got := d.payloads.read(seqs)
 	for i, dj := range dead {
 		j := dj.j
 		if errors.Is(got[i].err, errPayloadGone) {
-			d.log.Warn("request to dead-letter left the stream behind the dispatcher's back", "seq", j.seq, "reason", dj.reason)
+			d.log.Warn("request to dead-letter left the stream behind the dispatcher's back", "seq", j.Seq, "reason", dj.reason)
 			d.mu.Lock()
-			delete(d.leaving, j.seq)
+			delete(d.leaving, j.Seq)
 			d.mu.Unlock()
 			continue
 		}
 		err := got[i].err
 		if err == nil {
-			ev := dlqEvent{stream: d.name, consumer: dj.consumer, seq: j.seq, deliveries: uint64(j.deliveries), reason: dj.reason}
+			ev := dlqEvent{stream: d.name, consumer: dj.consumer, seq: j.Seq, deliveries: uint64(j.Deliveries), reason: dj.reason}
 			dl := semaq.DeadLetter{
-				Stream: d.name, Consumer: dj.consumer, StreamSeq: j.seq, Subject: j.subject,
-				Deliveries: uint64(j.deliveries), Reason: dj.reason, Time: time.Now(), Stored: j.arrived,
+				Stream: d.name, Consumer: dj.consumer, StreamSeq: j.Seq, Subject: j.Subject,
+				Deliveries: uint64(j.Deliveries), Reason: dj.reason, Time: time.Now(), Stored: j.Arrived,
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
 			_, err = d.s.storeDeadLetter(ctx, ev, &dl, got[i].hdr, got[i].data)
 			cancel()
 		}
 		if err != nil {
-			d.log.Error("request could not be dead-lettered; it stays in the queue's stream", "seq", j.seq, "reason", dj.reason, "err", err)
+			d.log.Error("request could not be dead-lettered; it stays in the queue's stream", "seq", j.Seq, "reason", dj.reason, "err", err)
 			continue // stays in leaving: a new consumer's delivery of it is left alone
 		}
 		d.mu.Lock()
 		d.stats.deadLetters++
 		d.s.metrics.DeadLetter(d.name, dj.reason)
 		rm := dj.rm
-		if rm.reply != "" && d.gen != dj.j.replyGen {
+		if rm.reply != "" && d.gen != dj.j.ReplyGen {
 			rm.reply = "" // the consumer changed meanwhile
 		}
 		d.mu.Unlock()
 		d.remove(rm)
 		d.mu.Lock()
-		delete(d.leaving, j.seq)
+		delete(d.leaving, j.Seq)
 		d.mu.Unlock()
-		d.log.Debug("request dead-lettered", "seq", j.seq, "reason", dj.reason)
+		d.log.Debug("request dead-lettered", "seq", j.Seq, "reason", dj.reason)
 	}
 }
 
@@ -914,16 +925,16 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 // stream (tokens_relay.go bindJob; the request id is its Nats-Msg-Id). A
 // redelivered job is bound again with its new lease, which ends the
 // previous holder's right. mu is held; bindJob takes only its own lock.
-func (d *dispatcher) bindLease(j *qjob) {
-	if j.id != "" {
-		d.s.tokens.bindJob(j.id, j.lease)
+func (d *dispatcher) bindLease(j *sched.Job) {
+	if j.ID != "" {
+		d.s.tokens.bindJob(j.ID, j.Lease)
 	}
 }
 
 // unbindLease marks where a lease ends. The token store keeps the last
 // holder's binding until the job is delivered again (bindJob replaces it)
 // or its stream ends, so there is nothing to undo here.
-func (d *dispatcher) unbindLease(*qjob) {}
+func (d *dispatcher) unbindLease(*sched.Job) {}
 
 // status reports the queue's live state.
 func (d *dispatcher) status(now time.Time) semaq.QueueStatus {

@@ -1,6 +1,10 @@
 package broker
 
-import "time"
+import (
+	"time"
+
+	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+)
 
 // DispatchIndexRetained reports how many requests queue's dispatcher
 // indexes and how many bytes of strings and buffers they keep alive
@@ -12,10 +16,10 @@ func DispatchIndexRetained(s *Server, queue string) (jobs, retained int) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, j := range d.sched.bySeq {
+	d.sched.Each(func(j *sched.Job) {
 		jobs++
-		retained += j.retained()
-	}
+		retained += j.Retained()
+	})
 	return jobs, retained
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -199,7 +200,7 @@ type shipment struct {
 
 // shipJob is what a leased job's frame needs, copied under mu.
 type shipJob struct {
-	j          *qjob
+	j          *sched.Job
 	seq        uint64
 	lease      string
 	subject    string
@@ -277,17 +278,17 @@ func (d *dispatcher) unship(failed []shipJob, errs []error) {
 	d.mu.Lock()
 	for i, sj := range failed {
 		j := sj.j
-		if j.state != jobHeld || j.lease != sj.lease {
+		if j.State != sched.JobHeld || j.Lease != sj.lease {
 			continue // cancelled meanwhile
 		}
 		if errors.Is(errs[i], errPayloadGone) {
-			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.seq)
-			d.sched.forget(j)
+			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.Seq)
+			d.sched.Forget(j)
 			continue
 		}
-		d.log.Warn("request could not be read; it goes back to the queue", "seq", j.seq, "err", errs[i])
-		j.deliveries--
-		d.sched.requeue(j)
+		d.log.Warn("request could not be read; it goes back to the queue", "seq", j.Seq, "err", errs[i])
+		j.Deliveries--
+		d.sched.Requeue(j)
 	}
 	d.publishDepth(usage{})
 	d.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -73,9 +74,10 @@ func (st *queueStats) roll(dt time.Duration, d *dispatcher) {
 
 	sc := d.sched
 	st.promptCV = 0
-	if n := float64(sc.queued); n > 1 && sc.promptSum > 0 {
-		mean := sc.promptSum / n
-		if v := sc.promptSq/n - mean*mean; v > 0 {
+	promptSum, promptSq := sc.PromptMoments()
+	if n := float64(sc.Queued()); n > 1 && promptSum > 0 {
+		mean := promptSum / n
+		if v := promptSq/n - mean*mean; v > 0 {
 			st.promptCV = math.Sqrt(v) / mean
 		}
 	}
@@ -99,13 +101,14 @@ func (st *queueStats) latencyCV() float64 {
 // lengths and service times both vary (long prompts then hold up short
 // ones). It is never below twice the mean queued prompt, and 0 (off) until
 // the queue has seen service.
-func (st *queueStats) adaptiveThreshold(maxWait time.Duration, sc *scheduler) int64 {
+func (st *queueStats) adaptiveThreshold(maxWait time.Duration, sc *sched.Scheduler) int64 {
 	if maxWait <= 0 || st.tokenRate <= 0 {
 		return 0
 	}
 	t := st.tokenRate * maxWait.Seconds() / (1 + st.promptCV*st.latencyCV())
-	if sc.queued > 0 {
-		if floor := 2 * sc.promptSum / float64(sc.queued); t < floor {
+	if n := sc.Queued(); n > 0 {
+		promptSum, _ := sc.PromptMoments()
+		if floor := 2 * promptSum / float64(n); t < floor {
 			t = floor
 		}
 	}
@@ -121,14 +124,14 @@ func (st *queueStats) retryAfter(d *dispatcher) time.Duration {
 	sc := d.sched
 	var secs float64
 	switch {
-	case st.serviceRate > 0 && int64(len(sc.bySeq)) >= d.cfg.MaxMessages:
-		secs = float64(int64(len(sc.bySeq))-d.cfg.MaxMessages+1) / st.serviceRate
+	case st.serviceRate > 0 && int64(sc.Len()) >= d.cfg.MaxMessages:
+		secs = float64(int64(sc.Len())-d.cfg.MaxMessages+1) / st.serviceRate
 	case st.tokenRate > 0:
 		limit := d.cfg.MaxTokens
 		if thr := d.adaptiveTokens.Load(); thr > 0 && (limit <= 0 || thr < limit) {
 			limit = thr
 		}
-		if excess := sc.tokensQueued + sc.tokensHeld - limit; limit > 0 && excess > 0 {
+		if excess := sc.TokensQueued() + sc.TokensHeld() - limit; limit > 0 && excess > 0 {
 			secs = float64(excess) / st.tokenRate
 		}
 	}
@@ -142,7 +145,7 @@ func (st *queueStats) retryAfter(d *dispatcher) time.Duration {
 // / target more. Before any service is seen, a backlog asks for one.
 func (st *queueStats) recommendedWorkers(d *dispatcher) int {
 	sc := d.sched
-	backlog := float64(sc.queued + len(sc.delayed))
+	backlog := float64(sc.Queued() + sc.Delayed())
 	if !st.svcSeen {
 		if backlog > 0 {
 			return 1
@@ -161,12 +164,12 @@ func (st *queueStats) recommendedWorkers(d *dispatcher) int {
 func (st *queueStats) status(d *dispatcher, now time.Time) semaq.QueueStatus {
 	sc := d.sched
 	out := semaq.QueueStatus{
-		Queued:        sc.queued,
-		Held:          len(sc.held),
-		Delayed:       len(sc.delayed),
-		TokensQueued:  sc.tokensQueued,
-		TokensHeld:    sc.tokensHeld,
-		Bytes:         sc.bytes,
+		Queued:        sc.Queued(),
+		Held:          sc.Held(),
+		Delayed:       sc.Delayed(),
+		TokensQueued:  sc.TokensQueued(),
+		TokensHeld:    sc.TokensHeld(),
+		Bytes:         sc.Bytes(),
 		ArrivalRate:   st.arrivalRate,
 		ServiceRate:   st.serviceRate,
 		TokenRate:     st.tokenRate,
@@ -188,53 +191,42 @@ func (st *queueStats) status(d *dispatcher, now time.Time) semaq.QueueStatus {
 		},
 	}
 	out.Admission.Saturated = d.saturation(1) != ""
-	for _, w := range sc.workers {
-		if w.held > 0 || now.Before(w.expires) {
+	sc.EachWorker(func(w *sched.Worker) {
+		if w.Held > 0 || now.Before(w.Expires) {
 			out.Workers++
 		}
-	}
+	})
 	out.RecommendedWorkers = st.recommendedWorkers(d)
 	byPrio := map[string]*semaq.QueueGroupStat{}
 	byTenant := map[string]*semaq.QueueGroupStat{}
 	byModel := map[string]*semaq.QueueGroupStat{}
-	add := func(m map[string]*semaq.QueueGroupStat, key string, j *qjob) {
+	add := func(m map[string]*semaq.QueueGroupStat, key string, j *sched.Job) {
 		g := m[key]
 		if g == nil {
 			g = &semaq.QueueGroupStat{Key: key}
 			m[key] = g
 		}
 		g.Queued++
-		g.Tokens += j.tokens
-		if age := now.Sub(j.arrived); age > g.OldestAge {
+		g.Tokens += j.Tokens
+		if age := now.Sub(j.Arrived); age > g.OldestAge {
 			g.OldestAge = age
 		}
 	}
-	each := func(j *qjob) {
-		if age := now.Sub(j.arrived); age > out.OldestAge {
+	each := func(j *sched.Job) {
+		if age := now.Sub(j.Arrived); age > out.OldestAge {
 			out.OldestAge = age
 		}
-		add(byPrio, strconv.Itoa(j.prio), j)
-		add(byTenant, orDash(j.tenant), j)
-		add(byModel, orDash(j.model), j)
+		add(byPrio, strconv.Itoa(j.Prio), j)
+		add(byTenant, orDash(j.Tenant), j)
+		add(byModel, orDash(j.Model), j)
 	}
-	for i := range sc.levels {
-		for _, tl := range sc.levels[i].tenants {
-			for e := tl.jobs.Front(); e != nil; e = e.Next() {
-				each(e.Value.(*qjob))
-			}
-		}
-	}
-	for _, j := range sc.delayed {
-		each(j)
-	}
+	sc.EachWaiting(each)
 	out.ByPriority = sortedGroups(byPrio)
 	out.ByTenant = sortedGroups(byTenant)
 	out.ByModel = sortedGroups(byModel)
-	for t, n := range sc.backlog {
-		if n > 0 {
-			out.Fairness = append(out.Fairness, semaq.TenantCounter{Tenant: orDash(t), Counter: sc.counter[t]})
-		}
-	}
+	sc.EachBacklogged(func(t string, c float64) {
+		out.Fairness = append(out.Fairness, semaq.TenantCounter{Tenant: orDash(t), Counter: c})
+	})
 	slices.SortFunc(out.Fairness, func(a, b semaq.TenantCounter) int {
 		if a.Tenant < b.Tenant {
 			return -1

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
@@ -37,9 +38,9 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 	for _, d := range ds {
 		idx := map[key]int{}
 		d.mu.Lock()
-		for _, j := range d.sched.bySeq {
-			if j.State == JobHeld {
-				continue // with a worker: not waiting
+		d.sched.Each(func(j *sched.Job) {
+			if j.State == sched.JobHeld {
+				return // with a worker: not waiting
 			}
 			k := key{j.Tenant, j.Model, j.Prio}
 			i, ok := idx[k]
@@ -52,7 +53,7 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 			st.Depth++
 			st.TokensWaiting += j.Tokens
 			st.OldestAge = max(st.OldestAge, now.Sub(j.Arrived))
-		}
+		})
 		d.mu.Unlock()
 	}
 	return out
@@ -60,7 +61,7 @@ func (q queueSource) QueueStats() []metrics.QueueStat {
 
 // observeDispatch records a request handed to a worker after waiting since
 // it arrived. d.mu is held: this takes only leaf locks.
-func (s *Server) observeDispatch(j *qjob, now time.Time) {
+func (s *Server) observeDispatch(j *sched.Job, now time.Time) {
 	wait := now.Sub(j.Arrived)
 	s.metrics.Queue(j.Tenant, j.Prio, j.Model).Dispatched(wait)
 	if s.ingress != nil && s.metrics != nil {
@@ -113,6 +114,6 @@ func (s *Server) observeDispatchSpan(queue string, sj *shipJob, hdr nats.Header,
 
 // observeDrop records a request that left its queue undispatched
 // (metrics.DropExpired, DropCanceled).
-func (s *Server) observeDrop(j *qjob, reason string) {
+func (s *Server) observeDrop(j *sched.Job, reason string) {
 	s.metrics.Queue(j.Tenant, j.Prio, j.Model).Dropped(reason)
 }

@@ -81,7 +81,7 @@ func (s *Server) queuedJob(id string) bool {
 	s.queues.mu.Unlock()
 	for _, d := range ds {
 		d.mu.Lock()
-		found := d.sched != nil && d.sched.byID[id] != nil
+		found := d.sched != nil && d.sched.ByID(id) != nil
 		d.mu.Unlock()
 		if found {
 			return true
