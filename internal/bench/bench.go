@@ -17,6 +17,10 @@
 // baseline. Phases: asynchronous throughput with a bounded in-flight window,
 // sequential publish latency, and publish latency at paced offered rates,
 // each in HDR histograms. Reports print as a table or JSON.
+//
+// The workload scenarios of `semaq bench run` are package bench/scenario,
+// built on the rig (Rig), targets (Targets) and histograms (Histogram)
+// exported here; bench does not import it.
 package bench
 
 import (
@@ -42,10 +46,10 @@ const (
 	ServerRaw = "raw"
 )
 
-// rig is the servers of one run with the scenario's streams in them.
-type rig struct {
-	srv   *broker.Server
-	admin *client.Client // reads the SemaQ stream's info (group-commit stats)
+// Rig is the servers of one run with the scenario's streams in them.
+type Rig struct {
+	Broker *broker.Server
+	admin  *client.Client // reads the SemaQ stream's info (group-commit stats)
 	// raw runs the raw JetStream stream when it must not share the broker's
 	// JetStream settings (sync always); nil when it lives on the broker.
 	raw *server.Server
@@ -54,11 +58,11 @@ type rig struct {
 	schemaID int
 }
 
-// startRig starts a broker with the given sync mode and, in always mode, the
+// StartRig starts a broker with the given sync mode and, in always mode, the
 // sync_always server of the baseline, keeping their files in
 // subdirectories of dir, and creates the streams of both targets, the
 // SemaQ one bound to sc when it is not nil.
-func startRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *rig, err error) {
+func StartRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *Rig, err error) {
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = filepath.Join(dir, TargetSemaq)
 	cfg.Listen = "127.0.0.1:0"
@@ -72,10 +76,10 @@ func startRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *rig, 
 	if err := srv.Start(ctx); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	r := &rig{srv: srv}
+	r := &Rig{Broker: srv}
 	defer func() {
 		if err != nil {
-			r.close()
+			r.Close()
 		}
 	}()
 	if sync == broker.SyncAlways {
@@ -122,37 +126,38 @@ func startRawServer(storeDir string, maxPayload int) (*server.Server, error) {
 	return ns, nil
 }
 
-// rawConn connects to the server holding the raw stream with the rights to
+// RawConn connects to the server holding the raw stream with the rights to
 // manage and publish to it: the broker's internal connection, or the raw
 // server's, which has no auth.
-func (r *rig) rawConn(opts ...nats.Option) (*nats.Conn, error) {
+func (r *Rig) RawConn(opts ...nats.Option) (*nats.Conn, error) {
 	if r.raw != nil {
 		return nats.Connect(r.raw.ClientURL(), opts...)
 	}
-	return r.srv.InternalConn(opts...)
+	return r.Broker.InternalConn(opts...)
 }
 
 // rawServer is the server the raw stream runs on.
-func (r *rig) rawServer() *server.Server {
+func (r *Rig) rawServer() *server.Server {
 	if r.raw != nil {
 		return r.raw
 	}
-	return r.srv.NATSServer()
+	return r.Broker.NATSServer()
 }
 
 // publisher opens a publisher connection to target t, publishing messages
 // with data as payload, with a traceparent or not.
-func (r *rig) publisher(t *target, data []byte, traceparent bool, window int) (*publisher, error) {
-	return newPublisher(r, t, "semaq-bench-"+t.name, newMessage(t.subject, data, traceparent), window)
+func (r *Rig) publisher(t *Target, data []byte, traceparent bool, window int) (*publisher, error) {
+	return newPublisher(r, t, "semaq-bench-"+t.Name, newMessage(t.subject, data, traceparent), window)
 }
 
-func (r *rig) close() {
+// Close shuts the rig's servers down, waiting up to 30 s for the broker.
+func (r *Rig) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if r.admin != nil {
 		r.admin.Close()
 	}
-	_ = r.srv.Shutdown(ctx)
+	_ = r.Broker.Shutdown(ctx)
 	if r.raw != nil {
 		r.raw.Shutdown()
 		r.raw.WaitForShutdown()

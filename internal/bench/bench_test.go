@@ -44,7 +44,7 @@ func TestRunIngest(t *testing.T) {
 	// Interval mode: one server, no fsync before acks, for both.
 	checkSetup(t, rep, map[string]TargetSetup{
 		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval},
-		TargetJetStream: {Target: TargetJetStream, Server: ServerBroker, Stream: jetstreamStream, Durability: DurabilityInterval},
+		TargetJetStream: {Target: TargetJetStream, Server: ServerBroker, Stream: JetStreamStream, Durability: DurabilityInterval},
 	})
 	for _, name := range DefaultTargets {
 		checkPaced(t, rep.Result(name), &cfg)
@@ -155,7 +155,7 @@ func TestRunIngestDurable(t *testing.T) {
 	}
 	checkSetup(t, rep, map[string]TargetSetup{
 		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityFsync},
-		TargetJetStream: {Target: TargetJetStream, Server: ServerRaw, Stream: jetstreamStream, JetStreamSyncAlways: true, Durability: DurabilitySyncAlways},
+		TargetJetStream: {Target: TargetJetStream, Server: ServerRaw, Stream: JetStreamStream, JetStreamSyncAlways: true, Durability: DurabilitySyncAlways},
 	})
 	if !slices.Equal(rep.Config.Rates, DefaultRates) {
 		t.Errorf("config rates %v, want %v", rep.Config.Rates, DefaultRates)
@@ -311,7 +311,7 @@ func TestPacerBoundsInFlight(t *testing.T) {
 	defer cancel()
 	r := startTestRig(t)
 	// A subscriber that never replies: every publish stays in flight.
-	nc, err := nats.Connect(r.srv.ClientURL())
+	nc, err := nats.Connect(r.Broker.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestPacerBoundsInFlight(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	hole := &target{name: "blackhole", subject: "bench.blackhole", dial: targets[TargetSemaq].dial}
+	hole := &Target{Name: "blackhole", subject: "bench.blackhole", Dial: Targets[TargetSemaq].Dial}
 	p, err := r.publisher(hole, generatedBody(10), false, 8)
 	if err != nil {
 		t.Fatal(err)
@@ -333,14 +333,14 @@ func TestPacerBoundsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc.drain = 50 * time.Millisecond
-	h := newHistogram()
+	h := NewHistogram()
 	c, err := pc.run(ctx, 1000, 100*time.Millisecond, h)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.offered != 100 || c.sent != 8 || c.skipped != 92 || c.unacked != 8 || c.acked != 0 || h.count() != 0 {
+	if c.offered != 100 || c.sent != 8 || c.skipped != 92 || c.unacked != 8 || c.acked != 0 || h.Count() != 0 {
 		t.Errorf("offered %d, sent %d, skipped %d, unacked %d, acked %d, %d latencies; want 100, 8, 92, 8, 0, 0",
-			c.offered, c.sent, c.skipped, c.unacked, c.acked, h.count())
+			c.offered, c.sent, c.skipped, c.unacked, c.acked, h.Count())
 	}
 	res := (&pacedRun{rate: 1000, lat: h, counts: c}).result()
 	if res.Sustained || res.Skipped != 92 {
@@ -550,10 +550,10 @@ func TestStreamsStoreAlike(t *testing.T) {
 				c.Name, c.Description, c.Subjects, c.SubjectTransform, c.Metadata = "", "", nil, nil, nil
 				return c
 			}
-			nc, err := r.srv.InternalConn()
+			nc, err := r.Broker.InternalConn()
 			s := cfgOf(nc, err, semaqStream)
-			rnc, err := r.rawConn()
-			raw := cfgOf(rnc, err, jetstreamStream)
+			rnc, err := r.RawConn()
+			raw := cfgOf(rnc, err, JetStreamStream)
 			sj, _ := json.Marshal(s)
 			rj, _ := json.Marshal(raw)
 			if !bytes.Equal(sj, rj) {
@@ -564,7 +564,7 @@ func TestStreamsStoreAlike(t *testing.T) {
 			}
 
 			always := sync == broker.SyncAlways
-			if got := r.srv.NATSServer().JetStreamConfig().SyncAlways; got {
+			if got := r.Broker.NATSServer().JetStreamConfig().SyncAlways; got {
 				t.Error("the broker runs JetStream with sync_always; durability is the ingress's group commit")
 			}
 			if (r.raw != nil) != always {
@@ -574,7 +574,7 @@ func TestStreamsStoreAlike(t *testing.T) {
 				if !r.raw.JetStreamConfig().SyncAlways {
 					t.Error("the raw baseline's server runs without sync_always")
 				}
-				if r.raw.ClientURL() == r.srv.ClientURL() {
+				if r.raw.ClientURL() == r.Broker.ClientURL() {
 					t.Error("the raw baseline shares the broker's server")
 				}
 			}
@@ -596,7 +596,7 @@ func TestTargetsStore(t *testing.T) {
 	defer cancel()
 	r := startTestRig(t)
 	for _, name := range DefaultTargets {
-		p, err := r.publisher(targets[name], generatedBody(100), true, 8)
+		p, err := r.publisher(Targets[name], generatedBody(100), true, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -605,7 +605,7 @@ func TestTargetsStore(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	nc, err := r.srv.InternalConn()
+	nc, err := r.Broker.InternalConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +617,7 @@ func TestTargetsStore(t *testing.T) {
 	for _, tc := range []struct {
 		stream, subject string
 		stamped         bool
-	}{{semaqStream, semaqSubject, true}, {jetstreamStream, jetstreamSubject, false}} {
+	}{{semaqStream, semaqSubject, true}, {JetStreamStream, jetstreamSubject, false}} {
 		st, err := js.Stream(ctx, tc.stream)
 		if err != nil {
 			t.Fatal(err)
@@ -640,17 +640,17 @@ func TestTargetsStore(t *testing.T) {
 
 func TestHistogram(t *testing.T) {
 	t.Parallel()
-	h := newHistogram()
+	h := NewHistogram()
 	for i := 1; i <= 1000; i++ {
-		h.record(time.Duration(i) * time.Microsecond)
+		h.Record(time.Duration(i) * time.Microsecond)
 	}
-	h.record(0)         // clamped up
-	h.record(time.Hour) // clamped down
-	l := h.summary()
+	h.Record(0)         // clamped up
+	h.Record(time.Hour) // clamped down
+	l := h.Summary()
 	if l.P50 < 499 || l.P50 > 502 || l.P99 < 988 || l.P99 > 993 || l.Max < 59e6 {
 		t.Errorf("summary %+v, want p50 ≈ 500, p99 ≈ 990, max ≈ 60e6 µs", l)
 	}
-	if got := newHistogram().summary(); got != (Latency{}) {
+	if got := NewHistogram().Summary(); got != (Latency{}) {
 		t.Errorf("empty summary = %+v", got)
 	}
 }
@@ -666,7 +666,7 @@ func TestGeneratedBody(t *testing.T) {
 
 func TestInOrder(t *testing.T) {
 	t.Parallel()
-	a, b := &run{t: targets[TargetSemaq]}, &run{t: targets[TargetJetStream]}
+	a, b := &run{t: Targets[TargetSemaq]}, &run{t: Targets[TargetJetStream]}
 	runs := []*run{a, b}
 	if got := inOrder(runs, 0); !slices.Equal(got, []*run{a, b}) {
 		t.Error("round 0 not in given order")
@@ -679,20 +679,20 @@ func TestInOrder(t *testing.T) {
 	}
 }
 
-func startTestRig(tb testing.TB) *rig {
+func startTestRig(tb testing.TB) *Rig {
 	tb.Helper()
 	return startTestRigSync(tb, broker.SyncInterval)
 }
 
-func startTestRigSync(tb testing.TB, sync string) *rig {
+func startTestRigSync(tb testing.TB, sync string) *Rig {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r, err := startRig(ctx, tb.TempDir(), sync, nil)
+	r, err := StartRig(ctx, tb.TempDir(), sync, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(r.close)
+	tb.Cleanup(r.Close)
 	return r
 }
 
@@ -700,7 +700,7 @@ func startTestRigSync(tb testing.TB, sync string) *rig {
 // ack, server and ingress work included, as are their allocations.
 func benchmarkSync(b *testing.B, target string, traceparent bool) {
 	r := startTestRig(b)
-	p, err := r.publisher(targets[target], generatedBody(1024), traceparent, 1)
+	p, err := r.publisher(Targets[target], generatedBody(1024), traceparent, 1)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -723,10 +723,10 @@ func benchmarkSync(b *testing.B, target string, traceparent bool) {
 // benchmarkAsync measures asynchronous publishing with a window of 256:
 // ns/op is the inverse of throughput.
 func benchmarkAsync(b *testing.B, target string, traceparent bool) {
-	benchmarkAsyncOn(b, startTestRig(b), targets[target], traceparent)
+	benchmarkAsyncOn(b, startTestRig(b), Targets[target], traceparent)
 }
 
-func benchmarkAsyncOn(b *testing.B, r *rig, t *target, traceparent bool) {
+func benchmarkAsyncOn(b *testing.B, r *Rig, t *Target, traceparent bool) {
 	p, err := r.publisher(t, generatedBody(1024), traceparent, 256)
 	if err != nil {
 		b.Fatal(err)
@@ -749,7 +749,7 @@ func benchmarkAsyncOn(b *testing.B, r *rig, t *target, traceparent bool) {
 	}
 	select {
 	case <-p.js.PublishAsyncComplete():
-	case <-time.After(drainTimeout):
+	case <-time.After(DrainTimeout):
 		b.Fatalf("%d messages unacknowledged", p.js.PublishAsyncPending())
 	}
 	if acked := p.acked.Load() - before; acked != int64(b.N) {
@@ -783,7 +783,7 @@ func BenchmarkRawJetStreamPublishAsync(b *testing.B) {
 // costs).
 func BenchmarkForwarderPublishAsync(b *testing.B) {
 	r := startTestRig(b)
-	nc, err := r.srv.InternalConn(nats.InProcessServer(r.srv.NATSServer()), nats.Name("semaq-bench-forwarder"))
+	nc, err := r.Broker.InternalConn(nats.InProcessServer(r.Broker.NATSServer()), nats.Name("semaq-bench-forwarder"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -802,7 +802,7 @@ func BenchmarkForwarderPublishAsync(b *testing.B) {
 	if err := nc.Flush(); err != nil {
 		b.Fatal(err)
 	}
-	forwarder := &target{name: "forwarder", subject: prefix + "ingest", dial: targets[TargetSemaq].dial}
+	forwarder := &Target{Name: "forwarder", subject: prefix + "ingest", Dial: Targets[TargetSemaq].Dial}
 	for _, tp := range []bool{true, false} {
 		b.Run(fmt.Sprintf("traceparent=%v", tp), func(b *testing.B) { benchmarkAsyncOn(b, r, forwarder, tp) })
 	}

@@ -330,17 +330,17 @@ func (d *dispatchRun) pace(ctx context.Context, subject string, loads []load) (i
 // value of header key.
 type waits struct {
 	mu sync.Mutex
-	by map[string]*histogram
+	by map[string]*Histogram
 }
 
 func (w *waits) record(key string, d time.Duration) {
 	w.mu.Lock()
 	h := w.by[key]
 	if h == nil {
-		h = newHistogram()
+		h = NewHistogram()
 		w.by[key] = h
 	}
-	h.record(d)
+	h.Record(d)
 	w.mu.Unlock()
 }
 
@@ -348,7 +348,7 @@ func (w *waits) summary(key string) (Latency, int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.by[key]; h != nil {
-		return h.summary(), h.count()
+		return h.Summary(), h.Count()
 	}
 	return Latency{}, 0
 }
@@ -389,7 +389,7 @@ func (d *dispatchRun) phase(ctx context.Context, name, key string, loads []load)
 	if err != nil {
 		return nil, nil, err
 	}
-	w := &waits{by: map[string]*histogram{}}
+	w := &waits{by: map[string]*Histogram{}}
 	pctx, cancel := context.WithTimeout(ctx, d.cfg.Duration)
 	defer cancel()
 	wg, err := d.workers(pctx, name, key, d.cfg.Workers, w)
@@ -553,11 +553,11 @@ func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error
 		semaqRates, rawRates = append(semaqRates, rs), append(rawRates, rr)
 		ratios = append(ratios, round2(rs/rr))
 	}
-	s, r := medianOf(semaqRates), medianOf(rawRates)
+	s, r := Median(semaqRates), Median(rawRates)
 	// The ratio is the median of the rounds' ratios: each round runs both
 	// targets back to back, so it is the comparison least moved by a busy
 	// machine.
-	rep.Throughput = DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: round2(medianOf(ratios)), Goal: GoalDispatchThroughputRatio,
+	rep.Throughput = DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: round2(Median(ratios)), Goal: GoalDispatchThroughputRatio,
 		Rounds: ratios, Workers: c.DrainWorkers, Batch: c.DrainBatch, Acks: "confirmed"}
 	if c.AckNoWait {
 		rep.Throughput.Acks = "nowait"

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -15,23 +16,33 @@ const (
 	histDigits = 3
 )
 
-// histogram records latencies. It is not safe for concurrent use.
-type histogram struct{ h *hdrhistogram.Histogram }
+// Histogram records latencies. It is not safe for concurrent use.
+type Histogram struct{ h *hdrhistogram.Histogram }
 
-func newHistogram() *histogram {
-	return &histogram{h: hdrhistogram.New(histMin, histMax, histDigits)}
+// NewHistogram makes an empty latency histogram.
+func NewHistogram() *Histogram {
+	return &Histogram{h: hdrhistogram.New(histMin, histMax, histDigits)}
 }
 
-// record adds one latency; values outside the range are clamped to it.
-func (h *histogram) record(d time.Duration) {
+// Record adds one latency; values outside the range are clamped to it.
+func (h *Histogram) Record(d time.Duration) {
 	v := max(int64(d), histMin)
 	v = min(v, histMax)
 	_ = h.h.RecordValue(v) // cannot fail inside the range
 }
 
-func (h *histogram) merge(o *histogram) { h.h.Merge(o.h) }
+// Merge adds o's recordings to h.
+func (h *Histogram) Merge(o *Histogram) { h.h.Merge(o.h) }
 
-func (h *histogram) count() int64 { return h.h.TotalCount() }
+// Count is how many latencies h holds.
+func (h *Histogram) Count() int64 { return h.h.TotalCount() }
+
+// ValueAtQuantile is the recorded value at quantile q (0 to 100), in
+// nanoseconds.
+func (h *Histogram) ValueAtQuantile(q float64) int64 { return h.h.ValueAtQuantile(q) }
+
+// Min is the smallest recorded value, in nanoseconds.
+func (h *Histogram) Min() int64 { return h.h.Min() }
 
 // Latency summarises a latency distribution in microseconds.
 type Latency struct {
@@ -43,32 +54,47 @@ type Latency struct {
 	Max  float64 `json:"max"`
 }
 
-func (h *histogram) summary() Latency {
-	if h.count() == 0 {
+// Summary is h's percentiles, mean and maximum in microseconds; zero when
+// h is empty.
+func (h *Histogram) Summary() Latency {
+	if h.Count() == 0 {
 		return Latency{}
 	}
 	return Latency{
-		P50:  micros(h.h.ValueAtQuantile(50)),
-		P90:  micros(h.h.ValueAtQuantile(90)),
-		P99:  micros(h.h.ValueAtQuantile(99)),
-		P999: micros(h.h.ValueAtQuantile(99.9)),
-		Mean: round1(h.h.Mean() / 1e3),
-		Max:  micros(h.h.Max()),
+		P50:  Micros(h.h.ValueAtQuantile(50)),
+		P90:  Micros(h.h.ValueAtQuantile(90)),
+		P99:  Micros(h.h.ValueAtQuantile(99)),
+		P999: Micros(h.h.ValueAtQuantile(99.9)),
+		Mean: Round1(h.h.Mean() / 1e3),
+		Max:  Micros(h.h.Max()),
 	}
 }
 
-// sub returns l - o, field by field: how much slower l is.
-func (l Latency) sub(o Latency) Latency {
+// Sub returns l - o, field by field: how much slower l is.
+func (l Latency) Sub(o Latency) Latency {
 	return Latency{
-		P50:  round1(l.P50 - o.P50),
-		P90:  round1(l.P90 - o.P90),
-		P99:  round1(l.P99 - o.P99),
-		P999: round1(l.P999 - o.P999),
-		Mean: round1(l.Mean - o.Mean),
-		Max:  round1(l.Max - o.Max),
+		P50:  Round1(l.P50 - o.P50),
+		P90:  Round1(l.P90 - o.P90),
+		P99:  Round1(l.P99 - o.P99),
+		P999: Round1(l.P999 - o.P999),
+		Mean: Round1(l.Mean - o.Mean),
+		Max:  Round1(l.Max - o.Max),
 	}
 }
 
-func micros(ns int64) float64 { return round1(float64(ns) / 1e3) }
+// Micros converts nanoseconds to microseconds, to 0.1 µs.
+func Micros(ns int64) float64 { return Round1(float64(ns) / 1e3) }
 
-func round1(f float64) float64 { return math.Round(f*10) / 10 }
+// Round1 rounds f to one decimal.
+func Round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+// Median is the middle value of v (the upper one of an even count), 0 for
+// none; v is left as it was.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}

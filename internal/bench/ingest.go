@@ -22,14 +22,14 @@ const maxConsecutiveErrors = 1000
 
 // run is the state of one target during a run.
 type run struct {
-	t    *target
+	t    *Target
 	pubs []*publisher // pubs[0] also does the latency phase
 
 	acked   int64         // throughput phase
 	elapsed time.Duration // throughput phase, drain included
 	rounds  []float64     // msgs/s of each throughput slice
 	commits commitCounts  // group commits of the throughput phase
-	lat     *histogram
+	lat     *Histogram
 
 	pacer *pacer
 	paced []*pacedRun // one per rate
@@ -38,7 +38,7 @@ type run struct {
 // pacedRun is one target at one offered rate, all rounds added up.
 type pacedRun struct {
 	rate    int
-	lat     *histogram
+	lat     *Histogram
 	counts  pacedCounts
 	commits commitCounts
 }
@@ -78,7 +78,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			return nil, fmt.Errorf("bench: data directory: %w", err)
 		}
 		defer os.RemoveAll(dir)
-	} else if err := checkEmptyDir(dir); err != nil {
+	} else if err := CheckEmptyDir(dir); err != nil {
 		return nil, err
 	}
 	progress := func(format string, args ...any) {
@@ -97,11 +97,11 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	}
 
 	progress("starting broker (data %s, sync %s)", dir, cfg.Sync)
-	r, err := startRig(ctx, dir, cfg.Sync, cfg.Schema)
+	r, err := StartRig(ctx, dir, cfg.Sync, cfg.Schema)
 	if err != nil {
 		return nil, err
 	}
-	defer r.close()
+	defer r.Close()
 	data := pl.data(r.schemaID)
 
 	runs := make([]*run, 0, len(cfg.Targets))
@@ -112,12 +112,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			}
 		}
 	}()
-	setup, err := r.setup(ctx, cfg.Targets)
+	setup, err := r.Setup(ctx, cfg.Targets)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range cfg.Targets {
-		rn := &run{t: targets[name], lat: newHistogram()}
+		rn := &run{t: Targets[name], lat: NewHistogram()}
 		runs = append(runs, rn)
 		for range cfg.Publishers {
 			p, err := r.publisher(rn.t, data, cfg.TraceParent, cfg.Window)
@@ -130,12 +130,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 
 	if cfg.Warmup > 0 {
 		for _, rn := range runs {
-			progress("warming up %s (%s)", rn.t.name, cfg.Warmup)
+			progress("warming up %s (%s)", rn.t.Name, cfg.Warmup)
 			if _, _, err := throughputSlice(ctx, rn.pubs, cfg.Warmup/2); err != nil {
-				return nil, fmt.Errorf("bench: %s: warm-up: %w", rn.t.name, err)
+				return nil, fmt.Errorf("bench: %s: warm-up: %w", rn.t.Name, err)
 			}
-			if err := latencySlice(ctx, rn.pubs[0], cfg.Warmup/2, newHistogram()); err != nil {
-				return nil, fmt.Errorf("bench: %s: warm-up: %w", rn.t.name, err)
+			if err := latencySlice(ctx, rn.pubs[0], cfg.Warmup/2, NewHistogram()); err != nil {
+				return nil, fmt.Errorf("bench: %s: warm-up: %w", rn.t.Name, err)
 			}
 		}
 	}
@@ -150,14 +150,14 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	slice := cfg.Duration / time.Duration(cfg.Rounds)
 	for round := range cfg.Rounds {
 		for _, rn := range inOrder(runs, round) {
-			progress("throughput %s: round %d/%d, %s, window %d, %d publisher(s)", rn.t.name, round+1, cfg.Rounds, slice, cfg.Window, cfg.Publishers)
+			progress("throughput %s: round %d/%d, %s, window %d, %d publisher(s)", rn.t.Name, round+1, cfg.Rounds, slice, cfg.Window, cfg.Publishers)
 			before, err := r.commitCounts(ctx, rn.t)
 			if err != nil {
 				return nil, err
 			}
 			acked, elapsed, err := throughputSlice(ctx, rn.pubs, slice)
 			if err != nil {
-				return nil, fmt.Errorf("bench: %s: throughput: %w", rn.t.name, err)
+				return nil, fmt.Errorf("bench: %s: throughput: %w", rn.t.Name, err)
 			}
 			after, err := r.commitCounts(ctx, rn.t)
 			if err != nil {
@@ -166,14 +166,14 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			rn.commits.add(after.sub(before))
 			rn.acked += acked
 			rn.elapsed += elapsed
-			rn.rounds = append(rn.rounds, round1(float64(acked)/elapsed.Seconds()))
+			rn.rounds = append(rn.rounds, Round1(float64(acked)/elapsed.Seconds()))
 		}
 	}
 	for round := range cfg.Rounds {
 		for _, rn := range inOrder(runs, round) {
-			progress("latency %s: round %d/%d, %s", rn.t.name, round+1, cfg.Rounds, slice)
+			progress("latency %s: round %d/%d, %s", rn.t.Name, round+1, cfg.Rounds, slice)
 			if err := latencySlice(ctx, rn.pubs[0], slice, rn.lat); err != nil {
-				return nil, fmt.Errorf("bench: %s: latency: %w", rn.t.name, err)
+				return nil, fmt.Errorf("bench: %s: latency: %w", rn.t.Name, err)
 			}
 		}
 	}
@@ -190,11 +190,11 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	rep := &Report{Scenario: ScenarioIngest, Config: reportConfig(&cfg, setup, pl, r.schemaID), Validation: validation}
 	for i, rn := range runs {
 		res := Result{
-			Target:         rn.t.name,
+			Target:         rn.t.Name,
 			Msgs:           rn.acked,
 			ByRound:        rn.rounds,
-			LatencySamples: rn.lat.count(),
-			Latency:        rn.lat.summary(),
+			LatencySamples: rn.lat.Count(),
+			Latency:        rn.lat.Summary(),
 		}
 		for _, p := range rn.pubs {
 			res.Errors += p.failed.Load()
@@ -204,23 +204,23 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		}
 		res.Errors -= failedBefore[i]
 		if rn.acked == 0 {
-			return nil, fmt.Errorf("%w by target %s in the throughput phase (%d errors, first: %s)", ErrNoAcks, rn.t.name, res.Errors, res.FirstError)
+			return nil, fmt.Errorf("%w by target %s in the throughput phase (%d errors, first: %s)", ErrNoAcks, rn.t.Name, res.Errors, res.FirstError)
 		}
 		if res.LatencySamples == 0 {
-			return nil, fmt.Errorf("%w by target %s in the latency phase (%d errors, first: %s)", ErrNoAcks, rn.t.name, res.Errors, res.FirstError)
+			return nil, fmt.Errorf("%w by target %s in the latency phase (%d errors, first: %s)", ErrNoAcks, rn.t.Name, res.Errors, res.FirstError)
 		}
 		secs := rn.elapsed.Seconds()
-		res.ThroughputMsgsPerS = round1(float64(rn.acked) / secs)
-		res.ThroughputMBPerS = round1(float64(rn.acked) * float64(len(data)) / secs / 1e6)
+		res.ThroughputMsgsPerS = Round1(float64(rn.acked) / secs)
+		res.ThroughputMBPerS = Round1(float64(rn.acked) * float64(len(data)) / secs / 1e6)
 		res.ThroughputAcksPerFsync = rn.commits.perFsync()
 		for _, pr := range rn.paced {
 			if pr.counts.acked == 0 {
 				return nil, fmt.Errorf("%w by target %s in the paced phase at %d msgs/s (%d skipped, %d failed, first: %v)",
-					ErrNoAcks, rn.t.name, pr.rate, pr.counts.skipped, pr.counts.failed, pr.counts.firstErr)
+					ErrNoAcks, rn.t.Name, pr.rate, pr.counts.skipped, pr.counts.failed, pr.counts.firstErr)
 			}
 			res.Paced = append(res.Paced, pr.result())
 		}
-		if res.GroupCommit, err = r.groupCommit(ctx, rn.t); err != nil {
+		if res.GroupCommit, err = r.GroupCommit(ctx, rn.t); err != nil {
 			return nil, err
 		}
 		rep.Results = append(rep.Results, res)
@@ -231,7 +231,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 
 // pacedPhase offers every target each rate of cfg.Rates in turn, in
 // cfg.Rounds slices per target in alternating order.
-func pacedPhase(ctx context.Context, r *rig, runs []*run, cfg *IngestConfig, progress func(string, ...any)) error {
+func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, progress func(string, ...any)) error {
 	if len(cfg.Rates) == 0 {
 		return nil
 	}
@@ -242,14 +242,14 @@ func pacedPhase(ctx context.Context, r *rig, runs []*run, cfg *IngestConfig, pro
 		}
 		rn.pacer = pc
 		for _, rate := range cfg.Rates {
-			rn.paced = append(rn.paced, &pacedRun{rate: rate, lat: newHistogram()})
+			rn.paced = append(rn.paced, &pacedRun{rate: rate, lat: NewHistogram()})
 		}
 	}
 	slice := cfg.Duration / time.Duration(cfg.Rounds)
 	for i, rate := range cfg.Rates {
 		for round := range cfg.Rounds {
 			for _, rn := range inOrder(runs, round) {
-				progress("paced %s: %d msgs/s, round %d/%d, %s, at most %d in flight", rn.t.name, rate, round+1, cfg.Rounds, slice, cfg.Window)
+				progress("paced %s: %d msgs/s, round %d/%d, %s, at most %d in flight", rn.t.Name, rate, round+1, cfg.Rounds, slice, cfg.Window)
 				pr := rn.paced[i]
 				before, err := r.commitCounts(ctx, rn.t)
 				if err != nil {
@@ -257,7 +257,7 @@ func pacedPhase(ctx context.Context, r *rig, runs []*run, cfg *IngestConfig, pro
 				}
 				c, err := rn.pacer.run(ctx, rate, slice, pr.lat)
 				if err != nil {
-					return fmt.Errorf("bench: %s: paced at %d msgs/s: %w", rn.t.name, rate, err)
+					return fmt.Errorf("bench: %s: paced at %d msgs/s: %w", rn.t.Name, rate, err)
 				}
 				after, err := r.commitCounts(ctx, rn.t)
 				if err != nil {
@@ -276,7 +276,7 @@ func (pr *pacedRun) result() PacedResult {
 	c := &pr.counts
 	res := PacedResult{
 		Rate:         pr.rate,
-		Latency:      pr.lat.summary(),
+		Latency:      pr.lat.Summary(),
 		Offered:      c.offered,
 		Sent:         c.sent,
 		Acked:        c.acked,
@@ -288,7 +288,7 @@ func (pr *pacedRun) result() PacedResult {
 		Fsyncs:       pr.commits.batches,
 	}
 	if c.elapsed > 0 {
-		res.AchievedMsgsPerS = round1(float64(c.acked) / c.elapsed.Seconds())
+		res.AchievedMsgsPerS = Round1(float64(c.acked) / c.elapsed.Seconds())
 	}
 	if c.firstErr != nil {
 		res.FirstError = c.firstErr.Error()
@@ -312,35 +312,35 @@ func (c commitCounts) perFsync() float64 {
 	if c.batches == 0 {
 		return 0
 	}
-	return round1(float64(c.acks) / float64(c.batches))
+	return Round1(float64(c.acks) / float64(c.batches))
 }
 
 // commitCounts reads the group-commit counters of target t's stream: zero
 // unless t is a SemaQ fsync stream.
-func (r *rig) commitCounts(ctx context.Context, t *target) (commitCounts, error) {
-	cs, err := r.groupCommit(ctx, t)
+func (r *Rig) commitCounts(ctx context.Context, t *Target) (commitCounts, error) {
+	cs, err := r.GroupCommit(ctx, t)
 	if err != nil || cs == nil {
 		return commitCounts{}, err
 	}
 	return commitCounts{batches: cs.Batches, acks: cs.Acks}, nil
 }
 
-// groupCommit returns the group-commit figures of target t's stream, as
+// GroupCommit returns the group-commit figures of target t's stream, as
 // `semaq stream info` shows them; nil unless t is a SemaQ fsync stream.
-func (r *rig) groupCommit(ctx context.Context, t *target) (*semaq.CommitStats, error) {
-	if t.stream == "" {
+func (r *Rig) GroupCommit(ctx context.Context, t *Target) (*semaq.CommitStats, error) {
+	if t.Stream == "" {
 		return nil, nil
 	}
-	info, err := r.admin.StreamInfo(ctx, t.stream)
+	info, err := r.admin.StreamInfo(ctx, t.Stream)
 	if err != nil {
-		return nil, fmt.Errorf("bench: stream %s: %w", t.stream, err)
+		return nil, fmt.Errorf("bench: stream %s: %w", t.Stream, err)
 	}
 	return info.Commit, nil
 }
 
-// checkEmptyDir accepts a directory that is empty or does not exist yet:
+// CheckEmptyDir accepts a directory that is empty or does not exist yet:
 // every run starts from a clean store.
-func checkEmptyDir(dir string) error {
+func CheckEmptyDir(dir string) error {
 	entries, err := os.ReadDir(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -392,7 +392,7 @@ func throughputSlice(ctx context.Context, pubs []*publisher, d time.Duration) (i
 
 // latencySlice publishes synchronously from p for d, recording each
 // acknowledged publish in h.
-func latencySlice(ctx context.Context, p *publisher, d time.Duration, h *histogram) error {
+func latencySlice(ctx context.Context, p *publisher, d time.Duration, h *Histogram) error {
 	end := time.Now().Add(d)
 	consecutive := 0
 	for {
@@ -412,6 +412,6 @@ func latencySlice(ctx context.Context, p *publisher, d time.Duration, h *histogr
 			continue
 		}
 		consecutive = 0
-		h.record(elapsed)
+		h.Record(elapsed)
 	}
 }

@@ -23,9 +23,9 @@ import (
 // latencies are still each message's own, from its publish call.
 
 const (
-	// pacerSlack is how far behind its time a message may be sent and still
+	// PacerSlack is how far behind its time a message may be sent and still
 	// count as on time: a little more than the timer granularity.
-	pacerSlack = 2 * time.Millisecond
+	PacerSlack = 2 * time.Millisecond
 	// pacedDrainTimeout bounds the wait for the acks still in flight when a
 	// paced slice ends. Messages not acknowledged by then are reported as
 	// unacknowledged, not waited for.
@@ -52,7 +52,7 @@ type pacer struct {
 type pacedSlice struct {
 	mu       sync.Mutex
 	inflight map[*nats.Msg]time.Time
-	lat      *histogram
+	lat      *Histogram
 	acked    int64
 	failed   int64
 	firstErr error
@@ -123,7 +123,7 @@ func (pc *pacer) done(m *nats.Msg, err error) {
 		}
 	} else {
 		s.acked++
-		s.lat.record(now.Sub(sent))
+		s.lat.Record(now.Sub(sent))
 	}
 	if s.closing && len(s.inflight) == 0 {
 		close(s.drained)
@@ -133,7 +133,7 @@ func (pc *pacer) done(m *nats.Msg, err error) {
 // run offers rate msgs/s for d, then waits (bounded) for the acks in flight,
 // recording each ack's latency in h. Only ctx ending is an error: a target
 // that cannot keep up shows in the counts.
-func (pc *pacer) run(ctx context.Context, rate int, d time.Duration, h *histogram) (pacedCounts, error) {
+func (pc *pacer) run(ctx context.Context, rate int, d time.Duration, h *Histogram) (pacedCounts, error) {
 	s := &pacedSlice{inflight: make(map[*nats.Msg]time.Time, pc.window), lat: h, drained: make(chan struct{})}
 	pc.cur.Store(s)
 	defer pc.cur.Store(nil)
@@ -169,7 +169,7 @@ func (pc *pacer) run(ctx context.Context, rate int, d time.Duration, h *histogra
 				c.skipped++
 				continue
 			}
-			if now.Sub(start)-slot(i) > pacerSlack {
+			if now.Sub(start)-slot(i) > PacerSlack {
 				c.late++
 			}
 			m := &nats.Msg{Subject: pc.tmpl.Subject, Header: pc.tmpl.Header, Data: pc.tmpl.Data}

@@ -131,8 +131,8 @@ type SchemaSetup struct {
 	ConfluentFramed bool `json:"confluent_framed"`
 }
 
-// describe says in words what an ack of the target means.
-func (s TargetSetup) describe() string {
+// Describe says in words what an ack of the target means.
+func (s TargetSetup) Describe() string {
 	server := "the broker's nats-server"
 	if s.Server == ServerRaw {
 		server = "its own nats-server"
@@ -281,7 +281,7 @@ func (r *Report) compare() {
 	if s, n := r.Result(TargetSemaq), r.Result(TargetSemaqNoSchema); s != nil && n != nil && n.ThroughputMsgsPerS > 0 {
 		r.SchemaCost = &SchemaCost{
 			ThroughputRatio: math.Round(s.ThroughputMsgsPerS/n.ThroughputMsgsPerS*1000) / 1000,
-			LatencyDeltaUS:  s.Latency.sub(n.Latency),
+			LatencyDeltaUS:  s.Latency.Sub(n.Latency),
 		}
 	}
 	base := r.Result(TargetJetStream)
@@ -294,12 +294,12 @@ func (r *Report) compare() {
 			continue
 		}
 		ratio := math.Round(res.ThroughputMsgsPerS/base.ThroughputMsgsPerS*1000) / 1000
-		delta := res.Latency.sub(base.Latency)
+		delta := res.Latency.Sub(base.Latency)
 		res.RatioVsJetStream, res.LatencyDeltaUS = &ratio, &delta
 		for j := range res.Paced {
 			p := &res.Paced[j]
 			if b := base.paced(p.Rate); b != nil && b.Sustained && p.Sustained {
-				d := p.Latency.sub(b.Latency)
+				d := p.Latency.Sub(b.Latency)
 				p.LatencyDeltaUS = &d
 			}
 		}
@@ -366,7 +366,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Scenario, c.Size, envelope, c.Sync, c.Duration, c.Rounds, c.Window, c.Publishers)
 	fmt.Fprintf(&b, "%s %s, %d CPUs, nats-server %s, semaq %s\n", c.GoVersion, c.Platform, c.CPUs, c.NATSServer, c.SemaQ)
 	for _, s := range c.Setup {
-		fmt.Fprintf(&b, "  %s\n", s.describe())
+		fmt.Fprintf(&b, "  %s\n", s.Describe())
 	}
 	r.writePayload(&b)
 	b.WriteString("\n")
@@ -424,18 +424,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if g := r.Goals; g != nil {
 		if g.DurableThroughputMet != nil {
 			fmt.Fprintf(&b, "goals: durable throughput ≥ %.0f× jetstream sync_always: %.1f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
-				g.DurableThroughputRatioMin, g.ThroughputRatio, metWord(*g.DurableThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
+				g.DurableThroughputRatioMin, g.ThroughputRatio, MetWord(*g.DurableThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, MetWord(g.P50Met))
 		} else {
 			what := "throughput"
 			if c.Schema != nil {
 				what = "throughput with " + c.Schema.Type + " schema enforcement"
 			}
 			fmt.Fprintf(&b, "goals: %s ≥ %.2f× jetstream: %.3f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
-				what, g.ThroughputRatioMin, g.ThroughputRatio, metWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, metWord(g.P50Met))
+				what, g.ThroughputRatioMin, g.ThroughputRatio, MetWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, MetWord(g.P50Met))
 		}
 	}
 	if v := r.Validation; v != nil {
-		fmt.Fprintf(&b, "goals: %s validation ≤ %.0f µs: %.2f µs %s\n", v.SchemaType, v.NSPerOpMax/1e3, v.NSPerOp/1e3, metWord(v.Met))
+		fmt.Fprintf(&b, "goals: %s validation ≤ %.0f µs: %.2f µs %s\n", v.SchemaType, v.NSPerOpMax/1e3, v.NSPerOp/1e3, MetWord(v.Met))
 	}
 	for _, res := range r.Results {
 		if res.FirstError != "" {
@@ -529,7 +529,8 @@ func (r *Report) writePaced(b *strings.Builder, width int) error {
 	return nil
 }
 
-func metWord(ok bool) string {
+// MetWord is how a report states a goal's outcome.
+func MetWord(ok bool) string {
 	if ok {
 		return "met"
 	}

@@ -179,15 +179,15 @@ func TestTargetsStoreSchema(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := startRig(ctx, t.TempDir(), cfg.Sync, cfg.Schema)
+			r, err := StartRig(ctx, t.TempDir(), cfg.Sync, cfg.Schema)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(r.close)
+			t.Cleanup(r.Close)
 			if r.schemaID < 1 {
 				t.Fatalf("schema id %d", r.schemaID)
 			}
-			setup, err := r.setup(ctx, SchemaTargets)
+			setup, err := r.Setup(ctx, SchemaTargets)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -196,7 +196,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 			}
 			data := pl.data(r.schemaID)
 			for _, name := range SchemaTargets {
-				p, err := r.publisher(targets[name], data, true, 8)
+				p, err := r.publisher(Targets[name], data, true, 8)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -205,7 +205,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 					t.Fatalf("%s: %v", name, err)
 				}
 			}
-			bad, err := r.publisher(targets[TargetSemaq], []byte(`{"model":""}`), false, 8)
+			bad, err := r.publisher(Targets[TargetSemaq], []byte(`{"model":""}`), false, 8)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -213,7 +213,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 			if err := bad.publishSync(ctx); err == nil || !strings.Contains(err.Error(), "schema") {
 				t.Errorf("a payload the schema refuses was published: err = %v", err)
 			}
-			unbound, err := r.publisher(targets[TargetSemaqNoSchema], []byte(`{"model":""}`), false, 8)
+			unbound, err := r.publisher(Targets[TargetSemaqNoSchema], []byte(`{"model":""}`), false, 8)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,7 +222,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 				t.Errorf("%s validated: %v", TargetSemaqNoSchema, err)
 			}
 
-			nc, err := r.srv.InternalConn()
+			nc, err := r.Broker.InternalConn()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,7 +235,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 				stream string
 				id     string
 				msgs   uint64
-			}{{semaqStream, strconv.Itoa(r.schemaID), 1}, {noSchemaStream, "", 2}, {jetstreamStream, "", 1}} {
+			}{{semaqStream, strconv.Itoa(r.schemaID), 1}, {noSchemaStream, "", 2}, {JetStreamStream, "", 1}} {
 				st, err := js.Stream(ctx, tc.stream)
 				if err != nil {
 					t.Fatal(err)
@@ -287,7 +287,7 @@ func TestRunIngestSchema(t *testing.T) {
 	checkSetup(t, rep, map[string]TargetSetup{
 		TargetSemaq:         {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval, Schema: SchemaSubject},
 		TargetSemaqNoSchema: {Target: TargetSemaqNoSchema, Server: ServerBroker, Stream: noSchemaStream, Durability: DurabilityInterval},
-		TargetJetStream:     {Target: TargetJetStream, Server: ServerBroker, Stream: jetstreamStream, Durability: DurabilityInterval},
+		TargetJetStream:     {Target: TargetJetStream, Server: ServerBroker, Stream: JetStreamStream, Durability: DurabilityInterval},
 	})
 	if sc := rep.SchemaCost; sc == nil || sc.ThroughputRatio <= 0 {
 		t.Errorf("schema cost %+v", sc)

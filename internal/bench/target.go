@@ -26,53 +26,54 @@ const (
 	noSchemaStream   = "BENCH_NOSCHEMA"
 	noSchemaSubjects = "bench.noschema.>"
 	noSchemaSubject  = "bench.noschema.ingest"
-	jetstreamStream  = "BENCH_RAW"
+	JetStreamStream  = "BENCH_RAW"
 	jetstreamSubject = "benchraw.ingest"
 	// The raw stream lives outside the reserved $SQ namespace, as a plain
 	// JetStream user's would.
 	jetstreamSubjects = "benchraw.>"
 )
 
-// target is one way of getting a message into a stream.
-type target struct {
-	name    string
+// Target is one way of getting a message into a stream.
+type Target struct {
+	Name    string
 	subject string // what publishers publish on
-	// stream is the SemaQ stream behind the ingress; empty for the raw
+	// Stream is the SemaQ Stream behind the ingress; empty for the raw
 	// baseline.
-	stream string
-	// dial opens a publisher connection over loopback TCP.
-	dial func(r *rig, name string) (*nats.Conn, error)
+	Stream string
+	// Dial opens a publisher connection over loopback TCP.
+	Dial func(r *Rig, name string) (*nats.Conn, error)
 }
 
-var targets = map[string]*target{
+// Targets are the ingest targets by name (Target* constants).
+var Targets = map[string]*Target{
 	TargetSemaq: {
-		name:    TargetSemaq,
+		Name:    TargetSemaq,
 		subject: semaqSubject,
-		stream:  semaqStream,
-		dial:    publicConn,
+		Stream:  semaqStream,
+		Dial:    publicConn,
 	},
 	TargetSemaqNoSchema: {
-		name:    TargetSemaqNoSchema,
+		Name:    TargetSemaqNoSchema,
 		subject: noSchemaSubject,
-		stream:  noSchemaStream,
-		dial:    publicConn,
+		Stream:  noSchemaStream,
+		Dial:    publicConn,
 	},
 	TargetJetStream: {
-		name:    TargetJetStream,
+		Name:    TargetJetStream,
 		subject: jetstreamSubject,
 		// On the broker: the connection with the semantic layer's rights,
 		// which created the stream (the public user may not manage
 		// streams). On the raw server: a plain connection.
-		dial: func(r *rig, name string) (*nats.Conn, error) {
-			return r.rawConn(nats.Name(name))
+		Dial: func(r *Rig, name string) (*nats.Conn, error) {
+			return r.RawConn(nats.Name(name))
 		},
 	},
 }
 
 // publicConn is an ordinary client's connection: the public user, through
 // the ingress.
-func publicConn(r *rig, name string) (*nats.Conn, error) {
-	return nats.Connect(r.srv.ClientURL(), nats.Name(name))
+func publicConn(r *Rig, name string) (*nats.Conn, error) {
+	return nats.Connect(r.Broker.ClientURL(), nats.Name(name))
 }
 
 // durabilityOf is the durability the SemaQ stream is created with in a sync
@@ -93,7 +94,7 @@ func durabilityOf(sync string) string {
 // exactly the same settings (file storage, limits, AllowMsgTTL,
 // AllowDirect, dedup window) whatever the broker's defaults become. It is
 // created on the raw server when the rig has one.
-func createStreams(ctx context.Context, r *rig, durability string, sc *SchemaConfig) error {
+func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaConfig) error {
 	want := semaq.StreamConfig{Name: semaqStream, Subjects: []string{semaqSubjects}, Durability: durability}
 	if sc != nil {
 		id, _, err := r.admin.RegisterSchema(ctx, SchemaSubject, sc.Text, client.WithSchemaType(string(sc.Type)))
@@ -122,7 +123,7 @@ func createStreams(ctx context.Context, r *rig, durability string, sc *SchemaCon
 		}
 	}
 
-	nc, err := r.srv.InternalConn(nats.Name("semaq-bench-admin"))
+	nc, err := r.Broker.InternalConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
 	}
@@ -136,7 +137,7 @@ func createStreams(ctx context.Context, r *rig, durability string, sc *SchemaCon
 		return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
 	}
 
-	rnc, err := r.rawConn(nats.Name("semaq-bench-admin"))
+	rnc, err := r.RawConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: raw JetStream connection: %w", err)
 	}
@@ -146,7 +147,7 @@ func createStreams(ctx context.Context, r *rig, durability string, sc *SchemaCon
 		return fmt.Errorf("bench: %w", err)
 	}
 	if _, err := rjs.CreateStream(ctx, rawConfig(st.CachedInfo().Config)); err != nil {
-		return fmt.Errorf("bench: creating stream %s: %w", jetstreamStream, err)
+		return fmt.Errorf("bench: creating stream %s: %w", JetStreamStream, err)
 	}
 	return nil
 }
@@ -154,7 +155,7 @@ func createStreams(ctx context.Context, r *rig, durability string, sc *SchemaCon
 // rawConfig is the baseline stream: the SemaQ stream's JetStream
 // configuration on a public subject with no transform and no SemaQ marker.
 func rawConfig(c jetstream.StreamConfig) jetstream.StreamConfig {
-	c.Name = jetstreamStream
+	c.Name = JetStreamStream
 	c.Description = "semaq bench: raw JetStream baseline"
 	c.Subjects = []string{jetstreamSubjects}
 	c.SubjectTransform = nil
@@ -162,26 +163,26 @@ func rawConfig(c jetstream.StreamConfig) jetstream.StreamConfig {
 	return c
 }
 
-// setup reads back where each target runs and how its acks are made
+// Setup reads back where each target runs and how its acks are made
 // durable, from the running servers rather than from the configuration.
-func (r *rig) setup(ctx context.Context, names []string) ([]TargetSetup, error) {
+func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) {
 	out := make([]TargetSetup, 0, len(names))
 	for _, name := range names {
 		switch name {
 		case TargetSemaq, TargetSemaqNoSchema:
-			stream := targets[name].stream
+			stream := Targets[name].Stream
 			info, err := r.admin.StreamInfo(ctx, stream)
 			if err != nil {
 				return nil, fmt.Errorf("bench: stream %s: %w", stream, err)
 			}
 			out = append(out, TargetSetup{
 				Target: name, Server: ServerBroker, Stream: stream,
-				JetStreamSyncAlways: syncAlways(r.srv.NATSServer()),
+				JetStreamSyncAlways: syncAlways(r.Broker.NATSServer()),
 				Durability:          info.Config.Durability,
 				Schema:              info.Config.Schema,
 			})
 		case TargetJetStream:
-			s := TargetSetup{Target: name, Server: ServerBroker, Stream: jetstreamStream, JetStreamSyncAlways: syncAlways(r.rawServer())}
+			s := TargetSetup{Target: name, Server: ServerBroker, Stream: JetStreamStream, JetStreamSyncAlways: syncAlways(r.rawServer())}
 			if r.raw != nil {
 				s.Server = ServerRaw
 			}
@@ -198,8 +199,8 @@ func (r *rig) setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 // checkEnforced makes sure the ingress validated what the SemaQ stream
 // stored: its last message carries the schema's id in AI-Schema-Id, which
 // the ingress sets only on a payload it validated.
-func (r *rig) checkEnforced(ctx context.Context) error {
-	nc, err := r.srv.InternalConn(nats.Name("semaq-bench-admin"))
+func (r *Rig) checkEnforced(ctx context.Context) error {
+	nc, err := r.Broker.InternalConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
 	}
@@ -260,10 +261,10 @@ type publisher struct {
 	firstErr error
 }
 
-func newPublisher(r *rig, t *target, name string, msg *nats.Msg, window int) (*publisher, error) {
-	nc, err := t.dial(r, name)
+func newPublisher(r *Rig, t *Target, name string, msg *nats.Msg, window int) (*publisher, error) {
+	nc, err := t.Dial(r, name)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: connecting: %w", t.name, err)
+		return nil, fmt.Errorf("bench: %s: connecting: %w", t.Name, err)
 	}
 	p := &publisher{nc: nc, msg: msg}
 	p.js, err = jetstream.New(nc,
@@ -273,7 +274,7 @@ func newPublisher(r *rig, t *target, name string, msg *nats.Msg, window int) (*p
 	)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("bench: %s: %w", t.name, err)
+		return nil, fmt.Errorf("bench: %s: %w", t.Name, err)
 	}
 	return p, nil
 }
@@ -295,9 +296,9 @@ func (p *publisher) err() error {
 
 func (p *publisher) close() { p.nc.Close() }
 
-// drainTimeout bounds the wait for the acks still in flight when a
+// DrainTimeout bounds the wait for the acks still in flight when a
 // throughput slice ends. Reaching it means messages were lost.
-const drainTimeout = 30 * time.Second
+const DrainTimeout = 30 * time.Second
 
 // publishAsync publishes with at most the window unacknowledged until end,
 // then waits for the acks in flight.
@@ -311,7 +312,7 @@ func (p *publisher) publishAsync(ctx context.Context, end time.Time) error {
 			break
 		}
 	}
-	timer := time.NewTimer(drainTimeout)
+	timer := time.NewTimer(DrainTimeout)
 	defer timer.Stop()
 	select {
 	case <-p.js.PublishAsyncComplete():
@@ -319,7 +320,7 @@ func (p *publisher) publishAsync(ctx context.Context, end time.Time) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		return fmt.Errorf("bench: %d messages still unacknowledged %s after publishing stopped", p.js.PublishAsyncPending(), drainTimeout)
+		return fmt.Errorf("bench: %d messages still unacknowledged %s after publishing stopped", p.js.PublishAsyncPending(), DrainTimeout)
 	}
 }
 

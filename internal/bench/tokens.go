@@ -375,7 +375,7 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 		firstErr error
 		records  atomic.Int64
 		mu       sync.Mutex
-		firsts   = newHistogram()
+		firsts   = NewHistogram()
 		starts   = make([]time.Time, n)
 		startsMu sync.Mutex
 	)
@@ -416,7 +416,7 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 					d := time.Since(starts[i])
 					startsMu.Unlock()
 					mu.Lock()
-					firsts.record(d)
+					firsts.Record(d)
 					mu.Unlock()
 				}
 				want += uint64(c.N)
@@ -450,7 +450,7 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 	if firstErr != nil {
 		return 0, 0, Latency{}, firstErr
 	}
-	return float64(n*k) / elapsed.Seconds(), records.Load(), firsts.summary(), nil
+	return float64(n*k) / elapsed.Seconds(), records.Load(), firsts.Summary(), nil
 }
 
 // rawStreams is the baseline: each token one JetStream message published
@@ -591,10 +591,10 @@ func (tr *tokensRun) gateway(ctx context.Context) (GatewayRun, error) {
 		"direct":  "http://" + ln.Addr().String() + "/v1/chat/completions",
 		"gateway": "http://" + tr.srv.HTTPAddr() + "/v1/chat/completions",
 	}
-	hists := map[string]*histogram{"direct": newHistogram(), "gateway": newHistogram()}
+	hists := map[string]*Histogram{"direct": NewHistogram(), "gateway": NewHistogram()}
 	// Warm both paths (connections, consumers, caches) unmeasured.
 	for _, target := range []string{"direct", "gateway"} {
-		if _, _, err := tr.pace(ctx, hc, urls[target], min(tr.cfg.Rate, 200), time.Second, newHistogram()); err != nil {
+		if _, _, err := tr.pace(ctx, hc, urls[target], min(tr.cfg.Rate, 200), time.Second, NewHistogram()); err != nil {
 			return run, fmt.Errorf("%s warm-up: %w", target, err)
 		}
 	}
@@ -614,15 +614,15 @@ func (tr *tokensRun) gateway(ctx context.Context) (GatewayRun, error) {
 		}
 	}
 	run.LastError = tr.lastErr
-	run.Direct, run.Gateway = hists["direct"].summary(), hists["gateway"].summary()
-	run.Overhead = run.Gateway.sub(run.Direct)
+	run.Direct, run.Gateway = hists["direct"].Summary(), hists["gateway"].Summary()
+	run.Overhead = run.Gateway.Sub(run.Direct)
 	return run, nil
 }
 
 // pace sends streamed completions at rate for d (open loop: each request
 // at its scheduled time, on its own goroutine) and records each one's
 // time to first content token, measured from its scheduled time.
-func (tr *tokensRun) pace(ctx context.Context, hc *http.Client, url string, rate float64, d time.Duration, h *histogram) (int64, int64, error) {
+func (tr *tokensRun) pace(ctx context.Context, hc *http.Client, url string, rate float64, d time.Duration, h *Histogram) (int64, int64, error) {
 	body := []byte(`{"model":"bench-sim","stream":true,"messages":[{"role":"user","content":"benchmark the first token"}]}`)
 	total := int64(rate * d.Seconds())
 	var (
@@ -649,7 +649,7 @@ func (tr *tokensRun) pace(ctx context.Context, hc *http.Client, url string, rate
 				return
 			}
 			mu.Lock()
-			h.record(at.Sub(due))
+			h.Record(at.Sub(due))
 			mu.Unlock()
 		})
 	}

@@ -56,9 +56,9 @@ func measureValidation(s schema.Schema, body []byte, d time.Duration) (*Validati
 	v := &Validation{
 		SchemaType:   string(s.Type()),
 		PayloadBytes: len(body),
-		NSPerOp:      round1(float64(elapsed.Nanoseconds()) / float64(ops)),
-		AllocsPerOp:  round1(float64(after.Mallocs-before.Mallocs) / float64(ops)),
-		BytesPerOp:   round1(float64(after.TotalAlloc-before.TotalAlloc) / float64(ops)),
+		NSPerOp:      Round1(float64(elapsed.Nanoseconds()) / float64(ops)),
+		AllocsPerOp:  Round1(float64(after.Mallocs-before.Mallocs) / float64(ops)),
+		BytesPerOp:   Round1(float64(after.TotalAlloc-before.TotalAlloc) / float64(ops)),
 		Ops:          ops,
 		NSPerOpMax:   GoalValidationNS,
 	}

@@ -10,11 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/scenario"
 )
 
 func newBenchRunCmd(e *env) *cobra.Command {
 	var (
-		cfg       = bench.ScenarioConfig{Targets: []string{bench.TargetSemaq, bench.TargetJetStream}}
+		cfg       = scenario.ScenarioConfig{Targets: []string{bench.TargetSemaq, bench.TargetJetStream}}
 		jsonFile  string
 		htmlFile  string
 		quiet     bool
@@ -24,7 +25,7 @@ func newBenchRunCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO|FILE",
 		Short: "Run an AI workload scenario (rag, agent, finetune, rl-feedback, tokens) against SemaQ and raw JetStream (and RabbitMQ)",
-		Long: `Run a workload scenario: a shipped one by name (` + strings.Join(bench.ScenarioNames(), ", ") + `)
+		Long: `Run a workload scenario: a shipped one by name (` + strings.Join(scenario.ScenarioNames(), ", ") + `)
 or a YAML file in the same form (see bench/scenarios/). The scenario fixes the
 pattern (queue, request-reply, pipeline, tokens), offered rate, payload sizes,
 sessions, workers, SLO and a seed that makes the offered load reproducible.
@@ -49,12 +50,12 @@ heatmap of p99 per interval.`,
   semaq bench run my-workload.yaml --short`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return fmt.Errorf("give one scenario: %s, or a YAML file", strings.Join(bench.ScenarioNames(), ", "))
+				return fmt.Errorf("give one scenario: %s, or a YAML file", strings.Join(scenario.ScenarioNames(), ", "))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sc, err := bench.LoadScenario(args[0])
+			sc, err := scenario.LoadScenario(args[0])
 			if err != nil {
 				return err
 			}
@@ -109,12 +110,12 @@ heatmap of p99 per interval.`,
 			if !quiet {
 				cfg.Progress = e.stderr
 				cfg.ProgressBar = isTerminal(e.stderr)
-				if !slices.Contains(cfg.Targets, bench.TargetRabbitMQ) {
+				if !slices.Contains(cfg.Targets, scenario.TargetRabbitMQ) {
 					fmt.Fprintf(e.stderr, "rabbitmq: not measured; add it with --targets %s,%s (needs a RabbitMQ server at --rabbitmq-url)\n",
-						strings.Join(cfg.Targets, ","), bench.TargetRabbitMQ)
+						strings.Join(cfg.Targets, ","), scenario.TargetRabbitMQ)
 				}
 			}
-			rep, err := bench.RunScenario(cmd.Context(), cfg)
+			rep, err := scenario.RunScenario(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
@@ -132,8 +133,8 @@ heatmap of p99 per interval.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&cfg.Targets, "targets", cfg.Targets, "targets to measure, comma-separated: "+strings.Join(bench.ScenarioTargets, ", "))
-	f.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", bench.DefaultRabbitMQURL, "AMQP URL of the RabbitMQ server of the rabbitmq target")
+	f.StringSliceVar(&cfg.Targets, "targets", cfg.Targets, "targets to measure, comma-separated: "+strings.Join(scenario.ScenarioTargets, ", "))
+	f.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", scenario.DefaultRabbitMQURL, "AMQP URL of the RabbitMQ server of the rabbitmq target")
 	f.DurationVar(&cfg.Duration, "duration", 0, "measured time per target (default: the scenario's)")
 	f.IntVar(&cfg.Rounds, "rounds", 3, "slices of each target's measured time, run in alternating target order (default with --short: 1)")
 	f.BoolVar(&cfg.Short, "short", false, "run the scenario's short form: about a second per target at a lower rate")

@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // WriteHTML writes r as one self-contained HTML page: the table, the
@@ -68,7 +70,7 @@ svg text{font-size:11px;fill:#333}
 </body></html>
 `))
 
-var targetColors = map[string]string{TargetSemaq: "#1f77b4", TargetJetStream: "#ff7f0e", TargetRabbitMQ: "#2ca02c"}
+var targetColors = map[string]string{bench.TargetSemaq: "#1f77b4", bench.TargetJetStream: "#ff7f0e", TargetRabbitMQ: "#2ca02c"}
 
 func colorOf(target string) string {
 	if c, ok := targetColors[target]; ok {

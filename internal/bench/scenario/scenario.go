@@ -1,4 +1,11 @@
-package bench
+// Package scenario runs the AI workload scenarios of `semaq bench run`:
+// a shipped or YAML scenario (Scenario, LoadScenario) is driven against
+// SemaQ and its baselines, raw JetStream and optionally RabbitMQ, in turn
+// on an embedded broker (RunScenario), and reported with goals, a
+// diagnosis of what limited the run and an HTML page. The targets, latency
+// histograms and reporting helpers it shares with the ingest, dispatch and
+// tokens benchmarks live in package bench, which does not import this one.
+package scenario
 
 import (
 	"bytes"
@@ -15,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/semaq/semaq/bench/scenarios"
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // Scenario patterns: how messages move between the publishers, the stages
@@ -46,7 +54,7 @@ const TargetRabbitMQ = "rabbitmq"
 
 // ScenarioTargets are the targets a scenario run may measure, in report
 // order.
-var ScenarioTargets = []string{TargetSemaq, TargetJetStream, TargetRabbitMQ}
+var ScenarioTargets = []string{bench.TargetSemaq, bench.TargetJetStream, TargetRabbitMQ}
 
 // Limits of a scenario file, so a typo cannot start an endless run or
 // exhaust memory.
@@ -163,13 +171,13 @@ func LoadScenario(nameOrFile string) (*Scenario, error) {
 		strings.HasSuffix(nameOrFile, ".yaml") || strings.HasSuffix(nameOrFile, ".yml") {
 		b, err := os.ReadFile(nameOrFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: scenario: %w", ErrBadConfig, err)
+			return nil, fmt.Errorf("%w: scenario: %w", bench.ErrBadConfig, err)
 		}
 		return ParseScenario(b, nameOrFile)
 	}
 	b, err := fs.ReadFile(scenarios.FS, nameOrFile+".yaml")
 	if err != nil {
-		return nil, fmt.Errorf("%w: scenario: %q is not a scenario (want one of %s, or a YAML file)", ErrBadConfig, nameOrFile, strings.Join(ScenarioNames(), ", "))
+		return nil, fmt.Errorf("%w: scenario: %q is not a scenario (want one of %s, or a YAML file)", bench.ErrBadConfig, nameOrFile, strings.Join(ScenarioNames(), ", "))
 	}
 	return ParseScenario(b, nameOrFile+".yaml")
 }
@@ -183,9 +191,9 @@ func ParseScenario(b []byte, file string) (*Scenario, error) {
 	var sc Scenario
 	if err := dec.Decode(&sc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: scenario %s: empty file", ErrBadConfig, file)
+			return nil, fmt.Errorf("%w: scenario %s: empty file", bench.ErrBadConfig, file)
 		}
-		return nil, fmt.Errorf("%w: scenario %s: %w", ErrBadConfig, file, err)
+		return nil, fmt.Errorf("%w: scenario %s: %w", bench.ErrBadConfig, file, err)
 	}
 	sc.defaults()
 	if err := sc.Validate(); err != nil {
@@ -228,25 +236,25 @@ func (sc *Scenario) defaults() {
 // Validate reports the first problem with sc, naming the setting.
 func (sc *Scenario) Validate() error {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s", bench.ErrBadConfig, fmt.Sprintf(format, args...))
 	}
 	switch {
 	case strings.TrimSpace(sc.Name) == "":
 		return bad("name: missing")
 	case !slices.Contains(Patterns, sc.Pattern):
 		return bad("pattern: %q is not a pattern (want %s)", sc.Pattern, strings.Join(Patterns, ", "))
-	case sc.Duration <= 0 || sc.Duration > MaxDuration:
-		return bad("duration: %s is outside (0, %s]", sc.Duration, MaxDuration)
-	case sc.Warmup < 0 || sc.Warmup > MaxDuration:
-		return bad("warmup: %s is outside [0, %s]", sc.Warmup, MaxDuration)
+	case sc.Duration <= 0 || sc.Duration > bench.MaxDuration:
+		return bad("duration: %s is outside (0, %s]", sc.Duration, bench.MaxDuration)
+	case sc.Warmup < 0 || sc.Warmup > bench.MaxDuration:
+		return bad("warmup: %s is outside [0, %s]", sc.Warmup, bench.MaxDuration)
 	case sc.Interval < 10*time.Millisecond || sc.Interval > sc.Duration:
 		return bad("interval: %s is outside [10ms, duration %s]", sc.Interval, sc.Duration)
-	case sc.Rate < 0 || sc.Rate > MaxRate:
-		return bad("rate: %d msgs/s is outside 0..%d", sc.Rate, MaxRate)
-	case sc.Publishers < 1 || sc.Publishers > MaxPublishers:
-		return bad("publishers: %d is outside 1..%d", sc.Publishers, MaxPublishers)
-	case sc.Window < 1 || sc.Window > MaxWindow:
-		return bad("window: %d is outside 1..%d", sc.Window, MaxWindow)
+	case sc.Rate < 0 || sc.Rate > bench.MaxRate:
+		return bad("rate: %d msgs/s is outside 0..%d", sc.Rate, bench.MaxRate)
+	case sc.Publishers < 1 || sc.Publishers > bench.MaxPublishers:
+		return bad("publishers: %d is outside 1..%d", sc.Publishers, bench.MaxPublishers)
+	case sc.Window < 1 || sc.Window > bench.MaxWindow:
+		return bad("window: %d is outside 1..%d", sc.Window, bench.MaxWindow)
 	case sc.Consumers < 1 || sc.Consumers > MaxConsumers:
 		return bad("consumers: %d is outside 1..%d", sc.Consumers, MaxConsumers)
 	case sc.Hops < 1 || sc.Hops > MaxHops:
@@ -255,8 +263,8 @@ func (sc *Scenario) Validate() error {
 		return bad("hops: %d stages need pattern %s, not %s", sc.Hops, PatternPipeline, sc.Pattern)
 	case sc.Sessions < 1 || sc.Sessions > MaxSessions:
 		return bad("sessions: %d is outside 1..%d", sc.Sessions, MaxSessions)
-	case sc.Payload.Min < 0 || sc.Payload.Max > MaxSize || sc.Payload.Min > sc.Payload.Max:
-		return bad("payload: %d..%d bytes is not a range within 0..%d", sc.Payload.Min, sc.Payload.Max, MaxSize)
+	case sc.Payload.Min < 0 || sc.Payload.Max > bench.MaxSize || sc.Payload.Min > sc.Payload.Max:
+		return bad("payload: %d..%d bytes is not a range within 0..%d", sc.Payload.Min, sc.Payload.Max, bench.MaxSize)
 	case sc.Work < 0 || sc.Work > MaxWork:
 		return bad("work: %s is outside [0, %s]", sc.Work, MaxWork)
 	case sc.AckWait < 100*time.Millisecond || sc.AckWait > time.Hour:
@@ -281,12 +289,12 @@ func (sc *Scenario) Validate() error {
 	}
 	if s := sc.Short; s != nil {
 		switch {
-		case s.Duration < 0 || s.Duration > MaxDuration:
-			return bad("short.duration: %s is outside [0, %s]", s.Duration, MaxDuration)
-		case s.Warmup < 0 || s.Warmup > MaxDuration:
-			return bad("short.warmup: %s is outside [0, %s]", s.Warmup, MaxDuration)
-		case s.Rate < 0 || s.Rate > MaxRate:
-			return bad("short.rate: %d is outside 0..%d", s.Rate, MaxRate)
+		case s.Duration < 0 || s.Duration > bench.MaxDuration:
+			return bad("short.duration: %s is outside [0, %s]", s.Duration, bench.MaxDuration)
+		case s.Warmup < 0 || s.Warmup > bench.MaxDuration:
+			return bad("short.warmup: %s is outside [0, %s]", s.Warmup, bench.MaxDuration)
+		case s.Rate < 0 || s.Rate > bench.MaxRate:
+			return bad("short.rate: %d is outside 0..%d", s.Rate, bench.MaxRate)
 		}
 	}
 	return nil

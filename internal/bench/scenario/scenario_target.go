@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // Headers a scenario's messages carry besides the envelope. Every target
@@ -79,16 +81,16 @@ type inMsg struct {
 // embedded server, published to through the ingress (semaq) or straight
 // (jetstream), consumed with pull consumers and explicit acks.
 type natsSystem struct {
-	t   *target
-	rig *rig
+	t   *bench.Target
+	rig *bench.Rig
 	sc  *Scenario
 
 	mu    sync.Mutex
 	conns []*nats.Conn
 }
 
-func newNATSSystem(r *rig, name string) *natsSystem {
-	return &natsSystem{t: targets[name], rig: r}
+func newNATSSystem(r *bench.Rig, name string) *natsSystem {
+	return &natsSystem{t: bench.Targets[name], rig: r}
 }
 
 // stageSubject is where stage i's messages go: a subject of the target's
@@ -97,7 +99,7 @@ func (s *natsSystem) stageSubject(stage int) string {
 	switch {
 	case s.tokens():
 		return "benchtok.s" + strconv.Itoa(stage)
-	case s.t.name == TargetJetStream:
+	case s.t.Name == bench.TargetJetStream:
 		return "benchraw.s" + strconv.Itoa(stage)
 	}
 	return "bench.semaq.s" + strconv.Itoa(stage)
@@ -106,7 +108,7 @@ func (s *natsSystem) stageSubject(stage int) string {
 // tokens: the raw baseline of a token scenario, which stores in memory
 // like SemaQ's token store (SQ_TOKENS) does.
 func (s *natsSystem) tokens() bool {
-	return s.t.name == TargetJetStream && s.sc != nil && s.sc.Pattern == PatternTokens
+	return s.t.Name == bench.TargetJetStream && s.sc != nil && s.sc.Pattern == PatternTokens
 }
 
 // Raw stream of token scenarios.
@@ -119,16 +121,16 @@ func (s *natsSystem) stream() string {
 	switch {
 	case s.tokens():
 		return tokensRawStream
-	case s.t.stream != "":
-		return s.t.stream
+	case s.t.Stream != "":
+		return s.t.Stream
 	}
-	return jetstreamStream
+	return bench.JetStreamStream
 }
 
 func (s *natsSystem) dial(name string) (*nats.Conn, error) {
-	nc, err := s.t.dial(s.rig, "semaq-bench-"+name)
+	nc, err := s.t.Dial(s.rig, "semaq-bench-"+name)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: connecting: %w", s.t.name, err)
+		return nil, fmt.Errorf("bench: %s: connecting: %w", s.t.Name, err)
 	}
 	s.mu.Lock()
 	s.conns = append(s.conns, nc)
@@ -140,12 +142,12 @@ func (s *natsSystem) dial(name string) (*nats.Conn, error) {
 // durable consumer per stage, shared by the stage's workers.
 func (s *natsSystem) setup(ctx context.Context, sc *Scenario) error {
 	s.sc = sc
-	nc, err := s.rig.rawConn(nats.Name("semaq-bench-admin"))
-	if s.t.name == TargetSemaq {
-		nc, err = s.rig.srv.InternalConn(nats.Name("semaq-bench-admin"))
+	nc, err := s.rig.RawConn(nats.Name("semaq-bench-admin"))
+	if s.t.Name == bench.TargetSemaq {
+		nc, err = s.rig.Broker.InternalConn(nats.Name("semaq-bench-admin"))
 	}
 	if err != nil {
-		return fmt.Errorf("bench: %s: admin connection: %w", s.t.name, err)
+		return fmt.Errorf("bench: %s: admin connection: %w", s.t.Name, err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -157,15 +159,15 @@ func (s *natsSystem) setup(ctx context.Context, sc *Scenario) error {
 			Name: tokensRawStream, Subjects: []string{tokensRawSubjects}, Storage: jetstream.MemoryStorage,
 			Description: "semaq bench: raw JetStream baseline of token streams",
 		}); err != nil {
-			return fmt.Errorf("bench: %s: creating stream %s: %w", s.t.name, tokensRawStream, err)
+			return fmt.Errorf("bench: %s: creating stream %s: %w", s.t.Name, tokensRawStream, err)
 		}
 	}
 	st, err := js.Stream(ctx, s.stream())
 	if err != nil {
-		return fmt.Errorf("bench: %s: stream %s: %w", s.t.name, s.stream(), err)
+		return fmt.Errorf("bench: %s: stream %s: %w", s.t.Name, s.stream(), err)
 	}
 	if err := st.Purge(ctx); err != nil {
-		return fmt.Errorf("bench: %s: purging %s: %w", s.t.name, s.stream(), err)
+		return fmt.Errorf("bench: %s: purging %s: %w", s.t.Name, s.stream(), err)
 	}
 	for stage := range sc.Hops {
 		_, err := js.CreateOrUpdateConsumer(ctx, s.stream(), jetstream.ConsumerConfig{
@@ -177,7 +179,7 @@ func (s *natsSystem) setup(ctx context.Context, sc *Scenario) error {
 			MaxAckPending: max(1000, 2*sc.Consumers*sc.Window),
 		})
 		if err != nil {
-			return fmt.Errorf("bench: %s: consumer for stage %d: %w", s.t.name, stage, err)
+			return fmt.Errorf("bench: %s: consumer for stage %d: %w", s.t.Name, stage, err)
 		}
 	}
 	return nil
@@ -200,7 +202,7 @@ func (s *natsSystem) producer(ctx context.Context, name string, stage, window in
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) { done(pubTime(m), err) }),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: %w", s.t.name, err)
+		return nil, fmt.Errorf("bench: %s: %w", s.t.Name, err)
 	}
 	return &natsProducer{nc: nc, js: js, subject: s.stageSubject(stage), done: done}, nil
 }
@@ -233,7 +235,7 @@ func (p *natsProducer) publish(ctx context.Context, om *outMsg) error {
 }
 
 func (p *natsProducer) flush(ctx context.Context) error {
-	timer := time.NewTimer(drainTimeout)
+	timer := time.NewTimer(bench.DrainTimeout)
 	defer timer.Stop()
 	select {
 	case <-p.js.PublishAsyncComplete():
@@ -241,7 +243,7 @@ func (p *natsProducer) flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		return fmt.Errorf("bench: %d messages still unacknowledged %s after publishing stopped", p.js.PublishAsyncPending(), drainTimeout)
+		return fmt.Errorf("bench: %d messages still unacknowledged %s after publishing stopped", p.js.PublishAsyncPending(), bench.DrainTimeout)
 	}
 }
 
@@ -258,7 +260,7 @@ func (s *natsSystem) consume(ctx context.Context, stage int, name string, prefet
 	}
 	cons, err := js.Consumer(ctx, s.stream(), consumerName(stage))
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: consumer for stage %d: %w", s.t.name, stage, err)
+		return nil, fmt.Errorf("bench: %s: consumer for stage %d: %w", s.t.Name, stage, err)
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		var redelivered bool
@@ -269,7 +271,7 @@ func (s *natsSystem) consume(ctx context.Context, stage int, name string, prefet
 		h(&inMsg{get: hdr.Get, data: m.Data(), redelivered: redelivered, ack: func() { _ = m.Ack() }})
 	}, jetstream.PullMaxMessages(prefetch))
 	if err != nil {
-		return nil, fmt.Errorf("bench: %s: consuming stage %d: %w", s.t.name, stage, err)
+		return nil, fmt.Errorf("bench: %s: consuming stage %d: %w", s.t.Name, stage, err)
 	}
 	return func() { cc.Stop(); <-cc.Closed() }, nil
 }
@@ -284,7 +286,7 @@ func (s *natsSystem) inbox(_ context.Context, name string, h func(*inMsg)) (stri
 		h(&inMsg{get: m.Header.Get, data: m.Data, ack: func() {}})
 	})
 	if err != nil {
-		return "", nil, fmt.Errorf("bench: %s: inbox: %w", s.t.name, err)
+		return "", nil, fmt.Errorf("bench: %s: inbox: %w", s.t.Name, err)
 	}
 	_ = sub.SetPendingLimits(-1, -1)
 	return addr, func() { _ = sub.Unsubscribe() }, nil
@@ -313,13 +315,13 @@ func (r natsReplier) close() {}
 
 func (s *natsSystem) describe() string {
 	if s.tokens() {
-		return fmt.Sprintf("%s: stream %s in memory (as SemaQ's token store), one message per token", s.t.name, tokensRawStream)
+		return fmt.Sprintf("%s: stream %s in memory (as SemaQ's token store), one message per token", s.t.Name, tokensRawStream)
 	}
-	setup, err := s.rig.setup(context.Background(), []string{s.t.name})
+	setup, err := s.rig.Setup(context.Background(), []string{s.t.Name})
 	if err != nil || len(setup) == 0 {
-		return s.t.name
+		return s.t.Name
 	}
-	return setup[0].describe()
+	return setup[0].Describe()
 }
 
 func (s *natsSystem) close() {

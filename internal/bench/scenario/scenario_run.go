@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/semaq/semaq/internal/bench"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
@@ -47,24 +48,24 @@ type ScenarioConfig struct {
 // Validate reports the first problem with c.
 func (c *ScenarioConfig) Validate() error {
 	if c.Scenario == nil {
-		return fmt.Errorf("%w: scenario: none given", ErrBadConfig)
+		return fmt.Errorf("%w: scenario: none given", bench.ErrBadConfig)
 	}
 	if len(c.Targets) == 0 {
-		return fmt.Errorf("%w: targets: none given (want one or more of %s)", ErrBadConfig, strings.Join(ScenarioTargets, ", "))
+		return fmt.Errorf("%w: targets: none given (want one or more of %s)", bench.ErrBadConfig, strings.Join(ScenarioTargets, ", "))
 	}
 	for i, t := range c.Targets {
 		if !slices.Contains(ScenarioTargets, t) {
-			return fmt.Errorf("%w: targets: %q is not a target (want %s)", ErrBadConfig, t, strings.Join(ScenarioTargets, ", "))
+			return fmt.Errorf("%w: targets: %q is not a target (want %s)", bench.ErrBadConfig, t, strings.Join(ScenarioTargets, ", "))
 		}
 		if slices.Contains(c.Targets[:i], t) {
-			return fmt.Errorf("%w: targets: %q is given twice", ErrBadConfig, t)
+			return fmt.Errorf("%w: targets: %q is given twice", bench.ErrBadConfig, t)
 		}
 	}
-	if c.Duration < 0 || c.Duration > MaxDuration {
-		return fmt.Errorf("%w: duration: %s is outside (0, %s]", ErrBadConfig, c.Duration, MaxDuration)
+	if c.Duration < 0 || c.Duration > bench.MaxDuration {
+		return fmt.Errorf("%w: duration: %s is outside (0, %s]", bench.ErrBadConfig, c.Duration, bench.MaxDuration)
 	}
-	if c.Rounds < 0 || c.Rounds > MaxRounds {
-		return fmt.Errorf("%w: rounds: %d is outside 1..%d", ErrBadConfig, c.Rounds, MaxRounds)
+	if c.Rounds < 0 || c.Rounds > bench.MaxRounds {
+		return fmt.Errorf("%w: rounds: %d is outside 1..%d", bench.ErrBadConfig, c.Rounds, bench.MaxRounds)
 	}
 	return c.Scenario.Validate()
 }
@@ -105,7 +106,7 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 			return nil, fmt.Errorf("bench: data directory: %w", err)
 		}
 		defer os.RemoveAll(dir)
-	} else if err := checkEmptyDir(dir); err != nil {
+	} else if err := bench.CheckEmptyDir(dir); err != nil {
 		return nil, err
 	}
 	sync := broker.SyncInterval
@@ -113,15 +114,15 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 		sync = broker.SyncAlways
 	}
 	progress("starting broker (data %s, sync %s)", dir, sync)
-	r, err := startRig(ctx, dir, sync, nil)
+	r, err := bench.StartRig(ctx, dir, sync, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer r.close()
+	defer r.Close()
 
 	rounds := max(cfg.Rounds, 1)
 	if sc.Duration/time.Duration(rounds) < sc.Interval {
-		return nil, fmt.Errorf("%w: rounds: %d rounds of %s leave less than the series interval (%s) each", ErrBadConfig, rounds, roundDuration(sc.Duration), roundDuration(sc.Interval))
+		return nil, fmt.Errorf("%w: rounds: %d rounds of %s leave less than the series interval (%s) each", bench.ErrBadConfig, rounds, roundDuration(sc.Duration), roundDuration(sc.Interval))
 	}
 	rep := newScenarioReport(&sc, cfg)
 	rep.Config.Rounds = rounds
@@ -151,7 +152,7 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 					why = ue.Error() // without the wrapping of a failure mid-run
 				}
 				progress("%s: %s", name, why)
-				gone[name] = &ScenarioResult{Result: Result{Target: name}, Unreachable: why}
+				gone[name] = &ScenarioResult{Result: bench.Result{Target: name}, Unreachable: why}
 				continue
 			}
 			if err != nil {
@@ -181,19 +182,19 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 }
 
 // openSystem makes the system of target name, or says why it cannot.
-func openSystem(r *rig, name, rabbitURL string) (system, error) {
+func openSystem(r *bench.Rig, name, rabbitURL string) (system, error) {
 	switch name {
-	case TargetSemaq, TargetJetStream:
+	case bench.TargetSemaq, bench.TargetJetStream:
 		return newNATSSystem(r, name), nil
 	case TargetRabbitMQ:
 		return newRabbitSystem(rabbitURL)
 	}
-	return nil, fmt.Errorf("%w: targets: %q is not a target", ErrBadConfig, name)
+	return nil, fmt.Errorf("%w: targets: %q is not a target", bench.ErrBadConfig, name)
 }
 
 // runScenarioRound runs one slice of the scenario against target name.
 // An unreachable target returns an error matching ErrUnreachable.
-func runScenarioRound(ctx context.Context, r *rig, sc *Scenario, name string, cfg *ScenarioConfig, progress func(string, ...any), round, rounds int) (*measurement, string, error) {
+func runScenarioRound(ctx context.Context, r *bench.Rig, sc *Scenario, name string, cfg *ScenarioConfig, progress func(string, ...any), round, rounds int) (*measurement, string, error) {
 	sys, err := openSystem(r, name, cfg.RabbitMQURL)
 	if err != nil {
 		return nil, "", err
@@ -210,13 +211,13 @@ func runScenarioRound(ctx context.Context, r *rig, sc *Scenario, name string, cf
 		bar = &progressBar{w: cfg.Progress, label: fmt.Sprintf("%s %d/%d", name, round+1, rounds), total: sc.Warmup + sc.Duration}
 	}
 	run, setup := m.run, sys.describe
-	if sc.Pattern == PatternTokens && name == TargetSemaq {
+	if sc.Pattern == PatternTokens && name == bench.TargetSemaq {
 		run, setup = m.runTokenStreams, func() string { return tokenSetup }
 	}
 	if err := run(ctx, bar); err != nil {
 		return nil, "", fmt.Errorf("bench: %s: %s: %w", sc.Name, name, err)
 	}
-	m.byRound = []float64{round1(float64(m.inWindow.Load()) / sc.Duration.Seconds())}
+	m.byRound = []float64{bench.Round1(float64(m.inWindow.Load()) / sc.Duration.Seconds())}
 	return m, setup(), nil
 }
 
@@ -225,7 +226,7 @@ func runScenarioRound(ctx context.Context, r *rig, sc *Scenario, name string, cf
 type measurement struct {
 	sc   *Scenario
 	name string
-	rig  *rig
+	rig  *bench.Rig
 	sys  system
 
 	start, measureStart, measureEnd time.Time
@@ -240,11 +241,11 @@ type measurement struct {
 	outOfOrder  atomic.Int64
 	traceBroken atomic.Int64
 
-	mu       sync.Mutex // guards the histograms, errors and sessions below
-	e2e      *histogram // origin → completion, messages sent in the window
-	interval *histogram // the same, for the current series point
-	ackLat   *histogram // publish → ack of stage-0 publishes in the window
-	handling *histogram // delivery → ack at a worker
+	mu       sync.Mutex       // guards the histograms, errors and sessions below
+	e2e      *bench.Histogram // origin → completion, messages sent in the window
+	interval *bench.Histogram // the same, for the current series point
+	ackLat   *bench.Histogram // publish → ack of stage-0 publishes in the window
+	handling *bench.Histogram // delivery → ack at a worker
 	errKinds map[string]int64
 	firstErr string
 	lastSeq  map[string]int64 // session → last sequence completed
@@ -257,10 +258,10 @@ type measurement struct {
 	fsync0  *semaq.CommitStats
 }
 
-func newMeasurement(sc *Scenario, name string, r *rig, sys system) *measurement {
+func newMeasurement(sc *Scenario, name string, r *bench.Rig, sys system) *measurement {
 	return &measurement{
 		sc: sc, name: name, rig: r, sys: sys,
-		e2e: newHistogram(), interval: newHistogram(), ackLat: newHistogram(), handling: newHistogram(),
+		e2e: bench.NewHistogram(), interval: bench.NewHistogram(), ackLat: bench.NewHistogram(), handling: bench.NewHistogram(),
 		errKinds: map[string]int64{}, lastSeq: map[string]int64{},
 	}
 }
@@ -404,7 +405,7 @@ func (m *measurement) acked(at time.Time, err error) {
 		m.pubInWindow.Add(1)
 		d := time.Since(at)
 		m.mu.Lock()
-		m.ackLat.record(d)
+		m.ackLat.Record(d)
 		m.mu.Unlock()
 	}
 }
@@ -489,7 +490,7 @@ func (m *measurement) worker(ctx context.Context, stage int, fwd producer, rep r
 		}
 		in.ack()
 		m.mu.Lock()
-		m.handling.record(time.Since(got))
+		m.handling.Record(time.Since(got))
 		m.mu.Unlock()
 	}
 }
@@ -543,9 +544,9 @@ func (m *measurement) record(origin, now time.Time, size, n int) {
 	d := now.Sub(origin)
 	m.mu.Lock()
 	for range n {
-		m.e2e.record(d)
+		m.e2e.Record(d)
 		if inWin {
-			m.interval.record(d)
+			m.interval.Record(d)
 		}
 	}
 	m.mu.Unlock()
@@ -594,7 +595,7 @@ func (m *measurement) publish(ctx context.Context, i int, p producer, inbox stri
 		// (so a target that makes it wait is charged for it), else from the
 		// send: timer jitter is not the broker's.
 		origin := due
-		if now := time.Now(); now.Sub(due) <= pacerSlack {
+		if now := time.Now(); now.Sub(due) <= bench.PacerSlack {
 			origin = now
 		}
 		s := own[rng.IntN(len(own))]
@@ -645,28 +646,28 @@ func (m *measurement) sample(ctx context.Context, bar *progressBar) {
 			gc := readGC()
 			secs := m.sc.Interval.Seconds()
 			m.mu.Lock()
-			l := m.interval.summary()
-			m.interval = newHistogram()
+			l := m.interval.Summary()
+			m.interval = bench.NewHistogram()
 			m.mu.Unlock()
 			p := Point{
 				Round:          m.round,
 				T:              round3(now.Sub(m.measureStart).Seconds()),
-				PublishedPerS:  round1(float64(pub-prevPub) / secs),
-				CompletedPerS:  round1(float64(done-prevDone) / secs),
+				PublishedPerS:  bench.Round1(float64(pub-prevPub) / secs),
+				CompletedPerS:  bench.Round1(float64(done-prevDone) / secs),
 				Lag:            pub - done,
 				P50US:          l.P50,
 				P99US:          l.P99,
 				P999US:         l.P999,
 				Redeliveries:   redel - prevRedel,
 				Errors:         errs - prevErr,
-				GCPauseUS:      round1(gc.pauseSeconds*1e6 - prevGC.pauseSeconds*1e6),
+				GCPauseUS:      bench.Round1(gc.pauseSeconds*1e6 - prevGC.pauseSeconds*1e6),
 				HeapAllocBytes: gc.allocBytes - prevGC.allocBytes,
 			}
 			if fs, err := m.fsyncStats(ctx); err == nil && fs != nil && prevFsync != nil {
 				p.Fsyncs = fs.CommitLatency.Count - prevFsync.CommitLatency.Count
 				if p.Fsyncs > 0 {
 					total := fs.CommitLatency.Mean*float64(fs.CommitLatency.Count) - prevFsync.CommitLatency.Mean*float64(prevFsync.CommitLatency.Count)
-					p.FsyncMeanUS = round1(total / float64(p.Fsyncs))
+					p.FsyncMeanUS = bench.Round1(total / float64(p.Fsyncs))
 				}
 				prevFsync = fs
 			}
@@ -682,10 +683,10 @@ func (m *measurement) sample(ctx context.Context, bar *progressBar) {
 // fsyncStats reads the group-commit figures of the SemaQ stream; nil for
 // other targets and for interval streams.
 func (m *measurement) fsyncStats(ctx context.Context) (*semaq.CommitStats, error) {
-	if m.name != TargetSemaq || !m.sc.Durable {
+	if m.name != bench.TargetSemaq || !m.sc.Durable {
 		return nil, nil
 	}
-	return m.rig.groupCommit(ctx, targets[TargetSemaq])
+	return m.rig.GroupCommit(ctx, bench.Targets[bench.TargetSemaq])
 }
 
 func (m *measurement) errCount() int64 {
@@ -705,20 +706,20 @@ func (m *measurement) result() *ScenarioResult {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	res := &ScenarioResult{
-		Result: Result{
+		Result: bench.Result{
 			Target:             m.name,
-			ThroughputMsgsPerS: round1(float64(m.inWindow.Load()) / secs),
-			ThroughputMBPerS:   round1(float64(m.bytesDone.Load()) / secs / 1e6),
+			ThroughputMsgsPerS: bench.Round1(float64(m.inWindow.Load()) / secs),
+			ThroughputMBPerS:   bench.Round1(float64(m.bytesDone.Load()) / secs / 1e6),
 			ByRound:            m.byRound,
-			Latency:            m.e2e.summary(),
+			Latency:            m.e2e.Summary(),
 			Msgs:               m.inWindow.Load(),
-			LatencySamples:     m.e2e.count(),
+			LatencySamples:     m.e2e.Count(),
 			FirstError:         m.firstErr,
 		},
-		PublishedMsgsPerS: round1(float64(m.pubInWindow.Load()) / secs),
+		PublishedMsgsPerS: bench.Round1(float64(m.pubInWindow.Load()) / secs),
 		OfferedMsgsPerS:   float64(sc.Rate),
-		AckLatency:        m.ackLat.summary(),
-		Handling:          m.handling.summary(),
+		AckLatency:        m.ackLat.Summary(),
+		Handling:          m.handling.Summary(),
 		CDF:               cdfOf(m.e2e),
 		Published:         m.published.Load(),
 		Completed:         m.completed.Load(),
@@ -775,9 +776,9 @@ func (m *measurement) absorb(o *measurement) {
 	} {
 		c.dst.Add(c.src.Load())
 	}
-	m.e2e.merge(o.e2e)
-	m.ackLat.merge(o.ackLat)
-	m.handling.merge(o.handling)
+	m.e2e.Merge(o.e2e)
+	m.ackLat.Merge(o.ackLat)
+	m.handling.Merge(o.handling)
 	for k, v := range o.errKinds {
 		m.errKinds[k] += v
 	}
@@ -787,7 +788,7 @@ func (m *measurement) absorb(o *measurement) {
 	m.byRound = append(m.byRound, o.byRound...)
 	g, og := &m.gcStats, o.gcStats
 	g.Cycles += og.Cycles
-	g.PauseTotalUS = round1(g.PauseTotalUS + og.PauseTotalUS)
+	g.PauseTotalUS = bench.Round1(g.PauseTotalUS + og.PauseTotalUS)
 	g.MaxPauseUS = max(g.MaxPauseUS, og.MaxPauseUS)
 	g.AllocBytes += og.AllocBytes
 }

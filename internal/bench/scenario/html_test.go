@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"bytes"
@@ -7,27 +7,29 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 func TestWriteHTML(t *testing.T) {
 	sc := baseScenario()
 	sc.Name, sc.Description = "demo", `a <scenario> & "quotes"`
-	rep := newScenarioReport(sc, ScenarioConfig{Targets: []string{TargetSemaq, TargetJetStream, TargetRabbitMQ}, RabbitMQURL: "amqp://u:secret@h:5672/"})
+	rep := newScenarioReport(sc, ScenarioConfig{Targets: []string{bench.TargetSemaq, bench.TargetJetStream, TargetRabbitMQ}, RabbitMQURL: "amqp://u:secret@h:5672/"})
 	mk := func(target string, p99 float64) ScenarioResult {
 		res := healthy()
 		res.Target = target
 		res.Setup = target + " <setup>"
 		res.Series[4].P99US = p99
 		res.Series[7].P99US = 15876.100000000001
-		h := newHistogram()
+		h := bench.NewHistogram()
 		for i := range 1000 {
-			h.record(time.Duration(100+i) * time.Microsecond)
+			h.Record(time.Duration(100+i) * time.Microsecond)
 		}
 		res.CDF = cdfOf(h)
 		return *res
 	}
-	rep.Results = []ScenarioResult{mk(TargetSemaq, 5000), mk(TargetJetStream, 900),
-		{Result: Result{Target: TargetRabbitMQ}, Unreachable: "unreachable: <dial refused>"}}
+	rep.Results = []ScenarioResult{mk(bench.TargetSemaq, 5000), mk(bench.TargetJetStream, 900),
+		{Result: bench.Result{Target: TargetRabbitMQ}, Unreachable: "unreachable: <dial refused>"}}
 	rep.Results[0].Redeliveries = 3 // one finding
 	rep.finish()
 	if len(rep.Findings) != 1 {

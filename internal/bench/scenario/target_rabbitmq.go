@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // DefaultRabbitMQURL is where the rabbitmq target looks for a server.
@@ -246,7 +248,7 @@ func (p *rabbitProducer) flush(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
-	timer := time.NewTimer(drainTimeout)
+	timer := time.NewTimer(bench.DrainTimeout)
 	defer timer.Stop()
 	select {
 	case <-idle:
@@ -254,7 +256,7 @@ func (p *rabbitProducer) flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		return fmt.Errorf("bench: rabbitmq: %d messages still unconfirmed %s after publishing stopped", n, drainTimeout)
+		return fmt.Errorf("bench: rabbitmq: %d messages still unconfirmed %s after publishing stopped", n, bench.DrainTimeout)
 	}
 }
 

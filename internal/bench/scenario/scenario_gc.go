@@ -1,9 +1,11 @@
-package bench
+package scenario
 
 import (
 	"math"
 	"runtime/metrics"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // gcSample is the process's garbage collection so far, from
@@ -74,9 +76,9 @@ func (g gcSample) since(o gcSample, window time.Duration) GCStats {
 	pause := g.pauseSeconds - o.pauseSeconds
 	return GCStats{
 		Cycles:        g.cycles - o.cycles,
-		PauseTotalUS:  round1(pause * 1e6),
+		PauseTotalUS:  bench.Round1(pause * 1e6),
 		PauseFraction: math.Round(pause/window.Seconds()*1e5) / 1e5,
-		MaxPauseUS:    round1(g.maxPause * 1e6),
+		MaxPauseUS:    bench.Round1(g.maxPause * 1e6),
 		AllocBytes:    g.allocBytes - o.allocBytes,
 	}
 }

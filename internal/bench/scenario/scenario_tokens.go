@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -59,7 +60,7 @@ func (m *measurement) runTokenStreams(ctx context.Context, bar *progressBar) err
 		}
 	}()
 	connect := func(name string) (*client.Client, error) {
-		c, err := client.Connect(ctx, m.rig.srv.ClientURL(), client.WithName("semaq-bench-"+name))
+		c, err := client.Connect(ctx, m.rig.Broker.ClientURL(), client.WithName("semaq-bench-"+name))
 		if err != nil {
 			return nil, fmt.Errorf("bench: semaq: %w", err)
 		}
@@ -153,7 +154,7 @@ func (m *measurement) writeTokens(ctx, rctx context.Context, i int, wc, rc *clie
 			return nil
 		}
 		origin := due
-		if now := time.Now(); now.Sub(due) <= pacerSlack {
+		if now := time.Now(); now.Sub(due) <= bench.PacerSlack {
 			origin = now
 		}
 		s := own[rng.IntN(len(own))]

@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 const minimalScenario = `name: x
@@ -53,7 +55,7 @@ func TestParseScenarioErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseScenario([]byte(tc.yaml), "t.yaml")
-			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "t.yaml") {
+			if !errors.Is(err, bench.ErrBadConfig) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "t.yaml") {
 				t.Errorf("err = %v, want ErrBadConfig naming t.yaml and %q", err, tc.want)
 			}
 		})
@@ -61,7 +63,7 @@ func TestParseScenarioErrors(t *testing.T) {
 }
 
 func TestLoadScenario(t *testing.T) {
-	if _, err := LoadScenario("nope"); !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "rag") {
+	if _, err := LoadScenario("nope"); !errors.Is(err, bench.ErrBadConfig) || !strings.Contains(err.Error(), "rag") {
 		t.Errorf("unknown name: err = %v, want ErrBadConfig listing the scenarios", err)
 	}
 	file := filepath.Join(t.TempDir(), "mine.yaml")
@@ -72,7 +74,7 @@ func TestLoadScenario(t *testing.T) {
 	if err != nil || sc.Name != "x" {
 		t.Errorf("file: %+v, %v", sc, err)
 	}
-	if _, err := LoadScenario(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, ErrBadConfig) {
+	if _, err := LoadScenario(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, bench.ErrBadConfig) {
 		t.Errorf("missing file: err = %v, want ErrBadConfig", err)
 	}
 }
@@ -99,7 +101,7 @@ func TestShortened(t *testing.T) {
 
 func FuzzParseScenario(f *testing.F) {
 	for _, name := range ScenarioNames() {
-		b, err := os.ReadFile(filepath.Join("..", "..", "bench", "scenarios", name+".yaml"))
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "bench", "scenarios", name+".yaml"))
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -110,7 +112,7 @@ func FuzzParseScenario(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		sc, err := ParseScenario(b, "fuzz.yaml")
 		if err != nil {
-			if !errors.Is(err, ErrBadConfig) {
+			if !errors.Is(err, bench.ErrBadConfig) {
 				t.Fatalf("error %v is not ErrBadConfig", err)
 			}
 			return

@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // series builds n points a tenth of a second apart.
@@ -29,9 +31,9 @@ func baseScenario() *Scenario {
 // healthy is a result no rule should fire on.
 func healthy() *ScenarioResult {
 	return &ScenarioResult{
-		Result:            Result{Target: TargetSemaq, ThroughputMsgsPerS: 1000, Msgs: 1000, Latency: Latency{P50: 200, P99: 900, P999: 1500}},
+		Result:            bench.Result{Target: bench.TargetSemaq, ThroughputMsgsPerS: 1000, Msgs: 1000, Latency: bench.Latency{P50: 200, P99: 900, P999: 1500}},
 		PublishedMsgsPerS: 1000, Published: 1100, Completed: 1100, Workers: 1,
-		Handling: Latency{P50: 10, P99: 40, Max: 90},
+		Handling: bench.Latency{P50: 10, P99: 40, Max: 90},
 		GC:       GCStats{Cycles: 2, PauseTotalUS: 200, PauseFraction: 0.0002, AllocBytes: 2e6},
 		Series: series(10, func(i int) Point {
 			return Point{PublishedPerS: 1000, CompletedPerS: 1000, Lag: int64(3 + i%2), P50US: 200, P99US: 900, P999US: 1400 + float64(i*10)}
@@ -57,7 +59,7 @@ func TestDiagnoseRules(t *testing.T) {
 			res.Series = series(10, func(i int) Point {
 				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
 			})
-			res.Handling = Latency{Mean: 4000, P50: 4000, P99: 4500, Max: 5000}
+			res.Handling = bench.Latency{Mean: 4000, P50: 4000, P99: 4500, Max: 5000}
 		}, []string{"too few workers", "at least 5 workers", "200 msgs/s per worker", "busy 80%"}},
 		{RuleWorkers, func(sc *Scenario, res *ScenarioResult) {
 			// Same lag, but the workers idle: delivery is the limit.
@@ -65,7 +67,7 @@ func TestDiagnoseRules(t *testing.T) {
 			res.Series = series(10, func(i int) Point {
 				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
 			})
-			res.Handling = Latency{Mean: 5, P50: 4, P99: 40, Max: 90}
+			res.Handling = bench.Latency{Mean: 5, P50: 4, P99: 40, Max: 90}
 		}, []string{"delivery path", "busy only 0%", "at least 5 consumers"}},
 		{RuleFsync, func(sc *Scenario, res *ScenarioResult) {
 			sc.Durable = true
@@ -80,7 +82,7 @@ func TestDiagnoseRules(t *testing.T) {
 		{RuleAckWait, func(sc *Scenario, res *ScenarioResult) {
 			sc.AckWait = time.Second
 			res.Redeliveries = 40
-			res.Handling = Latency{P50: 1.2e6, P99: 1.5e6, Max: 1.6e6}
+			res.Handling = bench.Latency{P50: 1.2e6, P99: 1.5e6, Max: 1.6e6}
 		}, []string{"ack wait too short", "40 deliveries", "at least 3s"}},
 		{RuleGC, func(sc *Scenario, res *ScenarioResult) {
 			res.GC = GCStats{Cycles: 50, PauseTotalUS: 9000, PauseFraction: 0.009, AllocBytes: 5e9}
@@ -92,19 +94,19 @@ func TestDiagnoseRules(t *testing.T) {
 		{RuleSaturation, func(sc *Scenario, res *ScenarioResult) {
 			sc.Rate = 20000
 			res.PublishedMsgsPerS = 8000
-			res.AckLatency = Latency{P50: 30000, P99: 60000}
+			res.AckLatency = bench.Latency{P50: 30000, P99: 60000}
 		}, []string{"ingest saturated", "8000 of the 20000", "64 messages in flight"}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			sc, res := baseScenario(), healthy()
-			res.Handling = Latency{}
+			res.Handling = bench.Latency{}
 			tc.induce(sc, res)
 			fs := Diagnose(sc, res)
 			if len(fs) != 1 || fs[0].Rule != tc.rule {
 				t.Fatalf("findings %+v, want exactly one %s", fs, tc.rule)
 			}
 			f := fs[0]
-			if f.Target != TargetSemaq || f.RootCause == "" || len(f.Evidence) == 0 || f.Suggestion == "" {
+			if f.Target != bench.TargetSemaq || f.RootCause == "" || len(f.Evidence) == 0 || f.Suggestion == "" {
 				t.Errorf("incomplete finding %+v", f)
 			}
 			all := f.RootCause + "\n" + strings.Join(f.Evidence, "\n") + "\n" + f.Suggestion
@@ -147,7 +149,7 @@ func TestDiagnoseTooFewWorkersInduced(t *testing.T) {
 	run := func(sc *Scenario) *ScenarioReport {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{TargetJetStream}, DataDir: t.TempDir()})
+		rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{bench.TargetJetStream}, DataDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +188,7 @@ func TestDiagnoseAckWaitInduced(t *testing.T) {
 		Work: 250 * time.Millisecond, AckWait: 100 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{TargetJetStream}, DataDir: t.TempDir()})
+	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{bench.TargetJetStream}, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +228,7 @@ func TestErrorKind(t *testing.T) {
 
 func TestScenarioGoals(t *testing.T) {
 	mk := func(target string, msgs, offered, p99 float64) ScenarioResult {
-		return ScenarioResult{Result: Result{Target: target, ThroughputMsgsPerS: msgs, Latency: Latency{P50: p99 / 4, P99: p99}}, OfferedMsgsPerS: offered}
+		return ScenarioResult{Result: bench.Result{Target: target, ThroughputMsgsPerS: msgs, Latency: bench.Latency{P50: p99 / 4, P99: p99}}, OfferedMsgsPerS: offered}
 	}
 	for _, tc := range []struct {
 		name             string
@@ -235,17 +237,17 @@ func TestScenarioGoals(t *testing.T) {
 		vsJS, vsRMQ, p99 *bool // nil: not judged
 		notes            int
 	}{
-		{"capacity", 0, []ScenarioResult{mk(TargetSemaq, 900, 0, 5000), mk(TargetJetStream, 1000, 0, 4000), mk(TargetRabbitMQ, 200, 0, 9000)},
+		{"capacity", 0, []ScenarioResult{mk(bench.TargetSemaq, 900, 0, 5000), mk(bench.TargetJetStream, 1000, 0, 4000), mk(TargetRabbitMQ, 200, 0, 9000)},
 			ptr(true), ptr(true), nil, 1},
-		{"capacity missed", 0, []ScenarioResult{mk(TargetSemaq, 700, 0, 5000), mk(TargetJetStream, 1000, 0, 4000), mk(TargetRabbitMQ, 300, 0, 9000)},
+		{"capacity missed", 0, []ScenarioResult{mk(bench.TargetSemaq, 700, 0, 5000), mk(bench.TargetJetStream, 1000, 0, 4000), mk(TargetRabbitMQ, 300, 0, 9000)},
 			ptr(false), ptr(false), nil, 1},
-		{"paced, all carried it", 1000, []ScenarioResult{mk(TargetSemaq, 1000, 1000, 1200), mk(TargetJetStream, 1000, 1000, 1000), mk(TargetRabbitMQ, 1000, 1000, 3000)},
+		{"paced, all carried it", 1000, []ScenarioResult{mk(bench.TargetSemaq, 1000, 1000, 1200), mk(bench.TargetJetStream, 1000, 1000, 1000), mk(TargetRabbitMQ, 1000, 1000, 3000)},
 			nil, nil, ptr(true), 2},
-		{"paced, p99 over", 1000, []ScenarioResult{mk(TargetSemaq, 1000, 1000, 1300), mk(TargetJetStream, 1000, 1000, 1000)},
+		{"paced, p99 over", 1000, []ScenarioResult{mk(bench.TargetSemaq, 1000, 1000, 1300), mk(bench.TargetJetStream, 1000, 1000, 1000)},
 			nil, nil, ptr(false), 1},
-		{"paced, rabbitmq fell behind", 1000, []ScenarioResult{mk(TargetSemaq, 1000, 1000, 1000), mk(TargetJetStream, 1000, 1000, 1000), mk(TargetRabbitMQ, 300, 1000, 90000)},
+		{"paced, rabbitmq fell behind", 1000, []ScenarioResult{mk(bench.TargetSemaq, 1000, 1000, 1000), mk(bench.TargetJetStream, 1000, 1000, 1000), mk(TargetRabbitMQ, 300, 1000, 90000)},
 			nil, ptr(true), ptr(true), 1},
-		{"rabbitmq unreachable", 0, []ScenarioResult{mk(TargetSemaq, 900, 0, 1000), mk(TargetJetStream, 1000, 0, 1000), {Result: Result{Target: TargetRabbitMQ}, Unreachable: "unreachable: x"}},
+		{"rabbitmq unreachable", 0, []ScenarioResult{mk(bench.TargetSemaq, 900, 0, 1000), mk(bench.TargetJetStream, 1000, 0, 1000), {Result: bench.Result{Target: TargetRabbitMQ}, Unreachable: "unreachable: x"}},
 			ptr(true), nil, nil, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -288,7 +290,7 @@ func TestMissedGoalHasFinding(t *testing.T) {
 		res := healthy()
 		res.Target = target
 		res.OfferedMsgsPerS = 1000
-		res.Latency = Latency{P50: p99 / 4, P99: p99, P999: p99 * 1.5}
+		res.Latency = bench.Latency{P50: p99 / 4, P99: p99, P999: p99 * 1.5}
 		return *res
 	}
 	for _, tc := range []struct {
@@ -298,11 +300,11 @@ func TestMissedGoalHasFinding(t *testing.T) {
 		// (nil: no such finding).
 		want map[string][]string
 	}{
-		{"slo and p99 ratio missed", []ScenarioResult{mk(TargetSemaq, 15876.1), mk(TargetJetStream, 9000)},
-			map[string][]string{TargetSemaq: {"SLO p99 ≤ 10ms", "p99 ≤ 1.25× jetstream", "jetstream met the SLO", "15.9 ms"}}},
-		{"both missed the slo", []ScenarioResult{mk(TargetSemaq, 12000), mk(TargetJetStream, 11000)},
-			map[string][]string{TargetSemaq: {"SLO p99 ≤ 10ms", "jetstream missed the SLO too"}, TargetJetStream: {"SLO p99 ≤ 10ms"}}},
-		{"all met", []ScenarioResult{mk(TargetSemaq, 5000), mk(TargetJetStream, 5000)}, nil},
+		{"slo and p99 ratio missed", []ScenarioResult{mk(bench.TargetSemaq, 15876.1), mk(bench.TargetJetStream, 9000)},
+			map[string][]string{bench.TargetSemaq: {"SLO p99 ≤ 10ms", "p99 ≤ 1.25× jetstream", "jetstream met the SLO", "15.9 ms"}}},
+		{"both missed the slo", []ScenarioResult{mk(bench.TargetSemaq, 12000), mk(bench.TargetJetStream, 11000)},
+			map[string][]string{bench.TargetSemaq: {"SLO p99 ≤ 10ms", "jetstream missed the SLO too"}, bench.TargetJetStream: {"SLO p99 ≤ 10ms"}}},
+		{"all met", []ScenarioResult{mk(bench.TargetSemaq, 5000), mk(bench.TargetJetStream, 5000)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := baseScenario()
@@ -344,7 +346,7 @@ func TestMissedGoalHasFinding(t *testing.T) {
 	// A rule that fired on the target is its diagnosis: no cause-unknown.
 	sc := baseScenario()
 	sc.SLO = SLO{P99: 10 * time.Millisecond}
-	res := mk(TargetSemaq, 15000)
+	res := mk(bench.TargetSemaq, 15000)
 	res.Redeliveries = 3
 	rep := &ScenarioReport{Config: ScenarioSetup{Spec: *sc}, Results: []ScenarioResult{res}}
 	rep.finish()

@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // Finding is one conclusion of the diagnosis: what most likely limited
@@ -174,15 +176,6 @@ func meanOf(s []Point, f func(Point) float64) float64 {
 	return t / float64(len(s))
 }
 
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	return v[len(v)/2]
-}
-
 // fsyncRule: the tail spikes fall in the intervals where fsyncs were slow,
 // so the latency is the disk's: a storage mode question.
 func fsyncRule(sc *Scenario, res *ScenarioResult) *Finding {
@@ -198,8 +191,8 @@ func fsyncRule(sc *Scenario, res *ScenarioResult) *Finding {
 	if len(p999) < 3 || len(fsyncs) == 0 {
 		return nil
 	}
-	medLat, medFsync := medianOf(p999), medianOf(fsyncs)
-	floor := micros(int64(spikeFloor))
+	medLat, medFsync := bench.Median(p999), bench.Median(fsyncs)
+	floor := bench.Micros(int64(spikeFloor))
 	var spikes, aligned int
 	var worst Point
 	for _, p := range res.Series {
@@ -353,7 +346,7 @@ func (r *ScenarioReport) missedGoals(res *ScenarioResult) []string {
 		out = append(out, "SLO "+sloWords(sc.SLO)+fmt.Sprintf(" (measured p99 %s, p99.9 %s)", usLabel(res.Latency.P99), usLabel(res.Latency.P999)))
 	}
 	g := r.Goals
-	if g == nil || res.Target != TargetSemaq {
+	if g == nil || res.Target != bench.TargetSemaq {
 		return out
 	}
 	if g.VsJetStreamMet != nil && !*g.VsJetStreamMet {
@@ -384,8 +377,8 @@ func sloWords(s SLO) string {
 // how the baseline fared at the same load, and says how to narrow it down.
 func (r *ScenarioReport) unexplainedRule(res *ScenarioResult, missed []string) *Finding {
 	ev := slices.Clone(missed)
-	if res.Target != TargetJetStream && res.SLOMet != nil && !*res.SLOMet {
-		if js := r.measured(TargetJetStream); js != nil && js.SLOMet != nil {
+	if res.Target != bench.TargetJetStream && res.SLOMet != nil && !*res.SLOMet {
+		if js := r.measured(bench.TargetJetStream); js != nil && js.SLOMet != nil {
 			if *js.SLOMet {
 				ev = append(ev, fmt.Sprintf("jetstream met the SLO at the same load (p99 %s): the difference is on %s's path", usLabel(js.Latency.P99), res.Target))
 			} else {
@@ -405,7 +398,7 @@ func (r *ScenarioReport) unexplainedRule(res *ScenarioResult, missed []string) *
 			}
 		}
 		if len(p99) > 0 {
-			ev = append(ev, fmt.Sprintf("p99 per interval: median %s, worst %s at t=%.1f s", usLabel(medianOf(p99)), usLabel(worst.P99US), worst.T))
+			ev = append(ev, fmt.Sprintf("p99 per interval: median %s, worst %s at t=%.1f s", usLabel(bench.Median(p99)), usLabel(worst.P99US), worst.T))
 		}
 	}
 	ev = append(ev, fmt.Sprintf("ruled out: lag ended at %d (no growing backlog), %d redeliveries, %d admission rejections, GC %.2f%% of the run, %.0f msgs/s acknowledged of %s",

@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/semaq/semaq/internal/bench"
 	"github.com/semaq/semaq/internal/broker"
 )
 
@@ -42,7 +43,7 @@ type ScenarioReport struct {
 
 // ScenarioSetup is ReportConfig plus the scenario as run.
 type ScenarioSetup struct {
-	ReportConfig
+	bench.ReportConfig
 	Spec  Scenario `json:"spec"`
 	Short bool     `json:"short,omitempty"`
 	// RabbitMQ is where the rabbitmq target was looked for.
@@ -53,7 +54,7 @@ type ScenarioSetup struct {
 // stage in the measured window; latency is end to end) with what a
 // workload adds.
 type ScenarioResult struct {
-	Result
+	bench.Result
 	// Unreachable says why the target was not measured; nothing else is
 	// set then.
 	Unreachable string `json:"unreachable,omitempty"`
@@ -65,8 +66,8 @@ type ScenarioResult struct {
 	PublishedMsgsPerS float64 `json:"published_msgs_per_s"`
 	// AckLatency is publish → broker ack of the first publish; Handling is
 	// delivery → ack at a worker.
-	AckLatency Latency `json:"ack_latency_us"`
-	Handling   Latency `json:"handling_us"`
+	AckLatency bench.Latency `json:"ack_latency_us"`
+	Handling   bench.Latency `json:"handling_us"`
 	// CDF is the end-to-end latency distribution at fixed percentiles.
 	CDF []CDFPoint `json:"latency_cdf_us,omitempty"`
 	// Whole run, warm-up and drain included.
@@ -124,17 +125,17 @@ type CDFPoint struct {
 
 var cdfPercentiles = []float64{0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 100}
 
-func cdfOf(h *histogram) []CDFPoint {
-	if h.count() == 0 {
+func cdfOf(h *bench.Histogram) []CDFPoint {
+	if h.Count() == 0 {
 		return nil
 	}
 	out := make([]CDFPoint, len(cdfPercentiles))
 	for i, p := range cdfPercentiles {
-		v := h.h.ValueAtQuantile(p)
+		v := h.ValueAtQuantile(p)
 		if p == 0 {
-			v = h.h.Min()
+			v = h.Min()
 		}
-		out[i] = CDFPoint{Percentile: p, US: micros(v)}
+		out[i] = CDFPoint{Percentile: p, US: bench.Micros(v)}
 	}
 	return out
 }
@@ -164,7 +165,7 @@ func newScenarioReport(sc *Scenario, cfg ScenarioConfig) *ScenarioReport {
 	}
 	rep := &ScenarioReport{Scenario: sc.Name, Findings: []Finding{}}
 	rep.Config = ScenarioSetup{
-		ReportConfig: ReportConfig{
+		ReportConfig: bench.ReportConfig{
 			Targets:     cfg.Targets,
 			Duration:    sc.Duration.String(),
 			Warmup:      sc.Warmup.String(),
@@ -229,20 +230,20 @@ func (r *ScenarioReport) finish() {
 			continue
 		}
 		if sc.SLO.P99 > 0 || sc.SLO.P999 > 0 {
-			met := (sc.SLO.P99 == 0 || res.Latency.P99 <= micros(int64(sc.SLO.P99))) &&
-				(sc.SLO.P999 == 0 || res.Latency.P999 <= micros(int64(sc.SLO.P999)))
+			met := (sc.SLO.P99 == 0 || res.Latency.P99 <= bench.Micros(int64(sc.SLO.P99))) &&
+				(sc.SLO.P999 == 0 || res.Latency.P999 <= bench.Micros(int64(sc.SLO.P999)))
 			res.SLOMet = &met
 		}
 	}
-	js, rmq := r.measured(TargetJetStream), r.measured(TargetRabbitMQ)
+	js, rmq := r.measured(bench.TargetJetStream), r.measured(TargetRabbitMQ)
 	for i := range r.Results {
 		res := &r.Results[i]
-		if res.Unreachable != "" || res.Target == TargetJetStream {
+		if res.Unreachable != "" || res.Target == bench.TargetJetStream {
 			continue
 		}
 		if js != nil && js.ThroughputMsgsPerS > 0 {
 			ratio := round3(res.ThroughputMsgsPerS / js.ThroughputMsgsPerS)
-			delta := res.Latency.sub(js.Latency)
+			delta := res.Latency.Sub(js.Latency)
 			res.RatioVsJetStream, res.LatencyDeltaUS = &ratio, &delta
 			if js.Latency.P99 > 0 {
 				p := round3(res.Latency.P99 / js.Latency.P99)
@@ -254,7 +255,7 @@ func (r *ScenarioReport) finish() {
 			res.RatioVsRabbitMQ = &ratio
 		}
 	}
-	if s := r.measured(TargetSemaq); s != nil && (js != nil || rmq != nil) {
+	if s := r.measured(bench.TargetSemaq); s != nil && (js != nil || rmq != nil) {
 		g := &ScenarioGoals{VsJetStreamMin: GoalScenarioVsJetStream, VsRabbitMQMin: GoalScenarioVsRabbitMQ, P99VsJetStreamMax: GoalScenarioP99VsJetStream}
 		judge := func(base *ScenarioResult, ratio *float64, min float64, met **bool) {
 			if ratio == nil {
@@ -352,7 +353,7 @@ func (r *ScenarioReport) WriteTable(w io.Writer) error {
 		l := res.Latency
 		slo := "–"
 		if res.SLOMet != nil {
-			slo = metWord(*res.SLOMet)
+			slo = bench.MetWord(*res.SLOMet)
 		}
 		lag := res.Lag()
 		ack := "–" // token streams have no per-message ack
@@ -363,9 +364,9 @@ func (r *ScenarioReport) WriteTable(w io.Writer) error {
 			res.Target, res.ThroughputMsgsPerS, res.ThroughputMBPerS, l.P50, l.P99, l.P999, ack, lag, res.Redeliveries, res.Errors, slo)
 	}
 	for _, res := range r.Results {
-		if res.RatioVsJetStream != nil && res.Target == TargetSemaq {
+		if res.RatioVsJetStream != nil && res.Target == bench.TargetSemaq {
 			d := res.LatencyDeltaUS
-			fmt.Fprintf(tw, "%-20s\t%.3f×\t\t%+.1f\t%+.1f\t%+.1f\t\t\t\t\t\t\n", res.Target+" vs "+TargetJetStream, *res.RatioVsJetStream, d.P50, d.P99, d.P999)
+			fmt.Fprintf(tw, "%-20s\t%.3f×\t\t%+.1f\t%+.1f\t%+.1f\t\t\t\t\t\t\n", res.Target+" vs "+bench.TargetJetStream, *res.RatioVsJetStream, d.P50, d.P99, d.P999)
 		}
 	}
 	for _, res := range r.Results {
@@ -447,7 +448,7 @@ func judged(met *bool) string {
 	if met == nil {
 		return "(not judged)"
 	}
-	return metWord(*met)
+	return bench.MetWord(*met)
 }
 
 // progressBar redraws one line on a terminal while a target runs.

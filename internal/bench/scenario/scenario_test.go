@@ -1,4 +1,4 @@
-package bench
+package scenario
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // shortRun runs a scenario in short mode against targets, bounded.
@@ -39,8 +41,8 @@ func TestScenariosShort(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := shortRun(t, sc, TargetSemaq, TargetJetStream)
-			for _, target := range []string{TargetSemaq, TargetJetStream} {
+			rep := shortRun(t, sc, bench.TargetSemaq, bench.TargetJetStream)
+			for _, target := range []string{bench.TargetSemaq, bench.TargetJetStream} {
 				res := rep.Result(target)
 				if res == nil || res.Unreachable != "" {
 					t.Fatalf("%s: no result: %+v", target, res)
@@ -69,11 +71,11 @@ func TestScenariosShort(t *testing.T) {
 			}
 			// The seed fixes the arrivals: every target is offered the same messages.
 			if sc.Rate > 0 {
-				if a, b := rep.Result(TargetSemaq).Published, rep.Result(TargetJetStream).Published; a != b || a == 0 {
+				if a, b := rep.Result(bench.TargetSemaq).Published, rep.Result(bench.TargetJetStream).Published; a != b || a == 0 {
 					t.Errorf("published %d on semaq, %d on jetstream: the same seed must offer the same load", a, b)
 				}
 			}
-			if s := rep.Result(TargetSemaq); s.RatioVsJetStream == nil || rep.Goals == nil || rep.Goals.P99VsJetStream == nil {
+			if s := rep.Result(bench.TargetSemaq); s.RatioVsJetStream == nil || rep.Goals == nil || rep.Goals.P99VsJetStream == nil {
 				t.Errorf("no comparison with jetstream: ratio %v goals %+v", s.RatioVsJetStream, rep.Goals)
 			}
 			var table bytes.Buffer
@@ -140,7 +142,7 @@ func TestRabbitMQUnreachable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := shortRun(t, sc, TargetJetStream, TargetRabbitMQ)
+	rep := shortRun(t, sc, bench.TargetJetStream, TargetRabbitMQ)
 	res := rep.Result(TargetRabbitMQ)
 	if res == nil {
 		t.Fatal("no rabbitmq result")
@@ -157,7 +159,7 @@ func TestRabbitMQUnreachable(t *testing.T) {
 	if strings.Contains(res.Unreachable, "guest:guest") {
 		t.Errorf("unreachable = %q shows the password", res.Unreachable)
 	}
-	if js := rep.Result(TargetJetStream); js == nil || js.ThroughputMsgsPerS <= 0 {
+	if js := rep.Result(bench.TargetJetStream); js == nil || js.ThroughputMsgsPerS <= 0 {
 		t.Errorf("jetstream was not measured beside the unreachable target: %+v", js)
 	}
 	var table bytes.Buffer
@@ -179,15 +181,15 @@ func TestScenarioConfigErrors(t *testing.T) {
 		cfg  ScenarioConfig
 		want string
 	}{
-		{"no scenario", ScenarioConfig{Targets: []string{TargetSemaq}}, "scenario: none given"},
+		{"no scenario", ScenarioConfig{Targets: []string{bench.TargetSemaq}}, "scenario: none given"},
 		{"no targets", ScenarioConfig{Scenario: sc}, "targets: none given"},
 		{"unknown target", ScenarioConfig{Scenario: sc, Targets: []string{"kafka"}}, `"kafka" is not a target`},
-		{"twice", ScenarioConfig{Scenario: sc, Targets: []string{TargetSemaq, TargetSemaq}}, "given twice"},
-		{"duration", ScenarioConfig{Scenario: sc, Targets: []string{TargetSemaq}, Duration: 2 * MaxDuration}, "duration"},
+		{"twice", ScenarioConfig{Scenario: sc, Targets: []string{bench.TargetSemaq, bench.TargetSemaq}}, "given twice"},
+		{"duration", ScenarioConfig{Scenario: sc, Targets: []string{bench.TargetSemaq}, Duration: 2 * bench.MaxDuration}, "duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := RunScenario(context.Background(), tc.cfg)
-			if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tc.want) {
+			if !errors.Is(err, bench.ErrBadConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want ErrBadConfig naming %q", err, tc.want)
 			}
 		})
@@ -204,7 +206,7 @@ func TestScenarioRounds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{TargetSemaq, TargetJetStream}, Short: true, Rounds: 2, DataDir: t.TempDir(), Progress: &progress})
+	rep, err := RunScenario(ctx, ScenarioConfig{Scenario: sc, Targets: []string{bench.TargetSemaq, bench.TargetJetStream}, Short: true, Rounds: 2, DataDir: t.TempDir(), Progress: &progress})
 	if err != nil {
 		t.Fatal(err)
 	}
