@@ -112,9 +112,10 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 // none does (or the streams cannot be listed: JetStream still refuses an
 // overlap). streamsMu is held.
 func (s *Server) overlapping(ctx context.Context, what, name string, subjects []string) error {
-	code := semaq.ErrBadQueue
+	code, lead := semaq.ErrBadQueue, ""
 	if what != "queue" {
-		code = semaq.ErrBadStream
+		// JetStream's own word, which stream clients already look for.
+		code, lead = semaq.ErrBadStream, "subjects overlap: "
 	}
 	lister := s.js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -131,11 +132,11 @@ func (s *Server) overlapping(ctx context.Context, what, name string, subjects []
 					continue
 				}
 				if subjectMatches(have, subj) {
-					return semaq.NewAPIError(code, "%s %s: subject %s is already captured by %s %s (pattern %s)",
-						what, name, subj, kind, info.Config.Name, have)
+					return semaq.NewAPIError(code, "%s %s: %ssubject %s is already captured by %s %s (pattern %s)",
+						what, name, lead, subj, kind, info.Config.Name, have)
 				}
-				return semaq.NewAPIError(code, "%s %s: subject %s overlaps %s %s (pattern %s)",
-					what, name, subj, kind, info.Config.Name, have)
+				return semaq.NewAPIError(code, "%s %s: %ssubject %s overlaps %s %s (pattern %s)",
+					what, name, lead, subj, kind, info.Config.Name, have)
 			}
 		}
 	}
