@@ -50,7 +50,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) {
 type httpFetch struct {
 	// Worker names the worker; empty gets a fresh name per request.
 	Worker    string            `json:"worker,omitempty"`
-	Max       int               `json:"max,omitempty"`
+	Max       *int              `json:"max,omitempty"` // absent: 1; present: 1..MaxFetchBatch
 	MaxTokens int64             `json:"max_tokens,omitempty"`
 	WaitMs    int64             `json:"wait_ms,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
@@ -77,8 +77,12 @@ func fetchOptions(f httpFetch) ([]client.FetchOption, error) {
 	if f.Worker == "" {
 		f.Worker = "http-" + nuid.Next()
 	}
-	if f.Max == 0 {
-		f.Max = 1
+	max := 1
+	if f.Max != nil {
+		if *f.Max == 0 {
+			return nil, fmt.Errorf("max 0 is outside 1..%d; leave max out for one job", semaq.MaxFetchBatch)
+		}
+		max = *f.Max
 	}
 	if f.WaitMs < 0 {
 		return nil, fmt.Errorf("wait_ms %d is negative", f.WaitMs)
@@ -87,7 +91,7 @@ func fetchOptions(f httpFetch) ([]client.FetchOption, error) {
 		// Checked before the multiplication below could overflow.
 		return nil, fmt.Errorf("wait_ms %d is over %d", f.WaitMs, semaq.MaxFetchWait.Milliseconds())
 	}
-	req := semaq.FetchRequest{Worker: f.Worker, Max: f.Max, MaxTokens: f.MaxTokens, Wait: time.Duration(f.WaitMs) * time.Millisecond, Labels: f.Labels}
+	req := semaq.FetchRequest{Worker: f.Worker, Max: max, MaxTokens: f.MaxTokens, Wait: time.Duration(f.WaitMs) * time.Millisecond, Labels: f.Labels}
 	if err := req.Check(); err != nil {
 		return nil, err
 	}

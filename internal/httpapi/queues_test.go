@@ -96,6 +96,7 @@ func TestHTTPQueueBadRequests(t *testing.T) {
 		want               string
 	}{
 		{"POST", "/api/v1/queues/INFER/fetch", `{"max":-1}`, 400, "max -1 is negative"},
+		{"POST", "/api/v1/queues/INFER/fetch", `{"max":0}`, 400, "max 0 is outside 1..1024"},
 		{"POST", "/api/v1/queues/INFER/fetch", `{"bogus":1}`, 400, `unknown key`},
 		{"POST", "/api/v1/queues/INFER/fetch", `{"wait_ms":-5}`, 400, "wait_ms -5 is negative"},
 		{"POST", "/api/v1/queues/NOPE/fetch", ``, 404, "queue NOPE not found"},
