@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/internal/cmdusage"
 )
 
 const (
@@ -46,11 +48,11 @@ func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	explainUsage(root)
+	cmdusage.Explain(root)
 	prefix := strings.Fields(name)[0]
 	if err := root.ExecuteContext(ctx); err != nil {
-		if ue, ok := errors.AsType[*usageError](err); ok {
-			ue.write(stderr, prefix)
+		if ue, ok := errors.AsType[*cmdusage.Error](err); ok {
+			ue.Write(stderr, prefix)
 			return 1
 		}
 		fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(err.Error()))
@@ -88,6 +90,4 @@ figures beside raw JetStream's from the same run, as ratios.`,
 	return cmd
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+func oneLine(s string) string { return cmdusage.OneLine(s) }

@@ -10,12 +10,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/cmdusage"
 )
 
 // Main runs the command line and returns the process exit code. Errors are
@@ -26,9 +26,9 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
-		if ue, ok := errors.AsType[*usageError](err); ok {
-			ue.write(stderr)
-			if ee, ok := errors.AsType[*exitError](ue.err); ok {
+		if ue, ok := errors.AsType[*cmdusage.Error](err); ok {
+			ue.Write(stderr, "semaq")
+			if ee, ok := errors.AsType[*exitError](ue.Err); ok {
 				return ee.code
 			}
 			return 1
@@ -54,9 +54,7 @@ type exitError struct {
 
 func (e *exitError) Error() string { return e.msg }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
+func oneLine(s string) string { return cmdusage.OneLine(s) }
 
 // env is what every command shares: its streams and the client flags.
 type env struct {
@@ -95,7 +93,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newCancelCmd(e),
 		newVersionCmd(e),
 	)
-	explainUsage(root)
+	cmdusage.Explain(root)
 	return root
 }
 
