@@ -567,23 +567,12 @@ func (m *measurement) publish(ctx context.Context, i int, p producer, inbox stri
 		own = []int{i % sc.Sessions}
 	}
 	seqs := make(map[int]int64, len(own))
-	rate := float64(sc.Rate) / float64(sc.Publishers)
-	due := m.start
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	arr := newArrivals(rng, float64(sc.Rate)/float64(sc.Publishers), m.start)
+	defer arr.stop()
 	for {
-		if rate > 0 {
-			due = due.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
-			if wait := time.Until(due); wait > 0 {
-				timer.Reset(wait)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		} else {
-			due = time.Now()
+		due, err := arr.next(ctx)
+		if err != nil {
+			return err
 		}
 		if !due.Before(m.measureEnd) {
 			return nil
