@@ -31,12 +31,8 @@ import (
 //
 //	SEMAQ_FLOOD_SECONDS=60 go test -run '^$' -bench QueueFloodRSS -benchtime 1x ./internal/broker
 func BenchmarkQueueFloodRSS(b *testing.B) {
-	secs := 15
-	if v, err := strconv.Atoi(os.Getenv("SEMAQ_FLOOD_SECONDS")); err == nil && v > 0 {
-		secs = v
-	}
 	for range b.N {
-		floodOnce(b, time.Duration(secs)*time.Second)
+		floodOnce(b, floodDuration())
 	}
 }
 
@@ -135,6 +131,15 @@ func floodOnce(b *testing.B, d time.Duration) {
 	b.ReportMetric(float64(bad.Load()), "other_errors")
 	b.ReportMetric(float64(qi.Status.Queued), "queued")
 	b.ReportMetric(float64(reindexed), "queued_after_restart")
+}
+
+// floodDuration is how long a flood benchmark floods:
+// SEMAQ_FLOOD_SECONDS, 15 s by default.
+func floodDuration() time.Duration {
+	if v, err := strconv.Atoi(os.Getenv("SEMAQ_FLOOD_SECONDS")); err == nil && v > 0 {
+		return time.Duration(v) * time.Second
+	}
+	return 15 * time.Second
 }
 
 type peakMem struct{ rss, heap uint64 }

@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,12 +24,8 @@ import (
 //
 //	SEMAQ_FLOOD_SECONDS=60 go test -run '^$' -bench TokenFloodRSS -benchtime 1x ./internal/broker
 func BenchmarkTokenFloodRSS(b *testing.B) {
-	secs := 15
-	if v, err := strconv.Atoi(os.Getenv("SEMAQ_FLOOD_SECONDS")); err == nil && v > 0 {
-		secs = v
-	}
 	for range b.N {
-		tokenFloodOnce(b, time.Duration(secs)*time.Second)
+		tokenFloodOnce(b, floodDuration())
 	}
 }
 
