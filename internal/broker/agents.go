@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
@@ -75,12 +76,12 @@ func (s *Server) agentHandlers() map[string]nats.MsgHandler {
 
 // agentOp adapts one registry operation to a NATS handler, as routeOp does.
 func agentOp[Req any](s *Server, name string, op func(ctx context.Context, at *agentTable, req *Req) (any, error)) nats.MsgHandler {
-	return apiOp(s, "agent "+name, func(ctx context.Context, req *Req) (any, error) {
+	return api.Op(s.log, "agent "+name, func(ctx context.Context, req *Req) (any, error) {
 		if s.agents == nil {
 			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "agent registry not open")
 		}
 		return op(ctx, s.agents, req)
-	}, s.apiError("agent "+name))
+	}, api.Error("agent "+name))
 }
 
 func (s *Server) agentAnnounce(ctx context.Context, at *agentTable, req *semaq.AgentAnnounceRequest) (any, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
@@ -144,7 +145,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 		return
 	}
 	var req semaq.CancelRequest
-	if err := decodeAPI(m.Data, &req); err != nil {
+	if err := api.Decode(m.Data, &req); err != nil {
 		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: cancel: request is not valid: %v", d.name, err)))
 		return
 	}
@@ -274,7 +275,7 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 				Stream: d.name, Consumer: dj.consumer, StreamSeq: j.Seq, Subject: j.Subject,
 				Deliveries: uint64(j.Deliveries), Reason: dj.reason, Time: time.Now(), Stored: j.Arrived,
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 			_, err = d.s.storeDeadLetter(ctx, ev, &dl, got[i].hdr, got[i].data)
 			cancel()
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -123,7 +124,7 @@ func (d *dispatcher) checkConsumer() {
 	d.consMu.Lock()
 	cons := d.cons
 	d.consMu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	var why string
 	if cons == nil {
@@ -163,7 +164,7 @@ func (d *dispatcher) checkConsumer() {
 // latest delivery came from a consumer that is gone, so an ack would not
 // reach JetStream.
 func (d *dispatcher) removeBySeq(seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	if err := d.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		d.log.Warn("done request could not be removed from the stream", "seq", seq, "err", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -203,7 +204,7 @@ func (s *Server) onDLQAdvisory(m *nats.Msg) {
 		return // a dead letter's own consumer gave up on it; it stays where it is
 	}
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 		_, err = s.deadLetter(ctx, ev, true)
 		cancel()
 		switch {
@@ -370,7 +371,7 @@ func isMsgNotFound(err error) bool {
 // request (an empty body is the zero request), runs op with a bounded
 // context and replies with its result or its error.
 func dlqOp[Req any](s *Server, name string, op func(ctx context.Context, req *Req) (any, error)) nats.MsgHandler {
-	return apiOp(s, "dlq "+name, op, s.apiError("dlq "+name))
+	return api.Op(s.log, "dlq "+name, op, api.Error("dlq "+name))
 }
 
 // dlqFilter is the SQ_DLQ subject of the dead letters of stream and
@@ -427,7 +428,7 @@ func (s *Server) scanDLQ(ctx context.Context, filter string, after uint64, limit
 	}
 	name := cons.CachedInfo().Name
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), api.Timeout)
 		defer cancel()
 		_ = s.js.DeleteConsumer(dctx, semaq.DLQStream, name)
 	}()

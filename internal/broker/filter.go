@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
@@ -124,22 +125,22 @@ func (s *Server) stopFilters() {
 
 func (f *filters) apiStart(m *nats.Msg) {
 	var req semaq.FilterStartRequest
-	if err := decodeAPI(m.Data, &req); err != nil {
-		f.s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "filter start: request is not valid: %v", err))
+	if err := api.Decode(m.Data, &req); err != nil {
+		api.ReplyErr(f.s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "filter start: request is not valid: %v", err))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	resp, err := f.start(ctx, &req)
 	if err != nil {
 		if ae, ok := errors.AsType[*semaq.APIError](err); ok {
-			f.s.replyErr(m, ae)
+			api.ReplyErr(f.s.log, m, ae)
 			return
 		}
-		f.s.replyErr(m, f.s.jsError(err, "filter start"))
+		api.ReplyErr(f.s.log, m, api.JSError(err, "filter start"))
 		return
 	}
-	f.s.replyJSON(m, resp)
+	api.ReplyJSON(f.s.log, m, resp)
 }
 
 func badFilter(format string, args ...any) error {
@@ -378,7 +379,7 @@ func (f *filters) stop(p *filterPump) {
 			}
 		}
 		if !p.durable {
-			ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 			defer cancel()
 			if err := f.s.js.DeleteConsumer(ctx, p.stream, p.consumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				f.s.log.Warn("deleting filter consumer", "stream", p.stream, "consumer", p.consumer, "err", err)
@@ -388,7 +389,7 @@ func (f *filters) stop(p *filterPump) {
 }
 
 func (f *filters) pump(m *nats.Msg) *filterPump {
-	id := f.node + "." + lastToken(m.Subject)
+	id := f.node + "." + api.LastToken(m.Subject)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.pumps[id]
@@ -397,21 +398,21 @@ func (f *filters) pump(m *nats.Msg) *filterPump {
 func (f *filters) apiPing(m *nats.Msg) {
 	p := f.pump(m)
 	if p == nil {
-		f.s.replyErr(m, semaq.NewAPIError(semaq.ErrFilterGone, "filter %s is not running", m.Subject))
+		api.ReplyErr(f.s.log, m, semaq.NewAPIError(semaq.ErrFilterGone, "filter %s is not running", m.Subject))
 		return
 	}
 	p.lastPing.Store(time.Now().UnixNano())
-	f.s.replyJSON(m, p.stats())
+	api.ReplyJSON(f.s.log, m, p.stats())
 }
 
 func (f *filters) apiStop(m *nats.Msg) {
 	p := f.pump(m)
 	if p == nil {
-		f.s.replyErr(m, semaq.NewAPIError(semaq.ErrFilterGone, "filter %s is not running", m.Subject))
+		api.ReplyErr(f.s.log, m, semaq.NewAPIError(semaq.ErrFilterGone, "filter %s is not running", m.Subject))
 		return
 	}
 	f.stop(p)
-	f.s.replyJSON(m, p.stats())
+	api.ReplyJSON(f.s.log, m, p.stats())
 }
 
 // reap ends the pumps whose clients stopped pinging.

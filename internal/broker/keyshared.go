@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
@@ -136,7 +137,7 @@ func (s *Server) keySharedHandlers() map[string]nats.MsgHandler {
 	go k.reap()
 	return map[string]nats.MsgHandler{
 		semaq.APIKeySharedJoin:                             k.apiJoin,
-		semaq.APIKeySharedInfo:                             apiOp(s, "key-shared info", k.info, s.apiError("key-shared info")),
+		semaq.APIKeySharedInfo:                             api.Op(s.log, "key-shared info", k.info, api.Error("key-shared info")),
 		fmt.Sprintf(semaq.APIKeySharedPingT, k.node+".*"):  k.apiPing,
 		fmt.Sprintf(semaq.APIKeySharedLeaveT, k.node+".*"): k.apiLeave,
 	}
@@ -177,7 +178,7 @@ func badKeyShared(format string, args ...any) error {
 // be judged without the streams.
 func parseKeySharedJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 	var req semaq.KeySharedJoinRequest
-	if err := decodeAPI(data, &req); err != nil {
+	if err := api.Decode(data, &req); err != nil {
 		return nil, badKeyShared("request is not valid: %v", err)
 	}
 	if err := checkSubject(req.Subject, true); err != nil {
@@ -218,16 +219,16 @@ func parseKeySharedJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 func (k *keyShared) apiJoin(m *nats.Msg) {
 	req, err := parseKeySharedJoin(m.Data)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 		var resp *semaq.KeySharedJoinResponse
 		resp, err = k.join(ctx, req)
 		cancel()
 		if err == nil {
-			k.s.replyJSON(m, resp)
+			api.ReplyJSON(k.s.log, m, resp)
 			return
 		}
 	}
-	k.s.replyErr(m, k.s.apiError("key-shared join")(err))
+	api.ReplyErr(k.s.log, m, api.Error("key-shared join")(err))
 }
 
 func (k *keyShared) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*semaq.KeySharedJoinResponse, error) {
@@ -666,7 +667,7 @@ func (g *ksGroup) tick(cons jetstream.Consumer) {
 
 // member finds a member by the id in a PING or LEAVE subject.
 func (k *keyShared) member(m *nats.Msg) *ksMember {
-	id := k.node + "." + lastToken(m.Subject)
+	id := k.node + "." + api.LastToken(m.Subject)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.members[id]
@@ -682,22 +683,22 @@ func (mem *ksMember) stats() semaq.KeySharedMemberStats {
 func (k *keyShared) apiPing(m *nats.Msg) {
 	mem := k.member(m)
 	if mem == nil {
-		k.s.replyErr(m, semaq.NewAPIError(semaq.ErrMemberGone, "key-shared member %s is not in its group", m.Subject))
+		api.ReplyErr(k.s.log, m, semaq.NewAPIError(semaq.ErrMemberGone, "key-shared member %s is not in its group", m.Subject))
 		return
 	}
 	mem.lastPing.Store(time.Now().UnixNano())
-	k.s.replyJSON(m, mem.stats())
+	api.ReplyJSON(k.s.log, m, mem.stats())
 }
 
 func (k *keyShared) apiLeave(m *nats.Msg) {
 	mem := k.member(m)
 	if mem == nil {
-		k.s.replyErr(m, semaq.NewAPIError(semaq.ErrMemberGone, "key-shared member %s is not in its group", m.Subject))
+		api.ReplyErr(k.s.log, m, semaq.NewAPIError(semaq.ErrMemberGone, "key-shared member %s is not in its group", m.Subject))
 		return
 	}
 	st := mem.stats()
 	k.remove(mem)
-	k.s.replyJSON(m, st)
+	api.ReplyJSON(k.s.log, m, st)
 }
 
 // remove takes a member out of its group; the last one out stops the pump.

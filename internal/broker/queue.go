@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -53,8 +54,8 @@ func queueConfigOf(c *jetstream.StreamConfig) (semaq.QueueConfig, bool) {
 }
 
 func (s *Server) apiQueueCreate(m *nats.Msg) {
-	name := lastToken(m.Subject)
-	apiOp(s, "queue create", func(ctx context.Context, req *semaq.QueueConfig) (any, error) {
+	name := api.LastToken(m.Subject)
+	api.Op(s.log, "queue create", func(ctx context.Context, req *semaq.QueueConfig) (any, error) {
 		if req.Name == "" {
 			req.Name = name
 		}
@@ -62,7 +63,7 @@ func (s *Server) apiQueueCreate(m *nats.Msg) {
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "queue create: name %q in the body differs from %q in the subject", req.Name, name)
 		}
 		return s.createQueue(ctx, *req)
-	}, s.apiError("queue "+name))(m)
+	}, api.Error("queue "+name))(m)
 }
 
 func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.QueueInfo, error) {
@@ -92,7 +93,7 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 		return nil, err
 	}
 	if _, err := s.js.CreateStream(ctx, jc); err != nil {
-		return nil, s.jsError(err, "queue %s", qc.Name)
+		return nil, api.JSError(err, "queue %s", qc.Name)
 	}
 	if err := s.serveQueue(ctx, qc); err != nil {
 		_ = s.js.DeleteStream(ctx, qc.Name)
@@ -236,14 +237,14 @@ func (s *Server) queueInfo(name string) (*semaq.QueueInfo, error) {
 }
 
 func (s *Server) apiQueueInfo(m *nats.Msg) {
-	name := lastToken(m.Subject)
-	apiOp(s, "queue info", func(ctx context.Context, _ *struct{}) (any, error) {
+	name := api.LastToken(m.Subject)
+	api.Op(s.log, "queue info", func(ctx context.Context, _ *struct{}) (any, error) {
 		return s.queueInfo(name)
-	}, s.apiError("queue "+name))(m)
+	}, api.Error("queue "+name))(m)
 }
 
 func (s *Server) apiQueueList(m *nats.Msg) {
-	apiOp(s, "queue list", func(ctx context.Context, _ *struct{}) (any, error) {
+	api.Op(s.log, "queue list", func(ctx context.Context, _ *struct{}) (any, error) {
 		s.queues.mu.Lock()
 		names := make([]string, 0, len(s.queues.all))
 		for n := range s.queues.all {
@@ -258,12 +259,12 @@ func (s *Server) apiQueueList(m *nats.Msg) {
 			}
 		}
 		return out, nil
-	}, s.apiError("queue list"))(m)
+	}, api.Error("queue list"))(m)
 }
 
 func (s *Server) apiQueueDelete(m *nats.Msg) {
-	name := lastToken(m.Subject)
-	apiOp(s, "queue delete", func(ctx context.Context, _ *struct{}) (any, error) {
+	name := api.LastToken(m.Subject)
+	api.Op(s.log, "queue delete", func(ctx context.Context, _ *struct{}) (any, error) {
 		s.streamsMu.Lock()
 		defer s.streamsMu.Unlock()
 		st, err := s.js.Stream(ctx, name)
@@ -283,7 +284,7 @@ func (s *Server) apiQueueDelete(m *nats.Msg) {
 		}
 		s.log.Info("queue removed", "queue", name)
 		return semaq.QueueDeleteResponse{Deleted: true}, nil
-	}, s.apiError("queue "+name))(m)
+	}, api.Error("queue "+name))(m)
 }
 
 // isQueueLeader reports whether this node should dispatch a queue: the

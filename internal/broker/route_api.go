@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
@@ -28,12 +29,12 @@ func (s *Server) routeHandlers() map[string]nats.MsgHandler {
 
 // routeOp adapts one route operation to a NATS handler, as dlqOp does.
 func routeOp[Req any](s *Server, name string, op func(ctx context.Context, rt *router, req *Req) (any, error)) nats.MsgHandler {
-	return apiOp(s, "route "+name, func(ctx context.Context, req *Req) (any, error) {
+	return api.Op(s.log, "route "+name, func(ctx context.Context, req *Req) (any, error) {
 		if s.routes == nil {
 			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route rules not loaded")
 		}
 		return op(ctx, s.routes, req)
-	}, s.apiError("route "+name))
+	}, api.Error("route "+name))
 }
 
 func badRoute(name string, err error) *semaq.APIError {
@@ -222,7 +223,7 @@ func (s *Server) streamsCapturing(ctx context.Context, subject string) ([]string
 		names = append(names, n)
 	}
 	if err := lister.Err(); err != nil {
-		return nil, s.jsError(err, "looking up the stream of %s", subject)
+		return nil, api.JSError(err, "looking up the stream of %s", subject)
 	}
 	return names, nil
 }

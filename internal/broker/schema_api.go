@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/schema"
 	"github.com/semaq/semaq/semaq"
@@ -36,7 +37,7 @@ func (s *Server) schemaHandlers() map[string]nats.MsgHandler {
 // request (an empty body is the zero request), runs op with a bounded
 // context and replies with its result or its error.
 func schemaOp[Req any](s *Server, name string, op func(ctx context.Context, reg *registry.Registry, req *Req) (any, error)) nats.MsgHandler {
-	return apiOp(s, "schema "+name, func(ctx context.Context, req *Req) (any, error) {
+	return api.Op(s.log, "schema "+name, func(ctx context.Context, req *Req) (any, error) {
 		if s.reg == nil {
 			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "schema registry not running")
 		}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,15 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
-
-// jsErrReplicasNotSupported is JetStream's answer to replicas > 1 on a
-// single node. It comes as a 500, but it is the request that is wrong.
-const jsErrReplicasNotSupported jetstream.ErrorCode = 10074
-
-// apiTimeout bounds one management operation against JetStream.
-const apiTimeout = 10 * time.Second
 
 // startAPI serves the management API on $SQ.API and follows JetStream's
 // stream advisories, so streams changed through another node (or restored
@@ -59,14 +52,14 @@ func (s *Server) startAPI() error {
 		// Requests come in, and replies go out, on the egress connection:
 		// whatever reply subject a client names, the broker cannot be made
 		// to publish into its own namespaces with it.
-		sub, err := s.egress.QueueSubscribe(subj, semaq.APIQueueGroup, s.checkedReply(h))
+		sub, err := s.egress.QueueSubscribe(subj, semaq.APIQueueGroup, api.CheckedReply(s.log, h))
 		if err != nil {
 			return fmt.Errorf("broker: api: %w", err)
 		}
 		s.apiSubs = append(s.apiSubs, sub)
 	}
 	sub, err := s.nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.*.*", func(m *nats.Msg) {
-		ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 		defer cancel()
 		if err := s.syncStreams(ctx); err != nil {
 			s.log.Warn("refreshing streams after advisory", "subject", m.Subject, "err", err)
@@ -283,46 +276,46 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 
 func (s *Server) apiCreate(m *nats.Msg) {
 	var req semaq.StreamConfig
-	if err := decodeAPI(m.Data, &req); err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: request is not valid: %v", err))
+	if err := api.Decode(m.Data, &req); err != nil {
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: request is not valid: %v", err))
 		return
 	}
-	name := lastToken(m.Subject)
+	name := api.LastToken(m.Subject)
 	if req.Name == "" {
 		req.Name = name
 	}
 	if req.Name != name {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: name %q in the body differs from %q in the subject", req.Name, name))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: name %q in the body differs from %q in the subject", req.Name, name))
 		return
 	}
 	jc, err := s.jsConfig(&req)
 	if err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: %v", req.Name, err))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: %v", req.Name, err))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	if _, err := s.js.Stream(ctx, req.Name); err == nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name))
 		return
 	}
 	if req.Schema != "" {
 		if _, _, ok := s.reg.Latest(req.Schema); !ok {
-			s.replyErr(m, semaq.NewAPIError(semaq.ErrSchemaNotFound, "stream %s: schema registry subject %q has no live version; register a schema first", req.Name, req.Schema))
+			api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrSchemaNotFound, "stream %s: schema registry subject %q has no live version; register a schema first", req.Name, req.Schema))
 			return
 		}
 	}
 	if err := s.overlapping(ctx, "stream", req.Name, req.Subjects); err != nil {
 		// JetStream would say only "subjects overlap with an existing
 		// stream": name the stream and the subject.
-		s.replyErr(m, err.(*semaq.APIError))
+		api.ReplyErr(s.log, m, err.(*semaq.APIError))
 		return
 	}
 	st, err := s.js.CreateStream(ctx, jc)
 	if err != nil {
-		s.replyErr(m, s.jsError(err, "stream %s", req.Name))
+		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", req.Name))
 		return
 	}
 	// Bind before serving, so no message reaches the stream unchecked.
@@ -332,46 +325,46 @@ func (s *Server) apiCreate(m *nats.Msg) {
 		}
 		if err := s.reg.Bind(ctx, p, req.Schema); err != nil {
 			_ = s.js.DeleteStream(ctx, req.Name)
-			s.replyErr(m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err))
+			api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err))
 			return
 		}
 	}
 	if err := s.ingress.set(req.Name, req.Subjects, s.durability(&jc)); err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err))
 		return
 	}
 	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)
-	s.replyJSON(m, s.streamInfo(st.CachedInfo()))
+	api.ReplyJSON(s.log, m, s.streamInfo(st.CachedInfo()))
 }
 
 func (s *Server) apiInfo(m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
-	name := lastToken(m.Subject)
+	name := api.LastToken(m.Subject)
 	info, err := s.semaqStream(ctx, name)
 	if err != nil {
-		s.replyErr(m, s.jsError(err, "stream %s", name))
+		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", name))
 		return
 	}
-	s.replyJSON(m, s.streamInfo(info))
+	api.ReplyJSON(s.log, m, s.streamInfo(info))
 }
 
 func (s *Server) apiDelete(m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
-	name := lastToken(m.Subject)
+	name := api.LastToken(m.Subject)
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	info, err := s.semaqStream(ctx, name)
 	if err != nil {
-		s.replyErr(m, s.jsError(err, "stream %s", name))
+		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", name))
 		return
 	}
 	// Stop taking writes first, so nothing is acknowledged into a stream
 	// that is going away.
 	s.ingress.remove(name)
 	if err := s.js.DeleteStream(ctx, name); err != nil {
-		s.replyErr(m, s.jsError(err, "stream %s", name))
+		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", name))
 		return
 	}
 	// Bindings of the stream's own patterns go with it.
@@ -383,13 +376,13 @@ func (s *Server) apiDelete(m *nats.Msg) {
 		}
 	}
 	s.log.Info("stream removed", "stream", name)
-	s.replyJSON(m, struct {
+	api.ReplyJSON(s.log, m, struct {
 		Success bool `json:"success"`
 	}{true})
 }
 
 func (s *Server) apiList(m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	out := semaq.StreamListResponse{Streams: []semaq.StreamInfo{}}
 	lister := s.js.ListStreams(ctx)
@@ -399,24 +392,24 @@ func (s *Server) apiList(m *nats.Msg) {
 		}
 	}
 	if err := lister.Err(); err != nil {
-		s.replyErr(m, s.jsError(err, "listing streams"))
+		api.ReplyErr(s.log, m, api.JSError(err, "listing streams"))
 		return
 	}
 	slices.SortFunc(out.Streams, func(a, b semaq.StreamInfo) int { return strings.Compare(a.Config.Name, b.Config.Name) })
-	s.replyJSON(m, out)
+	api.ReplyJSON(s.log, m, out)
 }
 
 func (s *Server) apiLookup(m *nats.Msg) {
 	var req semaq.StreamLookupRequest
-	if err := decodeAPI(m.Data, &req); err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: request is not valid: %v", err))
+	if err := api.Decode(m.Data, &req); err != nil {
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: request is not valid: %v", err))
 		return
 	}
 	if err := checkSubject(req.Subject, true); err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: %v", err))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: %v", err))
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	var names []string
 	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+req.Subject))
@@ -424,22 +417,22 @@ func (s *Server) apiLookup(m *nats.Msg) {
 		names = append(names, n)
 	}
 	if err := lister.Err(); err != nil {
-		s.replyErr(m, s.jsError(err, "stream lookup"))
+		api.ReplyErr(s.log, m, api.JSError(err, "stream lookup"))
 		return
 	}
 	switch len(names) {
 	case 0:
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrNoStream, "no stream captures subject %s", req.Subject))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrNoStream, "no stream captures subject %s", req.Subject))
 	case 1:
-		s.replyJSON(m, semaq.StreamLookupResponse{Stream: names[0]})
+		api.ReplyJSON(s.log, m, semaq.StreamLookupResponse{Stream: names[0]})
 	default:
 		slices.Sort(names)
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrBadRequest, "subject %s spans streams %s; use a narrower subject", req.Subject, strings.Join(names, ", ")))
+		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "subject %s spans streams %s; use a narrower subject", req.Subject, strings.Join(names, ", ")))
 	}
 }
 
 func (s *Server) apiServerInfo(m *nats.Msg) {
-	s.replyJSON(m, semaq.ServerInfo{
+	api.ReplyJSON(s.log, m, semaq.ServerInfo{
 		Version:   Version,
 		Name:      s.ns.Name(),
 		NATSURL:   s.ClientURL(),
@@ -461,67 +454,4 @@ func (s *Server) semaqStream(ctx context.Context, name string) (*jetstream.Strea
 		return nil, jetstream.ErrStreamNotFound
 	}
 	return info, nil
-}
-
-// jsError turns a JetStream error into an API error with context.
-func (s *Server) jsError(err error, format string, args ...any) *semaq.APIError {
-	what := fmt.Sprintf(format, args...)
-	var apiErr *jetstream.APIError
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return semaq.NewAPIError(semaq.ErrStreamNotFound, "%s: not found", what)
-	case errors.Is(err, jetstream.ErrInvalidStreamName):
-		return semaq.NewAPIError(semaq.ErrBadStream, "%s: invalid name", what)
-	case errors.As(err, &apiErr) && (apiErr.Code >= 400 && apiErr.Code < 500 || apiErr.ErrorCode == jsErrReplicasNotSupported):
-		return &semaq.APIError{Code: 400, ErrCode: semaq.ErrCodeBadStream, Description: fmt.Sprintf("%s: %s", what, apiErr.Description)}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
-		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: JetStream did not answer in time", what)
-	default:
-		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: %v", what, err)
-	}
-}
-
-// checkedReply refuses, before h acts, a request whose reply subject the
-// broker must not publish to. It gets no answer: there is nowhere safe to
-// send one.
-func (s *Server) checkedReply(h nats.MsgHandler) nats.MsgHandler {
-	return func(m *nats.Msg) {
-		if m.Reply != "" {
-			if err := semaq.CheckReplySubject(m.Reply); err != nil {
-				s.log.Debug("api request refused", "subject", m.Subject, "err", err)
-				return
-			}
-		}
-		h(m)
-	}
-}
-
-func (s *Server) replyJSON(m *nats.Msg, v any) {
-	if m.Reply == "" {
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		s.replyErr(m, semaq.NewAPIError(semaq.ErrUnavailable, "encoding reply: %v", err))
-		return
-	}
-	if err := m.Respond(b); err != nil {
-		s.log.Warn("api reply", "subject", m.Subject, "err", err)
-	}
-}
-
-func (s *Server) replyErr(m *nats.Msg, e *semaq.APIError) {
-	if m.Reply == "" {
-		return
-	}
-	if err := m.Respond(semaq.MarshalError(e)); err != nil {
-		s.log.Warn("api reply", "subject", m.Subject, "err", err)
-	}
-}
-
-func lastToken(subj string) string {
-	if i := strings.LastIndexByte(subj, '.'); i >= 0 {
-		return subj[i+1:]
-	}
-	return subj
 }

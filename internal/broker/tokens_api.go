@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -22,7 +23,7 @@ import (
 // startTokenAPI serves the status API on every node, like the rest of
 // $SQ.API (requests and replies on the egress connection).
 func (s *Server) startTokenAPI() error {
-	sub, err := s.egress.QueueSubscribe(semaq.APITokenStatus, semaq.APIQueueGroup, s.checkedReply(s.apiTokenStatus))
+	sub, err := s.egress.QueueSubscribe(semaq.APITokenStatus, semaq.APIQueueGroup, api.CheckedReply(s.log, s.apiTokenStatus))
 	if err != nil {
 		return err
 	}
@@ -31,12 +32,12 @@ func (s *Server) startTokenAPI() error {
 }
 
 func (s *Server) apiTokenStatus(m *nats.Msg) {
-	apiOp(s, "token status", func(ctx context.Context, req *semaq.TokenStatusRequest) (any, error) {
+	api.Op(s.log, "token status", func(ctx context.Context, req *semaq.TokenStatusRequest) (any, error) {
 		if err := semaq.CheckRequestID(req.ID); err != nil {
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "token status: %v", err)
 		}
 		return s.tokenStatus(ctx, req.ID)
-	}, s.apiError("token status"))(m)
+	}, api.Error("token status"))(m)
 }
 
 // tokenStatus looks id up: stored records first (they also say how far the
@@ -52,7 +53,7 @@ func (s *Server) tokenStatus(ctx context.Context, id string) (*semaq.TokenStatus
 			continue
 		}
 		if err != nil {
-			return nil, s.jsError(err, "token status %s", id)
+			return nil, api.JSError(err, "token status %s", id)
 		}
 		st.Known = true
 		st.Ended = subj == semaq.TokenEndSubject(id)

@@ -1,0 +1,174 @@
+// Package api is how every subsystem of the broker serves its part of the
+// $SQ.API management surface: one handler shape (Op), one strict request
+// decoder, one mapping from JetStream and ingress errors to semaq.APIError,
+// and the reply-subject check every request passes before it is acted on.
+//
+// A subsystem exposes its handlers as a Handlers map; the node subscribes
+// them on its egress connection (docs/security.md), so whatever reply
+// subject a client names, an answer cannot reach the broker's own
+// namespaces.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/httpx"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Timeout bounds the work of one API request.
+const Timeout = 10 * time.Second
+
+// Handlers maps $SQ.API subjects (with wildcards) to their handlers.
+type Handlers map[string]nats.MsgHandler
+
+// Merge adds every handler of hs to h. A subject served twice is a wiring
+// bug and panics.
+func (h Handlers) Merge(hs ...Handlers) Handlers {
+	for _, more := range hs {
+		for subj, fn := range more {
+			if _, dup := h[subj]; dup {
+				panic("api: subject served twice: " + subj)
+			}
+			h[subj] = fn
+		}
+	}
+	return h
+}
+
+// Op adapts one management operation to a NATS handler: it decodes the
+// request strictly (an empty body is the zero request), runs op with a
+// context bounded by Timeout and replies with its result, or with its
+// error mapped by mapErr (Error(what) when nil).
+func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req *Req) (any, error), mapErr func(error) *semaq.APIError) nats.MsgHandler {
+	if mapErr == nil {
+		mapErr = Error(what)
+	}
+	return func(m *nats.Msg) {
+		var req Req
+		if err := Decode(m.Data, &req); err != nil {
+			ReplyErr(log, m, semaq.NewAPIError(semaq.ErrBadRequest, "%s: request is not valid: %v", what, err))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		defer cancel()
+		out, err := op(ctx, &req)
+		if err != nil {
+			ReplyErr(log, m, mapErr(err))
+			return
+		}
+		ReplyJSON(log, m, out)
+	}
+}
+
+// Decode decodes a request body strictly: two parsers of the same body
+// must not act on different values, so duplicate keys, keys that differ
+// from a field's name only in case, unknown keys, overlong numbers and
+// deep nesting are refused (httpx.UnmarshalStrict). An empty body is the
+// zero request.
+func Decode(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	return httpx.UnmarshalStrict(data, v)
+}
+
+// Error passes semaq.APIError values through and describes any other
+// error with JSError and what was being done.
+func Error(what string) func(error) *semaq.APIError {
+	return func(err error) *semaq.APIError {
+		if ae, ok := errors.AsType[*semaq.APIError](err); ok {
+			return ae
+		}
+		return JSError(err, "%s", what)
+	}
+}
+
+// jsErrReplicasNotSupported is JetStream's answer to replicas > 1 on a
+// single node. It comes as a 500, but it is the request that is wrong.
+const jsErrReplicasNotSupported jetstream.ErrorCode = 10074
+
+// JSError is the one mapping from a JetStream (or NATS) error to the
+// error a SemaQ client sees: a missing stream is ErrStreamNotFound, a
+// request JetStream refused is ErrBadStream with JetStream's description,
+// a timeout is ErrUnavailable saying so, and anything else is
+// ErrUnavailable with the error. A semaq.APIError passes through.
+func JSError(err error, format string, args ...any) *semaq.APIError {
+	if ae, ok := errors.AsType[*semaq.APIError](err); ok {
+		return ae
+	}
+	what := fmt.Sprintf(format, args...)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return semaq.NewAPIError(semaq.ErrStreamNotFound, "%s: not found", what)
+	case errors.Is(err, jetstream.ErrInvalidStreamName):
+		return semaq.NewAPIError(semaq.ErrBadStream, "%s: invalid name", what)
+	case errors.As(err, &apiErr) && (apiErr.Code >= 400 && apiErr.Code < 500 || apiErr.ErrorCode == jsErrReplicasNotSupported):
+		return &semaq.APIError{Code: 400, ErrCode: semaq.ErrCodeBadStream, Description: fmt.Sprintf("%s: %s", what, apiErr.Description)}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: JetStream did not answer in time", what)
+	default:
+		return semaq.NewAPIError(semaq.ErrUnavailable, "%s: %v", what, err)
+	}
+}
+
+// CheckedReply refuses, before h acts, a request whose reply subject the
+// broker must not publish to. It gets no answer: there is nowhere safe to
+// send one.
+func CheckedReply(log *slog.Logger, h nats.MsgHandler) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		if m.Reply != "" {
+			if err := semaq.CheckReplySubject(m.Reply); err != nil {
+				log.Debug("api request refused", "subject", m.Subject, "err", err)
+				return
+			}
+		}
+		h(m)
+	}
+}
+
+// ReplyJSON answers m with v encoded as JSON; a request without a reply
+// subject gets nothing.
+func ReplyJSON(log *slog.Logger, m *nats.Msg, v any) {
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		ReplyErr(log, m, semaq.NewAPIError(semaq.ErrUnavailable, "encoding reply: %v", err))
+		return
+	}
+	if err := m.Respond(b); err != nil {
+		log.Warn("api reply", "subject", m.Subject, "err", err)
+	}
+}
+
+// ReplyErr answers m with e.
+func ReplyErr(log *slog.Logger, m *nats.Msg, e *semaq.APIError) {
+	if m.Reply == "" {
+		return
+	}
+	if err := m.Respond(semaq.MarshalError(e)); err != nil {
+		log.Warn("api reply", "subject", m.Subject, "err", err)
+	}
+}
+
+// LastToken is the last dot-separated token of subj: the name in
+// $SQ.API.<FAMILY>.<VERB>.<name>.
+func LastToken(subj string) string {
+	if i := strings.LastIndexByte(subj, '.'); i >= 0 {
+		return subj[i+1:]
+	}
+	return subj
+}
