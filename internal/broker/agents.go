@@ -36,8 +36,9 @@ const agentLoadTimeout = 30 * time.Second
 
 // agentTable is the announcement bucket.
 type agentTable struct {
-	kv  jetstream.KeyValue
-	now func() time.Time
+	kv     jetstream.KeyValue
+	stream jetstream.Stream // the bucket's stream, read by list
+	now    func() time.Time
 }
 
 // agentBucketBytes bounds the agent registry on disk.
@@ -61,7 +62,11 @@ func (s *Server) startAgents(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)
 	}
-	s.agents = &agentTable{kv: kv, now: time.Now}
+	stream, err := s.js.Stream(ctx, "KV_"+semaq.AgentBucket)
+	if err != nil {
+		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)
+	}
+	s.agents = &agentTable{kv: kv, stream: stream, now: time.Now}
 	return nil
 }
 
@@ -109,9 +114,9 @@ func (s *Server) agentList(ctx context.Context, at *agentTable, _ *struct{}) (an
 	}
 	for _, e := range expired {
 		// Only the revision read may go: a heartbeat since then keeps it.
-		if err := at.kv.Delete(ctx, e.Key(), jetstream.LastRevision(e.Revision())); err != nil &&
+		if err := at.kv.Delete(ctx, e.key, jetstream.LastRevision(e.revision)); err != nil &&
 			!errors.Is(err, jetstream.ErrKeyExists) {
-			s.log.Debug("removing expired agent", "agent", e.Key(), "err", err)
+			s.log.Debug("removing expired agent", "agent", e.key, "err", err)
 		}
 	}
 	return semaq.AgentListResponse{Agents: live}, nil
@@ -133,35 +138,58 @@ func (s *Server) agentLeave(ctx context.Context, at *agentTable, req *semaq.Agen
 	return semaq.AgentLeaveResponse{Success: true}, nil
 }
 
+// agentEntry names one stored announcement: its key and the revision read.
+type agentEntry struct {
+	key      string
+	revision uint64
+}
+
 // list reads every announcement: the live ones by ID, and the entries of
 // the expired or unreadable ones.
-func (at *agentTable) list(ctx context.Context) ([]semaq.AgentInfo, []jetstream.KeyValueEntry, error) {
-	w, err := at.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+//
+// It reads the bucket's stream directly, the subjects it holds and then
+// the last message of each, instead of a KV watcher: a watcher signals the
+// end of its initial values by per-message pending counts, which
+// concurrent heartbeats can bring to zero early, and a list that stopped
+// there would drop live agents.
+func (at *agentTable) list(ctx context.Context) ([]semaq.AgentInfo, []agentEntry, error) {
+	prefix := "$KV." + semaq.AgentBucket + "."
+	info, err := at.stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
 		return nil, nil, err
 	}
-	defer w.Stop()
 	now := at.now()
 	live := []semaq.AgentInfo{}
-	var expired []jetstream.KeyValueEntry
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, nil, errors.New("watcher stopped")
-			}
-			if e == nil {
-				slices.SortFunc(live, func(a, b semaq.AgentInfo) int { return strings.Compare(a.ID, b.ID) })
-				return live, expired, nil
-			}
-			var info semaq.AgentInfo
-			if err := json.Unmarshal(e.Value(), &info); err != nil || info.ID != e.Key() || !now.Before(info.ExpiresAt) {
-				expired = append(expired, e)
-				continue
-			}
-			live = append(live, info)
-		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+	var expired []agentEntry
+	for subj := range info.State.Subjects {
+		msg, err := at.stream.GetLastMsgForSubject(ctx, subj)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // removed since the subjects were read
 		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if isKVTombstone(msg.Header) {
+			continue
+		}
+		key := strings.TrimPrefix(subj, prefix)
+		var info semaq.AgentInfo
+		if err := json.Unmarshal(msg.Data, &info); err != nil || info.ID != key || !now.Before(info.ExpiresAt) {
+			expired = append(expired, agentEntry{key: key, revision: msg.Sequence})
+			continue
+		}
+		live = append(live, info)
 	}
+	slices.SortFunc(live, func(a, b semaq.AgentInfo) int { return strings.Compare(a.ID, b.ID) })
+	return live, expired, nil
+}
+
+// isKVTombstone reports whether a bucket message marks its key deleted or
+// purged (by a client, or by JetStream's own marker on expiry).
+func isKVTombstone(h nats.Header) bool {
+	switch h.Get("KV-Operation") {
+	case "DEL", "PURGE":
+		return true
+	}
+	return h.Get(jetstream.MarkerReasonHeader) != ""
 }

@@ -180,3 +180,49 @@ func nextIntent(t *testing.T, sub *client.IntentSubscription) *client.Msg {
 	}
 	return m
 }
+
+// TestAgentListUnderHeartbeats lists while every agent re-announces as
+// fast as it can: a list must show each of them every time, whatever
+// order the writes and the read interleave in.
+func TestAgentListUnderHeartbeats(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	const agents = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, agents)
+	for i := range agents {
+		a := semaq.Agent{ID: fmt.Sprintf("a%d", i), Intents: []string{"x"}}
+		if _, err := c.Announce(ctx, a, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				an, err := c.Announce(ctx, a, time.Minute)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				an.Stop()
+			}
+		}()
+	}
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	for range 50 {
+		if ids := agentIDs(t, c); len(ids) != agents {
+			t.Fatalf("listed %d agents while they heartbeat, want %d: %v", len(ids), agents, ids)
+		}
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		default:
+		}
+	}
+}
