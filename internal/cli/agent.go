@@ -3,9 +3,9 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,44 +83,19 @@ func newAgentAnnounceCmd(e *env) *cobra.Command {
 }
 
 func newAgentLsCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List the live agents",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				agents, err := c.Agents(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(e.stdout, agents)
-				}
-				if len(agents) == 0 {
-					_, err := fmt.Fprintln(e.stdout, "No agents.")
-					return err
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tINTENTS\tCAPABILITIES\tSUBJECT\tTTL\tEXPIRES")
-				for _, a := range agents {
-					keys := make([]string, 0, len(a.Capabilities))
-					for k := range a.Capabilities {
-						keys = append(keys, k)
-					}
-					sort.Strings(keys)
-					for i, k := range keys {
-						keys[i] = k + "=" + a.Capabilities[k]
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, strings.Join(a.Intents, ","), orDefault(strings.Join(keys, ","), "-"),
-						orDefault(a.Subject, "-"), a.TTL, a.ExpiresAt.Local().Format(time.TimeOnly))
-				}
-				return tw.Flush()
-			})
+	return listing[semaq.AgentInfo]{
+		short:    "List the live agents",
+		noun:     "agents",
+		jsonHelp: "print JSON",
+		header:   []string{"ID", "INTENTS", "CAPABILITIES", "SUBJECT", "TTL", "EXPIRES"},
+		fetch:    (*client.Client).Agents,
+		row: func(a semaq.AgentInfo) []string {
+			keys := slices.Sorted(maps.Keys(a.Capabilities))
+			for i, k := range keys {
+				keys[i] = k + "=" + a.Capabilities[k]
+			}
+			return []string{a.ID, strings.Join(a.Intents, ","), orDefault(strings.Join(keys, ","), "-"),
+				orDefault(a.Subject, "-"), a.TTL.String(), a.ExpiresAt.Local().Format(time.TimeOnly)}
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	e.addServerFlag(cmd)
-	return cmd
+	}.command(e)
 }

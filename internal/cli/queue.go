@@ -74,64 +74,30 @@ func newQueueAddCmd(e *env) *cobra.Command {
 }
 
 func newQueueLsCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List work queues",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				qs, err := c.Queues(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(e.stdout, qs)
-				}
-				if len(qs) == 0 {
-					_, err := fmt.Fprintln(e.stdout, "No queues.")
-					return err
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSUBJECTS\tQUEUED\tHELD\tTOKENS\tOLDEST\tWORKERS\tRECOMMENDED")
-				for _, q := range qs {
-					st := q.Status
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Config.Name, strings.Join(q.Config.Subjects, ","),
-						st.Queued+st.Delayed, st.Held, st.TokensQueued, st.OldestAge.Round(time.Millisecond), st.Workers, st.RecommendedWorkers)
-				}
-				return tw.Flush()
-			})
+	return listing[semaq.QueueInfo]{
+		short:    "List work queues",
+		noun:     "queues",
+		jsonHelp: "print JSON",
+		header:   []string{"NAME", "SUBJECTS", "QUEUED", "HELD", "TOKENS", "OLDEST", "WORKERS", "RECOMMENDED"},
+		fetch:    (*client.Client).Queues,
+		row: func(q semaq.QueueInfo) []string {
+			st := q.Status
+			return []string{q.Config.Name, strings.Join(q.Config.Subjects, ","), fmt.Sprint(st.Queued + st.Delayed),
+				fmt.Sprint(st.Held), fmt.Sprint(st.TokensQueued), st.OldestAge.Round(time.Millisecond).String(),
+				fmt.Sprint(st.Workers), fmt.Sprint(st.RecommendedWorkers)}
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	e.addServerFlag(cmd)
-	return cmd
+	}.command(e)
 }
 
 func newQueueStatusCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "status NAME",
-		Example: `  semaq queue status INFER`,
-		Short:   "Show a queue's depth, waits, rates, fairness counters and recommended workers",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				qi, err := c.QueueInfo(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(e.stdout, qi)
-				}
-				return writeQueueStatus(e, qi)
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	e.addServerFlag(cmd)
-	return cmd
+	return showing[*semaq.QueueInfo]{
+		use:      "status NAME",
+		example:  `  semaq queue status INFER`,
+		short:    "Show a queue's depth, waits, rates, fairness counters and recommended workers",
+		jsonHelp: "print JSON",
+		fetch:    (*client.Client).QueueInfo,
+		write:    writeQueueStatus,
+	}.command(e)
 }
 
 func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
@@ -185,23 +151,13 @@ func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
 }
 
 func newQueueRmCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "rm NAME",
-		Example: `  semaq queue rm INFER`,
-		Short:   "Remove a queue and every request in it",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteQueue(ctx, args[0]); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintf(e.stdout, "Queue %s removed\n", args[0])
-				return err
-			})
-		},
-	}
-	e.addServerFlag(cmd)
-	return cmd
+	return removal{
+		use:     "rm NAME",
+		example: `  semaq queue rm INFER`,
+		short:   "Remove a queue and every request in it",
+		done:    "Queue %s removed",
+		remove:  (*client.Client).DeleteQueue,
+	}.command(e)
 }
 
 // newWorkCmd is `semaq work`: take work from a queue as a worker.

@@ -168,69 +168,38 @@ func routeTargets(r *semaq.Route) string {
 }
 
 func newRouteLsCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List route rules in the order they are tried, with this node's counters",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				routes, err := c.Routes(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(e.stdout, routes)
-				}
-				if len(routes) == 0 {
-					_, err := fmt.Fprintln(e.stdout, "No routes.")
-					return err
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "ORDER\tNAME\tSUBJECT\tWHEN\tTARGET\tMATCHED\tERRORS")
-				for _, r := range routes {
-					target := routeTargetsNow(&r)
-					if r.StickyKey != "" {
-						target += " sticky on " + r.StickyKey
-					}
-					if r.Adaptive {
-						target += " adaptive"
-					}
-					if r.Error != "" {
-						target += " (not loaded: " + oneLine(r.Error) + ")"
-					}
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", r.Order, r.Name, r.Subject, orDefault(r.When, "(always)"),
-						target, r.Stats.Matched, r.Stats.Errors)
-				}
-				return tw.Flush()
-			})
+	return listing[semaq.RouteInfo]{
+		short:    "List route rules in the order they are tried, with this node's counters",
+		noun:     "routes",
+		jsonHelp: "print the rules with their counters as a JSON array",
+		header:   []string{"ORDER", "NAME", "SUBJECT", "WHEN", "TARGET", "MATCHED", "ERRORS"},
+		fetch:    (*client.Client).Routes,
+		row: func(r semaq.RouteInfo) []string {
+			target := routeTargetsNow(&r)
+			if r.StickyKey != "" {
+				target += " sticky on " + r.StickyKey
+			}
+			if r.Adaptive {
+				target += " adaptive"
+			}
+			if r.Error != "" {
+				target += " (not loaded: " + oneLine(r.Error) + ")"
+			}
+			return []string{fmt.Sprint(r.Order), r.Name, r.Subject, orDefault(r.When, "(always)"),
+				target, fmt.Sprint(r.Stats.Matched), fmt.Sprint(r.Stats.Errors)}
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rules with their counters as a JSON array")
-	e.addServerFlag(cmd)
-	return cmd
+	}.command(e)
 }
 
 func newRouteRmCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "rm NAME",
-		Example: `  semaq route rm llama`,
-		Aliases: []string{"delete"},
-		Short:   "Remove a route rule",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteRoute(ctx, args[0]); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintf(e.stdout, "Route %s removed\n", args[0])
-				return err
-			})
-		},
-	}
-	e.addServerFlag(cmd)
-	return cmd
+	return removal{
+		use:     "rm NAME",
+		example: `  semaq route rm llama`,
+		aliases: []string{"delete"},
+		short:   "Remove a route rule",
+		done:    "Route %s removed",
+		remove:  (*client.Client).DeleteRoute,
+	}.command(e)
 }
 
 func newRouteTestCmd(e *env) *cobra.Command {

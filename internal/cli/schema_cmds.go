@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -512,58 +511,25 @@ again replaces its subject.`,
 }
 
 func newSchemaUnbindCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "unbind PATTERN",
-		Example: `  semaq schema unbind 'ai.orders.>'`,
-		Short:   "Remove the binding of a NATS subject pattern",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.UnbindSchema(ctx, args[0]); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintf(e.stdout, "Unbound %s\n", args[0])
-				return err
-			})
-		},
-	}
-	e.addServerFlag(cmd)
-	return cmd
+	return removal{
+		use:     "unbind PATTERN",
+		example: `  semaq schema unbind 'ai.orders.>'`,
+		short:   "Remove the binding of a NATS subject pattern",
+		done:    "Unbound %s",
+		remove:  (*client.Client).UnbindSchema,
+	}.command(e)
 }
 
 func newSchemaBindingsCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:   "bindings",
-		Short: "List the bindings of NATS subject patterns to registry subjects",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				bs, err := c.SchemaBindings(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					if bs == nil {
-						bs = []semaq.SchemaBinding{}
-					}
-					return writeJSON(e.stdout, bs)
-				}
-				if len(bs) == 0 {
-					_, err := fmt.Fprintln(e.stdout, "No bindings.")
-					return err
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "PATTERN\tSUBJECT")
-				for _, b := range bs {
-					fmt.Fprintf(tw, "%s\t%s\n", b.Pattern, b.Subject)
-				}
-				return tw.Flush()
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the bindings as a JSON array")
-	e.addServerFlag(cmd)
+	cmd := listing[semaq.SchemaBinding]{
+		short:    "List the bindings of NATS subject patterns to registry subjects",
+		noun:     "bindings",
+		jsonHelp: "print the bindings as a JSON array",
+		header:   []string{"PATTERN", "SUBJECT"},
+		fetch:    (*client.Client).SchemaBindings,
+		row:      func(b semaq.SchemaBinding) []string { return []string{b.Pattern, b.Subject} },
+	}.command(e)
+	cmd.Use, cmd.Aliases = "bindings", nil
 	return cmd
 }
 

@@ -104,88 +104,39 @@ func newStreamAddCmd(e *env) *cobra.Command {
 }
 
 func newStreamLsCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List streams",
-		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				streams, err := c.Streams(ctx)
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					if streams == nil {
-						streams = []semaq.StreamInfo{}
-					}
-					return writeJSON(e.stdout, streams)
-				}
-				if len(streams) == 0 {
-					_, err := fmt.Fprintln(e.stdout, "No streams.")
-					return err
-				}
-				tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tSUBJECTS\tMESSAGES\tBYTES\tSTORAGE\tRETENTION")
-				for _, s := range streams {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Config.Name, strings.Join(s.Config.Subjects, ","),
-						s.State.Messages, formatBytes(s.State.Bytes),
-						orDefault(s.Config.Storage, "file"), orDefault(s.Config.Retention, "limits"))
-				}
-				return tw.Flush()
-			})
+	return listing[semaq.StreamInfo]{
+		short:    "List streams",
+		noun:     "streams",
+		jsonHelp: "print the streams as a JSON array",
+		header:   []string{"NAME", "SUBJECTS", "MESSAGES", "BYTES", "STORAGE", "RETENTION"},
+		fetch:    (*client.Client).Streams,
+		row: func(s semaq.StreamInfo) []string {
+			return []string{s.Config.Name, strings.Join(s.Config.Subjects, ","), fmt.Sprint(s.State.Messages),
+				formatBytes(s.State.Bytes), orDefault(s.Config.Storage, "file"), orDefault(s.Config.Retention, "limits")}
 		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the streams as a JSON array")
-	e.addServerFlag(cmd)
-	return cmd
+	}.command(e)
 }
 
 func newStreamInfoCmd(e *env) *cobra.Command {
-	var asJSON bool
-	cmd := &cobra.Command{
-		Use:     "info NAME",
-		Example: `  semaq stream info AI --json`,
-		Short:   "Describe a stream: configuration, durability and state",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				info, err := c.StreamInfo(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return writeJSON(e.stdout, info)
-				}
-				return writeStreamInfo(e.stdout, info)
-			})
-		},
-	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the stream info as JSON")
-	e.addServerFlag(cmd)
-	return cmd
+	return showing[*semaq.StreamInfo]{
+		use:      "info NAME",
+		example:  `  semaq stream info AI --json`,
+		short:    "Describe a stream: configuration, durability and state",
+		jsonHelp: "print the stream info as JSON",
+		fetch:    (*client.Client).StreamInfo,
+		write:    func(e *env, info *semaq.StreamInfo) error { return writeStreamInfo(e.stdout, info) },
+	}.command(e)
 }
 
 func newStreamRmCmd(e *env) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:     "rm NAME",
-		Example: `  semaq stream rm AI`,
-		Aliases: []string{"delete"},
-		Short:   "Delete a stream and every message in it",
-		Args:    cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				if err := c.DeleteStream(ctx, args[0]); err != nil {
-					return err
-				}
-				_, err := fmt.Fprintf(e.stdout, "Stream %s deleted\n", args[0])
-				return err
-			})
-		},
-	}
-	e.addServerFlag(cmd)
-	return cmd
+	return removal{
+		use:     "rm NAME",
+		example: `  semaq stream rm AI`,
+		aliases: []string{"delete"},
+		short:   "Delete a stream and every message in it",
+		done:    "Stream %s deleted",
+		remove:  (*client.Client).DeleteStream,
+	}.command(e)
 }
 
 // oneOf checks the value of --flag against its choices (any case) and
