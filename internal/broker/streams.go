@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,35 +20,22 @@ import (
 // stream advisories, so streams changed through another node (or restored
 // from disk) are served by this node's ingress too.
 func (s *Server) startAPI() error {
-	handlers := map[string]nats.MsgHandler{
-		fmt.Sprintf(semaq.APIStreamCreateT, "*"): s.apiCreate,
-		fmt.Sprintf(semaq.APIStreamInfoT, "*"):   s.apiInfo,
-		fmt.Sprintf(semaq.APIStreamDeleteT, "*"): s.apiDelete,
-		semaq.APIStreamList:                      s.apiList,
-		semaq.APIStreamLookup:                    s.apiLookup,
-		semaq.APIInfo:                            s.apiServerInfo,
-	}
-	for subj, h := range s.schemaHandlers() {
-		handlers[subj] = h
-	}
-	for subj, h := range s.dlqHandlers() {
-		handlers[subj] = h
-	}
-	for subj, h := range s.routeHandlers() {
-		handlers[subj] = h
-	}
-	for subj, h := range s.filterHandlers() {
-		handlers[subj] = h
-	}
-	for subj, h := range s.agentHandlers() {
-		handlers[subj] = h
-	}
-	for subj, h := range s.queueHandlers() {
-		handlers[subj] = h
-	}
-	for subj, h := range s.keySharedHandlers() {
-		handlers[subj] = h
-	}
+	handlers := api.Handlers{
+		fmt.Sprintf(semaq.APIStreamCreateT, "*"): api.NamedOp(s.log, "stream create", s.apiCreate, nil),
+		fmt.Sprintf(semaq.APIStreamInfoT, "*"):   api.NamedOp(s.log, "stream info", s.apiInfo, nil),
+		fmt.Sprintf(semaq.APIStreamDeleteT, "*"): api.NamedOp(s.log, "stream delete", s.apiDelete, nil),
+		semaq.APIStreamList:                      api.Op(s.log, "stream list", s.apiList, nil),
+		semaq.APIStreamLookup:                    api.Op(s.log, "stream lookup", s.apiLookup, nil),
+		semaq.APIInfo:                            api.Op(s.log, "server info", s.apiServerInfo, nil),
+	}.Merge(
+		s.schemaHandlers(),
+		s.dlqHandlers(),
+		s.routeHandlers(),
+		s.filterHandlers(),
+		s.agentHandlers(),
+		s.queueHandlers(),
+		s.keySharedHandlers(),
+	)
 	for subj, h := range handlers {
 		// Requests come in, and replies go out, on the egress connection:
 		// whatever reply subject a client names, the broker cannot be made
@@ -274,49 +262,35 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 	return out
 }
 
-func (s *Server) apiCreate(m *nats.Msg) {
-	var req semaq.StreamConfig
-	if err := api.Decode(m.Data, &req); err != nil {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: request is not valid: %v", err))
-		return
-	}
-	name := api.LastToken(m.Subject)
+func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamConfig) (any, error) {
 	if req.Name == "" {
 		req.Name = name
 	}
 	if req.Name != name {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: name %q in the body differs from %q in the subject", req.Name, name))
-		return
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "stream create: name %q in the body differs from %q in the subject", req.Name, name)
 	}
-	jc, err := s.jsConfig(&req)
+	jc, err := s.jsConfig(req)
 	if err != nil {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: %v", req.Name, err))
-		return
+		return nil, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: %v", req.Name, err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-	defer cancel()
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	if _, err := s.js.Stream(ctx, req.Name); err == nil {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name))
-		return
+		return nil, semaq.NewAPIError(semaq.ErrStreamExists, "stream %s already exists", req.Name)
 	}
 	if req.Schema != "" {
 		if _, _, ok := s.reg.Latest(req.Schema); !ok {
-			api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrSchemaNotFound, "stream %s: schema registry subject %q has no live version; register a schema first", req.Name, req.Schema))
-			return
+			return nil, semaq.NewAPIError(semaq.ErrSchemaNotFound, "stream %s: schema registry subject %q has no live version; register a schema first", req.Name, req.Schema)
 		}
 	}
+	// JetStream would say only "subjects overlap with an existing stream":
+	// overlapping names the stream and the subject.
 	if err := s.overlapping(ctx, "stream", req.Name, req.Subjects); err != nil {
-		// JetStream would say only "subjects overlap with an existing
-		// stream": name the stream and the subject.
-		api.ReplyErr(s.log, m, err.(*semaq.APIError))
-		return
+		return nil, err
 	}
 	st, err := s.js.CreateStream(ctx, jc)
 	if err != nil {
-		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", req.Name))
-		return
+		return nil, api.JSError(err, "stream %s", req.Name)
 	}
 	// Bind before serving, so no message reaches the stream unchecked.
 	for _, p := range req.Subjects {
@@ -325,47 +299,40 @@ func (s *Server) apiCreate(m *nats.Msg) {
 		}
 		if err := s.reg.Bind(ctx, p, req.Schema); err != nil {
 			_ = s.js.DeleteStream(ctx, req.Name)
-			api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err))
-			return
+			return nil, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err)
 		}
 	}
 	if err := s.ingress.set(req.Name, req.Subjects, s.durability(&jc)); err != nil {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err))
-		return
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err)
 	}
 	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)
-	api.ReplyJSON(s.log, m, s.streamInfo(st.CachedInfo()))
+	return s.streamInfo(st.CachedInfo()), nil
 }
 
-func (s *Server) apiInfo(m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-	defer cancel()
-	name := api.LastToken(m.Subject)
+// anyBody is the request of the verbs that take none: whatever JSON a
+// client sends is ignored, as JetStream's own API does.
+type anyBody = json.RawMessage
+
+func (s *Server) apiInfo(ctx context.Context, name string, _ *anyBody) (any, error) {
 	info, err := s.semaqStream(ctx, name)
 	if err != nil {
-		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", name))
-		return
+		return nil, api.JSError(err, "stream %s", name)
 	}
-	api.ReplyJSON(s.log, m, s.streamInfo(info))
+	return s.streamInfo(info), nil
 }
 
-func (s *Server) apiDelete(m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-	defer cancel()
-	name := api.LastToken(m.Subject)
+func (s *Server) apiDelete(ctx context.Context, name string, _ *anyBody) (any, error) {
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	info, err := s.semaqStream(ctx, name)
 	if err != nil {
-		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", name))
-		return
+		return nil, api.JSError(err, "stream %s", name)
 	}
 	// Stop taking writes first, so nothing is acknowledged into a stream
 	// that is going away.
 	s.ingress.remove(name)
 	if err := s.js.DeleteStream(ctx, name); err != nil {
-		api.ReplyErr(s.log, m, api.JSError(err, "stream %s", name))
-		return
+		return nil, api.JSError(err, "stream %s", name)
 	}
 	// Bindings of the stream's own patterns go with it.
 	for _, b := range s.reg.Bindings() {
@@ -376,14 +343,12 @@ func (s *Server) apiDelete(m *nats.Msg) {
 		}
 	}
 	s.log.Info("stream removed", "stream", name)
-	api.ReplyJSON(s.log, m, struct {
+	return struct {
 		Success bool `json:"success"`
-	}{true})
+	}{true}, nil
 }
 
-func (s *Server) apiList(m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-	defer cancel()
+func (s *Server) apiList(ctx context.Context, _ *anyBody) (any, error) {
 	out := semaq.StreamListResponse{Streams: []semaq.StreamInfo{}}
 	lister := s.js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -392,54 +357,44 @@ func (s *Server) apiList(m *nats.Msg) {
 		}
 	}
 	if err := lister.Err(); err != nil {
-		api.ReplyErr(s.log, m, api.JSError(err, "listing streams"))
-		return
+		return nil, api.JSError(err, "listing streams")
 	}
 	slices.SortFunc(out.Streams, func(a, b semaq.StreamInfo) int { return strings.Compare(a.Config.Name, b.Config.Name) })
-	api.ReplyJSON(s.log, m, out)
+	return out, nil
 }
 
-func (s *Server) apiLookup(m *nats.Msg) {
-	var req semaq.StreamLookupRequest
-	if err := api.Decode(m.Data, &req); err != nil {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: request is not valid: %v", err))
-		return
-	}
+func (s *Server) apiLookup(ctx context.Context, req *semaq.StreamLookupRequest) (any, error) {
 	if err := checkSubject(req.Subject, true); err != nil {
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: %v", err))
-		return
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-	defer cancel()
 	var names []string
 	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+req.Subject))
 	for n := range lister.Name() {
 		names = append(names, n)
 	}
 	if err := lister.Err(); err != nil {
-		api.ReplyErr(s.log, m, api.JSError(err, "stream lookup"))
-		return
+		return nil, api.JSError(err, "stream lookup")
 	}
 	switch len(names) {
 	case 0:
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrNoStream, "no stream captures subject %s", req.Subject))
+		return nil, semaq.NewAPIError(semaq.ErrNoStream, "no stream captures subject %s", req.Subject)
 	case 1:
-		api.ReplyJSON(s.log, m, semaq.StreamLookupResponse{Stream: names[0]})
+		return semaq.StreamLookupResponse{Stream: names[0]}, nil
 	default:
 		slices.Sort(names)
-		api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "subject %s spans streams %s; use a narrower subject", req.Subject, strings.Join(names, ", ")))
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "subject %s spans streams %s; use a narrower subject", req.Subject, strings.Join(names, ", "))
 	}
 }
 
-func (s *Server) apiServerInfo(m *nats.Msg) {
-	api.ReplyJSON(s.log, m, semaq.ServerInfo{
+func (s *Server) apiServerInfo(context.Context, *anyBody) (any, error) {
+	return semaq.ServerInfo{
 		Version:   Version,
 		Name:      s.ns.Name(),
 		NATSURL:   s.ClientURL(),
 		HTTPAddr:  s.HTTPAddr(),
 		Sync:      s.cfg.Sync,
 		JetStream: s.ns.JetStreamEnabled(),
-	})
+	}, nil
 }
 
 // semaqStream returns the info of a SemaQ-managed stream; internal streams

@@ -71,6 +71,15 @@ func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req
 	}
 }
 
+// NamedOp is Op for the verbs whose subject ends in the name they act on
+// ($SQ.API.STREAM.INFO.<name>): op gets that name with the request.
+func NamedOp[Req any](log *slog.Logger, what string, op func(ctx context.Context, name string, req *Req) (any, error), mapErr func(error) *semaq.APIError) nats.MsgHandler {
+	return func(m *nats.Msg) {
+		name := LastToken(m.Subject)
+		Op(log, what, func(ctx context.Context, req *Req) (any, error) { return op(ctx, name, req) }, mapErr)(m)
+	}
+}
+
 // Decode decodes a request body strictly: two parsers of the same body
 // must not act on different values, so duplicate keys, keys that differ
 // from a field's name only in case, unknown keys, overlong numbers and
