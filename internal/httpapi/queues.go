@@ -63,16 +63,6 @@ const (
 	maxAnswerBody = 16 << 10
 )
 
-// parseHTTPFetch reads a fetch body into SDK options. An empty body is a
-// fetch of one job without waiting.
-func parseHTTPFetch(body []byte) ([]client.FetchOption, error) {
-	var f httpFetch
-	if err := httpx.UnmarshalStrict(body, &f); err != nil && !errors.Is(err, httpx.ErrEmpty) {
-		return nil, err
-	}
-	return fetchOptions(f)
-}
-
 func fetchOptions(f httpFetch) ([]client.FetchOption, error) {
 	if f.Worker == "" {
 		f.Worker = "http-" + nuid.Next()

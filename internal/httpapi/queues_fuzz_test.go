@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"errors"
 	"testing"
 
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpx"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -30,4 +33,14 @@ func FuzzQueueFetchBody(f *testing.F) {
 			t.Fatalf("accepted body %q: %v", body, err)
 		}
 	})
+}
+
+// parseHTTPFetch reads a fetch body as queueFetch does (decodeBody, then
+// fetchOptions). An empty body is a fetch of one job without waiting.
+func parseHTTPFetch(body []byte) ([]client.FetchOption, error) {
+	var f httpFetch
+	if err := httpx.UnmarshalStrict(body, &f); err != nil && !errors.Is(err, httpx.ErrEmpty) {
+		return nil, err
+	}
+	return fetchOptions(f)
 }
