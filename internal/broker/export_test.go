@@ -12,7 +12,7 @@ import (
 func SetSyncHook(s *Server, f func(*os.File) error) { s.syncFile = f }
 
 // StoreDir exposes where a stream's block files are.
-func StoreDir(s *Server, stream string) string { return s.storeDir(stream) }
+func StoreDir(s *Server, stream string) string { return s.account().streamDir(stream) }
 
 // AcksRouted is how many JetStream acks the group-commit router has seen.
 func AcksRouted(s *Server) uint64 { return s.ingress.acks.routed.Load() }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -149,7 +148,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: schema registry: %w", err)
 	}
-	s.ingress, err = newIngress(s.nc, s.egress, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.storeDir)
+	s.ingress, err = newIngress(s.nc, s.egress, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir)
 	if err != nil {
 		return err
 	}
@@ -258,11 +257,6 @@ func (s *Server) internalAuth() nats.Option { return s.users.internal.auth() }
 // egressAuth authenticates a connection as the egress user: the one that
 // sends to subjects clients chose.
 func (s *Server) egressAuth() nats.Option { return s.users.egress.auth() }
-
-// storeDir is where JetStream keeps the block files of a stream.
-func (s *Server) storeDir(stream string) string {
-	return filepath.Join(s.cfg.DataDir, "jetstream", server.DEFAULT_GLOBAL_ACCOUNT, "streams", stream, "msgs")
-}
 
 // defaultDurability is the durability of a stream that names none.
 func (s *Server) defaultDurability() string {
