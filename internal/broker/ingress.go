@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -27,7 +28,7 @@ import (
 // publisher directly and the ingress never waits on storage. For streams
 // with durability fsync the reply subject is the ingress's own instead, and
 // the stream's committer releases the ack after the fsync that covers the
-// message (groupcommit.go).
+// message (groupcommit/).
 //
 // Per-publisher order holds because one subscription delivers a publisher's
 // messages in order and the ingress republishes them in that order on one
@@ -70,7 +71,7 @@ type ingressStream struct {
 	subjects   []string
 	durability string
 	subs       []*nats.Subscription
-	commit     *committer // nil unless durability is fsync
+	commit     *groupcommit.Committer // nil unless durability is fsync
 }
 
 // Pending limits of an ingress subscription. Past them NATS drops messages
@@ -92,7 +93,7 @@ func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeD
 	}
 	in.acks.nc = out
 	in.acks.prefix = "_SQ_ACK." + nuid.Next() + "."
-	in.acks.committers.Store(&map[string]*committer{})
+	in.acks.committers.Store(&map[string]*groupcommit.Committer{})
 	sub, err := nc.Subscribe(in.acks.prefix+">", in.acks.route)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: ack subscription: %w", err)
@@ -117,7 +118,7 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 	}
 	st := &ingressStream{name: name, subjects: slices.Clone(subjects), durability: durability}
 	if durability == DurabilityFsync {
-		st.commit = newCommitter(name, in.storeDir(name), in.out, in.log, in.syncFile)
+		st.commit = groupcommit.New(groupcommit.Config{Stream: name, Dir: in.storeDir(name), Conn: in.out, Log: in.log, Sync: in.syncFile})
 		in.publishCommitters(name, st.commit)
 	}
 	for _, subj := range subjects {
@@ -163,7 +164,7 @@ func (in *ingress) removeLocked(st *ingressStream) {
 	st.unsubscribe()
 	if st.commit != nil {
 		in.publishCommitters(st.name, nil)
-		st.commit.close()
+		_ = st.commit.Close(context.Background()) // commits what it holds
 	}
 	if in.streams[st.name] == st {
 		delete(in.streams, st.name)
@@ -173,9 +174,9 @@ func (in *ingress) removeLocked(st *ingressStream) {
 
 // publishCommitters swaps in a copy of the committer table with name set to
 // c (nil removes it). The ack router reads the table without locks.
-func (in *ingress) publishCommitters(name string, c *committer) {
+func (in *ingress) publishCommitters(name string, c *groupcommit.Committer) {
 	old := *in.acks.committers.Load()
-	next := make(map[string]*committer, len(old)+1)
+	next := make(map[string]*groupcommit.Committer, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
@@ -193,7 +194,7 @@ func (in *ingress) commitStats(name string) *semaq.CommitStats {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if st, ok := in.streams[name]; ok && st.commit != nil {
-		return st.commit.stats.snapshot()
+		return st.commit.Stats()
 	}
 	return nil
 }

@@ -172,9 +172,7 @@ func waitFor(t testing.TB, r *Registry, what string, cond func() bool) {
 	deadline := time.NewTimer(10 * time.Second)
 	defer deadline.Stop()
 	for {
-		r.mu.Lock()
-		ch := r.changed
-		r.mu.Unlock()
+		ch := r.state.Changed()
 		if cond() {
 			return
 		}

@@ -26,9 +26,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
-	"sync/atomic"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/jsutil"
@@ -176,27 +174,19 @@ type Registry struct {
 	log     *slog.Logger
 	formats *schema.Formats
 	kv      jetstream.KeyValue
-	watcher jetstream.KeyWatcher
 
-	state atomic.Pointer[state]
-
-	// mu guards changed, which is closed and replaced every time a new
-	// state is published, waking writers waiting for their revision.
-	mu      sync.Mutex
-	changed chan struct{}
+	// state follows the bucket (jsutil.Follower): its snapshot is what
+	// reads answer from, replaced after each batch of KV updates.
+	state *jsutil.Follower[*state]
 
 	// wmu serialises this node's writes, so that its own writers do not
 	// compete for the same compare-and-set slots. Held across a whole
-	// operation, never while publishing state. Order: wmu -> mu.
+	// operation, never while publishing state.
 	wmu sync.Mutex
 
 	// precompiled hands schemas parsed by Register to the watcher, which
 	// would otherwise parse them again: id -> schema.Schema.
 	precompiled sync.Map
-
-	done      chan struct{} // closed by Close
-	stopped   chan struct{} // closed when the watcher goroutine returns
-	closeOnce sync.Once
 }
 
 // Open creates the bucket if it does not exist, loads the registry into
@@ -217,41 +207,28 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg Config) (*Registry, e
 		log:     cfg.Log,
 		formats: cfg.Formats,
 		kv:      kv,
-		changed: make(chan struct{}),
-		done:    make(chan struct{}),
-		stopped: make(chan struct{}),
 	}
-	// The watcher outlives ctx: it runs until Close.
-	w, err := kv.WatchAll(context.WithoutCancel(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("registry: watching bucket %s: %w", cfg.Bucket, err)
-	}
-	r.watcher = w
 	m := newModel()
-	var added []int
-load:
-	for {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("registry: watcher of bucket %s stopped while loading", cfg.Bucket)
-			}
-			if e == nil {
-				break load
-			}
-			if id := m.apply(e, r.log); id != 0 {
-				added = append(added, id)
-			}
-		case <-ctx.Done():
-			_ = w.Stop()
-			return nil, fmt.Errorf("registry: loading bucket %s: %w", cfg.Bucket, ctx.Err())
+	var added []int // schemas of the batch, compiled once it is in
+	apply := func(e jetstream.KeyValueEntry) {
+		if id := m.apply(e, r.log); id != 0 {
+			added = append(added, id)
 		}
 	}
-	for _, id := range added {
-		m.compile(id, r.formats, nil, r.log)
+	snapshot := func() *state {
+		for _, id := range added {
+			var pre schema.Schema
+			if v, ok := r.precompiled.LoadAndDelete(id); ok {
+				pre = v.(schema.Schema)
+			}
+			m.compile(id, r.formats, pre, r.log)
+		}
+		added = added[:0]
+		return m.snapshot()
 	}
-	r.state.Store(m.snapshot())
-	go r.watch(m)
+	if r.state, err = jsutil.Follow(ctx, kv, apply, snapshot); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
 	return r, nil
 }
 
@@ -271,105 +248,30 @@ func openBucket(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstr
 // Close stops the watcher. Reads keep answering from the last snapshot;
 // writes fail with ErrStore. Close is idempotent.
 func (r *Registry) Close() error {
-	var err error
-	r.closeOnce.Do(func() {
-		close(r.done)
-		err = r.watcher.Stop()
-		<-r.stopped
-	})
-	// A watcher whose connection closed first has nothing left to stop.
-	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
-		return fmt.Errorf("registry: stopping watcher: %w", err)
+	if err := r.state.Close(); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
 	return nil
 }
 
-// watch applies KV updates to the model and publishes a snapshot after
-// each batch (everything already queued), so a burst of writes costs one
-// snapshot.
-func (r *Registry) watch(m *model) {
-	defer close(r.stopped)
-	updates := r.watcher.Updates()
-	for {
-		var added []int
-		apply := func(e jetstream.KeyValueEntry) {
-			if e == nil {
-				return
-			}
-			if id := m.apply(e, r.log); id != 0 {
-				added = append(added, id)
-			}
-		}
-		select {
-		case e, ok := <-updates:
-			if !ok {
-				return
-			}
-			apply(e)
-		case <-r.done:
-			// Free a sender the watcher's subscription may have blocked.
-			for range len(updates) {
-				<-updates
-			}
-			return
-		}
-	batch:
-		for {
-			select {
-			case e, ok := <-updates:
-				if !ok {
-					break batch
-				}
-				apply(e)
-			default:
-				break batch
-			}
-		}
-		for _, id := range added {
-			var pre schema.Schema
-			if v, ok := r.precompiled.LoadAndDelete(id); ok {
-				pre = v.(schema.Schema)
-			}
-			m.compile(id, r.formats, pre, r.log)
-		}
-		r.publish(m.snapshot())
-	}
-}
-
-func (r *Registry) publish(st *state) {
-	r.state.Store(st)
-	r.mu.Lock()
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
 // waitRev returns once the snapshot includes KV revision rev.
 func (r *Registry) waitRev(ctx context.Context, rev uint64) error {
-	for {
-		r.mu.Lock()
-		st, ch := r.state.Load(), r.changed
-		r.mu.Unlock()
-		if st.rev >= rev {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-r.stopped:
-			return errClosed()
-		case <-ctx.Done():
-			return storeErr("waiting for the registry to catch up", ctx.Err())
-		}
+	_, err := r.state.WaitRev(ctx, rev)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jsutil.ErrStopped):
+		return errClosed()
+	default:
+		return storeErr("waiting for the registry to catch up", err)
 	}
 }
 
 // catchUp waits until the snapshot includes everything in the bucket now,
 // so a write decides on current data even when another node wrote last.
 func (r *Registry) catchUp(ctx context.Context) error {
-	select {
-	case <-r.done:
+	if r.state.Closed() {
 		return errClosed()
-	default:
 	}
 	status, err := r.kv.Status(ctx)
 	if err != nil {

@@ -1,7 +1,11 @@
-package broker
+// Package groupcommit makes an ack of a stream with durability "fsync" mean
+// "on disk" without paying one fsync per message: a Committer holds the
+// stream's JetStream PubAcks, fsyncs its block files once per batch and
+// then releases them to their publishers.
+package groupcommit
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,9 +21,6 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// Group commit: how a stream with durability "fsync" makes an ack mean "on
-// disk" without paying one fsync per message.
-//
 // JetStream runs without sync_always, so it writes each message into its
 // current block file (the write reaches the OS before JetStream acks) and
 // fsyncs only on its timer. The ingress gives such messages a reply subject
@@ -40,21 +40,33 @@ import (
 // cannot delay the next publishers without limit.
 const maxCommitBatch = 8192
 
-// Durability modes of a stream.
-const (
-	DurabilityFsync    = "fsync"
-	DurabilityInterval = "interval"
-	DurabilityMemory   = "memory"
-)
-
 // heldAck is a JetStream PubAck waiting for the fsync that covers it.
 type heldAck struct {
 	reply string // the publisher's reply subject
 	data  []byte // the PubAck, forwarded unchanged
 }
 
-// committer group-commits the acks of one stream.
-type committer struct {
+// Config is what a Committer needs.
+type Config struct {
+	// Stream names the stream, for logs and errors.
+	Stream string
+	// Dir is the stream's msgs directory, where JetStream keeps its block
+	// files.
+	Dir string
+	// Conn releases the acks to their publishers: the broker's egress
+	// connection, since the reply subjects are the publishers'.
+	Conn *nats.Conn
+	// Log gets a failed fsync. Nil logs nothing.
+	Log *slog.Logger
+	// Sync replaces (*os.File).Sync: the fault-injection point of tests.
+	// Nil is (*os.File).Sync.
+	Sync func(*os.File) error
+}
+
+// Committer group-commits the acks of one stream. Hold may be called from
+// any goroutine; the fsync and the release run on the Committer's own
+// goroutine, which Close stops.
+type Committer struct {
 	stream string
 	dir    string // the stream's msgs directory
 	nc     *nats.Conn
@@ -64,9 +76,10 @@ type committer struct {
 	mu    sync.Mutex
 	queue []heldAck
 
-	wake chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	wake      chan struct{}
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
 
 	// Owned by the loop goroutine.
 	cur     int // number of the newest block file known
@@ -75,7 +88,7 @@ type committer struct {
 	stats commitStats
 }
 
-// commitStats are the committer's counters and histograms.
+// commitStats are the Committer's counters and histograms.
 type commitStats struct {
 	mu        sync.Mutex
 	batches   uint64
@@ -85,22 +98,28 @@ type commitStats struct {
 	latencies *histogram // fsync duration, µs
 }
 
-func newCommitter(stream, dir string, nc *nats.Conn, log *slog.Logger, syncFn func(*os.File) error) *committer {
-	if syncFn == nil {
-		syncFn = (*os.File).Sync
+// New starts the committer of one stream: one goroutine, until Close.
+func New(cfg Config) *Committer {
+	if cfg.Sync == nil {
+		cfg.Sync = (*os.File).Sync
 	}
-	c := &committer{
-		stream: stream, dir: dir, nc: nc, log: log, sync: syncFn,
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Committer{
+		stream: cfg.Stream, dir: cfg.Dir, nc: cfg.Conn, log: cfg.Log, sync: cfg.Sync,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		stats: commitStats{sizes: newHistogram(1, maxCommitBatch), latencies: newHistogram(1, 60_000_000)},
 	}
-	c.cur = newestBlock(dir)
+	c.cur = newestBlock(cfg.Dir)
 	go c.loop()
 	return c
 }
 
-// hold queues an ack until the next fsync.
-func (c *committer) hold(a heldAck) {
+// Hold queues an ack until the next fsync: data, JetStream's PubAck, goes
+// unchanged to reply once the fsync that covers it is done.
+func (c *Committer) Hold(reply string, data []byte) {
+	a := heldAck{reply: reply, data: data}
 	c.mu.Lock()
 	c.queue = append(c.queue, a)
 	c.mu.Unlock()
@@ -110,17 +129,22 @@ func (c *committer) hold(a heldAck) {
 	}
 }
 
-// close commits what is held and stops the loop.
-func (c *committer) close() {
+// Close commits what is held, stops the goroutine and waits for it, or
+// until ctx is done. Idempotent; no Hold may follow it.
+func (c *Committer) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() { close(c.stop) })
 	select {
-	case <-c.stop:
-	default:
-		close(c.stop)
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("group commit of stream %s: %w", c.stream, ctx.Err())
 	}
-	<-c.done
 }
 
-func (c *committer) loop() {
+// Stats returns the committer's figures.
+func (c *Committer) Stats() *semaq.CommitStats { return c.stats.snapshot() }
+
+func (c *Committer) loop() {
 	defer close(c.done)
 	defer func() {
 		if c.curFile != nil {
@@ -158,7 +182,7 @@ func (c *committer) loop() {
 }
 
 // commit fsyncs the stream and releases a batch of acks, or fails them all.
-func (c *committer) commit(batch []heldAck) {
+func (c *Committer) commit(batch []heldAck) {
 	start := time.Now()
 	err := c.syncStore()
 	took := time.Since(start)
@@ -180,7 +204,7 @@ func (c *committer) commit(batch []heldAck) {
 // syncStore fsyncs every block file written since the last commit: each
 // one JetStream finished since (it may have started several), the current
 // one, and the directory when a file is new to this committer.
-func (c *committer) syncStore() error {
+func (c *Committer) syncStore() error {
 	newFile := false
 	for {
 		next := filepath.Join(c.dir, strconv.Itoa(c.cur+1)+".blk")
@@ -226,7 +250,7 @@ func (c *committer) syncStore() error {
 // syncCurrent fsyncs block file c.cur, opening it if needed. A block that
 // no longer exists (JetStream removed it after its messages expired or were
 // purged) reports os.ErrNotExist.
-func (c *committer) syncCurrent() error {
+func (c *Committer) syncCurrent() error {
 	if c.curFile == nil {
 		f, err := os.Open(filepath.Join(c.dir, strconv.Itoa(c.cur)+".blk"))
 		if err != nil {
@@ -280,59 +304,4 @@ func (s *commitStats) snapshot() *semaq.CommitStats {
 		BatchSize:     s.sizes.summary(),
 		CommitLatency: s.latencies.summary(),
 	}
-}
-
-// ackStream reads the stream name of a successful JetStream PubAck without
-// decoding it all: this runs once per durable message. Stream names SemaQ
-// accepts hold no quotes or escapes, so the first "stream":"..." is it. Any
-// error reply, or anything unexpected, reports false.
-func ackStream(b []byte) (string, bool) {
-	if bytes.Contains(b, []byte(`"error"`)) {
-		return "", false
-	}
-	const key = `"stream":"`
-	i := bytes.Index(b, []byte(key))
-	if i < 0 {
-		return "", false
-	}
-	rest := b[i+len(key):]
-	j := bytes.IndexByte(rest, '"')
-	if j <= 0 {
-		return "", false
-	}
-	return string(rest[:j]), true
-}
-
-// ackRouter receives JetStream's PubAcks for fsync streams on one wildcard
-// subscription and hands each to its stream's committer. The publisher's
-// reply subject travels in the ack subject itself (prefix + reply), so no
-// table of in-flight messages is kept.
-type ackRouter struct {
-	prefix     string
-	committers atomic.Pointer[map[string]*committer]
-	nc         *nats.Conn
-
-	// sent counts messages given this router's reply subject, routed the
-	// acks received; shutdown waits for them to meet.
-	sent, routed atomic.Uint64
-}
-
-// route handles one PubAck.
-func (r *ackRouter) route(m *nats.Msg) {
-	defer r.routed.Add(1)
-	reply := strings.TrimPrefix(m.Subject, r.prefix)
-	stream, ok := ackStream(m.Data)
-	if !ok {
-		// Errors need no fsync: nothing was stored.
-		_ = r.nc.Publish(reply, m.Data)
-		return
-	}
-	c := (*r.committers.Load())[stream]
-	if c == nil {
-		// The stream stopped being fsync between publish and ack: the
-		// write is at JetStream's own durability.
-		_ = r.nc.Publish(reply, m.Data)
-		return
-	}
-	c.hold(heldAck{reply: reply, data: m.Data})
 }

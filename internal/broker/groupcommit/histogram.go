@@ -1,4 +1,4 @@
-package broker
+package groupcommit
 
 import (
 	"github.com/HdrHistogram/hdrhistogram-go"

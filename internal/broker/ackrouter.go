@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"bytes"
+	"strings"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/internal/broker/groupcommit"
+)
+
+// Durability modes of a stream.
+const (
+	DurabilityFsync    = "fsync"
+	DurabilityInterval = "interval"
+	DurabilityMemory   = "memory"
+)
+
+// ackStream reads the stream name of a successful JetStream PubAck without
+// decoding it all: this runs once per durable message. Stream names SemaQ
+// accepts hold no quotes or escapes, so the first "stream":"..." is it. Any
+// error reply, or anything unexpected, reports false.
+func ackStream(b []byte) (string, bool) {
+	if bytes.Contains(b, []byte(`"error"`)) {
+		return "", false
+	}
+	const key = `"stream":"`
+	i := bytes.Index(b, []byte(key))
+	if i < 0 {
+		return "", false
+	}
+	rest := b[i+len(key):]
+	j := bytes.IndexByte(rest, '"')
+	if j <= 0 {
+		return "", false
+	}
+	return string(rest[:j]), true
+}
+
+// ackRouter receives JetStream's PubAcks for fsync streams on one wildcard
+// subscription and hands each to its stream's committer. The publisher's
+// reply subject travels in the ack subject itself (prefix + reply), so no
+// table of in-flight messages is kept.
+type ackRouter struct {
+	prefix     string
+	committers atomic.Pointer[map[string]*groupcommit.Committer]
+	nc         *nats.Conn
+
+	// sent counts messages given this router's reply subject, routed the
+	// acks received; shutdown waits for them to meet.
+	sent, routed atomic.Uint64
+}
+
+// route handles one PubAck.
+func (r *ackRouter) route(m *nats.Msg) {
+	defer r.routed.Add(1)
+	reply := strings.TrimPrefix(m.Subject, r.prefix)
+	stream, ok := ackStream(m.Data)
+	if !ok {
+		// Errors need no fsync: nothing was stored.
+		_ = r.nc.Publish(reply, m.Data)
+		return
+	}
+	c := (*r.committers.Load())[stream]
+	if c == nil {
+		// The stream stopped being fsync between publish and ack: the
+		// write is at JetStream's own durability.
+		_ = r.nc.Publish(reply, m.Data)
+		return
+	}
+	c.Hold(reply, m.Data)
+}
