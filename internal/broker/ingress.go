@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/groupcommit"
+	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -50,10 +51,10 @@ type ingress struct {
 	accepted atomic.Uint64
 	rejected atomic.Uint64
 
-	// Route rules (routes.go): routes is nil when routing is off; served
-	// snapshots the streams (copy-on-write under mu) so a route finds its
-	// target's stream without the lock.
-	routes *router
+	// Route rules (internal/broker/routes, ingress_route.go): routes is
+	// nil when routing is off; served snapshots the streams (copy-on-write
+	// under mu) so a route finds its target's stream without the lock.
+	routes *routes.Router
 	served atomic.Pointer[[]*ingressStream]
 
 	// queues maps a queue's stream name to its dispatcher, for admission
@@ -279,7 +280,7 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 	}
 	subject := m.Subject
 	if in.routes != nil {
-		if rt := in.routes.table.Load(); len(rt.rules) > 0 {
+		if rt := in.routes.Table(); rt.Len() > 0 {
 			var e *semaq.APIError
 			if subject, st, e = o.route(in, rt, st, m); e != nil {
 				in.reject(m, &o, e)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/internal/tracevocab"
@@ -202,7 +203,7 @@ func (o *msgObs) schema(in *ingress, m *nats.Msg, hdrID int64) *semaq.APIError {
 
 // route applies the route rules, in a child span naming the rule that
 // decided and its target when the ingress span records.
-func (o *msgObs) route(in *ingress, rt *routeTable, st *ingressStream, m *nats.Msg) (string, *ingressStream, *semaq.APIError) {
+func (o *msgObs) route(in *ingress, rt *routes.Table, st *ingressStream, m *nats.Msg) (string, *ingressStream, *semaq.APIError) {
 	if o.span == nil || !o.span.IsRecording() {
 		return in.route(rt, st, m)
 	}
@@ -211,7 +212,7 @@ func (o *msgObs) route(in *ingress, rt *routeTable, st *ingressStream, m *nats.M
 	origin := m.Subject
 	subject, to, r, e := in.routeRule(rt, st, m)
 	if r != nil {
-		span.SetAttributes(telemetry.AttrRoute.String(r.def.Name))
+		span.SetAttributes(telemetry.AttrRoute.String(r.Name()))
 	}
 	if e != nil {
 		telemetry.Fail(span, rejectReason(e), e)

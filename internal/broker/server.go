@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -35,7 +36,7 @@ type Server struct {
 	js      jetstream.JetStream
 	ingress *ingress
 	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
-	routes  *router            // route rules (routes.go)
+	routes  *routes.Router     // route rules (internal/broker/routes)
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
 	filters *filters           // filtered subscriptions (filter.go)
@@ -308,7 +309,7 @@ func (s *Server) stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := s.stopRoutes(); err != nil {
+	if err := s.stopRoutes(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if s.reg != nil {

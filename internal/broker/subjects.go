@@ -1,30 +1,24 @@
 package broker
 
 import (
-	"fmt"
 	"strings"
 
+	"github.com/semaq/semaq/internal/broker/keyhash"
+	"github.com/semaq/semaq/internal/broker/subjects"
 	"github.com/semaq/semaq/semaq"
 )
 
-// checkPublicSubject validates a subject pattern a stream captures. Patterns
-// that could capture reply inboxes or system subjects are refused: a stream
-// on ">" would swallow every request's reply.
-func checkPublicSubject(subj string) error {
-	if err := checkSubject(subj, true); err != nil {
-		return err
-	}
-	first, _, _ := strings.Cut(subj, ".")
-	switch {
-	case first == "*" || first == ">":
-		return fmt.Errorf("subject %q starts with a wildcard and would capture reply inboxes and system subjects; start it with a literal token", subj)
-	case strings.HasPrefix(first, "$"):
-		return fmt.Errorf("subject %q is in a reserved namespace ($...)", subj)
-	case first == "_INBOX" || strings.HasPrefix(first, "_"):
-		return fmt.Errorf("subject %q is in the reserved inbox namespace (_...)", subj)
-	}
-	return nil
-}
+// checkPublicSubject validates a subject pattern a stream captures
+// (subjects.CheckPublic).
+func checkPublicSubject(subj string) error { return subjects.CheckPublic(subj) }
+
+// subjectMatches reports whether a valid literal subject matches a valid
+// pattern (subjects.Match).
+func subjectMatches(pattern, subject string) bool { return subjects.Match(pattern, subject) }
+
+// keyHash is the hash a key-shared group and a route split pick by
+// (keyhash.Of).
+func keyHash(s string) uint64 { return keyhash.Of(s) }
 
 // checkSubject validates NATS subject syntax (semaq.CheckSubject).
 func checkSubject(subj string, wildcards bool) error { return semaq.CheckSubject(subj, wildcards) }

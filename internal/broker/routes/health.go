@@ -1,9 +1,8 @@
-package broker
+package routes
 
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/keyhash"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -33,7 +33,7 @@ import (
 // effective weights, so a sticky key keeps its target unless that target's
 // weight fell or another's rose past it.
 //
-// Locks: routeHealth.mu guards pending and state; the advisory handlers
+// Locks: health.mu guards pending and state; the advisory handlers
 // take it only to add to pending. The ingress reads the weights through
 // rule.eff, an atomic pointer.
 
@@ -55,7 +55,7 @@ type adaptiveWeights struct {
 // scores -w / ln(u) for u uniform in (0, 1) drawn from h and the target, the
 // highest wins. A random h picks in proportion to the weights; a key's h
 // keeps its target while the weights allow.
-func (r *rule) pickAdaptive(h uint64) *routeTarget {
+func (r *Rule) pickAdaptive(h uint64) *Target {
 	var ws []float64
 	if a := r.eff.Load(); a != nil {
 		ws = a.weights
@@ -66,7 +66,7 @@ func (r *rule) pickAdaptive(h uint64) *routeTarget {
 		if ws != nil {
 			w = ws[i]
 		}
-		u := (float64(mix64(h^keyHash(t.subject))>>11) + 0.5) / (1 << 53)
+		u := (float64(keyhash.Mix(h^keyhash.Of(t.subject))>>11) + 0.5) / (1 << 53)
 		if s := -w / math.Log(u); s > top {
 			best, top = t, s
 		}
@@ -75,7 +75,7 @@ func (r *rule) pickAdaptive(h uint64) *routeTarget {
 }
 
 // adaptiveHealth describes an adaptive rule's targets for RouteInfo.
-func adaptiveHealth(r *rule) []semaq.RouteTargetHealth {
+func adaptiveHealth(r *Rule) []semaq.RouteTargetHealth {
 	if !r.def.Adaptive {
 		return nil
 	}
@@ -89,11 +89,11 @@ func adaptiveHealth(r *rule) []semaq.RouteTargetHealth {
 	return out
 }
 
-// routeHealth watches the consumers of adaptive targets.
-type routeHealth struct {
-	s   *Server
-	rt  *router
-	log *slog.Logger
+// health watches the consumers of adaptive targets: the advisory
+// handlers run on their subscriptions' goroutines, the interval on its
+// own (run), which close stops.
+type health struct {
+	rt *Router
 
 	// index maps a stream to the adaptive targets it stores, rebuilt each
 	// interval.
@@ -101,15 +101,16 @@ type routeHealth struct {
 
 	mu      sync.Mutex
 	pending map[string]*healthSample // by target subject, this interval
-	state   map[*routeTarget]*targetHealth
+	state   map[*Target]*targetHealth
 	lookups int
 
 	streamsMu sync.Mutex // guards streams
 	streams   map[string]jetstream.Stream
 
-	subs []*nats.Subscription
-	stop chan struct{}
-	done chan struct{}
+	subs      []*nats.Subscription
+	stop      chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
 }
 
 type healthSample struct {
@@ -127,11 +128,11 @@ type targetHealth struct {
 	errors   uint64
 }
 
-// startRouteHealth subscribes to the advisories and starts the interval.
-func (s *Server) startRouteHealth(rt *router) (*routeHealth, error) {
-	h := &routeHealth{
-		s: s, rt: rt, log: s.log.With("component", "route-health"),
-		pending: map[string]*healthSample{}, state: map[*routeTarget]*targetHealth{},
+// startHealth subscribes to the advisories and starts the interval.
+func startHealth(rt *Router) (*health, error) {
+	h := &health{
+		rt:      rt,
+		pending: map[string]*healthSample{}, state: map[*Target]*targetHealth{},
 		streams: map[string]jetstream.Stream{},
 		stop:    make(chan struct{}), done: make(chan struct{}),
 	}
@@ -143,9 +144,9 @@ func (s *Server) startRouteHealth(rt *router) (*routeHealth, error) {
 		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>",
 		"$JS.EVENT.METRIC.CONSUMER.ACK.>",
 	} {
-		sub, err := s.nc.Subscribe(subj, h.onEvent)
+		sub, err := rt.deps.Conn.Subscribe(subj, h.onEvent)
 		if err != nil {
-			h.close()
+			h.unsubscribe()
 			return nil, err
 		}
 		h.subs = append(h.subs, sub)
@@ -154,21 +155,24 @@ func (s *Server) startRouteHealth(rt *router) (*routeHealth, error) {
 	return h, nil
 }
 
-// close stops the interval and the subscriptions. Idempotent.
-func (h *routeHealth) close() {
+func (h *health) unsubscribe() {
 	for _, sub := range h.subs {
 		_ = sub.Unsubscribe()
 	}
-	h.subs = nil
-	select {
-	case <-h.stop:
-		return
-	default:
-	}
-	close(h.stop)
+}
+
+// close stops the subscriptions and the interval, and waits for the
+// interval's goroutine or until ctx is done. Idempotent.
+func (h *health) close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		h.unsubscribe()
+		close(h.stop)
+	})
 	select {
 	case <-h.done:
-	case <-time.After(5 * time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -179,7 +183,7 @@ type healthEvent struct {
 	AckTime   int64  `json:"ack_time"` // ns; ack metric only
 }
 
-func (h *routeHealth) onEvent(m *nats.Msg) {
+func (h *health) onEvent(m *nats.Msg) {
 	targets := (*h.index.Load())
 	var ev healthEvent
 	if err := json.Unmarshal(m.Data, &ev); err != nil {
@@ -226,22 +230,14 @@ func (h *routeHealth) onEvent(m *nats.Msg) {
 
 // streamIsTarget reports whether stream stores only target, so an event
 // on it needs no lookup.
-func (h *routeHealth) streamIsTarget(stream, target string) bool {
-	served := h.s.ingress.served.Load()
-	if served == nil {
-		return false
-	}
-	for _, st := range *served {
-		if st.name == stream {
-			return len(st.subjects) == 1 && st.subjects[0] == target
-		}
-	}
-	return false
+func (h *health) streamIsTarget(stream, target string) bool {
+	subjs := h.rt.deps.StreamSubjects(stream)
+	return len(subjs) == 1 && subjs[0] == target
 }
 
 // lookup reads the subject a message was stored under, within the budget
 // of the interval.
-func (h *routeHealth) lookup(stream string, seq uint64) (string, bool) {
+func (h *health) lookup(stream string, seq uint64) (string, bool) {
 	h.mu.Lock()
 	if h.lookups >= healthLookups {
 		h.mu.Unlock()
@@ -256,7 +252,7 @@ func (h *routeHealth) lookup(stream string, seq uint64) (string, bool) {
 	h.streamsMu.Unlock()
 	if st == nil {
 		var err error
-		if st, err = h.s.js.Stream(ctx, stream); err != nil {
+		if st, err = h.rt.deps.JS.Stream(ctx, stream); err != nil {
 			return "", false
 		}
 		h.streamsMu.Lock()
@@ -270,7 +266,7 @@ func (h *routeHealth) lookup(stream string, seq uint64) (string, bool) {
 	return msg.Subject, true
 }
 
-func (h *routeHealth) run() {
+func (h *health) run() {
 	defer close(h.done)
 	t := time.NewTicker(healthInterval)
 	defer t.Stop()
@@ -285,13 +281,13 @@ func (h *routeHealth) run() {
 }
 
 // tick folds the interval's events into every adaptive rule's weights.
-func (h *routeHealth) tick() {
-	table := h.rt.table.Load()
+func (h *health) tick() {
+	table := h.rt.Table()
 	h.mu.Lock()
 	pending := h.pending
 	h.pending = map[string]*healthSample{}
 	h.lookups = 0
-	live := make(map[*routeTarget]bool)
+	live := make(map[*Target]bool)
 	index := map[string][]string{}
 	for _, r := range table.rules {
 		if !r.def.Adaptive {
@@ -299,8 +295,8 @@ func (h *routeHealth) tick() {
 		}
 		h.updateRule(r, pending, live)
 		for _, t := range r.to {
-			if st := h.s.ingress.streamFor(t.subject); st != nil {
-				index[st.name] = appendUnique(index[st.name], t.subject)
+			if name := h.rt.deps.StreamFor(t.subject); name != "" {
+				index[name] = appendUnique(index[name], t.subject)
 			}
 		}
 	}
@@ -323,7 +319,7 @@ func appendUnique(list []string, s string) []string {
 }
 
 // updateRule computes one rule's weights. h.mu is held.
-func (h *routeHealth) updateRule(r *rule, pending map[string]*healthSample, live map[*routeTarget]bool) {
+func (h *health) updateRule(r *Rule, pending map[string]*healthSample, live map[*Target]bool) {
 	ths := make([]*targetHealth, len(r.to))
 	best := math.Inf(1)
 	for i, t := range r.to {

@@ -1,4 +1,4 @@
-package broker
+package routes
 
 import (
 	"context"
@@ -13,42 +13,33 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subjects"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
 
-// routeHandlers serves the route rules on $SQ.API.ROUTE.*.
-func (s *Server) routeHandlers() map[string]nats.MsgHandler {
-	return map[string]nats.MsgHandler{
-		semaq.APIRouteAdd:    routeOp(s, "add", s.routeAdd),
-		semaq.APIRouteList:   routeOp(s, "list", s.routeList),
-		semaq.APIRouteDelete: routeOp(s, "delete", s.routeDelete),
-		semaq.APIRouteTest:   routeOp(s, "test", s.routeTest),
+// Handlers serves the route rules on $SQ.API.ROUTE.*.
+func (rt *Router) Handlers() api.Handlers {
+	return api.Handlers{
+		semaq.APIRouteAdd:    api.Op(rt.log, "route add", rt.add, nil),
+		semaq.APIRouteList:   api.Op(rt.log, "route list", rt.list, nil),
+		semaq.APIRouteDelete: api.Op(rt.log, "route delete", rt.remove, nil),
+		semaq.APIRouteTest:   api.Op(rt.log, "route test", rt.test, nil),
 	}
-}
-
-// routeOp adapts one route operation to a NATS handler, as dlqOp does.
-func routeOp[Req any](s *Server, name string, op func(ctx context.Context, rt *router, req *Req) (any, error)) nats.MsgHandler {
-	return api.Op(s.log, "route "+name, func(ctx context.Context, req *Req) (any, error) {
-		if s.routes == nil {
-			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route rules not loaded")
-		}
-		return op(ctx, s.routes, req)
-	}, api.Error("route "+name))
 }
 
 func badRoute(name string, err error) *semaq.APIError {
 	return semaq.NewAPIError(semaq.ErrBadRoute, "route %s: %v", name, err)
 }
 
-func (s *Server) routeAdd(ctx context.Context, rt *router, req *semaq.RouteAddRequest) (any, error) {
+func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (any, error) {
 	d := req.Route
 	r, err := compileRule(rt.env, d)
 	if err != nil {
 		return nil, badRoute(d.Name, err)
 	}
 	for _, t := range r.to {
-		names, err := s.streamsCapturing(ctx, t.subject)
+		names, err := rt.deps.StreamsCapturing(ctx, t.subject)
 		if err != nil {
 			return nil, err
 		}
@@ -81,12 +72,12 @@ func (s *Server) routeAdd(ctx context.Context, rt *router, req *semaq.RouteAddRe
 		// Someone deleted it already; report what was stored.
 		return semaq.RouteInfo{Route: d, Revision: rev, Created: time.Now().UTC()}, nil
 	}
-	s.log.Info("route added", "route", d.Name, "rule", routeSummary(&d), "revision", rev)
+	rt.log.Info("route added", "route", d.Name, "rule", routeSummary(&d), "revision", rev)
 	return ruleInfo(loaded), nil
 }
 
-func (s *Server) routeList(_ context.Context, rt *router, _ *struct{}) (any, error) {
-	t := rt.table.Load()
+func (rt *Router) list(_ context.Context, _ *struct{}) (any, error) {
+	t := rt.Table()
 	out := semaq.RouteListResponse{Routes: make([]semaq.RouteInfo, 0, len(t.rules)+len(t.broken))}
 	for _, r := range t.rules {
 		out.Routes = append(out.Routes, ruleInfo(r))
@@ -98,7 +89,7 @@ func (s *Server) routeList(_ context.Context, rt *router, _ *struct{}) (any, err
 	return out, nil
 }
 
-func (s *Server) routeDelete(ctx context.Context, rt *router, req *semaq.RouteDeleteRequest) (any, error) {
+func (rt *Router) remove(ctx context.Context, req *semaq.RouteDeleteRequest) (any, error) {
 	if err := semaq.CheckRouteName(req.Name); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "route delete: %v", err)
 	}
@@ -124,14 +115,14 @@ func (s *Server) routeDelete(ctx context.Context, rt *router, req *semaq.RouteDe
 	if _, err := rt.waitRev(ctx, bs.StreamInfo().State.LastSeq); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route %s deleted but still in effect on this node: %v", req.Name, err)
 	}
-	s.log.Info("route removed", "route", req.Name)
+	rt.log.Info("route removed", "route", req.Name)
 	return semaq.RouteDeleteResponse{Success: true}, nil
 }
 
 // routeTest runs the ingress's checks and routing on a message without
 // storing it or counting it.
-func (s *Server) routeTest(_ context.Context, rt *router, req *semaq.RouteTestRequest) (any, error) {
-	if err := checkSubject(req.Subject, false); err != nil {
+func (rt *Router) test(_ context.Context, req *semaq.RouteTestRequest) (any, error) {
+	if err := semaq.CheckSubject(req.Subject, false); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "route test: %v", err)
 	}
 	m := &nats.Msg{Subject: req.Subject, Header: make(nats.Header, len(req.Headers)+2), Data: req.Data}
@@ -139,21 +130,16 @@ func (s *Server) routeTest(_ context.Context, rt *router, req *semaq.RouteTestRe
 		m.Header[k] = slices.Clone(vs)
 	}
 	out := semaq.RouteTestResponse{Subject: req.Subject, Target: req.Subject, Trials: []semaq.RouteTrial{}}
-	env, err := semaq.Normalize(m.Header, time.Now(), s.ingress.opts)
-	if err != nil {
-		out.Refused = err.Error()
-		return out, nil
-	}
-	if s.reg != nil {
-		if e := checkSchema(s.reg, m, env.SchemaID); e != nil {
-			out.Refused = e.Description
+	if rt.deps.Check != nil {
+		if refused := rt.deps.Check(m); refused != "" {
+			out.Refused = refused
 			return out, nil
 		}
 	}
-	t := rt.table.Load()
+	t := rt.Table()
 	// Loaded and unloadable rules, in the order the ingress tries them.
 	type entry struct {
-		r *rule
+		r *Rule
 		b *brokenRule
 		d *semaq.Route
 	}
@@ -172,7 +158,7 @@ func (s *Server) routeTest(_ context.Context, rt *router, req *semaq.RouteTestRe
 		switch {
 		case e.b != nil:
 			tr.Result, tr.Reason = semaq.RouteResultNotLoaded, e.b.err
-		case !subjectMatches(e.d.Subject, m.Subject):
+		case !subjects.Match(e.d.Subject, m.Subject):
 			tr.Result, tr.Reason = semaq.RouteResultOtherSubject, fmt.Sprintf("%s does not match %s", m.Subject, e.d.Subject)
 		default:
 			tr.Result, tr.Reason = judgeTrial(e.r, em, &out)
@@ -183,8 +169,8 @@ func (s *Server) routeTest(_ context.Context, rt *router, req *semaq.RouteTestRe
 		}
 	}
 	out.Trials = trials
-	if st := s.ingress.streamFor(out.Target); st != nil {
-		out.Stream = st.name
+	if name := rt.deps.StreamFor(out.Target); name != "" {
+		out.Stream = name
 	} else if out.Route != "" {
 		out.Refused = fmt.Sprintf("route %s sends messages on %s to %s, which no stream captures", out.Route, out.Subject, out.Target)
 	} else {
@@ -194,7 +180,7 @@ func (s *Server) routeTest(_ context.Context, rt *router, req *semaq.RouteTestRe
 }
 
 // judgeTrial evaluates one rule for a dry run, recording a match in out.
-func judgeTrial(r *rule, em expr.Message, out *semaq.RouteTestResponse) (result, reason string) {
+func judgeTrial(r *Rule, em expr.Message, out *semaq.RouteTestResponse) (result, reason string) {
 	target, key, err := r.judge(em)
 	switch {
 	case err != nil:
@@ -214,22 +200,8 @@ func judgeTrial(r *rule, em expr.Message, out *semaq.RouteTestResponse) (result,
 	}
 }
 
-// streamsCapturing names the SemaQ streams that capture a public subject,
-// as $SQ.API.STREAM.LOOKUP finds them.
-func (s *Server) streamsCapturing(ctx context.Context, subject string) ([]string, error) {
-	var names []string
-	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+subject))
-	for n := range lister.Name() {
-		names = append(names, n)
-	}
-	if err := lister.Err(); err != nil {
-		return nil, api.JSError(err, "looking up the stream of %s", subject)
-	}
-	return names, nil
-}
-
 // ruleInfo describes a loaded rule with this node's counters.
-func ruleInfo(r *rule) semaq.RouteInfo {
+func ruleInfo(r *Rule) semaq.RouteInfo {
 	info := semaq.RouteInfo{
 		Route:    r.def,
 		Created:  r.created,

@@ -1,9 +1,10 @@
-package broker
+package routes
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/semaq/semaq/internal/broker/keyhash"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
@@ -25,7 +26,7 @@ func TestPickAdaptiveSticky(t *testing.T) {
 		at, n := map[string]string{}, map[string]int{}
 		for i := range keys {
 			k := fmt.Sprintf("tenant-%d", i)
-			s := r.pickAdaptive(keyHash(k)).subject
+			s := r.pickAdaptive(keyhash.Of(k)).subject
 			at[k] = s
 			n[s]++
 		}

@@ -1,0 +1,205 @@
+// Package routes is the route rules of a node: the ingress stores a message
+// under a target subject chosen by CEL rules instead of the subject it was
+// published to (docs/routing.md).
+//
+// The rules live in the KV bucket SQ_ROUTES, one key per rule. Every node
+// keeps them compiled in an immutable Table, rebuilt by a KV watcher
+// (jsutil.Follower) on each change: the ingress reads the table with one
+// atomic load and no lock. The node that handles an add or delete replies
+// once its own table shows the change, so the publisher that changed a rule
+// sees it applied on its next publish; other nodes follow within the
+// watcher's delivery time.
+//
+// Per-rule counters live in the compiled rule, which a rebuild reuses while
+// the rule's KV revision is unchanged. Adaptive splits move their weights
+// with the health of their targets' consumers (health.go).
+package routes
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/expr"
+	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/semaq"
+)
+
+// loadTimeout bounds loading the rules when the node starts.
+const loadTimeout = 30 * time.Second
+
+// bucketBytes bounds the route rules on disk.
+const bucketBytes = 16 << 20
+
+// Deps is what the route rules need from the node.
+type Deps struct {
+	// Log gets rule changes and the rules this node cannot run. Nil logs
+	// nothing.
+	Log *slog.Logger
+	// JS opens the SQ_ROUTES bucket (created when missing) and reads the
+	// stored messages an adaptive split's error advisories point at: the
+	// internal connection's JetStream, which may write the bucket.
+	JS jetstream.JetStream
+	// Conn subscribes to the consumer advisories and ack metrics adaptive
+	// splits follow: the internal connection.
+	Conn *nats.Conn
+	// Expr configures the CEL environment rules compile in.
+	Expr expr.Config
+	// StreamFor names the stream the ingress serves that captures a
+	// literal subject, "" when none does. Called from API handlers and
+	// the health interval; must not block.
+	StreamFor func(subject string) string
+	// StreamSubjects returns the subject patterns the ingress serves for
+	// a stream, nil when it serves none. Called from advisory handlers;
+	// must not block.
+	StreamSubjects func(stream string) []string
+	// StreamsCapturing names the streams of the cluster (not only those
+	// served here) that capture a public subject: an added rule's targets
+	// must each have one.
+	StreamsCapturing func(ctx context.Context, subject string) ([]string, error)
+	// Check runs the ingress's checks short of routing (envelope, schema)
+	// on the message of a dry run ($SQ.API.ROUTE.TEST), which may change
+	// its headers as the ingress would: the refusal's description, "" when
+	// the message passes. Nil checks nothing.
+	Check func(m *nats.Msg) string
+}
+
+// Router owns the rule bucket, its watcher, the current table and the
+// health of adaptive splits. Its methods are safe for concurrent use.
+type Router struct {
+	log   *slog.Logger
+	deps  Deps
+	env   *expr.Env
+	kv    jetstream.KeyValue
+	rules *jsutil.Follower[*Table]
+
+	health *health // adaptive splits (health.go)
+}
+
+// Open creates the bucket if needed, loads every rule, starts the watcher
+// and the health interval of adaptive splits. It returns once the table
+// holds every rule stored, so a node that opens its ingress after it
+// stores no message unrouted. ctx bounds the opening only.
+func Open(ctx context.Context, deps Deps) (*Router, error) {
+	if deps.Log == nil {
+		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+	defer cancel()
+	env, err := expr.NewEnvConfig(deps.Expr)
+	if err != nil {
+		return nil, fmt.Errorf("route rules: %w", err)
+	}
+	kv, err := jsutil.Bucket(ctx, deps.JS, jetstream.KeyValueConfig{
+		Bucket:      semaq.RouteBucket,
+		Description: "SemaQ route rules",
+		History:     1,
+		MaxBytes:    bucketBytes, // a full bucket refuses new rules
+		Storage:     jetstream.FileStorage,
+		Replicas:    1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("route rules: bucket %s: %w", semaq.RouteBucket, err)
+	}
+	rt := &Router{log: deps.Log, deps: deps, env: env, kv: kv}
+	m := newModel(env, deps.Log)
+	if rt.rules, err = jsutil.Follow(ctx, kv, m.apply, m.table); err != nil {
+		return nil, fmt.Errorf("route rules: %w", err)
+	}
+	if t := rt.rules.Load(); len(t.rules) > 0 {
+		rt.log.Info("route rules loaded", "rules", len(t.rules), "not_loaded", len(t.broken))
+	}
+	if rt.health, err = startHealth(rt); err != nil {
+		_ = rt.rules.Close()
+		return nil, fmt.Errorf("route health: %w", err)
+	}
+	return rt, nil
+}
+
+// Table returns the current rule table.
+func (rt *Router) Table() *Table { return rt.rules.Load() }
+
+// Close stops the health interval and the rule watcher and waits for their
+// goroutines, or until ctx is done. The last table stays readable: the
+// ingress keeps routing with it. Idempotent.
+func (rt *Router) Close(ctx context.Context) error {
+	var errs []error
+	if err := rt.health.close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("route health: %w", err))
+	}
+	if err := rt.rules.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("route rules: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// waitRev returns once the table includes KV revision rev.
+func (rt *Router) waitRev(ctx context.Context, rev uint64) (*Table, error) {
+	t, err := rt.rules.WaitRev(ctx, rev)
+	switch {
+	case errors.Is(err, jsutil.ErrStopped):
+		return nil, errors.New("the route watcher has stopped")
+	case err != nil:
+		return nil, fmt.Errorf("waiting for the route table to load revision %d: %w", rev, err)
+	}
+	return t, nil
+}
+
+// model is the watcher's working copy of the rules.
+type model struct {
+	env    *expr.Env
+	log    *slog.Logger
+	rev    uint64
+	rules  map[string]*Rule
+	broken map[string]*brokenRule
+}
+
+func newModel(env *expr.Env, log *slog.Logger) *model {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &model{env: env, log: log, rules: map[string]*Rule{}, broken: map[string]*brokenRule{}}
+}
+
+// apply folds one KV entry into the model.
+func (m *model) apply(e jetstream.KeyValueEntry) {
+	env, log := m.env, m.log
+	m.rev = max(m.rev, e.Revision())
+	name := e.Key()
+	if cur, ok := m.rules[name]; ok && cur.rev == e.Revision() {
+		return
+	}
+	delete(m.rules, name)
+	delete(m.broken, name)
+	if e.Operation() != jetstream.KeyValuePut {
+		return
+	}
+	var d semaq.Route
+	err := json.Unmarshal(e.Value(), &d)
+	if err == nil && d.Name != name {
+		err = fmt.Errorf("stored under key %q but named %q", name, d.Name)
+	}
+	var r *Rule
+	if err == nil {
+		r, err = compileRule(env, d)
+	}
+	if err != nil {
+		if d.Name == "" {
+			d.Name = name
+		}
+		log.Warn("route rule not loaded: it does not route on this node", "route", name, "revision", e.Revision(), "err", err)
+		m.broken[name] = &brokenRule{def: d, rev: e.Revision(), created: e.Created(), err: err.Error()}
+		return
+	}
+	r.rev, r.created = e.Revision(), e.Created()
+	m.rules[name] = r
+}
+
+// table builds the table of the rules applied so far.
+func (m *model) table() *Table { return newTable(m.rev, m.rules, m.broken) }
