@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
@@ -37,6 +38,7 @@ type Server struct {
 	ingress *ingress
 	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
 	routes  *routes.Router     // route rules (internal/broker/routes)
+	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
 	filters *filters           // filtered subscriptions (filter.go)
@@ -310,6 +312,9 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	}
 	if err := s.stopRoutes(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := s.stopDLQ(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if s.reg != nil {

@@ -1,4 +1,4 @@
-package broker
+package dlq
 
 import (
 	"strings"
@@ -18,16 +18,16 @@ func FuzzParseDLQAdvisory(f *testing.F) {
 	f.Add([]byte(`{"type":"` + server.JSConsumerDeliveryExceededAdvisoryType + `","stream":"A.B","consumer":">","stream_seq":3}`))
 	f.Add([]byte(`{`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ev, err := parseDLQAdvisory(data)
+		ev, err := parseAdvisory(data)
 		if err != nil {
 			return
 		}
-		subj := semaq.DLQSubject(ev.stream, ev.consumer)
+		subj := semaq.DLQSubject(ev.Stream, ev.Consumer)
 		if toks := strings.Split(strings.TrimPrefix(subj, semaq.DLQPrefix), "."); len(toks) != 2 || strings.ContainsAny(subj, "*> \t\r\n") {
 			t.Fatalf("advisory %q makes subject %q", data, subj)
 		}
-		if strings.ContainsAny(ev.reason, "\r\n") || len(ev.reason) > len(semaq.DLQReasonTerminated)+2+dlqReasonMax {
-			t.Fatalf("reason %q is not header-safe", ev.reason)
+		if strings.ContainsAny(ev.Reason, "\r\n") || len(ev.Reason) > len(semaq.DLQReasonTerminated)+2+reasonMax {
+			t.Fatalf("reason %q is not header-safe", ev.Reason)
 		}
 	})
 }
