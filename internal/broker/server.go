@@ -206,7 +206,7 @@ func (s *Server) natsOptions() (*server.Options, error) {
 		MaxConn:    s.cfg.MaxConnections,
 		MaxSubs:    s.cfg.MaxSubscriptions,
 		// JetStream never fsyncs per message: streams with durability
-		// fsync are group-committed by the ingress (groupcommit.go), the
+		// fsync are group-committed by the ingress (groupcommit/), the
 		// rest rely on JetStream's periodic sync.
 		SyncInterval: s.cfg.SyncEvery,
 		// The semantic layer authenticates with a key made for this process;

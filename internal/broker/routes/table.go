@@ -34,7 +34,7 @@ type Rule struct {
 	lastErr atomic.Pointer[string]
 
 	// eff holds an adaptive split's effective weights, by target
-	// (route_health.go); nil routes by the configured weights.
+	// (health.go); nil routes by the configured weights.
 	eff atomic.Pointer[adaptiveWeights]
 }
 
