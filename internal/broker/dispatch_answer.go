@@ -182,7 +182,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 	d.remove(rm)
 	d.send(out)
 	if req.EndStream != nil {
-		d.s.tokens.endJob(id, req.EndStream)
+		d.s.tokens.EndJob(id, req.EndStream)
 	}
 	body, _ := json.Marshal(resp)
 	d.reply(m, body)
@@ -305,7 +305,7 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 // previous holder's right. mu is held; bindJob takes only its own lock.
 func (d *dispatcher) bindLease(j *sched.Job) {
 	if j.ID != "" {
-		d.s.tokens.bindJob(j.ID, j.Lease)
+		d.s.tokens.BindJob(j.ID, j.Lease)
 	}
 }
 

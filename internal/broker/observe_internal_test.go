@@ -3,10 +3,6 @@ package broker
 import (
 	"strings"
 	"testing"
-
-	"github.com/nats-io/nats.go"
-
-	"github.com/semaq/semaq/internal/metrics"
 )
 
 func TestParseLatencyAck(t *testing.T) {
@@ -49,20 +45,5 @@ func FuzzParseLatencyAck(f *testing.F) {
 		if id < 0 || ts <= 0 || reply == "" || strings.HasPrefix(reply, "$") || !strings.HasSuffix(subject, "."+reply) {
 			t.Fatalf("%q parsed to %d %d %q", subject, id, ts, reply)
 		}
-	})
-}
-
-// A token stream's terminal record comes from any writer: nothing in it
-// may break the broker's metrics or tracing.
-func FuzzObserveTokenEnd(f *testing.F) {
-	f.Add([]byte(`{"s":3,"o":2,"fin":{"r":"stop"}}`), "200ms", "2s", "llama3")
-	f.Add([]byte(`{"s":1,"err":{"c":"cancelled"},"tp":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`), "-1s", "99999h", "")
-	f.Add([]byte(`{"s":1,"o":18446744073709551615,"fin":{"r":"x"}}`), "1ns", "1ns", "m")
-	s := &Server{metrics: metrics.New(metrics.Options{NoRuntime: true})}
-	f.Fuzz(func(t *testing.T, data []byte, first, elapsed, model string) {
-		m := &nats.Msg{Subject: "$SQ.tok.req-1.end", Data: data, Header: nats.Header{
-			"SQ-Token-First": {first}, "SQ-Token-Elapsed": {elapsed}, "AI-Model": {model},
-		}}
-		s.observeTokenEnd(m)
 	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -45,7 +46,7 @@ type Server struct {
 	queues  queues             // work-queue dispatchers (queue.go, dispatch*.go)
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens  *tokenStore        // token-stream retention (tokens.go)
+	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
 	keyShared *keyShared // key-shared groups (keyshared.go)
 
@@ -172,11 +173,15 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startAgents(ctx); err != nil {
 		return err
 	}
-	if err := s.startTokens(ctx); err != nil {
+	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
+		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
+			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
+		FileStorage: s.cfg.TokenStorage == "file", QueuedJob: s.queuedJob, Metrics: s.metrics, Tracing: s.tracing})
+	if err != nil {
 		return err
 	}
-	if err := s.startTokenAPI(); err != nil {
-		return fmt.Errorf("broker: token status api: %w", err)
+	if err := s.tokens.Start(ctx); err != nil {
+		return err
 	}
 	if err := s.startAPI(); err != nil {
 		return err
@@ -304,7 +309,9 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	s.stopFilters() // pumps publish on the internal connection: stop them before it drains
 	s.stopQueues()
-	s.tokens.stop()
+	if err := s.tokens.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	s.stopKeyShared()
 	if s.ingress != nil {
 		if err := s.ingress.shutdown(ctx); err != nil {

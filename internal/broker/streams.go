@@ -35,6 +35,7 @@ func (s *Server) startAPI() error {
 		s.agentHandlers(),
 		s.queueHandlers(),
 		s.keySharedHandlers(),
+		s.tokens.Handlers(),
 	)
 	for subj, h := range handlers {
 		// Requests come in, and replies go out, on the egress connection:

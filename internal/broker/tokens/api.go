@@ -1,10 +1,9 @@
-package broker
+package tokens
 
 import (
 	"context"
 	"errors"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
@@ -16,39 +15,33 @@ import (
 // issue, but clients may also choose them (a queued request's Nats-Msg-Id,
 // a writer's first record), so "issued" is whatever the broker holds for
 // the id: records in SQ_TOKENS, a claim or job binding in the relay, or a
-// queued or held job with that Nats-Msg-Id. A front door asks before it
-// opens a reader, so a typo is a 404 rather than a stream that waits
-// forever.
+// queued or held job with that Nats-Msg-Id (Deps.QueuedJob). A front door
+// asks before it opens a reader, so a typo is a 404 rather than a stream
+// that waits forever.
 
-// startTokenAPI serves the status API on every node, like the rest of
-// $SQ.API (requests and replies on the egress connection).
-func (s *Server) startTokenAPI() error {
-	sub, err := s.egress.QueueSubscribe(semaq.APITokenStatus, semaq.APIQueueGroup, api.CheckedReply(s.log, s.apiTokenStatus))
-	if err != nil {
-		return err
+// Handlers is the store's part of $SQ.API. The node serves it on every
+// node, like the rest of $SQ.API (requests and replies on the egress
+// connection, each request's reply subject checked first).
+func (ts *Store) Handlers() api.Handlers {
+	return api.Handlers{
+		semaq.APITokenStatus: api.Op(ts.log, "token status", func(ctx context.Context, req *semaq.TokenStatusRequest) (any, error) {
+			if err := semaq.CheckRequestID(req.ID); err != nil {
+				return nil, semaq.NewAPIError(semaq.ErrBadRequest, "token status: %v", err)
+			}
+			return ts.status(ctx, req.ID)
+		}, api.Error("token status")),
 	}
-	s.apiSubs = append(s.apiSubs, sub)
-	return s.egress.Flush()
 }
 
-func (s *Server) apiTokenStatus(m *nats.Msg) {
-	api.Op(s.log, "token status", func(ctx context.Context, req *semaq.TokenStatusRequest) (any, error) {
-		if err := semaq.CheckRequestID(req.ID); err != nil {
-			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "token status: %v", err)
-		}
-		return s.tokenStatus(ctx, req.ID)
-	}, api.Error("token status"))(m)
-}
-
-// tokenStatus looks id up: stored records first (they also say how far the
+// status looks id up: stored records first (they also say how far the
 // stream got), then the relay's claims, then the queues' jobs.
-func (s *Server) tokenStatus(ctx context.Context, id string) (*semaq.TokenStatus, error) {
+func (ts *Store) status(ctx context.Context, id string) (*semaq.TokenStatus, error) {
 	st := &semaq.TokenStatus{ID: id}
-	if s.tokens == nil {
+	if ts.stream == nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "token status: token streams are not started")
 	}
 	for _, subj := range []string{semaq.TokenEndSubject(id), semaq.TokenChunkSubject(id)} {
-		m, err := s.tokens.stream.GetLastMsgForSubject(ctx, subj)
+		m, err := ts.stream.GetLastMsgForSubject(ctx, subj)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
@@ -62,31 +55,10 @@ func (s *Server) tokenStatus(ctx context.Context, id string) (*semaq.TokenStatus
 		}
 		return st, nil
 	}
-	if known, ended := s.tokens.claimOf(id); known {
+	if known, ended := ts.claimOf(id); known {
 		st.Known, st.Ended = true, ended
 		return st, nil
 	}
-	st.Known = s.queuedJob(id)
+	st.Known = ts.queuedJob != nil && ts.queuedJob(id)
 	return st, nil
-}
-
-// queuedJob reports whether a work queue of this node holds a request
-// whose Nats-Msg-Id is id (queued, delayed or held). Each dispatcher's mu
-// is taken alone, never with queues.mu.
-func (s *Server) queuedJob(id string) bool {
-	s.queues.mu.Lock()
-	ds := make([]*dispatcher, 0, len(s.queues.all))
-	for _, d := range s.queues.all {
-		ds = append(ds, d)
-	}
-	s.queues.mu.Unlock()
-	for _, d := range ds {
-		d.mu.Lock()
-		found := d.sched != nil && d.sched.ByID(id) != nil
-		d.mu.Unlock()
-		if found {
-			return true
-		}
-	}
-	return false
 }

@@ -1,4 +1,4 @@
-package broker
+package tokens
 
 import (
 	"context"
@@ -15,13 +15,13 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// observeTokenEnd measures a token stream from its terminal record, which
+// observeEnd measures a token stream from its terminal record, which
 // the broker's relay stores anyway (one per stream): tokens relayed, outcome, and with the writer's
 // SQ-Token-First / SQ-Token-Elapsed headers the time to first token, time
 // per output token and tokens per second. A stream whose records carry a
 // traceparent gets a span "tokens" covering the stream.
-func (s *Server) observeTokenEnd(m *nats.Msg) {
-	if s.metrics == nil && s.tracing == nil {
+func (ts *Store) observeEnd(m *nats.Msg) {
+	if ts.metrics == nil && ts.tracing == nil {
 		return
 	}
 	c, err := semaq.ParseTokenChunk(m.Data)
@@ -51,14 +51,14 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 		}
 	}
 	model, tenant := m.Header.Get(semaq.HdrModel), m.Header.Get(semaq.HdrTenant)
-	ts := s.metrics.TokenStream(model, tenant)
-	ts.Tokens(tokens)
+	sm := ts.metrics.TokenStream(model, tenant)
+	sm.Tokens(tokens)
 	if first > 0 {
-		ts.FirstToken(first)
+		sm.FirstToken(first)
 	}
-	ts.Finished(outcome, tokens, first, total)
+	sm.Finished(outcome, tokens, first, total)
 
-	if s.tracing == nil || c.TraceParent == "" {
+	if ts.tracing == nil || c.TraceParent == "" {
 		return
 	}
 	ctx := tracevocab.Extract(context.Background(), nats.Header{semaq.HdrTraceParent: {c.TraceParent}})
@@ -70,7 +70,7 @@ func (s *Server) observeTokenEnd(m *nats.Msg) {
 	// The request id is the token before "end" ($SQ.TW.<id>.end).
 	id := strings.TrimSuffix(m.Subject, ".end")
 	id = id[strings.LastIndexByte(id, '.')+1:]
-	_, span := s.tracing.Tracer().Start(ctx, "tokens", opts...)
+	_, span := ts.tracing.Tracer().Start(ctx, "tokens", opts...)
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrTokenStream.String(id))
 		if model != "" {

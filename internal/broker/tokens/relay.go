@@ -1,4 +1,4 @@
-package broker
+package tokens
 
 import (
 	"context"
@@ -27,21 +27,40 @@ import (
 // Order: one subscription delivers a writer's records in order and the relay
 // stores them in that order on one connection, under mu.
 
-// tokenLimits bound token streams. Defaults are semaq.DefaultToken*.
-type tokenLimits struct {
-	storeBytes    int64 // SQ_TOKENS MaxBytes; past it JetStream refuses new records
-	streamBytes   int64 // record bytes of one request id
-	streamRecords int64 // records of one request id
-	maxStreams    int   // request ids tracked at once
+// Limits bound token streams. Defaults are semaq.DefaultToken*.
+type Limits struct {
+	StoreBytes    int64 // SQ_TOKENS MaxBytes; past it JetStream refuses new records
+	StreamBytes   int64 // record bytes of one request id
+	StreamRecords int64 // records of one request id
+	MaxStreams    int   // request ids tracked at once
 }
 
-func defaultTokenLimits() tokenLimits {
-	return tokenLimits{
-		storeBytes:    semaq.DefaultTokenStoreMaxBytes,
-		streamBytes:   semaq.DefaultTokenStreamMaxBytes,
-		streamRecords: semaq.DefaultTokenStreamMaxRecords,
-		maxStreams:    semaq.DefaultTokenMaxStreams,
+// DefaultLimits are the limits of a node that sets none.
+func DefaultLimits() Limits {
+	return Limits{
+		StoreBytes:    semaq.DefaultTokenStoreMaxBytes,
+		StreamBytes:   semaq.DefaultTokenStreamMaxBytes,
+		StreamRecords: semaq.DefaultTokenStreamMaxRecords,
+		MaxStreams:    semaq.DefaultTokenMaxStreams,
 	}
+}
+
+// withDefaults is l with every zero (or negative) field at its default.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.StoreBytes > 0 {
+		d.StoreBytes = l.StoreBytes
+	}
+	if l.StreamBytes > 0 {
+		d.StreamBytes = l.StreamBytes
+	}
+	if l.StreamRecords > 0 {
+		d.StreamRecords = l.StreamRecords
+	}
+	if l.MaxStreams > 0 {
+		d.MaxStreams = l.MaxStreams
+	}
+	return d
 }
 
 // Pending limits of the relay subscription: past them NATS drops records
@@ -60,16 +79,16 @@ const endAllowance = 8 << 10
 // record: most jobs of most queues never stream tokens.
 const emptyClaimTTL = 10 * time.Minute
 
-// tokenBarrier is a subject SQ_TOKENS captures that no request id can
+// barrier is a subject SQ_TOKENS captures that no request id can
 // name ('$' is not allowed in one): a stored write on it proves every
 // record the relay sent before it is stored (purgeForeign).
-const tokenBarrier = "$barrier"
+const barrier = "$barrier"
 
-// tokenClaim is what the relay knows of one request id's stream. Claims
-// live in tokenStore.claims, under its mu.
-type tokenClaim struct {
+// claim is what the relay knows of one request id's stream. Claims live
+// in Store.claims, under its mu.
+type claim struct {
 	key     string
-	bound   bool   // the dispatcher tied it to a job's lease (bindJob)
+	bound   bool   // the dispatcher tied it to a job's lease (BindJob)
 	legacy  bool   // stored before this relay started: no writer known
 	next    uint64 // seq the next record must have; 0: the first sets it
 	offset  uint64 // offset the next record must have, when next > 0
@@ -78,7 +97,7 @@ type tokenClaim struct {
 	ended   bool
 	touched time.Time
 
-	// While the records of a foreign writer are purged (bindJob), the
+	// While the records of a foreign writer are purged (BindJob), the
 	// rightful writer's records wait here, already checked.
 	purging bool
 	held    []*nats.Msg
@@ -91,8 +110,8 @@ type relayStats struct {
 }
 
 // startRelay subscribes the relay on every node (one queue group).
-func (ts *tokenStore) startRelay(nc *nats.Conn) error {
-	sub, err := nc.QueueSubscribe(semaq.TokenWritePrefix+">", "semaq.tokens.relay", ts.relay)
+func (ts *Store) startRelay() error {
+	sub, err := ts.nc.QueueSubscribe(semaq.TokenWritePrefix+">", "semaq.tokens.relay", ts.relay)
 	if err != nil {
 		return fmt.Errorf("broker: token relay: %w", err)
 	}
@@ -100,8 +119,37 @@ func (ts *tokenStore) startRelay(nc *nats.Conn) error {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("broker: token relay: %w", err)
 	}
+	ts.mu.Lock()
 	ts.relaySub = sub
+	ts.mu.Unlock()
 	return nil
+}
+
+// stopRelay drains the relay's subscription and waits, bounded by ctx, until
+// its handler has returned for the last time: nats.go marks a draining
+// subscription closed only after its last callback. Records still pending
+// are refused (the store is closed) rather than dropped unanswered.
+func (ts *Store) stopRelay(ctx context.Context) error {
+	ts.mu.Lock()
+	sub := ts.relaySub
+	ts.relaySub = nil
+	ts.mu.Unlock()
+	if sub == nil {
+		return nil
+	}
+	closed := sub.StatusChanged(nats.SubscriptionClosed)
+	if err := sub.Drain(); err != nil {
+		// The connection is closed or closing: nothing more is delivered.
+		_ = sub.Unsubscribe()
+		return nil
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("token relay: draining: %w", ctx.Err())
+	}
 }
 
 // checkTokenRecord checks one record as a writer sent it: within the size
@@ -149,7 +197,7 @@ func parseWriteSubject(subj string) (id string, end, ok bool) {
 }
 
 // relay handles one record from a writer: the hot path of token streams.
-func (ts *tokenStore) relay(m *nats.Msg) {
+func (ts *Store) relay(m *nats.Msg) {
 	if m.Reply != "" && semaq.CheckReplySubject(m.Reply) != nil {
 		// Nowhere safe to answer: drop it unstored.
 		ts.stats.refused.Add(1)
@@ -208,7 +256,7 @@ func (ts *tokenStore) relay(m *nats.Msg) {
 
 // admit decides whether the record may be stored and, if so, advances the
 // stream's claim. mu is held.
-func (ts *tokenStore) admit(id, key string, end bool, rec *semaq.TokenChunk, size int) *semaq.APIError {
+func (ts *Store) admit(id, key string, end bool, rec *semaq.TokenChunk, size int) *semaq.APIError {
 	if ts.closed {
 		return semaq.NewAPIError(semaq.ErrUnavailable, "token stream %s: the broker is stopping", id)
 	}
@@ -219,11 +267,11 @@ func (ts *tokenStore) admit(id, key string, end bool, rec *semaq.TokenChunk, siz
 			return semaq.NewAPIError(semaq.ErrTokenRecord,
 				"token stream %s: record %d of a stream the broker has no record 1 of", id, rec.Seq)
 		}
-		if len(ts.claims) >= ts.limits.maxStreams {
+		if len(ts.claims) >= ts.limits.MaxStreams {
 			return semaq.NewAPIError(semaq.ErrTokenBusy,
-				"token stream %s: the broker tracks %d token streams already (limit); retry later", id, ts.limits.maxStreams)
+				"token stream %s: the broker tracks %d token streams already (limit); retry later", id, ts.limits.MaxStreams)
 		}
-		c = &tokenClaim{key: key, next: 1}
+		c = &claim{key: key, next: 1}
 		ts.claims[id] = c
 	}
 	switch {
@@ -243,11 +291,11 @@ func (ts *tokenStore) admit(id, key string, end bool, rec *semaq.TokenChunk, siz
 	case c.next != 0 && rec.Offset != c.offset:
 		return semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s: record %d at offset %d; the stream is at offset %d", id, rec.Seq, rec.Offset, c.offset)
 	}
-	over := c.bytes+int64(size) > ts.limits.streamBytes || c.records+1 > ts.limits.streamRecords
+	over := c.bytes+int64(size) > ts.limits.StreamBytes || c.records+1 > ts.limits.StreamRecords
 	if over && !(end && size <= endAllowance) {
 		return semaq.NewAPIError(semaq.ErrTokenLimit,
 			"token stream %s: record %d would pass the limit of one request (%d bytes, %d records; it has %d bytes in %d records)",
-			id, rec.Seq, ts.limits.streamBytes, ts.limits.streamRecords, c.bytes, c.records)
+			id, rec.Seq, ts.limits.StreamBytes, ts.limits.StreamRecords, c.bytes, c.records)
 	}
 	c.next, c.offset = rec.Seq+1, rec.Offset+uint64(rec.N)
 	c.bytes += int64(size)
@@ -259,7 +307,7 @@ func (ts *tokenStore) admit(id, key string, end bool, rec *semaq.TokenChunk, siz
 
 // store hands a checked record to JetStream. mu is held, so records leave
 // in the order they were admitted.
-func (ts *tokenStore) store(out *nats.Msg) *semaq.APIError {
+func (ts *Store) store(out *nats.Msg) *semaq.APIError {
 	if err := ts.nc.PublishMsg(out); err != nil {
 		return semaq.NewAPIError(semaq.ErrUnavailable, "storing token record on %s: %v", out.Subject, err)
 	}
@@ -268,7 +316,7 @@ func (ts *tokenStore) store(out *nats.Msg) *semaq.APIError {
 }
 
 // refuse answers a refused record, if its writer asked for an answer.
-func (ts *tokenStore) refuse(m *nats.Msg, e *semaq.APIError) {
+func (ts *Store) refuse(m *nats.Msg, e *semaq.APIError) {
 	ts.stats.refused.Add(1)
 	if m.Reply == "" || ts.egress == nil {
 		ts.debug("token record refused", "subject", m.Subject, "err", e.Description)
@@ -277,19 +325,19 @@ func (ts *tokenStore) refuse(m *nats.Msg, e *semaq.APIError) {
 	_ = ts.egress.Publish(m.Reply, semaq.MarshalError(e))
 }
 
-func (ts *tokenStore) debug(msg string, args ...any) {
+func (ts *Store) debug(msg string, args ...any) {
 	if ts.log != nil {
 		ts.log.Debug(msg, args...)
 	}
 }
 
-// bindJob makes the holder of a job's lease the only writer of the job's
+// BindJob makes the holder of a job's lease the only writer of the job's
 // token stream: the dispatcher calls it with the job's request id and
 // lease before it hands the job out. A redelivered job is bound again with
 // its new lease and the stream continues (the previous holder can write no
 // more). If another writer claimed the id first, what it wrote is purged
 // before the holder's first record is stored.
-func (ts *tokenStore) bindJob(id, key string) {
+func (ts *Store) BindJob(id, key string) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || semaq.CheckTokenKey(key) != nil {
 		return
 	}
@@ -304,10 +352,10 @@ func (ts *tokenStore) bindJob(id, key string) {
 		// Jobs are bounded by their queues, not by maxStreams; past twice
 		// it the job is not bound, and its worker's first record claims
 		// the id as any writer's would.
-		if len(ts.claims) >= 2*ts.limits.maxStreams {
+		if len(ts.claims) >= 2*ts.limits.MaxStreams {
 			return
 		}
-		ts.claims[id] = &tokenClaim{key: key, bound: true, next: 1, touched: time.Now()}
+		ts.claims[id] = &claim{key: key, bound: true, next: 1, touched: time.Now()}
 	case c.legacy && !c.bound:
 		// Stored before a restart: the job's holder continues it from
 		// wherever it is (its first record sets the order).
@@ -319,27 +367,27 @@ func (ts *tokenStore) bindJob(id, key string) {
 	default:
 		// Records of the foreign writer held by an earlier purge are
 		// dropped with the rest of what it wrote.
-		*c = tokenClaim{key: key, bound: true, next: 1, touched: time.Now(), purging: true}
-		ts.purging.Add(1)
+		*c = claim{key: key, bound: true, next: 1, touched: time.Now(), purging: true}
+		ts.work.Add(1) // under mu while open: Close waits for it
 		go ts.purgeForeign(id, c)
 	}
 }
 
 // purgeForeign removes what a foreign writer stored under id, then stores
 // the rightful writer's records held meanwhile.
-func (ts *tokenStore) purgeForeign(id string, c *tokenClaim) {
-	defer ts.purging.Done()
+func (ts *Store) purgeForeign(id string, c *claim) {
+	defer ts.work.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// Records the relay sent before the bind may still be on their way into
 	// the stream: a stored barrier written after them (same connection,
 	// same stream) proves they are in, so the purge gets them all.
-	_, err := ts.js.Publish(ctx, semaq.TokenStorePrefix+tokenBarrier+".x", nil)
+	_, err := ts.js.Publish(ctx, semaq.TokenStorePrefix+barrier+".x", nil)
 	if err == nil {
 		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(id)))
 	}
 	if err == nil {
-		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenPrefix+tokenBarrier+".>"))
+		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenPrefix+barrier+".>"))
 	}
 	if err != nil && ts.log != nil {
 		ts.log.Warn("token stream: purging a foreign writer's records", "id", id, "err", err)
@@ -359,7 +407,7 @@ func (ts *tokenStore) purgeForeign(id string, c *tokenClaim) {
 }
 
 // forget drops the claim of a stream whose records are gone.
-func (ts *tokenStore) forget(id string) {
+func (ts *Store) forget(id string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if c := ts.claims[id]; c != nil && !c.purging {
@@ -370,7 +418,7 @@ func (ts *tokenStore) forget(id string) {
 // sweep drops the claims of streams nobody ended whose records the stream's
 // MaxAge has removed, and jobs' bindings that never got a record. mu is not
 // held.
-func (ts *tokenStore) sweep(now time.Time) {
+func (ts *Store) sweep(now time.Time) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for id, c := range ts.claims {
@@ -387,7 +435,7 @@ func (ts *tokenStore) sweep(now time.Time) {
 // loadLegacy marks the request ids stored before this relay started: their
 // writers are unknown, so nobody but a job's bound holder may continue
 // them.
-func (ts *tokenStore) loadLegacy(ctx context.Context) error {
+func (ts *Store) loadLegacy(ctx context.Context) error {
 	if info := ts.stream.CachedInfo(); info != nil && info.State.Msgs == 0 {
 		return nil
 	}
@@ -405,18 +453,18 @@ func (ts *tokenStore) loadLegacy(ctx context.Context) error {
 			continue
 		}
 		if ts.claims[rest[:i]] == nil {
-			ts.claims[rest[:i]] = &tokenClaim{legacy: true, touched: now}
+			ts.claims[rest[:i]] = &claim{legacy: true, touched: now}
 		}
 	}
 	return nil
 }
 
-// endJob ends the token stream of a cancelled job with te, on the broker's
+// EndJob ends the token stream of a cancelled job with te, on the broker's
 // behalf, unless it has ended: when the worker that held the job is gone,
 // nobody else could end it (only the lease holder may write), and readers
 // replaying the stream would wait for its retention. A stream nobody has
 // claimed is claimed for the broker alone, so no writer can add to it.
-func (ts *tokenStore) endJob(id string, te *semaq.TokenError) {
+func (ts *Store) EndJob(id string, te *semaq.TokenError) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || te == nil {
 		return
 	}
@@ -427,12 +475,12 @@ func (ts *tokenStore) endJob(id string, te *semaq.TokenError) {
 	}
 	c := ts.claims[id]
 	if c == nil {
-		if len(ts.claims) >= ts.limits.maxStreams {
+		if len(ts.claims) >= ts.limits.MaxStreams {
 			ts.mu.Unlock()
 			return
 		}
 		// An empty key matches no writer's (CheckTokenKey wants 16 bytes).
-		c = &tokenClaim{next: 1, touched: time.Now()}
+		c = &claim{next: 1, touched: time.Now()}
 		ts.claims[id] = c
 	}
 	if c.ended {
@@ -460,8 +508,8 @@ func (ts *tokenStore) endJob(id string, te *semaq.TokenError) {
 
 // claimOf reports what the relay holds for id: whether any claim or job
 // binding exists, and if so whether its stream has ended. Read-only, for
-// the status API (tokens_api.go).
-func (ts *tokenStore) claimOf(id string) (known, ended bool) {
+// the status API (api.go).
+func (ts *Store) claimOf(id string) (known, ended bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	c := ts.claims[id]

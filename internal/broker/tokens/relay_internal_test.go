@@ -1,4 +1,4 @@
-package broker
+package tokens
 
 import (
 	"fmt"
@@ -59,8 +59,8 @@ func FuzzTokenRelayClaims(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 1, 129, 130})
 	f.Add([]byte{255, 254, 0, 128, 64})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		ts := &tokenStore{limits: tokenLimits{streamBytes: 1 << 20, streamRecords: 1 << 20, maxStreams: 4},
-			claims: map[string]*tokenClaim{}, timers: nil}
+		ts := &Store{limits: Limits{StreamBytes: 1 << 20, StreamRecords: 1 << 20, MaxStreams: 4},
+			claims: map[string]*claim{}, timers: nil}
 		const good, evil = "rightful-writer-key-01", "attacker-writer-key-01"
 		var next, offset uint64 = 1, 0
 		first := true
@@ -81,7 +81,7 @@ func FuzzTokenRelayClaims(f *testing.F) {
 				rec = &semaq.TokenChunk{Seq: seq, Offset: offset, Final: &semaq.TokenFinal{FinishReason: "stop"}}
 			}
 			if op&0x40 != 0 {
-				ts.bindJob("job", good) // the dispatcher, at any time
+				ts.BindJob("job", good) // the dispatcher, at any time
 			}
 			e := ts.admit("job", key, end, rec, 20)
 			if e == nil {
@@ -118,7 +118,7 @@ func FuzzTokenRelayClaims(f *testing.F) {
 // bindings stop at twice the stream limit.
 func TestTokenClaimSweep(t *testing.T) {
 	now := time.Now()
-	ts := &tokenStore{limits: tokenLimits{maxStreams: 2}, claims: map[string]*tokenClaim{
+	ts := &Store{limits: Limits{MaxStreams: 2}, claims: map[string]*claim{
 		"bound-empty":  {bound: true, next: 1, touched: now.Add(-emptyClaimTTL - time.Second)},
 		"bound-fresh":  {bound: true, next: 1, touched: now},
 		"writing":      {next: 5, records: 4, touched: now.Add(-time.Hour)},
@@ -137,7 +137,7 @@ func TestTokenClaimSweep(t *testing.T) {
 	if fmt.Sprint(left) != "[bound-fresh ended-timing legacy writing]" {
 		t.Fatalf("claims left %v", left)
 	}
-	ts.bindJob("one-more", "lease-0123456789abcdef") // 4 claims, twice the limit: not bound
+	ts.BindJob("one-more", "lease-0123456789abcdef") // 4 claims, twice the limit: not bound
 	if ts.claims["one-more"] != nil {
 		t.Fatal("bound a job past twice the stream limit")
 	}

@@ -1,4 +1,23 @@
-package broker
+// Package tokens is the broker's side of token streams (docs/tokens.md):
+// the SQ_TOKENS stream, the relay that is its only writer, the retention
+// of closed streams, the $SQ.API.TOKENS.STATUS handler and the metrics and
+// span of each stream's end.
+//
+// Writers (workers, through client.OpenTokenStream) send records to the
+// relay (relay.go), which checks each record's writer key, form and limits
+// and stores it with the writer's reply subject, so the writer gets
+// JetStream's PubAck directly. SQ_TOKENS captures $SQ.w.$tok.> and stores
+// under $SQ.tok.>, so readers' consumer filters name the stored subjects;
+// it republishes each stored record on $SQ.w.$tokl.> for live readers, who
+// so see only what was stored. The store also enforces retention: when the
+// relay stores a terminal record it schedules the purge of the stream's
+// subjects once the retention after close has passed. Timers and claims
+// live in memory; the stream's MaxAge (semaq.MaxTokenAge) removes what a
+// restart forgets and streams never closed.
+//
+// The package knows the rest of the node only through Deps: it imports no
+// other subsystem. The dispatcher reaches it through BindJob and EndJob.
+package tokens
 
 import (
 	"context"
@@ -12,78 +31,95 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
 
-// Token-stream store (docs/tokens.md).
-//
-// Writers (workers, through client.OpenTokenStream) send records to the
-// relay (tokens_relay.go), which is the only writer of SQ_TOKENS: it checks
-// each record's writer key, form and limits and stores it with the
-// writer's reply subject, so the writer gets JetStream's PubAck directly.
-// SQ_TOKENS captures $SQ.w.$tok.> and stores under $SQ.tok.>, so readers'
-// consumer filters name the stored subjects; it republishes each stored
-// record on $SQ.w.$tokl.> for live readers, who so see only what was
-// stored. The store also enforces retention: when the relay stores a
-// terminal record it schedules the purge of the stream's subjects once the
-// retention after close has passed. Timers and claims live in memory; the
-// stream's MaxAge (semaq.MaxTokenAge) removes what a restart forgets and
-// streams never closed.
+// Deps is what the token store needs from the node.
+type Deps struct {
+	// JS is JetStream on the internal connection: it creates SQ_TOKENS,
+	// reads it for the status API and purges it. Required.
+	JS jetstream.JetStream
+	// Conn is the internal connection: the relay subscribes on it and
+	// stores the records it admits with it. Required.
+	Conn *nats.Conn
+	// Egress answers refused records on the writer's reply subject
+	// (docs/security.md); nil answers nothing.
+	Egress *nats.Conn
+	// Log receives the store's warnings and debug lines; nil discards them.
+	Log *slog.Logger
+	// Limits bound token streams; a zero field keeps its default
+	// (DefaultLimits).
+	Limits Limits
+	// FileStorage keeps SQ_TOKENS on file; memory otherwise. A stream kept
+	// from an earlier run with the other storage keeps it.
+	FileStorage bool
+	// QueuedJob reports whether a work queue of this node holds a request
+	// whose Nats-Msg-Id is id (queued, delayed or held): the status API's
+	// last resort. It must not block on the store. Nil: none is.
+	QueuedJob func(id string) bool
+	// Metrics and Tracing, when set, measure every stream from its
+	// terminal record (observe.go).
+	Metrics *metrics.Metrics
+	Tracing *telemetry.Tracing
+}
 
-// tokenStore is the relay and the retention timers of token streams.
-type tokenStore struct {
-	js       jetstream.JetStream
-	stream   jetstream.Stream
-	nc       *nats.Conn // internal: stores records
-	egress   *nats.Conn // answers refusals; nil answers nothing
-	log      *slog.Logger
-	onEnd    func(m *nats.Msg) // metrics of a stored terminal record
+// Store is the relay and the retention timers of token streams. Make it
+// with New, start it with Start, stop it with Close. Its methods are safe
+// for concurrent use; BindJob, EndJob and Close may be called on a nil
+// Store, and do nothing.
+//
+// Goroutines and subscriptions, all started by Start or by the store's
+// own work and all waited for by Close: the relay's subscription on
+// $SQ.TW.> (its handler runs on the subscription's goroutine), the sweeper
+// (once a minute), the retention timers' purges and the purges of a
+// foreign writer's records (BindJob).
+type Store struct {
+	js        jetstream.JetStream
+	nc        *nats.Conn // internal: stores records
+	egress    *nats.Conn // answers refusals; nil answers nothing
+	log       *slog.Logger
+	storage   jetstream.StorageType
+	queuedJob func(id string) bool
+	metrics   *metrics.Metrics
+	tracing   *telemetry.Tracing
+
+	stream   jetstream.Stream // set by Start
 	relaySub *nats.Subscription
 	stats    relayStats
-	purging  sync.WaitGroup // purgeForeign goroutines
-	sweeper  chan struct{}  // closed by stop
-	swept    chan struct{}  // closed when the sweeper exits
+	work     sync.WaitGroup // purges and purgeForeign; Add only under mu while !closed
+	sweeper  chan struct{}  // closed by Close
+	swept    chan struct{}  // closed when the sweeper exits; nil before Start
 
 	mu     sync.Mutex
-	limits tokenLimits
-	claims map[string]*tokenClaim // request id -> what the relay knows of it
+	limits Limits
+	claims map[string]*claim      // request id -> what the relay knows of it
 	timers map[string]*time.Timer // request id -> purge
 	closed bool
 }
 
-// tokenStorage is the JetStream storage of SQ_TOKENS: memory unless the
-// configuration asks for file.
-func (s *Server) tokenStorage() jetstream.StorageType {
-	if s.cfg.TokenStorage == "file" {
-		return jetstream.FileStorage
+// New checks deps and makes a store. It starts nothing: Start does.
+func New(deps Deps) (*Store, error) {
+	if deps.JS == nil || deps.Conn == nil {
+		return nil, errors.New("tokens: JetStream and the internal connection are required")
 	}
-	return jetstream.MemoryStorage
+	log := deps.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	storage := jetstream.MemoryStorage
+	if deps.FileStorage {
+		storage = jetstream.FileStorage
+	}
+	return &Store{js: deps.JS, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage,
+		queuedJob: deps.QueuedJob, metrics: deps.Metrics, tracing: deps.Tracing,
+		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
+		sweeper: make(chan struct{})}, nil
 }
 
-// tokenLimits are the limits of token streams. Config wiring (config.go,
-// not here): token_max_bytes -> storeBytes, token_stream_max_bytes ->
-// streamBytes, token_stream_max_records -> streamRecords,
-// token_max_streams -> maxStreams; zero keeps the default.
-func (s *Server) tokenLimits() tokenLimits {
-	l := defaultTokenLimits()
-	c := &s.cfg
-	if c.TokenMaxBytes > 0 {
-		l.storeBytes = c.TokenMaxBytes
-	}
-	if c.TokenStreamMaxBytes > 0 {
-		l.streamBytes = c.TokenStreamMaxBytes
-	}
-	if c.TokenStreamMaxRecords > 0 {
-		l.streamRecords = c.TokenStreamMaxRecords
-	}
-	if c.TokenMaxStreams > 0 {
-		l.maxStreams = c.TokenMaxStreams
-	}
-	return l
-}
-
-// tokenStreamConfig is SQ_TOKENS' configuration.
-func tokenStreamConfig(storage jetstream.StorageType, l tokenLimits) jetstream.StreamConfig {
+// streamConfig is SQ_TOKENS' configuration.
+func streamConfig(storage jetstream.StorageType, l Limits) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        semaq.TokenStream,
 		Description: "SemaQ token streams",
@@ -95,7 +131,7 @@ func tokenStreamConfig(storage jetstream.StorageType, l tokenLimits) jetstream.S
 		Storage:          storage,
 		Retention:        jetstream.LimitsPolicy,
 		MaxAge:           semaq.MaxTokenAge,
-		MaxBytes:         l.storeBytes,
+		MaxBytes:         l.StoreBytes,
 		MaxMsgSize:       semaq.MaxTokenRecordBytes + 4096,
 		// Full means new records are refused: evicting the oldest would
 		// cut other tenants' answers, possibly ones still being read.
@@ -107,52 +143,55 @@ func tokenStreamConfig(storage jetstream.StorageType, l tokenLimits) jetstream.S
 	}
 }
 
-// startTokens creates (or updates) SQ_TOKENS and starts the relay.
-func (s *Server) startTokens(ctx context.Context) error {
+// Start creates (or updates) SQ_TOKENS, learns the streams stored before
+// it, subscribes the relay and starts the sweeper. On an error, Close
+// stops whatever was started.
+func (ts *Store) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	limits := s.tokenLimits()
-	cfg := tokenStreamConfig(s.tokenStorage(), limits)
-	st, err := s.js.CreateOrUpdateStream(ctx, cfg)
+	ts.mu.Lock()
+	cfg := streamConfig(ts.storage, ts.limits)
+	ts.mu.Unlock()
+	st, err := ts.js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil && strings.Contains(err.Error(), "storage type") {
 		// A stream kept from an earlier run with the other storage: keep
 		// its storage rather than refuse to start, but take the rest.
-		s.log.Warn("token stream storage differs from the configuration; delete SQ_TOKENS to change it", "want", cfg.Storage)
+		ts.log.Warn("token stream storage differs from the configuration; delete SQ_TOKENS to change it", "want", cfg.Storage)
 		if cfg.Storage == jetstream.FileStorage {
 			cfg.Storage = jetstream.MemoryStorage
 		} else {
 			cfg.Storage = jetstream.FileStorage
 		}
-		st, err = s.js.CreateOrUpdateStream(ctx, cfg)
+		st, err = ts.js.CreateOrUpdateStream(ctx, cfg)
 	}
 	if err != nil {
 		return fmt.Errorf("broker: token stream %s: %w", semaq.TokenStream, err)
 	}
-	ts := &tokenStore{js: s.js, stream: st, nc: s.nc, egress: s.egress, log: s.log.With("component", "tokens"),
-		limits: limits, claims: map[string]*tokenClaim{}, timers: map[string]*time.Timer{},
-		sweeper: make(chan struct{}), swept: make(chan struct{})}
-	ts.onEnd = s.observeTokenEnd // observe_tokens.go
+	ts.stream = st
 	if err := ts.loadLegacy(ctx); err != nil {
 		return fmt.Errorf("broker: token streams stored before this start: %w", err)
 	}
-	if err := ts.startRelay(s.nc); err != nil {
+	if err := ts.startRelay(); err != nil {
 		return err
 	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.closed {
+		return errors.New("broker: token streams: closed while starting")
+	}
+	ts.swept = make(chan struct{})
 	go ts.sweepLoop()
-	s.tokens = ts
 	return nil
 }
 
 // ended handles a stored terminal record: metrics, then the purge after
 // its retention.
-func (ts *tokenStore) ended(id string, m *nats.Msg) {
-	if ts.onEnd != nil {
-		ts.onEnd(m)
-	}
+func (ts *Store) ended(id string, m *nats.Msg) {
+	ts.observeEnd(m)
 	ts.closedStream(id, m, ts.debug)
 }
 
-func (ts *tokenStore) sweepLoop() {
+func (ts *Store) sweepLoop() {
 	defer close(ts.swept)
 	t := time.NewTicker(time.Minute)
 	defer t.Stop()
@@ -167,7 +206,7 @@ func (ts *tokenStore) sweepLoop() {
 }
 
 // closedStream schedules the purge of the stream a terminal record closed.
-func (ts *tokenStore) closedStream(id string, m *nats.Msg, logf func(string, ...any)) {
+func (ts *Store) closedStream(id string, m *nats.Msg, logf func(string, ...any)) {
 	retention := semaq.DefaultTokenRetention
 	if v := m.Header.Get(semaq.HdrTokenRetention); v != "" {
 		d, err := time.ParseDuration(v)
@@ -188,14 +227,16 @@ func (ts *tokenStore) closedStream(id string, m *nats.Msg, logf func(string, ...
 	ts.timers[id] = time.AfterFunc(retention, func() { ts.purge(id, logf) })
 }
 
-func (ts *tokenStore) purge(id string, logf func(string, ...any)) {
+func (ts *Store) purge(id string, logf func(string, ...any)) {
 	ts.mu.Lock()
 	delete(ts.timers, id)
-	closed := ts.closed
-	ts.mu.Unlock()
-	if closed {
+	if ts.closed {
+		ts.mu.Unlock()
 		return
 	}
+	ts.work.Add(1) // under mu while open: Close waits for it
+	ts.mu.Unlock()
+	defer ts.work.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(id))); err != nil {
@@ -207,14 +248,13 @@ func (ts *tokenStore) purge(id string, logf func(string, ...any)) {
 	ts.forget(id)
 }
 
-// stop stops the relay and cancels every pending purge (the stream's
-// MaxAge takes over), and waits for the goroutines it started.
-func (ts *tokenStore) stop() {
+// Close stops the relay (records already delivered to it are answered:
+// the broker is stopping), cancels every pending purge (the stream's
+// MaxAge takes over) and waits, bounded by ctx, for every goroutine and
+// subscription the store started. It may be called more than once.
+func (ts *Store) Close(ctx context.Context) error {
 	if ts == nil {
-		return
-	}
-	if ts.relaySub != nil {
-		_ = ts.relaySub.Unsubscribe()
+		return nil
 	}
 	ts.mu.Lock()
 	if !ts.closed {
@@ -225,27 +265,58 @@ func (ts *tokenStore) stop() {
 		t.Stop()
 		delete(ts.timers, id)
 	}
+	swept := ts.swept
 	ts.mu.Unlock()
-	<-ts.swept
-	ts.purging.Wait()
+
+	var errs []error
+	if err := ts.stopRelay(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		if swept != nil {
+			<-swept
+		}
+		ts.work.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("token streams: waiting for purges: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
 }
 
-// pendingPurges is the number of closed streams waiting for their purge.
-func (ts *tokenStore) pendingPurges() int {
+// Stats is what the store holds and what its relay did.
+type Stats struct {
+	Stored        uint64 // records the relay handed to JetStream
+	Refused       uint64 // records the relay refused
+	Claims        int    // request ids the relay tracks
+	PendingPurges int    // closed streams waiting for their purge
+}
+
+// Stats reports the store's counters.
+func (ts *Store) Stats() Stats {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	return len(ts.timers)
+	return Stats{Stored: ts.stats.stored.Load(), Refused: ts.stats.refused.Load(),
+		Claims: len(ts.claims), PendingPurges: len(ts.timers)}
 }
 
-// setTokenLimits replaces the limits of token streams on a running node:
-// SQ_TOKENS' MaxBytes and the relay's per-request limits.
-func (s *Server) setTokenLimits(ctx context.Context, l tokenLimits) error {
-	ts := s.tokens
+// SetLimits replaces the limits of token streams on a running node:
+// SQ_TOKENS' MaxBytes and the relay's per-request limits. A zero field
+// keeps its default.
+func (ts *Store) SetLimits(ctx context.Context, l Limits) error {
+	if ts.stream == nil {
+		return errors.New("broker: token stream: not started")
+	}
+	l = l.withDefaults()
 	info, err := ts.stream.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("broker: token stream: %w", err)
 	}
-	if _, err := s.js.UpdateStream(ctx, tokenStreamConfig(info.Config.Storage, l)); err != nil {
+	if _, err := ts.js.UpdateStream(ctx, streamConfig(info.Config.Storage, l)); err != nil {
 		return fmt.Errorf("broker: token stream limits: %w", err)
 	}
 	ts.mu.Lock()
