@@ -108,7 +108,9 @@ func TestStoreThroughDeps(t *testing.T) {
 	waitFor(t, func() bool {
 		s := st.Stats()
 		return s.Stored == 2 && s.Refused == 1 && s.Claims == 2 && s.PendingPurges == 1
-	}, func() string { return fmt.Sprintf("stats %+v, want 2 stored, 1 refused, 2 claims, 1 pending purge", st.Stats()) })
+	}, func() string {
+		return fmt.Sprintf("stats %+v, want 2 stored, 1 refused, 2 claims, 1 pending purge", st.Stats())
+	})
 
 	h := st.Handlers()[semaq.APITokenStatus]
 	if h == nil {
