@@ -72,6 +72,11 @@ type Gateway struct {
 	closing context.Context
 	close   context.CancelFunc
 
+	// withdrawals are the cancelRequest goroutines still running; Close
+	// waits for them. withdraw is what each runs (the queue's cancel).
+	withdrawals inflight
+	withdraw    func(ctx context.Context, model, id string) error
+
 	mu       sync.Mutex
 	models   []string          // sorted
 	queueOf  map[string]string // model -> the queue capturing its subject
@@ -101,6 +106,10 @@ func New(o Options) *Gateway {
 	}
 	g := &Gateway{o: o, c: o.Client, log: o.Log}
 	g.closing, g.close = context.WithCancel(context.Background())
+	g.withdraw = func(ctx context.Context, model, id string) error {
+		_, err := g.c.Cancel(ctx, g.queueFor(model), id)
+		return err
+	}
 	return g
 }
 
@@ -139,9 +148,23 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, openai.Model{ID: id, Object: "model", OwnedBy: "semaq"})
 }
 
-// Close ends every open response stream, as a shutdown must: an event
-// stream is otherwise active until its client leaves.
-func (g *Gateway) Close() { g.close() }
+// CloseStreams ends every open response stream, as a shutdown must: an
+// event stream is otherwise active until its client leaves. Register it
+// with http.Server.RegisterOnShutdown; it does not wait.
+func (g *Gateway) CloseStreams() { g.close() }
+
+// Close ends every open response stream (CloseStreams) and waits, bounded
+// by ctx, until every request withdrawal the gateway started has ended,
+// those that responses ending meanwhile start included. Call it after the
+// HTTP server's Shutdown and before the broker connection closes: the
+// withdrawals use it.
+func (g *Gateway) Close(ctx context.Context) error {
+	g.close()
+	if err := g.withdrawals.wait(ctx); err != nil {
+		return fmt.Errorf("gateway: waiting for request withdrawals: %w", err)
+	}
+	return nil
+}
 
 // writeError writes OpenAI's error shape.
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
@@ -496,14 +519,66 @@ func withClosing(ctx, closing context.Context) (context.Context, func()) {
 
 // cancelRequest withdraws a request whose client left or whose time ran
 // out: the queue drops it, or the worker holding it is told to stop.
+// It runs on its own goroutine, so the handler returns at once; Close
+// waits for it.
 func (g *Gateway) cancelRequest(model, id string) {
-	go func() {
+	g.withdrawals.goFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := g.c.Cancel(ctx, g.queueFor(model), id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
+		if err := g.withdraw(ctx, model, id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
 			g.log.Warn("cancelling a request", "id", id, "err", err)
 		}
+	})
+}
+
+// inflight counts goroutines that may start at any time, even while
+// someone waits for them: a sync.WaitGroup may not grow from zero during
+// a Wait, and a response that ends during Close starts a withdrawal.
+type inflight struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to zero; nil when nobody waits
+}
+
+// goFunc runs fn on a goroutine counted until fn returns.
+func (f *inflight) goFunc(fn func()) {
+	f.mu.Lock()
+	f.n++
+	f.mu.Unlock()
+	go func() {
+		defer f.done()
+		fn()
 	}()
+}
+
+func (f *inflight) done() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n--
+	if f.n == 0 && f.idle != nil {
+		close(f.idle)
+		f.idle = nil
+	}
+}
+
+// wait returns when no counted goroutine runs, or with ctx's error.
+func (f *inflight) wait(ctx context.Context) error {
+	f.mu.Lock()
+	if f.n == 0 {
+		f.mu.Unlock()
+		return nil
+	}
+	if f.idle == nil {
+		f.idle = make(chan struct{})
+	}
+	idle := f.idle
+	f.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (g *Gateway) publishError(ctx context.Context, w http.ResponseWriter, model string, err error) {

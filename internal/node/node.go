@@ -29,6 +29,7 @@ func New(cfg broker.Config, log *slog.Logger) (*broker.Server, error) {
 type frontDoor struct {
 	ln  net.Listener
 	srv *http.Server
+	gw  *gateway.Gateway
 	c   *client.Client
 }
 
@@ -36,6 +37,9 @@ func (f *frontDoor) Addr() string { return f.ln.Addr().String() }
 
 func (f *frontDoor) Shutdown(ctx context.Context) error {
 	err := f.srv.Shutdown(ctx)
+	// Responses that ended withdraw their requests over f.c: let them
+	// finish before it closes.
+	err = errors.Join(err, f.gw.Close(ctx))
 	f.c.Close()
 	return err
 }
@@ -74,12 +78,12 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 	srv := httpapi.NewServer(h, httpapi.ServerConfig{MaxHeaderBytes: max(64<<10, 2*cfg.MaxHeaderBytes)})
 	// Event streams never finish on their own; end them when shutting down.
 	srv.RegisterOnShutdown(h.CloseStreams)
-	srv.RegisterOnShutdown(gw.Close)
+	srv.RegisterOnShutdown(gw.CloseStreams)
 	log := d.Log
 	go func() {
 		if err := srv.Serve(httpapi.LimitListener(ln, cfg.HTTPConnLimit())); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	return &frontDoor{ln: ln, srv: srv, c: c}, nil
+	return &frontDoor{ln: ln, srv: srv, gw: gw, c: c}, nil
 }
