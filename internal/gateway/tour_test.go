@@ -74,9 +74,16 @@ func TestWorkerUsesSharedQueue(t *testing.T) {
 	if got := e.models(t); len(got) != 1 || got[0] != "llama3" {
 		t.Fatalf("models %v", got)
 	}
-	qi, err := e.c.QueueInfo(ctx, "INFER")
-	if err != nil || qi.Status.Queued != 1 || qi.Status.Held != 0 {
-		t.Fatalf("the mistral request was taken by the llama3 worker: %+v %v", qi, err)
+	// The worker acks its job after the stream's last record, which the
+	// gateway may have answered with already: wait for the ack.
+	var qi *semaq.QueueInfo
+	var err error
+	waitFor(t, func() bool {
+		qi, err = e.c.QueueInfo(ctx, "INFER")
+		return err == nil && qi.Status.Held == 0
+	})
+	if qi.Status.Queued != 1 {
+		t.Fatalf("the mistral request was taken by the llama3 worker: %+v", qi)
 	}
 	if st := llama.w.Stats(); st.Jobs != 1 || st.Failed != 0 {
 		t.Fatalf("llama3 worker %+v", st)
