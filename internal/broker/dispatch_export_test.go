@@ -14,27 +14,30 @@ func DispatchIndexRetained(s *Server, queue string) (jobs, retained int) {
 	if d == nil {
 		return 0, 0
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.sched.Each(func(j *sched.Job) {
+	d.Each(func(j *sched.Job) {
 		jobs++
 		retained += j.Retained()
 	})
 	return jobs, retained
 }
 
-// DispatchEgressPublish sends data to subject on queue's egress connection
-// (the one client-addressed messages leave by) and waits for the server to
-// have processed it.
+// DispatchEgressPublish sends data to subject on an egress connection made
+// as the node makes queue's dispatcher's (Deps.Egress: the connection
+// client-addressed messages leave by) and waits for the server to have
+// processed it.
 func DispatchEgressPublish(s *Server, queue, subject string, data []byte) error {
-	d := s.dispatcherOf(queue)
-	if d == nil {
+	if s.dispatcherOf(queue) == nil {
 		return errNoDispatcher
 	}
-	if err := d.out.Publish(subject, data); err != nil {
+	nc, err := s.dispatchDeps().Egress()
+	if err != nil {
 		return err
 	}
-	return d.out.FlushTimeout(5 * time.Second)
+	defer nc.Close()
+	if err := nc.Publish(subject, data); err != nil {
+		return err
+	}
+	return nc.FlushTimeout(5 * time.Second)
 }
 
 var errNoDispatcher = errorString("no dispatcher")

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
@@ -59,7 +60,7 @@ type ingress struct {
 
 	// queues maps a queue's stream name to its dispatcher, for admission
 	// control (queue.go); copy-on-write.
-	queues atomic.Pointer[map[string]*dispatcher]
+	queues atomic.Pointer[map[string]*dispatch.Dispatcher]
 
 	// Observability (observe.go): nil metrics and tracing record nothing.
 	metrics *metrics.Metrics
@@ -290,7 +291,7 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 	}
 	if qs := in.queues.Load(); qs != nil {
 		if d := (*qs)[st.name]; d != nil {
-			if e := d.admit(&env, len(m.Data)); e != nil {
+			if e := d.Admit(&env, len(m.Data)); e != nil {
 				in.reject(m, &o, e)
 				return
 			}

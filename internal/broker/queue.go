@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -21,11 +22,12 @@ import (
 // stream (workqueue retention, DiscardNew at MaxMessages and about
 // MaxBytes) whose metadata
 // holds the queue configuration; its requests come in through the ingress
-// like any message, are admitted or refused there (dispatch.go admit), and
-// are handed to workers by the queue's dispatcher.
+// like any message, are admitted or refused there (dispatch.Dispatcher
+// Admit), and are handed to workers by the queue's dispatcher (package
+// dispatch).
 type queues struct {
 	mu  sync.Mutex
-	all map[string]*dispatcher
+	all map[string]*dispatch.Dispatcher
 }
 
 // queueHandlers are the $SQ.API.QUEUE.* management handlers. Fetch and
@@ -73,13 +75,13 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	full := qc.WithDefaults()
 	jc, err := s.jsConfig(&semaq.StreamConfig{
 		Name: qc.Name, Description: qc.Description, Subjects: qc.Subjects, Storage: full.Storage,
-		Retention: "workqueue", MaxMsgs: full.MaxMessages, MaxBytes: streamMaxBytes(full, s.nc.MaxPayload()),
+		Retention: "workqueue", MaxMsgs: full.MaxMessages, MaxBytes: dispatch.StreamMaxBytes(full, s.nc.MaxPayload()),
 	})
 	if err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: %v", qc.Name, err)
 	}
 	// JetStream refuses what the admission check let through: the message
-	// and byte limits hold whatever happens (dispatch_admission.go).
+	// and byte limits hold whatever happens (dispatch/admission.go).
 	jc.Discard = jetstream.DiscardNew
 	meta, _ := json.Marshal(qc)
 	jc.Metadata[semaq.MetadataQueue] = string(meta)
@@ -150,13 +152,13 @@ func (s *Server) serveQueue(ctx context.Context, qc semaq.QueueConfig) error {
 	s.queues.mu.Lock()
 	defer s.queues.mu.Unlock()
 	if s.queues.all == nil {
-		s.queues.all = make(map[string]*dispatcher)
+		s.queues.all = make(map[string]*dispatch.Dispatcher)
 	}
 	if _, ok := s.queues.all[qc.Name]; ok {
 		return nil
 	}
-	d := newDispatcher(s, qc)
-	if err := d.start(ctx); err != nil {
+	d, err := dispatch.Start(ctx, qc, s.dispatchDeps())
+	if err != nil {
 		return err
 	}
 	s.queues.all[qc.Name] = d
@@ -172,14 +174,18 @@ func (s *Server) unserveQueue(name string) {
 	s.publishQueues()
 	s.queues.mu.Unlock()
 	if d != nil {
-		d.close()
+		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			s.log.Warn("queue dispatcher did not stop in time", "err", err)
+		}
 	}
 }
 
 // publishQueues gives the ingress a fresh copy of the dispatcher table for
 // admission control. queues.mu is held.
 func (s *Server) publishQueues() {
-	m := make(map[string]*dispatcher, len(s.queues.all))
+	m := make(map[string]*dispatch.Dispatcher, len(s.queues.all))
 	for k, v := range s.queues.all {
 		m[k] = v
 	}
@@ -210,19 +216,34 @@ func (s *Server) syncQueues(ctx context.Context, have map[string]semaq.QueueConf
 	return errors.Join(errs...)
 }
 
-// stopQueues stops every dispatcher (shutdown).
-func (s *Server) stopQueues() {
+// stopQueues stops every dispatcher (shutdown) and waits for them, within
+// ctx.
+func (s *Server) stopQueues(ctx context.Context) error {
 	s.queues.mu.Lock()
 	all := s.queues.all
 	s.queues.all = nil
 	s.queues.mu.Unlock()
+	var errs []error
 	for _, d := range all {
-		d.close()
+		errs = append(errs, d.Close(ctx))
 	}
+	return errors.Join(errs...)
+}
+
+// dispatchers is every dispatcher of this node, in no order. Callers take
+// each one's lock alone, never with queues.mu.
+func (s *Server) dispatchers() []*dispatch.Dispatcher {
+	s.queues.mu.Lock()
+	defer s.queues.mu.Unlock()
+	ds := make([]*dispatch.Dispatcher, 0, len(s.queues.all))
+	for _, d := range s.queues.all {
+		ds = append(ds, d)
+	}
+	return ds
 }
 
 // dispatcherOf returns the dispatcher of queue name on this node.
-func (s *Server) dispatcherOf(name string) *dispatcher {
+func (s *Server) dispatcherOf(name string) *dispatch.Dispatcher {
 	s.queues.mu.Lock()
 	defer s.queues.mu.Unlock()
 	return s.queues.all[name]
@@ -233,7 +254,7 @@ func (s *Server) queueInfo(name string) (*semaq.QueueInfo, error) {
 	if d == nil {
 		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", name)
 	}
-	return &semaq.QueueInfo{Config: d.cfg, Status: d.status(time.Now())}, nil
+	return &semaq.QueueInfo{Config: d.Config(), Status: d.Status(time.Now())}, nil
 }
 
 func (s *Server) apiQueueInfo(m *nats.Msg) {

@@ -14,12 +14,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/semaq"
 )
 
 // Version is the SemaQ version reported by the server.
@@ -43,7 +45,7 @@ type Server struct {
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
 	filters *filters           // filtered subscriptions (filter.go)
-	queues  queues             // work-queue dispatchers (queue.go, dispatch*.go)
+	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
@@ -308,7 +310,9 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	}
 	s.stopFilters() // pumps publish on the internal connection: stop them before it drains
-	s.stopQueues()
+	if err := s.stopQueues(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	if err := s.tokens.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
@@ -432,3 +436,28 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 func (l *natsLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
+
+// dispatchDeps is what a work queue's dispatcher may use of the node
+// (package dispatch).
+func (s *Server) dispatchDeps() dispatch.Deps {
+	return dispatch.Deps{
+		Internal: func(opts ...nats.Option) (*nats.Conn, error) {
+			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.internalAuth()}, opts...)...)
+		},
+		Egress: func(opts ...nats.Option) (*nats.Conn, error) {
+			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.egressAuth()}, opts...)...)
+		},
+		Interest: func(subject string) bool { return s.ns.GlobalAccount().SubscriptionInterest(subject) },
+		Match:    subjectMatches,
+		StoreDeadLetter: func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error {
+			ev := dlqEvent{stream: dl.Stream, consumer: dl.Consumer, seq: dl.StreamSeq, deliveries: dl.Deliveries, reason: dl.Reason}
+			_, err := s.storeDeadLetter(ctx, ev, dl, hdr, data)
+			return err
+		},
+		BindJob:  func(id, lease string) { s.tokens.BindJob(id, lease) },
+		EndJob:   func(id string, te *semaq.TokenError) { s.tokens.EndJob(id, te) },
+		Observer: dispatchObserver{s},
+		Tracer:   s.dispatchTracer(),
+		Log:      s.log.With("component", "dispatch"),
+	}
+}

@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 import (
 	"bytes"
@@ -17,17 +17,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
-	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
 
-// dispatcher serves one work queue on this node. It reads every request of
+// Dispatcher serves one work queue on this node. It reads every request of
 // the queue's stream through one consumer of its own (never acked until the
 // request is done, so JetStream keeps it: a broker restart loses nothing
-// queued; dispatch_consumer.go), keeps a scheduling index in memory
-// (package dispatch/sched: the fields it schedules on and sizes, not
-// payloads, which it reads back by sequence when it hands a request out;
-// dispatch_payload.go), and answers workers' fetches, acks and cancels.
+// queued; consumer.go), keeps a scheduling index in memory (package sched:
+// the fields it schedules on and sizes, not payloads, which it reads back
+// by sequence when it hands a request out; payload.go), and answers
+// workers' fetches, acks and cancels.
 //
 // Two connections: nc, internal, for JetStream (the consumer, acks, reads,
 // dead letters) and cancel notices to $SQ.QC.<worker>; out, the egress
@@ -35,12 +34,18 @@ import (
 // job frames, answer and cancel replies), each checked with
 // semaq.CheckReplySubject first. out cannot reach JetStream or $SQ.
 //
+// Goroutines: one of its own, the loop (timers and consumer checks), and
+// the callbacks of its two connections (subscriptions and the consumer's
+// deliveries). Close waits for all of them.
+//
 // Locking: mu guards sched, parked, gen, maxIndexed, leaving and the
-// statistics; then adm.mu (dispatch_admission.go). consMu guards cons and
-// consume. NATS messages are built under mu and sent after it is released;
+// statistics; then adm.mu (admission.go). consMu guards cons and consume.
+// NATS messages are built under mu and sent after it is released;
 // JetStream calls (reads, dead letters, removals) are made without it.
-type dispatcher struct {
-	s        *Server
+// Its exported methods are safe for concurrent use.
+type Dispatcher struct {
+	deps     Deps
+	obs      Observer
 	name     string
 	cfg      semaq.QueueConfig // with defaults
 	log      *slog.Logger
@@ -80,6 +85,9 @@ type dispatcher struct {
 	subs    []*nats.Subscription
 	stop    chan struct{}
 	done    chan struct{}
+	// closedNC and closedOut are closed when the connections are, after
+	// their drain: no callback of theirs runs any more.
+	closedNC, closedOut chan struct{}
 }
 
 // parkedFetch is a fetch waiting for work.
@@ -92,42 +100,54 @@ type parkedFetch struct {
 // outMsg is a message to send once mu is released.
 type outMsg = nats.Msg
 
-// dispatchTick is how often the dispatcher looks at deadlines, delays,
-// leases and affinity waits. Timing is accurate to about this much.
-const dispatchTick = 20 * time.Millisecond
+// tick is how often the dispatcher looks at deadlines, delays, leases and
+// affinity waits. Timing is accurate to about this much.
+const tick = 20 * time.Millisecond
 
-func newDispatcher(s *Server, cfg semaq.QueueConfig) *dispatcher {
-	cfg = cfg.WithDefaults()
-	return &dispatcher{
-		s:       s,
-		name:    cfg.Name,
-		cfg:     cfg,
-		log:     s.log.With("component", "dispatch", "queue", cfg.Name),
-		sched:   newScheduler(cfg),
-		leaving: make(map[uint64]bool),
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		done:    make(chan struct{}),
+// Start serves the work queue cfg: it reads the queue's stream (named
+// cfg.Name, which must exist) from its first request and starts serving
+// workers. The consumer is made anew each time: every request still in
+// the stream is one not yet done, and comes back queued. Close stops it.
+func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, error) {
+	if err := deps.check(); err != nil {
+		return nil, err
 	}
+	deps = deps.withDefaults()
+	cfg = cfg.WithDefaults()
+	d := &Dispatcher{
+		deps:      deps,
+		obs:       deps.Observer,
+		name:      cfg.Name,
+		cfg:       cfg,
+		log:       deps.Log.With("queue", cfg.Name),
+		sched:     newScheduler(cfg, deps.Match),
+		leaving:   make(map[uint64]bool),
+		kick:      make(chan struct{}, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		closedNC:  make(chan struct{}),
+		closedOut: make(chan struct{}),
+	}
+	if err := d.start(ctx); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
-// start reads the queue's stream from its first request and starts serving
-// workers. The consumer is made anew each time: every request still in the
-// stream is one not yet done, and comes back queued.
-func (d *dispatcher) start(ctx context.Context) (err error) {
+func (d *Dispatcher) start(ctx context.Context) (err error) {
 	// Connections of its own: the dispatcher's traffic (consumer
 	// deliveries, reads, fetches, answers) does not queue behind the
 	// ingress's on the shared connections' read loops.
-	d.nc, err = nats.Connect("", nats.InProcessServer(d.s.ns), d.s.internalAuth(),
-		nats.Name("semaq-dispatch-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1))
+	d.nc, err = d.deps.Internal(nats.Name("semaq-dispatch-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
+		nats.ClosedHandler(func(*nats.Conn) { close(d.closedNC) }))
 	if err != nil {
 		return fmt.Errorf("queue %s: connection: %w", d.name, err)
 	}
-	d.out, err = nats.Connect("", nats.InProcessServer(d.s.ns), d.s.egressAuth(),
-		nats.Name("semaq-dispatch-egress-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
+	d.out, err = d.deps.Egress(nats.Name("semaq-dispatch-egress-"+d.name), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			d.log.Warn("egress connection refused a send", "err", err)
-		}))
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { close(d.closedOut) }))
 	if err != nil {
 		d.nc.Close()
 		return fmt.Errorf("queue %s: egress connection: %w", d.name, err)
@@ -181,14 +201,14 @@ func (d *dispatcher) start(ctx context.Context) (err error) {
 }
 
 // ensureStreamLimits gives the queue's stream its limits: JetStream's
-// backstop behind admission (streamMaxBytes, DiscardNew), and direct gets
+// backstop behind admission (StreamMaxBytes, DiscardNew), and direct gets
 // for reading requests back. Queues made by an earlier version get them
 // at their next start.
-func (d *dispatcher) ensureStreamLimits(ctx context.Context, js jetstream.JetStream) error {
+func (d *Dispatcher) ensureStreamLimits(ctx context.Context, js jetstream.JetStream) error {
 	info := d.stream.CachedInfo()
 	jc := info.Config
 	d.adm.floor = usage{msgs: int64(info.State.Msgs), bytes: int64(info.State.Bytes)}
-	want := streamMaxBytes(d.cfg, d.nc.MaxPayload())
+	want := StreamMaxBytes(d.cfg, d.nc.MaxPayload())
 	if jc.MaxBytes == want && jc.Discard == jetstream.DiscardNew && jc.AllowDirect {
 		return nil
 	}
@@ -201,19 +221,23 @@ func (d *dispatcher) ensureStreamLimits(ctx context.Context, js jetstream.JetStr
 	return nil
 }
 
-func (d *dispatcher) unsubscribe() {
+func (d *Dispatcher) unsubscribe() {
 	for _, sub := range d.subs {
 		_ = sub.Unsubscribe()
 	}
 	d.subs = nil
 }
 
-// close stops serving. Queued requests stay in the stream.
-func (d *dispatcher) close() {
+// Close stops serving: parked fetches are ended, the consumer stopped, the
+// connections drained. Queued requests stay in the stream. It returns when
+// every goroutine the dispatcher started has ended and no callback of its
+// connections runs any more, or with ctx's error when ctx ends first (the
+// rest then ends in the background). Closing again returns nil at once.
+func (d *Dispatcher) Close(ctx context.Context) error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return
+		return nil
 	}
 	d.closed = true
 	parked := d.parked
@@ -227,16 +251,32 @@ func (d *dispatcher) close() {
 	close(d.stop)
 	<-d.done
 	d.payloads.close()
-	_ = d.out.Drain()
-	_ = d.nc.Drain()
+	drain(d.out)
+	drain(d.nc)
+	for _, ch := range []chan struct{}{d.closedOut, d.closedNC} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("queue %s: close: %w", d.name, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// drain drains nc, or closes it when it cannot be drained (closed
+// already, or closing): its closed handler runs either way.
+func drain(nc *nats.Conn) {
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+	}
 }
 
 // loop runs the timers: deadlines, delays, leases, affinity waits, parked
 // fetches that time out, and the once-a-second statistics.
-func (d *dispatcher) loop() {
+func (d *Dispatcher) loop() {
 	defer close(d.done)
-	tick := time.NewTicker(dispatchTick)
-	defer tick.Stop()
+	ticker := time.NewTicker(tick)
+	defer ticker.Stop()
 	lastStats, lastCheck, lastRotate := time.Now(), time.Now(), time.Now()
 	for {
 		select {
@@ -245,7 +285,7 @@ func (d *dispatcher) loop() {
 		case <-d.kick:
 			d.checkConsumer()
 			lastCheck = time.Now()
-		case now := <-tick.C:
+		case now := <-ticker.C:
 			d.onTick(now)
 			if now.Sub(lastStats) >= time.Second {
 				d.mu.Lock()
@@ -265,7 +305,7 @@ func (d *dispatcher) loop() {
 	}
 }
 
-func (d *dispatcher) onTick(now time.Time) {
+func (d *Dispatcher) onTick(now time.Time) {
 	var (
 		out   []*outMsg
 		dead  []deadJob
@@ -275,7 +315,7 @@ func (d *dispatcher) onTick(now time.Time) {
 	expired, undelayed, lapsed := d.sched.Due(now)
 	for _, j := range expired {
 		d.stats.expired++
-		d.s.observeDrop(j, metrics.DropExpired)
+		d.obs.Expired(j)
 		dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.Deadline.UTC().Format(time.RFC3339Nano)+" passed in the queue"))
 	}
 	for _, j := range undelayed {
@@ -302,13 +342,13 @@ func (d *dispatcher) onTick(now time.Time) {
 }
 
 // exhausted reports whether j has been handed out as often as allowed.
-func (d *dispatcher) exhausted(j *sched.Job) bool {
+func (d *Dispatcher) exhausted(j *sched.Job) bool {
 	return d.cfg.MaxDeliver > 0 && j.Deliveries >= d.cfg.MaxDeliver
 }
 
 // publishDepth makes the queue's size visible to the ingress; arrived is
 // what was just indexed, whose reservations it takes up. mu is held.
-func (d *dispatcher) publishDepth(arrived usage) {
+func (d *Dispatcher) publishDepth(arrived usage) {
 	sc := d.sched
 	total := usage{int64(sc.Len()), sc.TokensQueued() + sc.TokensHeld(), sc.Bytes()}
 	d.adm.setIndexed(total, arrived, d.caughtUp)
@@ -316,7 +356,7 @@ func (d *dispatcher) publishDepth(arrived usage) {
 
 // onRequest takes one request from the stream into the index. gen is the
 // consumer generation that delivered it (dispatch_consumer.go).
-func (d *dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
+func (d *Dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	md, err := jm.Metadata()
 	if err != nil {
 		d.log.Warn("request without metadata", "err", err)
@@ -356,7 +396,7 @@ func (d *dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 		d.stats.arrivals++
 		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 			d.stats.expired++
-			d.s.observeDrop(j, metrics.DropExpired)
+			d.obs.Expired(j)
 			dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.Deadline.UTC().Format(time.RFC3339Nano)+" passed before dispatch"))
 		}
 	}
@@ -368,13 +408,14 @@ func (d *dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	d.deadLetter(dead)
 }
 
-// newScheduler is the scheduler of a queue with configuration cfg.
-func newScheduler(cfg semaq.QueueConfig) *sched.Scheduler {
+// newScheduler is the scheduler of a queue with configuration cfg, whose
+// fetches filter subjects with match.
+func newScheduler(cfg semaq.QueueConfig, match func(pattern, subject string) bool) *sched.Scheduler {
 	return sched.New(sched.Config{
 		AgingStep:    cfg.AgingStep,
 		AffinityWait: cfg.AffinityWait,
 		AckWait:      cfg.AckWait,
-		Match:        subjectMatches,
+		Match:        match,
 	})
 }
 
@@ -480,7 +521,7 @@ func parseFetch(data []byte) (semaq.FetchRequest, error) {
 // badReply reports whether a request's reply subject is one the
 // dispatcher must not answer (semaq.CheckReplySubject): such a request is
 // ignored, counted and logged at debug. "" is not bad: no answer wanted.
-func (d *dispatcher) badReply(m *nats.Msg, what string) bool {
+func (d *Dispatcher) badReply(m *nats.Msg, what string) bool {
 	if m.Reply == "" {
 		return false
 	}
@@ -495,7 +536,7 @@ func (d *dispatcher) badReply(m *nats.Msg, what string) bool {
 	return true
 }
 
-func (d *dispatcher) onFetch(m *nats.Msg) {
+func (d *Dispatcher) onFetch(m *nats.Msg) {
 	if m.Reply == "" {
 		return
 	}
@@ -539,7 +580,7 @@ func (d *dispatcher) onFetch(m *nats.Msg) {
 
 // serveParked gives waiting fetches what they can take now and ends those
 // whose wait is over. mu is held.
-func (d *dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
+func (d *Dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 	if len(d.parked) == 0 {
 		return nil, nil
 	}
@@ -550,7 +591,7 @@ func (d *dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 	keep := d.parked[:0]
 	for _, p := range d.parked {
 		if d.sched.Queued() > 0 {
-			if !d.s.ns.GlobalAccount().SubscriptionInterest(p.reply) {
+			if !d.deps.Interest(p.reply) {
 				continue // the worker is gone: leasing it work would only delay the work by an ack wait
 			}
 			w := d.sched.TouchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
@@ -575,12 +616,12 @@ func (d *dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 
 // frameLimit is the most bytes of jobs one fetch reply carries: the
 // server's max payload, less room for the reply's own headers.
-func (d *dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
+func (d *Dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
 
 // deliver leases jobs to a fetch and prepares its reply: one message whose
 // body is a batch frame of the jobs (semaq.ParseJobFrame), built by ship
 // once the jobs are read back; pick kept it within frameLimit. mu is held.
-func (d *dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *shipment {
+func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *shipment {
 	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs))}
 	leases := newLeases(len(jobs))
 	for i, j := range jobs {
@@ -600,7 +641,7 @@ func (d *dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		if !j.Deadline.IsZero() && !j.HasDL {
 			extra = append(extra, semaq.HdrDeadline, j.Deadline.UTC().Format(time.RFC3339Nano))
 		}
-		d.s.observeDispatch(j, now) // metrics (observe_dispatch.go); the span when it is shipped
+		d.obs.Dispatched(j, now) // metrics; the span when it is shipped (span.go)
 		d.stats.observeWait(now.Sub(j.Arrived))
 		d.bindLease(j)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
@@ -629,7 +670,7 @@ func errorEnd(reply string, e *semaq.APIError) *outMsg {
 // send sends messages to workers: cancel notices, on subjects the broker
 // chose, by the internal connection; everything else, addressed to a
 // subject a client chose and checked already, by the egress connection.
-func (d *dispatcher) send(out []*outMsg) {
+func (d *Dispatcher) send(out []*outMsg) {
 	for _, m := range out {
 		nc := d.out
 		if strings.HasPrefix(m.Subject, semaq.QueueCancelPrefix) {
@@ -641,9 +682,31 @@ func (d *dispatcher) send(out []*outMsg) {
 	}
 }
 
-// status reports the queue's live state.
-func (d *dispatcher) status(now time.Time) semaq.QueueStatus {
+// Name is the queue's name.
+func (d *Dispatcher) Name() string { return d.name }
+
+// Config is the queue's configuration, with defaults.
+func (d *Dispatcher) Config() semaq.QueueConfig { return d.cfg }
+
+// Status reports the queue's live state.
+func (d *Dispatcher) Status(now time.Time) semaq.QueueStatus {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stats.status(d, now)
+}
+
+// Each calls fn on every request the dispatcher indexes (queued, delayed
+// or held), under its lock: fn must not block or call the dispatcher.
+func (d *Dispatcher) Each(fn func(j *sched.Job)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sched.Each(fn)
+}
+
+// Holds reports whether the queue holds a request whose Nats-Msg-Id is id
+// (queued, delayed or held).
+func (d *Dispatcher) Holds(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sched.ByID(id) != nil
 }

@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 import (
 	"context"
@@ -38,7 +38,7 @@ const consumerCheck = time.Second
 // long it waits; a redelivery after this is recognised by sequence.
 const dispatchAckWait = 24 * time.Hour
 
-func (d *dispatcher) consumerConfig() jetstream.ConsumerConfig {
+func (d *Dispatcher) consumerConfig() jetstream.ConsumerConfig {
 	maxPending := d.cfg.MaxMessages*2 + 1024
 	if maxPending > 1<<30 {
 		maxPending = 1 << 30
@@ -58,7 +58,7 @@ func (d *dispatcher) consumerConfig() jetstream.ConsumerConfig {
 
 // intact reports whether a consumer's configuration is still the
 // dispatcher's.
-func (d *dispatcher) intact(c *jetstream.ConsumerConfig) bool {
+func (d *Dispatcher) intact(c *jetstream.ConsumerConfig) bool {
 	want := d.consumerConfig()
 	return c.DeliverPolicy == want.DeliverPolicy && c.AckPolicy == want.AckPolicy && c.AckWait == want.AckWait &&
 		c.MaxDeliver == want.MaxDeliver && c.MaxAckPending == want.MaxAckPending && c.HeadersOnly &&
@@ -68,7 +68,7 @@ func (d *dispatcher) intact(c *jetstream.ConsumerConfig) bool {
 // openConsumer makes the consumer anew and consumes it under a new
 // generation. One of the same name is deleted first: left by a previous
 // run, or altered behind the dispatcher's back.
-func (d *dispatcher) openConsumer(ctx context.Context) error {
+func (d *Dispatcher) openConsumer(ctx context.Context) error {
 	if err := d.stream.DeleteConsumer(ctx, semaq.DispatchConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("resetting dispatch consumer: %w", err)
 	}
@@ -100,7 +100,7 @@ func (d *dispatcher) openConsumer(ctx context.Context) error {
 }
 
 // kickCheck asks the loop to check the consumer now.
-func (d *dispatcher) kickCheck() {
+func (d *Dispatcher) kickCheck() {
 	select {
 	case d.kick <- struct{}{}:
 	default:
@@ -108,7 +108,7 @@ func (d *dispatcher) kickCheck() {
 }
 
 // stopConsuming stops the current consume loop, if any.
-func (d *dispatcher) stopConsuming() {
+func (d *Dispatcher) stopConsuming() {
 	d.consMu.Lock()
 	cc := d.consume
 	d.consume = nil
@@ -120,7 +120,7 @@ func (d *dispatcher) stopConsuming() {
 
 // checkConsumer makes the consumer anew if it is gone, paused or altered.
 // It runs on the loop's goroutine.
-func (d *dispatcher) checkConsumer() {
+func (d *Dispatcher) checkConsumer() {
 	d.consMu.Lock()
 	cons := d.cons
 	d.consMu.Unlock()
@@ -163,7 +163,7 @@ func (d *dispatcher) checkConsumer() {
 // removeBySeq deletes a done request from the stream by sequence: its
 // latest delivery came from a consumer that is gone, so an ack would not
 // reach JetStream.
-func (d *dispatcher) removeBySeq(seq uint64) {
+func (d *Dispatcher) removeBySeq(seq uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
 	if err := d.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 import (
 	"testing"
@@ -34,7 +34,7 @@ func FuzzFetchRequest(f *testing.F) {
 }
 
 func TestAdaptiveThreshold(t *testing.T) {
-	s := newScheduler(semaq.QueueConfig{Name: "Q"}.WithDefaults())
+	s := newScheduler(semaq.QueueConfig{Name: "Q"}.WithDefaults(), nil)
 	var st queueStats
 	if thr := st.adaptiveThreshold(10*time.Second, s); thr != 0 {
 		t.Fatalf("no service seen: threshold %d, want 0 (off)", thr)

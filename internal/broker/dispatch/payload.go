@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 import (
 	"crypto/rand"
@@ -213,7 +213,7 @@ type shipJob struct {
 // and sends each fetch its reply. A job that cannot be read goes back to
 // the queue, or out of the index when it has left the stream. mu is not
 // held.
-func (d *dispatcher) ship(ships []*shipment) {
+func (d *Dispatcher) ship(ships []*shipment) {
 	if len(ships) == 0 {
 		return
 	}
@@ -240,7 +240,7 @@ func (d *dispatcher) ship(ships []*shipment) {
 				failed, errs = append(failed, sj), append(errs, p.err)
 				continue
 			}
-			extra := d.s.observeDispatchSpan(d.name, &sj, p.hdr, sh.now)
+			extra := d.span(&sj, p.hdr, sh.now)
 			ack := semaq.QueueAckPrefix + d.name + "." + strconv.FormatUint(sj.seq, 10) + "." + sj.lease
 			frame = semaq.AppendFrameJob(frame, ack, p.hdr, extra, p.data)
 			n++
@@ -259,7 +259,7 @@ func (d *dispatcher) ship(ships []*shipment) {
 	d.send(out)
 }
 
-func (d *dispatcher) shipSize(sh *shipment, got []stored) int {
+func (d *Dispatcher) shipSize(sh *shipment, got []stored) int {
 	n := 0
 	for i, sj := range sh.jobs {
 		n += len(got[i].data) + 2*len(sj.subject) + 512
@@ -274,7 +274,7 @@ func (d *dispatcher) shipSize(sh *shipment, got []stored) int {
 
 // unship takes back jobs that could not be read: out of the index when
 // they left the stream, back to the queue otherwise.
-func (d *dispatcher) unship(failed []shipJob, errs []error) {
+func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 	d.mu.Lock()
 	for i, sj := range failed {
 		j := sj.j

@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 import (
 	"math"
@@ -59,7 +59,7 @@ func (st *queueStats) observeWait(w time.Duration) {
 
 // roll folds the last interval into the moving averages and recomputes the
 // admission figures the ingress reads. d.mu is held.
-func (st *queueStats) roll(dt time.Duration, d *dispatcher) {
+func (st *queueStats) roll(dt time.Duration, d *Dispatcher) {
 	if dt <= 0 {
 		return
 	}
@@ -120,7 +120,7 @@ func (st *queueStats) adaptiveThreshold(maxWait time.Duration, sc *sched.Schedul
 
 // retryAfter estimates when a refused publisher should try again: the time
 // the workers need to serve the excess, between 1 s and 60 s.
-func (st *queueStats) retryAfter(d *dispatcher) time.Duration {
+func (st *queueStats) retryAfter(d *Dispatcher) time.Duration {
 	sc := d.sched
 	var secs float64
 	switch {
@@ -143,7 +143,7 @@ func (st *queueStats) retryAfter(d *dispatcher) time.Duration {
 // arrivalRate × serviceTime busy workers (at 80 % utilisation), and
 // draining the backlog within the drain target takes backlog × serviceTime
 // / target more. Before any service is seen, a backlog asks for one.
-func (st *queueStats) recommendedWorkers(d *dispatcher) int {
+func (st *queueStats) recommendedWorkers(d *Dispatcher) int {
 	sc := d.sched
 	backlog := float64(sc.Queued() + sc.Delayed())
 	if !st.svcSeen {
@@ -161,7 +161,7 @@ func (st *queueStats) recommendedWorkers(d *dispatcher) int {
 }
 
 // status builds the QueueStatus. d.mu is held.
-func (st *queueStats) status(d *dispatcher, now time.Time) semaq.QueueStatus {
+func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 	sc := d.sched
 	out := semaq.QueueStatus{
 		Queued:        sc.Queued(),

@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 // Answers to jobs (ack, nak, in progress, term), cancels, and how a done
 // request leaves the stream or goes to the dead-letter queue.
@@ -15,19 +15,18 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
-	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
 
 // cancelNotice tells j's worker to stop. mu is held.
-func (d *dispatcher) cancelNotice(j *sched.Job, reason string) *outMsg {
+func (d *Dispatcher) cancelNotice(j *sched.Job, reason string) *outMsg {
 	body, _ := json.Marshal(semaq.CancelNotice{Queue: d.name, Seq: j.Seq, ID: j.ID, Reason: reason})
 	return &outMsg{Subject: semaq.QueueCancelPrefix + j.Worker, Data: body}
 }
 
 // onAnswer handles a worker's ack, nak, in-progress or term of a job:
 // subject QueueAckPrefix+"<queue>.<seq>.<lease>".
-func (d *dispatcher) onAnswer(m *nats.Msg) {
+func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	if d.badReply(m, "answer") {
 		return
 	}
@@ -124,7 +123,7 @@ func (d *dispatcher) onAnswer(m *nats.Msg) {
 	d.deadLetter(dead)
 }
 
-func (d *dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
+func (d *Dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
 	if m.Reply == "" {
 		return
 	}
@@ -140,7 +139,7 @@ var jobReplyOK = []byte(`{"ok":true}`)
 
 // onCancel removes a queued request, or tells the worker holding it to
 // stop.
-func (d *dispatcher) onCancel(m *nats.Msg) {
+func (d *Dispatcher) onCancel(m *nats.Msg) {
 	if d.badReply(m, "cancel") {
 		return
 	}
@@ -173,7 +172,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 	}
 	rm := d.removal(j)
 	d.stats.cancelled++
-	d.s.observeDrop(j, metrics.DropCanceled)
+	d.obs.Cancelled(j)
 	d.unbindLease(j)
 	d.sched.Forget(j)
 	d.publishDepth(usage{})
@@ -182,7 +181,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 	d.remove(rm)
 	d.send(out)
 	if req.EndStream != nil {
-		d.s.tokens.EndJob(id, req.EndStream)
+		d.deps.EndJob(id, req.EndStream)
 	}
 	body, _ := json.Marshal(resp)
 	d.reply(m, body)
@@ -190,7 +189,7 @@ func (d *dispatcher) onCancel(m *nats.Msg) {
 
 // reply answers a request whose reply subject badReply accepted, by the
 // egress connection.
-func (d *dispatcher) reply(m *nats.Msg, body []byte) {
+func (d *Dispatcher) reply(m *nats.Msg, body []byte) {
 	if m.Reply == "" {
 		return
 	}
@@ -206,7 +205,7 @@ type removal struct {
 }
 
 // removal says how j, done, leaves the stream. mu is held.
-func (d *dispatcher) removal(j *sched.Job) removal {
+func (d *Dispatcher) removal(j *sched.Job) removal {
 	if j.ReplyGen == d.gen {
 		return removal{seq: j.Seq, reply: j.JSReply}
 	}
@@ -217,7 +216,7 @@ func (d *dispatcher) removal(j *sched.Job) removal {
 // consumer's delivery (the workqueue stream drops it), or, when its latest
 // delivery was by a consumer that is gone, a delete by sequence. mu is not
 // held.
-func (d *dispatcher) remove(rm removal) {
+func (d *Dispatcher) remove(rm removal) {
 	if rm.reply != "" {
 		_ = d.nc.Publish(rm.reply, []byte("+ACK"))
 		return
@@ -228,7 +227,7 @@ func (d *dispatcher) remove(rm removal) {
 // dead takes j out of the index on its way to the dead-letter queue; it
 // stays in the stream, marked leaving, until it is stored there. mu is
 // held.
-func (d *dispatcher) dead(j *sched.Job, consumer, reason string) deadJob {
+func (d *Dispatcher) dead(j *sched.Job, consumer, reason string) deadJob {
 	dj := deadJob{j: j, consumer: consumer, reason: reason, rm: d.removal(j)}
 	d.leaving[j.Seq] = true
 	if j.State == sched.JobHeld {
@@ -250,7 +249,7 @@ type deadJob struct {
 // the stream, then lets the stream drop it. A job whose dead letter cannot
 // be stored stays in the stream (it is out of the index, so it comes back
 // only after a restart) rather than being lost.
-func (d *dispatcher) deadLetter(dead []deadJob) {
+func (d *Dispatcher) deadLetter(dead []deadJob) {
 	if len(dead) == 0 {
 		return
 	}
@@ -270,13 +269,12 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 		}
 		err := got[i].err
 		if err == nil {
-			ev := dlqEvent{stream: d.name, consumer: dj.consumer, seq: j.Seq, deliveries: uint64(j.Deliveries), reason: dj.reason}
 			dl := semaq.DeadLetter{
 				Stream: d.name, Consumer: dj.consumer, StreamSeq: j.Seq, Subject: j.Subject,
 				Deliveries: uint64(j.Deliveries), Reason: dj.reason, Time: time.Now(), Stored: j.Arrived,
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-			_, err = d.s.storeDeadLetter(ctx, ev, &dl, got[i].hdr, got[i].data)
+			err = d.deps.StoreDeadLetter(ctx, &dl, got[i].hdr, got[i].data)
 			cancel()
 		}
 		if err != nil {
@@ -285,7 +283,7 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 		}
 		d.mu.Lock()
 		d.stats.deadLetters++
-		d.s.metrics.DeadLetter(d.name, dj.reason)
+		d.obs.DeadLettered(d.name, dj.reason)
 		rm := dj.rm
 		if rm.reply != "" && d.gen != dj.j.ReplyGen {
 			rm.reply = "" // the consumer changed meanwhile
@@ -300,16 +298,16 @@ func (d *dispatcher) deadLetter(dead []deadJob) {
 }
 
 // bindLease makes the holder of j's lease the only writer of j's token
-// stream (tokens_relay.go bindJob; the request id is its Nats-Msg-Id). A
-// redelivered job is bound again with its new lease, which ends the
-// previous holder's right. mu is held; bindJob takes only its own lock.
-func (d *dispatcher) bindLease(j *sched.Job) {
+// stream (Deps.BindJob; the request id is its Nats-Msg-Id). A redelivered
+// job is bound again with its new lease, which ends the previous holder's
+// right. mu is held; BindJob takes only its own lock.
+func (d *Dispatcher) bindLease(j *sched.Job) {
 	if j.ID != "" {
-		d.s.tokens.BindJob(j.ID, j.Lease)
+		d.deps.BindJob(j.ID, j.Lease)
 	}
 }
 
 // unbindLease marks where a lease ends. The token store keeps the last
-// holder's binding until the job is delivered again (bindJob replaces it)
+// holder's binding until the job is delivered again (BindJob replaces it)
 // or its stream ends, so there is nothing to undo here.
-func (d *dispatcher) unbindLease(*sched.Job) {}
+func (d *Dispatcher) unbindLease(*sched.Job) {}

@@ -1,4 +1,4 @@
-package broker
+package dispatch
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 )
 
 // Admission control of a work queue (docs/queues.md). The ingress asks
-// admit before it stores a request, and admit reserves the request's share
+// Admit before it stores a request, and Admit reserves the request's share
 // of the limits at once, under one lock: publishers racing each other
 // cannot all pass a check only one of them fits, as they could when the
 // check read counters the dispatcher updates only once it has read the
@@ -107,10 +107,11 @@ func (a *admission) pending() int64 {
 	return a.reserved[0].msgs + a.reserved[1].msgs
 }
 
-// admit is the ingress's admission check for a request to this queue; an
-// admitted request is reserved at once. It takes one short lock: it runs
-// on the ingress's hot path.
-func (d *dispatcher) admit(env *semaq.Envelope, dataLen int) *semaq.APIError {
+// Admit is the ingress's admission check for a request to this queue, of
+// dataLen bytes of payload: nil admits it, and reserves its share of the
+// limits at once; an ErrOverloaded error refuses it, with a retry-after.
+// It takes one short lock: it runs on the ingress's hot path.
+func (d *Dispatcher) Admit(env *semaq.Envelope, dataLen int) *semaq.APIError {
 	u := requestUsage(int64(env.PromptTokens), dataLen)
 	d.adm.mu.Lock()
 	why := d.overLimit(d.adm.held(), u)
@@ -135,7 +136,7 @@ func (d *dispatcher) admit(env *semaq.Envelope, dataLen int) *semaq.APIError {
 
 // saturation says why a request of tokens prompt tokens and no payload
 // would be refused now, or "" when it would be admitted.
-func (d *dispatcher) saturation(tokens int64) string {
+func (d *Dispatcher) saturation(tokens int64) string {
 	d.adm.mu.Lock()
 	defer d.adm.mu.Unlock()
 	return d.overLimit(d.adm.held(), usage{1, tokens, semaq.QueueRequestOverhead})
@@ -144,7 +145,7 @@ func (d *dispatcher) saturation(tokens int64) string {
 // overLimit says why a request u would be refused when the queue holds h.
 // An empty queue admits anything (up to MaxMessages), so one oversize
 // request is never refused forever.
-func (d *dispatcher) overLimit(h, u usage) string {
+func (d *Dispatcher) overLimit(h, u usage) string {
 	c := &d.cfg
 	switch {
 	case h.msgs >= c.MaxMessages:
@@ -162,11 +163,11 @@ func (d *dispatcher) overLimit(h, u usage) string {
 	return ""
 }
 
-// streamMaxBytes is the queue stream's own byte limit, JetStream's
+// StreamMaxBytes is the queue stream's own byte limit, JetStream's
 // backstop behind admission: MaxBytes plus an eighth for headers larger
 // than QueueRequestOverhead, plus room for one request at the server's
 // largest payload (an empty queue admits one request of any size).
-func streamMaxBytes(c semaq.QueueConfig, maxPayload int64) int64 {
+func StreamMaxBytes(c semaq.QueueConfig, maxPayload int64) int64 {
 	if c.MaxBytes <= 0 {
 		return -1
 	}
