@@ -80,7 +80,7 @@ func (d *Dispatcher) openConsumer(ctx context.Context) error {
 	d.gen++
 	gen := d.gen
 	d.mu.Unlock()
-	cc, err := cons.Consume(func(jm jetstream.Msg) { d.onRequest(gen, jm) }, jetstream.PullMaxMessages(1024),
+	cc, err := cons.Consume(handle(d, func(jm jetstream.Msg) { d.onRequest(gen, jm) }), jetstream.PullMaxMessages(1024),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),

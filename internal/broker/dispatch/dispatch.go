@@ -86,8 +86,14 @@ type Dispatcher struct {
 	stop    chan struct{}
 	done    chan struct{}
 	// closedNC and closedOut are closed when the connections are, after
-	// their drain: no callback of theirs runs any more.
+	// their drain.
 	closedNC, closedOut chan struct{}
+
+	// Callbacks of the connections (handle) in flight: Close waits for
+	// them, and none starts once cbClosed is set.
+	cbMu     sync.Mutex
+	cbClosed bool
+	cbs      sync.WaitGroup
 }
 
 // parkedFetch is a fetch waiting for work.
@@ -178,9 +184,9 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 		subj string
 		h    nats.MsgHandler
 	}{
-		{fmt.Sprintf(semaq.APIQueueFetchT, d.name), d.onFetch},
-		{semaq.QueueAckPrefix + d.name + ".>", d.onAnswer},
-		{fmt.Sprintf(semaq.APIQueueCancelT, d.name), d.onCancel},
+		{fmt.Sprintf(semaq.APIQueueFetchT, d.name), handle(d, d.onFetch)},
+		{semaq.QueueAckPrefix + d.name + ".>", handle(d, d.onAnswer)},
+		{fmt.Sprintf(semaq.APIQueueCancelT, d.name), handle(d, d.onCancel)},
 	}
 	for _, x := range subs {
 		sub, err := d.nc.Subscribe(x.subj, x.h)
@@ -230,9 +236,10 @@ func (d *Dispatcher) unsubscribe() {
 
 // Close stops serving: parked fetches are ended, the consumer stopped, the
 // connections drained. Queued requests stay in the stream. It returns when
-// every goroutine the dispatcher started has ended and no callback of its
-// connections runs any more, or with ctx's error when ctx ends first (the
-// rest then ends in the background). Closing again returns nil at once.
+// every goroutine the dispatcher started has ended, no callback of its
+// connections runs any more and both are closed; or with ctx's error when
+// ctx ends before the connections are closed (they then close in the
+// background). Closing again returns nil at once.
 func (d *Dispatcher) Close(ctx context.Context) error {
 	d.mu.Lock()
 	if d.closed {
@@ -250,6 +257,11 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	}
 	close(d.stop)
 	<-d.done
+	d.stopConsuming() // one the loop made anew meanwhile
+	d.cbMu.Lock()
+	d.cbClosed = true
+	d.cbMu.Unlock()
+	d.cbs.Wait()
 	d.payloads.close()
 	drain(d.out)
 	drain(d.nc)
@@ -261,6 +273,23 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// handle wraps a callback of the dispatcher's connections so that Close
+// waits for it; once Close has begun, the message is dropped, as it would
+// be had it arrived after the unsubscribe.
+func handle[M any](d *Dispatcher, h func(M)) func(M) {
+	return func(m M) {
+		d.cbMu.Lock()
+		if d.cbClosed {
+			d.cbMu.Unlock()
+			return
+		}
+		d.cbs.Add(1)
+		d.cbMu.Unlock()
+		defer d.cbs.Done()
+		h(m)
+	}
 }
 
 // drain drains nc, or closes it when it cannot be drained (closed
@@ -355,7 +384,7 @@ func (d *Dispatcher) publishDepth(arrived usage) {
 }
 
 // onRequest takes one request from the stream into the index. gen is the
-// consumer generation that delivered it (dispatch_consumer.go).
+// consumer generation that delivered it (consumer.go).
 func (d *Dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	md, err := jm.Metadata()
 	if err != nil {
