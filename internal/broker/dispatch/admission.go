@@ -60,7 +60,7 @@ func requestUsage(tokens int64, dataLen int) usage {
 }
 
 // admission is a queue's admission state, shared by the ingress and the
-// dispatcher. Lock order: dispatcher.mu, then admission.mu.
+// dispatcher. Lock order: Dispatcher.mu, then admission.mu.
 type admission struct {
 	mu       sync.Mutex
 	indexed  usage    // what the dispatcher indexes (queued, delayed, held)
