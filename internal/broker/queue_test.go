@@ -396,6 +396,11 @@ func TestQueueAdmissionControl(t *testing.T) {
 	}
 	ackAll(t, fetch(t, c, "Q", client.FetchMax(3)))
 	waitQueued(t, c, "Q", 0)
+	// The dispatcher forgets a request when it is answered and acks it to
+	// JetStream after: the stream's own MaxMsgs backstop would refuse the
+	// next publish until the acks are in.
+	js := internalJS(t, s)
+	waitFor(t, "the acks to empty the stream", func() bool { msgs, _ := streamMsgs(t, js, "Q"); return msgs == 0 })
 	// Token limit: one 900-token request fits, a second does not.
 	pubReq(t, c, "big", client.WithPromptTokens(900))
 	waitQueued(t, c, "Q", 1)
