@@ -2,9 +2,10 @@ package registry
 
 import (
 	"context"
-	"github.com/semaq/semaq/semaq"
 	"slices"
 	"strings"
+
+	"github.com/semaq/semaq/semaq"
 )
 
 // Binding ties a public NATS subject pattern to a registry subject: the
