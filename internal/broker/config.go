@@ -94,6 +94,18 @@ type Config struct {
 	TokenMaxStreams       int   `yaml:"token_max_streams"`
 	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
 	HTTPMaxConns int `yaml:"http_max_conns"`
+
+	// TLSCert and TLSKey are PEM files of the certificate (with its chain)
+	// and private key both client ports serve (NATS and HTTP); set both or
+	// neither. ReloadTLS (SIGHUP) reads them again.
+	TLSCert string `yaml:"tls_cert"`
+	TLSKey  string `yaml:"tls_key"`
+	// TLSClientCA is a PEM file of the CAs client certificates must chain
+	// to; when set, both ports require and verify one (mutual TLS).
+	TLSClientCA string `yaml:"tls_client_ca"`
+	// Insecure allows the client and HTTP ports on a non-loopback address
+	// although no authentication is configured (docs/security.md, TLS).
+	Insecure bool `yaml:"insecure"`
 }
 
 // HTTPConnLimit is the most HTTP connections open at once.
@@ -209,6 +221,12 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if err := c.checkExposure(); err != nil {
+		return err
+	}
+	if _, err := c.loadTLS(); err != nil {
+		return err
 	}
 	return nil
 }

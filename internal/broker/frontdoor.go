@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 
@@ -37,9 +38,13 @@ type FrontDoorDeps struct {
 	Routes  func(*http.ServeMux)
 	Metrics *metrics.Metrics
 	Tracing *telemetry.Tracing
+	// TLS, when not nil, is the configuration of the HTTPS listener; it
+	// picks up ReloadTLS's certificates for each new connection.
+	TLS *tls.Config
 }
 
-// FrontDoorFunc starts a front door listening on deps.Config.HTTP.
+// FrontDoorFunc starts a front door listening on deps.Config.HTTP, over TLS
+// when deps.TLS is set.
 type FrontDoorFunc func(ctx context.Context, deps FrontDoorDeps) (FrontDoor, error)
 
 // Option configures a Server at New.
@@ -61,6 +66,7 @@ func (s *Server) startFrontDoor(ctx context.Context) error {
 		Routes:  s.reg.Routes,
 		Metrics: s.metrics,
 		Tracing: s.tracing,
+		TLS:     s.tls.httpListener(),
 	})
 	if err != nil {
 		return err

@@ -54,6 +54,7 @@ type Server struct {
 
 	frontDoor FrontDoorFunc // builds the HTTP front door (frontdoor.go)
 	front     FrontDoor     // nil without HTTP
+	tls       tlsState      // certificates of both client ports (tls.go)
 	lock      *dataLock     // held on DataDir from Start to the end of stop
 
 	shutdownOnce sync.Once
@@ -102,7 +103,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startObservability(ctx); err != nil {
 		return err
 	}
-	opts, err := s.natsOptions()
+	tlsFiles, err := s.cfg.loadTLS()
+	if err != nil {
+		return err
+	}
+	opts, err := s.natsOptions(tlsFiles)
 	if err != nil {
 		return err
 	}
@@ -110,6 +115,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
+	s.tls.start(opts, tlsFiles)
 	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1)}
 	ns.SetLoggerV2(nl, s.cfg.LogLevel == "debug", false, false)
 	s.ns = ns
@@ -197,7 +203,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-func (s *Server) natsOptions() (*server.Options, error) {
+// natsOptions are the embedded server's options; tlsFiles, when not nil,
+// are served on the client port.
+func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 	host, port, err := splitHostPort(s.cfg.Listen)
 	if err != nil {
 		return nil, err
@@ -229,6 +237,9 @@ func (s *Server) natsOptions() (*server.Options, error) {
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
+	}
+	if tlsFiles != nil {
+		tlsFiles.setNATS(opts)
 	}
 	return opts, nil
 }

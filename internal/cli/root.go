@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
@@ -62,6 +63,8 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	server string
+	// TLS of the connection to --server: --tls-ca, --tls-cert, --tls-key.
+	tlsCA, tlsCert, tlsKey string
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -103,13 +106,36 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	if def == "" {
 		def = client.DefaultURL
 	}
-	cmd.Flags().StringVar(&e.server, "server", def, "broker NATS URL; $SEMAQ_URL sets the default")
+	f := cmd.Flags()
+	f.StringVar(&e.server, "server", def, "broker NATS URL; $SEMAQ_URL sets the default")
+	f.StringVar(&e.tlsCA, "tls-ca", "", "PEM CA file to verify the broker's TLS certificate (tls:// URLs; default: the system's CAs)")
+	f.StringVar(&e.tlsCert, "tls-cert", "", "PEM client certificate, for a broker that requires one (mutual TLS); needs --tls-key")
+	f.StringVar(&e.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+}
+
+// natsTLS are the NATS options of the --tls-* flags.
+func (e *env) natsTLS() ([]nats.Option, error) {
+	var opts []nats.Option
+	if e.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(e.tlsCA))
+	}
+	switch {
+	case e.tlsCert != "" && e.tlsKey != "":
+		opts = append(opts, nats.ClientCert(e.tlsCert, e.tlsKey))
+	case e.tlsCert != "" || e.tlsKey != "":
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	return opts, nil
 }
 
 // connect dials the broker named by --server. When that fails, it looks
 // whether --server names an HTTP port, the commonest wrong address.
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
-	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"))
+	tlsOpts, err := e.natsTLS()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...))
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)

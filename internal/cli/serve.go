@@ -2,9 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +26,7 @@ var configKeys = []string{
 	"expr_max_eval_bytes", "expr_eval_timeout",
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins",
+	"tls_cert", "tls_key", "tls_client_ca", "insecure",
 }
 
 // shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
@@ -38,7 +43,13 @@ func newServeCmd(e *env) *cobra.Command {
 		Long: `Run a SemaQ broker. With no flags it serves NATS on 127.0.0.1:4222 and HTTP on
 127.0.0.1:8080 and keeps its data in ./data. Settings come from the defaults,
 then --config (YAML), then flags. SIGINT or SIGTERM drain in-flight messages
-and exit 0.`,
+and exit 0.
+
+With --tls-cert and --tls-key both ports serve TLS (NATS: tls://, HTTP:
+https://); --tls-client-ca requires client certificates from that CA.
+SIGHUP reads the three files again for new connections; open ones stay.
+With no authentication configured (SemaQ has none yet), --listen and --http
+must be loopback addresses unless --insecure is given (docs/security.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := broker.DefaultConfig()
@@ -69,6 +80,18 @@ and exit 0.`,
 			if f.Changed("trace-sample") {
 				cfg.TraceSample = flags.TraceSample
 			}
+			if f.Changed("tls-cert") {
+				cfg.TLSCert = flags.TLSCert
+			}
+			if f.Changed("tls-key") {
+				cfg.TLSKey = flags.TLSKey
+			}
+			if f.Changed("tls-client-ca") {
+				cfg.TLSClientCA = flags.TLSClientCA
+			}
+			if f.Changed("insecure") {
+				cfg.Insecure = flags.Insecure
+			}
 			return serve(cmd.Context(), e, cfg)
 		},
 	}
@@ -82,6 +105,10 @@ and exit 0.`,
 	f.StringVar(&flags.LogLevel, "log-level", def.LogLevel, "debug, info, warn or error")
 	f.StringVar(&flags.OTLPEndpoint, "otlp-endpoint", def.OTLPEndpoint, "export traces over OTLP/HTTP to this collector URL, e.g. http://127.0.0.1:4318 (empty: no tracing)")
 	f.Float64Var(&flags.TraceSample, "trace-sample", def.TraceSample, "fraction (0..1) of messages and requests without a traceparent that start a trace")
+	f.StringVar(&flags.TLSCert, "tls-cert", "", "PEM certificate (and chain) both ports serve over TLS; needs --tls-key; SIGHUP reloads it")
+	f.StringVar(&flags.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	f.StringVar(&flags.TLSClientCA, "tls-client-ca", "", "PEM CA file: require client certificates from it on both ports (mutual TLS)")
+	f.BoolVar(&flags.Insecure, "insecure", false, "allow --listen/--http on a non-loopback address although no authentication is configured")
 	return cmd
 }
 
@@ -96,10 +123,21 @@ func serve(ctx context.Context, e *env, cfg broker.Config) error {
 	if err != nil {
 		return err
 	}
+	// Registered before Start: a SIGHUP from then on reloads, never kills.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if err := srv.Start(ctx); err != nil {
 		return err
 	}
-	<-ctx.Done()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-hup:
+			reloadTLS(srv, cfg, log)
+		}
+	}
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
@@ -108,4 +146,17 @@ func serve(ctx context.Context, e *env, cfg broker.Config) error {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// reloadTLS answers SIGHUP: new certificates for new connections, or the
+// old ones kept with the reason.
+func reloadTLS(srv *broker.Server, cfg broker.Config, log *slog.Logger) {
+	switch err := srv.ReloadTLS(); {
+	case errors.Is(err, broker.ErrTLSNotConfigured):
+		log.Info("SIGHUP: nothing to reload, TLS is not configured")
+	case err != nil:
+		log.Error("SIGHUP: TLS reload failed; the certificates in service stay", "err", err)
+	default:
+		log.Info("SIGHUP: TLS certificates reloaded for new connections", "tls_cert", cfg.TLSCert, "tls_client_ca", cfg.TLSClientCA)
+	}
 }

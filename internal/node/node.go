@@ -7,6 +7,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,7 +45,8 @@ func (f *frontDoor) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// StartFrontDoor listens on d.Config.HTTP and serves the front door. It is
+// StartFrontDoor listens on d.Config.HTTP and serves the front door, over
+// HTTPS when d.TLS is set. It is
 // the broker.FrontDoorFunc of New.
 func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDoor, error) {
 	c, err := client.Connect(ctx, "", client.WithNATSOptions(d.Connect...))
@@ -80,8 +82,14 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 	srv.RegisterOnShutdown(h.CloseStreams)
 	srv.RegisterOnShutdown(gw.CloseStreams)
 	log := d.Log
+	l := httpapi.LimitListener(ln, cfg.HTTPConnLimit())
+	if d.TLS != nil {
+		// Handshakes happen in the server's connection goroutines, bounded
+		// by its header timeout; the cap counts them.
+		l = tls.NewListener(l, d.TLS)
+	}
 	go func() {
-		if err := srv.Serve(httpapi.LimitListener(ln, cfg.HTTPConnLimit())); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()

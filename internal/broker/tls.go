@@ -1,0 +1,240 @@
+package broker
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ErrTLSNotConfigured is ReloadTLS's answer on a node that serves no TLS.
+var ErrTLSNotConfigured = errors.New("broker: TLS is not configured (tls_cert, tls_key)")
+
+// natsTLSTimeout bounds a NATS client's TLS handshake.
+const natsTLSTimeout = 2 * time.Second
+
+// tlsFiles is what tls_cert, tls_key and tls_client_ca hold, read and checked.
+type tlsFiles struct {
+	cert      tls.Certificate
+	clientCAs *x509.CertPool // nil: no client certificate is asked for
+}
+
+// loadTLS reads the TLS files of c; nil without TLS. Errors name the setting.
+func (c *Config) loadTLS() (*tlsFiles, error) {
+	switch {
+	case c.TLSCert == "" && c.TLSKey == "":
+		if c.TLSClientCA != "" {
+			return nil, errors.New("tls_client_ca: needs tls_cert and tls_key (client certificates are checked in the TLS handshake)")
+		}
+		return nil, nil
+	case c.TLSKey == "":
+		return nil, errors.New("tls_key: tls_cert is set but tls_key is not; set both or neither")
+	case c.TLSCert == "":
+		return nil, errors.New("tls_cert: tls_key is set but tls_cert is not; set both or neither")
+	}
+	certPEM, err := os.ReadFile(c.TLSCert)
+	if err != nil {
+		return nil, fmt.Errorf("tls_cert: %w", err)
+	}
+	leaf, err := firstCertificate(certPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls_cert: %s: %w", c.TLSCert, err)
+	}
+	if now := time.Now(); now.After(leaf.NotAfter) {
+		return nil, fmt.Errorf("tls_cert: %s: the certificate expired at %s", c.TLSCert, leaf.NotAfter.UTC().Format(time.RFC3339))
+	}
+	keyPEM, err := os.ReadFile(c.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("tls_key: %w", err)
+	}
+	if !hasPEM(keyPEM, "PRIVATE KEY") {
+		return nil, fmt.Errorf("tls_key: %s holds no PEM private key", c.TLSKey)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("tls_key: %s does not go with the certificate of tls_cert %s: %w", c.TLSKey, c.TLSCert, err)
+	}
+	f := &tlsFiles{cert: cert}
+	if c.TLSClientCA != "" {
+		caPEM, err := os.ReadFile(c.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls_client_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("tls_client_ca: %s holds no PEM certificate", c.TLSClientCA)
+		}
+		f.clientCAs = pool
+	}
+	return f, nil
+}
+
+// firstCertificate parses the first certificate of a PEM file: the one
+// served, its chain after it.
+func firstCertificate(b []byte) (*x509.Certificate, error) {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return nil, errors.New("holds no PEM certificate")
+		}
+		if block.Type == "CERTIFICATE" {
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("bad certificate: %w", err)
+			}
+			return cert, nil
+		}
+	}
+}
+
+// hasPEM reports whether b holds a PEM block whose type ends in suffix.
+func hasPEM(b []byte, suffix string) bool {
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			return false
+		}
+		if strings.HasSuffix(block.Type, suffix) {
+			return true
+		}
+		b = bytes.TrimSpace(b)
+	}
+}
+
+// config is the TLS configuration of one port; nextProtos are its ALPN
+// protocols.
+func (f *tlsFiles) config(nextProtos ...string) *tls.Config {
+	c := &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{f.cert},
+		NextProtos:   nextProtos,
+	}
+	if f.clientCAs != nil {
+		c.ClientCAs = f.clientCAs
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return c
+}
+
+// setNATS makes opts serve f with nats-server's own TLS.
+func (f *tlsFiles) setNATS(opts *server.Options) {
+	opts.TLSConfig = f.config()
+	opts.TLSVerify = f.clientCAs != nil
+	opts.TLSTimeout = natsTLSTimeout.Seconds()
+}
+
+// tlsState is the TLS of a running node: what ReloadTLS swaps. Open
+// connections keep the certificate they were made with.
+type tlsState struct {
+	mu   sync.Mutex      // serialises reloads
+	nats *server.Options // the options the NATS server runs with; nil without TLS
+	// http is the configuration each new HTTPS handshake takes.
+	http atomic.Pointer[tls.Config]
+}
+
+// start records what the node started with.
+func (t *tlsState) start(opts *server.Options, f *tlsFiles) {
+	if f == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.nats = opts
+	t.http.Store(f.httpConfig())
+}
+
+// httpConfig serves HTTP/1.1 only: the front door's connection cap and
+// per-connection deadlines bound requests because each connection carries
+// one at a time, which HTTP/2's streams would not.
+func (f *tlsFiles) httpConfig() *tls.Config { return f.config("http/1.1") }
+
+// httpListener is the configuration of the HTTPS listener, nil without
+// TLS: every handshake takes the configuration current at that moment.
+func (t *tlsState) httpListener() *tls.Config {
+	if t.http.Load() == nil {
+		return nil
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return t.http.Load(), nil
+		},
+	}
+}
+
+// ReloadTLS reads tls_cert, tls_key and tls_client_ca again and serves them
+// to new connections on the NATS and HTTP ports; open connections stay as
+// they are. Files that do not pass the checks of Validate are refused with
+// an error and the certificates in service stay. semaq serve calls it on
+// SIGHUP.
+func (s *Server) ReloadTLS() error {
+	s.tls.mu.Lock()
+	defer s.tls.mu.Unlock()
+	if s.tls.nats == nil {
+		return ErrTLSNotConfigured
+	}
+	if s.ns == nil || !s.ns.Running() {
+		return errors.New("broker: tls reload: the NATS server is not running")
+	}
+	f, err := s.cfg.loadTLS()
+	if err != nil {
+		return fmt.Errorf("broker: tls reload refused, the certificates in service stay: %w", err)
+	}
+	if f == nil {
+		return ErrTLSNotConfigured
+	}
+	opts := s.tls.nats.Clone()
+	f.setNATS(opts)
+	if err := s.ns.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("broker: tls reload refused by the NATS server, the certificates in service stay: %w", err)
+	}
+	s.tls.nats = opts
+	s.tls.http.Store(f.httpConfig())
+	return nil
+}
+
+// checkExposure refuses a client or HTTP port on a non-loopback address
+// unless Insecure: with no authentication every client is the public user
+// (docs/security.md), which is fine on one machine only.
+func (c *Config) checkExposure() error {
+	if c.Insecure {
+		return nil
+	}
+	for _, p := range []struct{ key, flag, addr string }{{"listen", "--listen", c.Listen}, {"http", "--http", c.HTTP}} {
+		if p.addr == "" {
+			continue
+		}
+		host, _, err := net.SplitHostPort(p.addr)
+		if err != nil || isLoopback(host) {
+			continue // a bad address is reported on its own
+		}
+		return fmt.Errorf("%s: %s is not a loopback address and no authentication is configured: every client that "+
+			"can reach it would be the public user, able to read other clients' traffic (docs/security.md); "+
+			"keep %s on 127.0.0.1, ::1 or localhost, or set insecure: true (--insecure) to listen there anyway",
+			p.key, p.addr, p.flag)
+	}
+	return nil
+}
+
+// isLoopback reports whether host names only this machine. Other host
+// names are not resolved: what they resolve to can change.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
