@@ -78,6 +78,9 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 		InferKeys:      cfg.GatewayAPIKeys,
 	})
 	srv := httpapi.NewServer(h, httpapi.ServerConfig{MaxHeaderBytes: max(64<<10, 2*cfg.MaxHeaderBytes)})
+	// The server's own complaints (failed TLS handshakes, accept errors)
+	// go to the node's log, not the standard logger.
+	srv.ErrorLog = slog.NewLogLogger(d.Log.With("component", "http").Handler(), slog.LevelWarn)
 	// Event streams never finish on their own; end them when shutting down.
 	srv.RegisterOnShutdown(h.CloseStreams)
 	srv.RegisterOnShutdown(gw.CloseStreams)
