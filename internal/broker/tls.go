@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -51,7 +50,7 @@ func (c *Config) loadTLS() (*tlsFiles, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tls_cert: %s: %w", c.TLSCert, err)
 	}
-	if now := time.Now(); now.After(leaf.NotAfter) {
+	if time.Now().After(leaf.NotAfter) {
 		return nil, fmt.Errorf("tls_cert: %s: the certificate expired at %s", c.TLSCert, leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	keyPEM, err := os.ReadFile(c.TLSKey)
@@ -110,7 +109,6 @@ func hasPEM(b []byte, suffix string) bool {
 		if strings.HasSuffix(block.Type, suffix) {
 			return true
 		}
-		b = bytes.TrimSpace(b)
 	}
 }
 
@@ -191,7 +189,7 @@ func (s *Server) ReloadTLS() error {
 	}
 	f, err := s.cfg.loadTLS()
 	if err != nil {
-		return fmt.Errorf("broker: tls reload refused, the certificates in service stay: %w", err)
+		return fmt.Errorf("broker: tls reload refused: %w", err)
 	}
 	if f == nil {
 		return ErrTLSNotConfigured
@@ -199,7 +197,7 @@ func (s *Server) ReloadTLS() error {
 	opts := s.tls.nats.Clone()
 	f.setNATS(opts)
 	if err := s.ns.ReloadOptions(opts); err != nil {
-		return fmt.Errorf("broker: tls reload refused by the NATS server, the certificates in service stay: %w", err)
+		return fmt.Errorf("broker: tls reload refused by the NATS server: %w", err)
 	}
 	s.tls.nats = opts
 	s.tls.http.Store(f.httpConfig())
