@@ -54,7 +54,10 @@ type connectOptions struct {
 type Option func(*connectOptions) error
 
 // WithNATSOptions passes options through to the NATS connection (TLS,
-// credentials, an in-process server, reconnect policy...).
+// credentials, an in-process server, reconnect policy...). For a broker
+// serving TLS: nats.RootCAs("ca.pem") trusts its CA, and
+// nats.ClientCert("client.pem", "client-key.pem") presents a client
+// certificate when it requires one.
 func WithNATSOptions(opts ...nats.Option) Option {
 	return func(o *connectOptions) error {
 		o.natsOpts = append(o.natsOpts, opts...)
