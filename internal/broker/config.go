@@ -33,6 +33,7 @@ type Config struct {
 	// DataDir holds JetStream's files.
 	DataDir string `yaml:"data"`
 	// Listen is the NATS client address, host:port. Port 0 picks a free one.
+	// Listen and HTTP must be loopback addresses unless Insecure is set.
 	Listen string `yaml:"listen"`
 	// HTTP is the HTTP front door address; empty disables it.
 	HTTP string `yaml:"http"`
