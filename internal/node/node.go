@@ -46,8 +46,7 @@ func (f *frontDoor) Shutdown(ctx context.Context) error {
 }
 
 // StartFrontDoor listens on d.Config.HTTP and serves the front door, over
-// HTTPS when d.TLS is set. It is
-// the broker.FrontDoorFunc of New.
+// HTTPS when d.TLS is set. It is the broker.FrontDoorFunc of New.
 func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDoor, error) {
 	c, err := client.Connect(ctx, "", client.WithNATSOptions(d.Connect...))
 	if err != nil {
