@@ -54,6 +54,12 @@ type Option func(*Server)
 // configuration names an HTTP address. Without it, the server runs no HTTP.
 func WithFrontDoor(f FrontDoorFunc) Option { return func(s *Server) { s.frontDoor = f } }
 
+// WithIngressPolicy adds policy steps to the ingress pipeline, run in
+// order after schema-on-write and before routing (ingress_pipeline.go).
+func WithIngressPolicy(steps ...PolicyStep) Option {
+	return func(s *Server) { s.policy = append(s.policy, steps...) }
+}
+
 func (s *Server) startFrontDoor(ctx context.Context) error {
 	if s.frontDoor == nil || s.cfg.HTTP == "" {
 		return nil

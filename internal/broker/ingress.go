@@ -62,6 +62,10 @@ type ingress struct {
 	// control (queue.go); copy-on-write.
 	queues atomic.Pointer[map[string]*dispatch.Dispatcher]
 
+	// pipeline is the steps between the envelope and the append
+	// (ingress_pipeline.go).
+	pipeline []step
+
 	// Observability (observe.go): nil metrics and tracing record nothing.
 	metrics *metrics.Metrics
 	tracing *telemetry.Tracing
@@ -84,7 +88,7 @@ const (
 	ingressPendingBytes = 64 << 20
 )
 
-func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string) (*ingress, error) {
+func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string, policy []PolicyStep) (*ingress, error) {
 	in := &ingress{
 		nc:       nc,
 		out:      out,
@@ -93,6 +97,7 @@ func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeD
 		storeDir: storeDir,
 		streams:  make(map[string]*ingressStream),
 	}
+	in.pipeline = steps(policy)
 	in.acks.nc = out
 	in.acks.prefix = "_SQ_ACK." + nuid.Next() + "."
 	in.acks.committers.Store(&map[string]*groupcommit.Committer{})
@@ -246,86 +251,84 @@ func (st *ingressStream) unsubscribe() {
 	st.subs = nil
 }
 
-// handle is the hot path: it runs once per published message.
+// handle is the hot path: it runs the pipeline (ingress_pipeline.go) once
+// per published message.
 func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 	if m.Header == nil {
 		m.Header = make(nats.Header, 1)
 	}
-	o := msgObs{po: po}
+	p := publication{m: m, subject: m.Subject, stream: st, obs: msgObs{po: po}}
+	// 1. envelope
 	if m.Reply != "" {
 		if err := semaq.CheckReplySubject(m.Reply); err != nil {
 			// JetStream would send its PubAck there with the broker's
 			// rights: refuse, and answer nobody.
 			m.Reply = ""
-			in.reject(m, &o, semaq.NewAPIError(semaq.ErrBadRequest, "publish on %s: %v", m.Subject, err))
+			in.reject(&p, semaq.NewAPIError(semaq.ErrBadRequest, "publish on %s: %v", m.Subject, err))
 			return
 		}
 	}
 	if err := semaq.CheckPublishSubject(m.Subject); err != nil {
-		in.reject(m, &o, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err))
+		in.reject(&p, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err))
 		return
 	}
 	now := time.Now()
 	env, err := semaq.Normalize(m.Header, now, in.opts)
 	if err != nil {
-		in.reject(m, &o, semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error()))
+		in.reject(&p, semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error()))
 		return
 	}
-	o.begin(in, m, env)
-	defer o.end()
-	if in.reg != nil {
-		if e := o.schema(in, m, env.SchemaID); e != nil {
-			in.reject(m, &o, e)
+	p.env = env
+	p.obs.begin(in, m, env)
+	defer p.obs.end()
+	// 2-5. schema, policy, route, admission
+	for i := range in.pipeline {
+		if e := in.runStep(&in.pipeline[i], &p); e != nil {
+			in.reject(&p, e)
 			return
 		}
 	}
-	subject := m.Subject
-	if in.routes != nil {
-		if rt := in.routes.Table(); rt.Len() > 0 {
-			var e *semaq.APIError
-			if subject, st, e = o.route(in, rt, st, m); e != nil {
-				in.reject(m, &o, e)
-				return
-			}
-		}
+	// 6. append
+	if e := in.append(&p, now); e != nil {
+		in.reject(&p, e)
+		return
 	}
-	if qs := in.queues.Load(); qs != nil {
-		if d := (*qs)[st.name]; d != nil {
-			if e := d.Admit(&env, len(m.Data)); e != nil {
-				in.reject(m, &o, e)
-				return
-			}
-		}
-	}
-	o.carry(m.Header)
-	out := nats.Msg{Subject: semaq.StoragePrefix + subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
-	if st.commit != nil && m.Reply != "" {
-		// JetStream acks to the ingress; the committer releases the ack
-		// after the fsync that covers the message.
+	in.accepted.Add(1)
+	p.obs.accepted(in, &p.env)
+}
+
+// append publishes p into the storage namespace with the publisher's
+// reply subject (or, on an fsync stream, the ingress's own: the committer
+// releases the ack after the fsync that covers the message).
+func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
+	m := p.m
+	p.obs.carry(m.Header)
+	out := nats.Msg{Subject: semaq.StoragePrefix + p.subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
+	if p.stream.commit != nil && m.Reply != "" {
 		out.Reply = in.acks.prefix + m.Reply
 		in.acks.sent.Add(1)
 	} else {
-		in.lat.sample(po, &out, now)
+		in.lat.sample(p.obs.po, &out, received)
 	}
 	if err := in.nc.PublishMsg(&out); err != nil {
 		if out.Reply != m.Reply {
 			in.acks.sent.Add(^uint64(0)) // no ack will come for it
 		}
 		if errors.Is(err, nats.ErrMaxPayload) {
-			in.reject(m, &o, semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",
-				m.Subject, len(m.Data), in.nc.MaxPayload()))
-			return
+			return semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",
+				m.Subject, len(m.Data), in.nc.MaxPayload())
 		}
-		in.reject(m, &o, semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err))
-		return
+		return semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err)
 	}
-	in.accepted.Add(1)
-	o.accepted(in, &env)
+	return nil
 }
 
-func (in *ingress) reject(m *nats.Msg, o *msgObs, e *semaq.APIError) {
+// reject refuses p: counted, recorded on its span, and answered to the
+// publisher with e.
+func (in *ingress) reject(p *publication, e *semaq.APIError) {
+	m := p.m
 	in.rejected.Add(1)
-	o.rejected(e)
+	p.obs.rejected(e)
 	if m.Reply == "" {
 		in.log.Debug("rejected message without reply subject", "subject", m.Subject, "err", e.Description)
 		return

@@ -10,17 +10,11 @@ import (
 // The ingress's routing step: the rules (internal/broker/routes) pick a
 // target subject; the ingress finds the served stream that captures it.
 
-// route applies the rules of rt to m, which has passed the envelope and
-// schema checks, and returns the subject to store it under and the served
-// stream that captures that subject. A routed message gets
+// routeRule applies the rules of rt to m, which has passed the envelope,
+// schema and policy steps, and returns the subject to store it under, the
+// served stream that captures that subject and the rule that decided (nil
+// when none matched; the trace span names it). A routed message gets
 // AI-Origin-Subject. A target no stream captures refuses the message.
-func (in *ingress) route(rt *routes.Table, st *ingressStream, m *nats.Msg) (string, *ingressStream, *semaq.APIError) {
-	subject, st, _, e := in.routeRule(rt, st, m)
-	return subject, st, e
-}
-
-// routeRule is route that also returns the rule that decided, nil when
-// none matched (the trace span names it).
 func (in *ingress) routeRule(rt *routes.Table, st *ingressStream, m *nats.Msg) (string, *ingressStream, *routes.Rule, *semaq.APIError) {
 	r, t := rt.Match(m)
 	if r == nil {

@@ -56,7 +56,7 @@ func BenchmarkRoute(b *testing.B) {
 			m := &nats.Msg{Subject: "ai.inference.llm", Header: h, Data: make([]byte, 256)}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, e := in.route(rt, ai, m); e != nil {
+				if _, _, _, e := in.routeRule(rt, ai, m); e != nil {
 					b.Fatal(e)
 				}
 			}

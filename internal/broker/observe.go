@@ -15,10 +15,8 @@ import (
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/telemetry"
-	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -176,53 +174,6 @@ func rejectReason(e *semaq.APIError) string {
 		return metrics.ReasonOverloaded
 	}
 	return metrics.Other
-}
-
-// schema runs schema-on-write for the message, in a child span when the
-// subject is bound and the ingress span records.
-func (o *msgObs) schema(in *ingress, m *nats.Msg, hdrID int64) *semaq.APIError {
-	if o.span == nil || !o.span.IsRecording() {
-		return checkSchema(in.reg, m, hdrID)
-	}
-	b, ok := in.reg.BindingFor(m.Subject)
-	if !ok {
-		return nil
-	}
-	_, span := in.tracing.StartChild(o.ctx, "schema "+tracevocab.ValidUTF8(b.Subject))
-	defer span.End()
-	e := checkSchema(in.reg, m, hdrID)
-	if e != nil {
-		telemetry.Fail(span, rejectReason(e), e)
-	} else if id := m.Header.Get(semaq.HdrSchemaID); id != "" {
-		if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-			span.SetAttributes(telemetry.AttrSchemaID.Int64(n))
-		}
-	}
-	return e
-}
-
-// route applies the route rules, in a child span naming the rule that
-// decided and its target when the ingress span records.
-func (o *msgObs) route(in *ingress, rt *routes.Table, st *ingressStream, m *nats.Msg) (string, *ingressStream, *semaq.APIError) {
-	if o.span == nil || !o.span.IsRecording() {
-		return in.route(rt, st, m)
-	}
-	_, span := in.tracing.StartChild(o.ctx, "route "+tracevocab.ValidUTF8(m.Subject))
-	defer span.End()
-	origin := m.Subject
-	subject, to, r, e := in.routeRule(rt, st, m)
-	if r != nil {
-		span.SetAttributes(telemetry.AttrRoute.String(r.Name()))
-	}
-	if e != nil {
-		telemetry.Fail(span, rejectReason(e), e)
-		return subject, to, e
-	}
-	span.SetAttributes(telemetry.AttrRouteTarget.String(tracevocab.ValidUTF8(subject)))
-	if subject != origin {
-		o.span.SetAttributes(tracevocab.AttrOriginSubject.String(tracevocab.ValidUTF8(origin)), tracevocab.AttrMsgDest.String(tracevocab.ValidUTF8(subject)))
-	}
-	return subject, to, nil
 }
 
 // latencySampler times sampled messages from receipt to JetStream's ack:

@@ -53,6 +53,7 @@ type Server struct {
 	keyShared *keyShared // key-shared groups (keyshared.go)
 
 	frontDoor FrontDoorFunc // builds the HTTP front door (frontdoor.go)
+	policy    []PolicyStep  // the ingress's policy steps (ingress_pipeline.go)
 	front     FrontDoor     // nil without HTTP
 	tls       tlsState      // certificates of both client ports (tls.go)
 	lock      *dataLock     // held on DataDir from Start to the end of stop
@@ -160,7 +161,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: schema registry: %w", err)
 	}
-	s.ingress, err = newIngress(s.nc, s.egress, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir)
+	s.ingress, err = newIngress(s.nc, s.egress, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir, s.policy)
 	if err != nil {
 		return err
 	}
