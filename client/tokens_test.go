@@ -24,7 +24,7 @@ const testTrace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 // wants, with the broker's own rights.
 func rawRecord(t *testing.T, s *broker.Server, id string, rec semaq.TokenChunk) {
 	t.Helper()
-	nc, err := s.InternalConn()
+	nc, err := brokertest.DialOperator(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/operator"
 )
 
 // Servers a target can run on, as reports name them.
@@ -49,7 +50,8 @@ const (
 // Rig is the servers of one run with the scenario's streams in them.
 type Rig struct {
 	Broker *broker.Server
-	admin  *client.Client // reads the SemaQ stream's info (group-commit stats)
+	op     *operator.Operator // the bench's operator login on Broker
+	admin  *client.Client     // reads the SemaQ stream's info (group-commit stats)
 	// raw runs the raw JetStream stream when it must not share the broker's
 	// JetStream settings (sync always); nil when it lives on the broker.
 	raw *server.Server
@@ -69,14 +71,18 @@ func StartRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *Rig, 
 	cfg.HTTP = ""
 	cfg.Sync = sync
 	cfg.LogLevel = "error"
-	srv, err := broker.New(cfg, nil)
+	op, err := operator.New()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	srv, err := broker.New(cfg, nil, op.Option())
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	if err := srv.Start(ctx); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	r := &Rig{Broker: srv}
+	r := &Rig{Broker: srv, op: op}
 	defer func() {
 		if err != nil {
 			r.Close()
@@ -127,13 +133,19 @@ func startRawServer(storeDir string, maxPayload int) (*server.Server, error) {
 }
 
 // RawConn connects to the server holding the raw stream with the rights to
-// manage and publish to it: the broker's internal connection, or the raw
-// server's, which has no auth.
+// manage and publish to it: the broker as the bench's operator, or the raw
+// server, which has no auth.
 func (r *Rig) RawConn(opts ...nats.Option) (*nats.Conn, error) {
 	if r.raw != nil {
 		return nats.Connect(r.raw.ClientURL(), opts...)
 	}
-	return r.Broker.InternalConn(opts...)
+	return r.OperatorConn(opts...)
+}
+
+// OperatorConn connects to the broker as the bench's operator: every
+// right, JetStream below the semantic layer included (broker.WithOperator).
+func (r *Rig) OperatorConn(opts ...nats.Option) (*nats.Conn, error) {
+	return r.op.Connect(r.Broker.ClientURL(), opts...)
 }
 
 // rawServer is the server the raw stream runs on.

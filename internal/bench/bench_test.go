@@ -550,7 +550,7 @@ func TestStreamsStoreAlike(t *testing.T) {
 				c.Name, c.Description, c.Subjects, c.SubjectTransform, c.Metadata = "", "", nil, nil, nil
 				return c
 			}
-			nc, err := r.Broker.InternalConn()
+			nc, err := r.OperatorConn()
 			s := cfgOf(nc, err, semaqStream)
 			rnc, err := r.RawConn()
 			raw := cfgOf(rnc, err, JetStreamStream)
@@ -605,7 +605,7 @@ func TestTargetsStore(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	nc, err := r.Broker.InternalConn()
+	nc, err := r.OperatorConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -783,7 +783,7 @@ func BenchmarkRawJetStreamPublishAsync(b *testing.B) {
 // costs).
 func BenchmarkForwarderPublishAsync(b *testing.B) {
 	r := startTestRig(b)
-	nc, err := r.Broker.InternalConn(nats.InProcessServer(r.Broker.NATSServer()), nats.Name("semaq-bench-forwarder"))
+	nc, err := r.OperatorConn(nats.InProcessServer(r.Broker.NATSServer()), nats.Name("semaq-bench-forwarder"))
 	if err != nil {
 		b.Fatal(err)
 	}

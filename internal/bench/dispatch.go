@@ -21,6 +21,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/operator"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -185,7 +186,11 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 	bc.HTTP = ""
 	bc.Sync = broker.SyncInterval
 	bc.LogLevel = "error"
-	srv, err := broker.New(bc, nil)
+	op, err := operator.New()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	srv, err := broker.New(bc, nil, op.Option())
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -193,7 +198,7 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer srv.Shutdown(context.Background())
-	d := &dispatchRun{cfg: cfg, srv: srv, data: textPayload(cfg.Size)}
+	d := &dispatchRun{cfg: cfg, srv: srv, op: op, data: textPayload(cfg.Size)}
 	defer d.closeClients()
 	rep := &DispatchReport{}
 	steps := []struct {
@@ -235,6 +240,7 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 type dispatchRun struct {
 	cfg     DispatchConfig
 	srv     *broker.Server
+	op      *operator.Operator // the raw baseline's login on srv
 	data    []byte
 	mu      sync.Mutex
 	clients []*client.Client
@@ -515,7 +521,7 @@ func (d *dispatchRun) fairness(ctx context.Context, rep *DispatchReport) error {
 // alternating order over cfg.Rounds rounds.
 func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error {
 	c := d.cfg
-	nc, err := d.srv.InternalConn(nats.Name("bench-raw"))
+	nc, err := d.op.Connect(d.srv.ClientURL(), nats.Name("bench-raw"))
 	if err != nil {
 		return err
 	}
@@ -662,7 +668,7 @@ func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (flo
 	if err != nil {
 		return 0, err
 	}
-	nc, err := d.srv.InternalConn()
+	nc, err := d.op.Connect(d.srv.ClientURL())
 	if err != nil {
 		return 0, err
 	}
@@ -676,7 +682,7 @@ func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (flo
 	}
 	steps := make([]func(*atomic.Int64) error, d.cfg.DrainWorkers)
 	for i := range steps {
-		wc, err := d.srv.InternalConn()
+		wc, err := d.op.Connect(d.srv.ClientURL())
 		if err != nil {
 			return 0, err
 		}

@@ -222,7 +222,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 				t.Errorf("%s validated: %v", TargetSemaqNoSchema, err)
 			}
 
-			nc, err := r.Broker.InternalConn()
+			nc, err := r.OperatorConn()
 			if err != nil {
 				t.Fatal(err)
 			}

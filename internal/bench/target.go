@@ -123,7 +123,7 @@ func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaCon
 		}
 	}
 
-	nc, err := r.Broker.InternalConn(nats.Name("semaq-bench-admin"))
+	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
 	}
@@ -200,7 +200,7 @@ func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 // stored: its last message carries the schema's id in AI-Schema-Id, which
 // the ingress sets only on a payload it validated.
 func (r *Rig) checkEnforced(ctx context.Context) error {
-	nc, err := r.Broker.InternalConn(nats.Name("semaq-bench-admin"))
+	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/operator"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/internal/worker"
@@ -176,7 +177,11 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 	bc.Listen = "127.0.0.1:0"
 	bc.HTTP = "127.0.0.1:0"
 	bc.LogLevel = "error"
-	srv, err := node.New(bc, nil) // the gateway phase needs the HTTP front door
+	op, err := operator.New()
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	srv, err := node.New(bc, nil, op.Option()) // the gateway phase needs the HTTP front door
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -184,7 +189,7 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer srv.Shutdown(context.Background())
-	tr := &tokensRun{cfg: cfg, srv: srv}
+	tr := &tokensRun{cfg: cfg, srv: srv, op: op}
 	defer tr.close()
 	if err := tr.rawStream(ctx); err != nil {
 		return nil, err
@@ -230,6 +235,7 @@ type tokensRun struct {
 	cfg     TokensConfig
 	lastErr string
 	srv     *broker.Server
+	op      *operator.Operator // the raw baseline's login on srv
 	conns   []*nats.Conn
 	cls     []*client.Client
 }
@@ -255,7 +261,7 @@ func (tr *tokensRun) client(ctx context.Context, name string) (*client.Client, e
 }
 
 func (tr *tokensRun) rawConn() (*nats.Conn, error) {
-	nc, err := tr.srv.InternalConn(nats.Name("bench-raw"))
+	nc, err := tr.op.Connect(tr.srv.ClientURL(), nats.Name("bench-raw"))
 	if err != nil {
 		return nil, err
 	}

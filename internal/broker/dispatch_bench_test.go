@@ -77,7 +77,7 @@ func benchDrain(b *testing.B, confirmed bool) {
 	})
 	b.Run("jetstream", func(b *testing.B) {
 		s := brokertest.Start(b)
-		nc, err := s.InternalConn()
+		nc, err := brokertest.DialOperator(s)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func rawConn(t *testing.T, s *broker.Server) *nats.Conn {
 // do before the permissions close it, and how tests look at storage.
 func internalJS(t *testing.T, s *broker.Server) jetstream.JetStream {
 	t.Helper()
-	nc, err := s.InternalConn()
+	nc, err := brokertest.DialOperator(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,18 +47,9 @@ type FrontDoorDeps struct {
 // when deps.TLS is set.
 type FrontDoorFunc func(ctx context.Context, deps FrontDoorDeps) (FrontDoor, error)
 
-// Option configures a Server at New.
-type Option func(*Server)
-
 // WithFrontDoor makes the server start an HTTP front door with f when its
 // configuration names an HTTP address. Without it, the server runs no HTTP.
 func WithFrontDoor(f FrontDoorFunc) Option { return func(s *Server) { s.frontDoor = f } }
-
-// WithIngressPolicy adds policy steps to the ingress pipeline, run in
-// order after schema-on-write and before routing (ingress_pipeline.go).
-func WithIngressPolicy(steps ...PolicyStep) Option {
-	return func(s *Server) { s.policy = append(s.policy, steps...) }
-}
 
 func (s *Server) startFrontDoor(ctx context.Context) error {
 	if s.frontDoor == nil || s.cfg.HTTP == "" {

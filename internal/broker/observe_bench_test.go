@@ -51,7 +51,7 @@ func BenchmarkIngressObserved(b *testing.B) {
 			subject := "ai.inference.llm"
 			if bc.raw {
 				var err error
-				if nc, err = s.InternalConn(); err != nil {
+				if nc, err = brokertest.DialOperator(s); err != nil {
 					b.Fatal(err)
 				}
 				defer nc.Close()

@@ -459,7 +459,7 @@ func TestRouteSurvivesRestart(t *testing.T) {
 func TestRouteStoredRuleNotLoaded(t *testing.T) {
 	r := startRouting(t)
 	ctx := context.Background()
-	nc, err := r.s.InternalConn()
+	nc, err := brokertest.DialOperator(r.s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
@@ -54,6 +55,7 @@ type Server struct {
 
 	frontDoor FrontDoorFunc // builds the HTTP front door (frontdoor.go)
 	policy    []PolicyStep  // the ingress's policy steps (ingress_pipeline.go)
+	operators []string      // public nkeys of operator users (WithOperator)
 	front     FrontDoor     // nil without HTTP
 	tls       tlsState      // certificates of both client ports (tls.go)
 	lock      *dataLock     // held on DataDir from Start to the end of stop
@@ -83,6 +85,11 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, users: users}
 	for _, o := range opts {
 		o(s)
+	}
+	for _, pub := range s.operators {
+		if !nkeys.IsValidPublicUserKey(pub) {
+			return nil, fmt.Errorf("broker: operator %q is not a public user nkey (U…)", pub)
+		}
 	}
 	return s, nil
 }
@@ -236,6 +243,10 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions()}},
 		NoAuthUser: publicUser,
 	}
+	for _, pub := range s.operators {
+		// All rights, as the internal user: see WithOperator.
+		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub})
+	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
 	}
@@ -264,14 +275,6 @@ func (s *Server) HTTPAddr() string {
 // NATSServer exposes the embedded server, for in-process clients
 // (nats.InProcessServer) and benchmarks.
 func (s *Server) NATSServer() *server.Server { return s.ns }
-
-// InternalConn returns a new connection with the semantic layer's rights,
-// which may write to storage directly. Benchmarks use it to measure raw
-// JetStream beside the ingress; nothing else should.
-func (s *Server) InternalConn(opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{s.internalAuth()}, opts...)
-	return nats.Connect(s.ClientURL(), opts...)
-}
 
 // internalAuth authenticates a connection as the internal user.
 func (s *Server) internalAuth() nats.Option { return s.users.internal.auth() }

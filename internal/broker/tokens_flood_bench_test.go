@@ -80,7 +80,7 @@ func tokenFloodOnce(b *testing.B, d time.Duration) {
 	wg.Wait()
 	floodPeak := peak.stop()
 
-	nc, err := s.InternalConn()
+	nc, err := brokertest.DialOperator(s)
 	if err != nil {
 		b.Fatal(err)
 	}

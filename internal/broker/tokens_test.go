@@ -35,7 +35,7 @@ func TestTokenStreamConfig(t *testing.T) {
 
 	for _, storage := range []string{"", "file"} {
 		s := brokertest.Start(t, func(c *broker.Config) { c.TokenStorage = storage })
-		nc, err := s.InternalConn()
+		nc, err := brokertest.DialOperator(s)
 		if err != nil {
 			t.Fatal(err)
 		}

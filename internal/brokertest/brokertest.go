@@ -4,12 +4,16 @@ package brokertest
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/node"
+	"github.com/semaq/semaq/internal/operator"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -24,10 +28,15 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Server {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	s, err := node.New(cfg, nil)
+	op, err := operator.New()
 	if err != nil {
 		t.Fatalf("brokertest: %v", err)
 	}
+	s, err := node.New(cfg, nil, op.Option())
+	if err != nil {
+		t.Fatalf("brokertest: %v", err)
+	}
+	operators.Store(s, op)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.Start(ctx); err != nil {
@@ -37,8 +46,24 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Server {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
+		operators.Delete(s)
 	})
 	return s
+}
+
+// operators holds the operator of each broker Start made.
+var operators sync.Map // *broker.Server → *operator.Operator
+
+// DialOperator connects to s, a broker Start made, as its operator: every
+// right, storage and JetStream's whole API included (broker.WithOperator).
+// Tests use it to look below the semantic layer; the caller closes the
+// connection.
+func DialOperator(s *broker.Server, opts ...nats.Option) (*nats.Conn, error) {
+	op, ok := operators.Load(s)
+	if !ok {
+		return nil, errors.New("brokertest: the broker was not started by brokertest.Start")
+	}
+	return op.(*operator.Operator).Connect(s.ClientURL(), opts...)
 }
 
 // Connect returns an SDK client of s, closed at the end of the test.

@@ -82,7 +82,7 @@ func ctxT(t *testing.T) context.Context {
 // (the broker included) publishes on subjects.
 func spy(t *testing.T, srv *broker.Server, subjects ...string) <-chan *nats.Msg {
 	t.Helper()
-	nc, err := srv.InternalConn()
+	nc, err := brokertest.DialOperator(srv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestConfusedDeputyReplySubjects(t *testing.T) {
 
 func internalJS(t *testing.T, srv *broker.Server) jetstream.JetStream {
 	t.Helper()
-	nc, err := srv.InternalConn()
+	nc, err := brokertest.DialOperator(srv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 // the others.
 func TestBucketConcurrentOpenOrCreate(t *testing.T) {
 	s := brokertest.Start(t)
-	nc, err := s.InternalConn()
+	nc, err := brokertest.DialOperator(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ func (m kvModel) snapshot() map[string]string { return maps.Clone(m) }
 // wait for, keeps its last snapshot after Close and then reports stopped.
 func TestFollower(t *testing.T) {
 	s := brokertest.Start(t)
-	nc, err := s.InternalConn()
+	nc, err := brokertest.DialOperator(s)
 	if err != nil {
 		t.Fatal(err)
 	}

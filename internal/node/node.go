@@ -21,9 +21,10 @@ import (
 )
 
 // New makes a node: a broker that, once started, serves HTTP on the
-// configured address (none when it is empty).
-func New(cfg broker.Config, log *slog.Logger) (*broker.Server, error) {
-	return broker.New(cfg, log, broker.WithFrontDoor(StartFrontDoor))
+// configured address (none when it is empty). opts add to the broker's
+// options (an operator for a benchmark, policy steps).
+func New(cfg broker.Config, log *slog.Logger, opts ...broker.Option) (*broker.Server, error) {
+	return broker.New(cfg, log, append([]broker.Option{broker.WithFrontDoor(StartFrontDoor)}, opts...)...)
 }
 
 // frontDoor is the running HTTP side of a node.

@@ -144,7 +144,7 @@ func (s *natsSystem) setup(ctx context.Context, sc *Scenario) error {
 	s.sc = sc
 	nc, err := s.rig.RawConn(nats.Name("semaq-bench-admin"))
 	if s.t.Name == bench.TargetSemaq {
-		nc, err = s.rig.Broker.InternalConn(nats.Name("semaq-bench-admin"))
+		nc, err = s.rig.OperatorConn(nats.Name("semaq-bench-admin"))
 	}
 	if err != nil {
 		return fmt.Errorf("bench: %s: admin connection: %w", s.t.Name, err)

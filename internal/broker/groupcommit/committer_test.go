@@ -21,7 +21,7 @@ import (
 // commits what is still held before it returns.
 func TestCommitter(t *testing.T) {
 	s := brokertest.Start(t)
-	nc, err := s.InternalConn()
+	nc, err := brokertest.DialOperator(s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,21 @@
+package broker
+
+// Option configures a Server at New.
+type Option func(*Server)
+
+// WithOperator admits an operator: a NATS user, known by the public nkey
+// pub, with every right on the node, the storage namespace and JetStream's
+// whole API included. It is for the programs that embed a node and must
+// reach JetStream below the semantic layer — the benchmark's raw
+// JetStream baseline, tests that inspect storage. The embedder makes the
+// key pair and keeps the seed; the node never sees it. `semaq serve` admits
+// no operator.
+func WithOperator(pub string) Option {
+	return func(s *Server) { s.operators = append(s.operators, pub) }
+}
+
+// WithIngressPolicy adds policy steps to the ingress pipeline, run in
+// order after schema-on-write and before routing (ingress_pipeline.go).
+func WithIngressPolicy(steps ...PolicyStep) Option {
+	return func(s *Server) { s.policy = append(s.policy, steps...) }
+}

@@ -1,0 +1,43 @@
+// Package operator makes the operator login of a program that embeds a
+// SemaQ node and must reach JetStream below the semantic layer: the
+// benchmark's raw JetStream baseline, tests that inspect storage
+// (broker.WithOperator). The key pair lives in the embedding process; the
+// node learns only the public key.
+package operator
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/semaq/semaq/internal/broker"
+)
+
+// Operator is one operator key pair.
+type Operator struct {
+	kp  nkeys.KeyPair
+	pub string
+}
+
+// New makes a key pair.
+func New() (*Operator, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("operator: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("operator: %w", err)
+	}
+	return &Operator{kp: kp, pub: pub}, nil
+}
+
+// Option admits the operator on a node made with it.
+func (o *Operator) Option() broker.Option { return broker.WithOperator(o.pub) }
+
+// Connect opens a connection to url as the operator.
+func (o *Operator) Connect(url string, opts ...nats.Option) (*nats.Conn, error) {
+	auth := nats.Nkey(o.pub, func(nonce []byte) ([]byte, error) { return o.kp.Sign(nonce) })
+	return nats.Connect(url, append([]nats.Option{auth}, opts...)...)
+}
