@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/semaq"
 )
@@ -20,13 +16,7 @@ import (
 // Messages with the same key go to one member of the group at a time, in
 // stream order. See docs/key-shared.md.
 func KeyBy(expr string) SubscribeOption {
-	return func(o *subscribeOptions) error {
-		if strings.TrimSpace(expr) == "" {
-			return errors.New("client: KeyBy: the key expression is empty")
-		}
-		o.key = expr
-		return nil
-	}
+	return exprOption("KeyBy", "the key expression", expr, func(o *subscribeOptions) { o.key = expr })
 }
 
 // WithMember names this member of a key-shared group. A member that
@@ -84,137 +74,49 @@ func (c *Client) SubscribeKeyShared(ctx context.Context, subject, group string, 
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	inbox := c.nc.NewInbox()
-	req := semaq.KeySharedJoinRequest{
-		Subject: subject, Group: group, Key: o.key, Member: o.member, DeliverSubject: inbox,
-		StartSeq: o.startSeq, AckWait: o.ackWait, MaxAckPending: 1000,
-	}
-	if o.maxAckPending > 0 {
-		req.MaxAckPending = o.maxAckPending
-	}
-	if o.deliver == DeliverNew {
-		req.Deliver = "new"
-	}
-	// Room for everything the group may have in flight: JetStream bounds
-	// it by the group's MaxAckPending.
-	ch := make(chan *nats.Msg, 2*req.MaxAckPending+64)
-	sub, err := c.nc.ChanSubscribe(inbox+".>", ch)
-	if err != nil {
-		return nil, fmt.Errorf("client: key-shared subscribe: %w", err)
-	}
-	_ = sub.SetPendingLimits(-1, -1)
-	if err := c.nc.FlushWithContext(ctx); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, fmt.Errorf("client: key-shared subscribe: %w", err)
-	}
+	k := &keySharedSource{c: c, req: semaq.KeySharedJoinRequest{
+		Subject: subject, Group: group, Key: o.key, Member: o.member,
+		StartSeq: o.startSeq, Deliver: o.pumpDeliver(), AckWait: o.ackWait, MaxAckPending: o.pumpAckPending(),
+	}}
+	return c.subscribePump(ctx, "key-shared subscribe", subject, o, true, k, k.req.MaxAckPending)
+}
+
+// keySharedSource is the client end of a key-shared membership. When the
+// broker dropped the member or restarted, the next ping joins again.
+type keySharedSource struct {
+	c   *Client
+	req semaq.KeySharedJoinRequest
+}
+
+func (k *keySharedSource) start(ctx context.Context, inbox string) (pumpStarted, error) {
+	k.req.DeliverSubject = inbox
 	var resp semaq.KeySharedJoinResponse
-	if err := c.request(ctx, semaq.APIKeySharedJoin, req, &resp); err != nil {
-		_ = sub.Unsubscribe()
-		return nil, err
+	if err := k.c.request(ctx, semaq.APIKeySharedJoin, k.req, &resp); err != nil {
+		return pumpStarted{}, err
 	}
 	// A rejoin after a broker restart keeps the name, and so the keys.
-	req.Key, req.Member = resp.Key, resp.Member
-	src := &keySharedSource{c: c, req: req, inbox: inbox, sub: sub, ch: ch, id: resp.ID,
-		stopHB: make(chan struct{}), hbDone: make(chan struct{})}
-	hb := resp.Heartbeat
-	if hb <= 0 {
-		hb = 2 * time.Second
-	}
-	go src.heartbeat(hb)
-	return &Subscription{c: c, stream: resp.Stream, subject: subject, name: resp.Consumer,
-		durable: true, opts: o, done: make(chan struct{}), src: src}, nil
+	k.req.Key, k.req.Member = resp.Key, resp.Member
+	return pumpStarted{id: resp.ID, stream: resp.Stream, consumer: resp.Consumer, heartbeat: resp.Heartbeat}, nil
 }
 
-// keySharedSource receives the messages the broker forwards to this
-// member, and keeps the membership alive with pings.
-type keySharedSource struct {
-	c      *Client
-	req    semaq.KeySharedJoinRequest
-	inbox  string
-	sub    *nats.Subscription
-	ch     chan *nats.Msg
-	stopHB chan struct{}
-	hbDone chan struct{}
-
-	mu       sync.Mutex // guards id
-	id       string
-	received atomic.Uint64
+func (k *keySharedSource) ping(ctx context.Context, id string) error {
+	return k.c.request(ctx, fmt.Sprintf(semaq.APIKeySharedPingT, id), nil, nil)
 }
 
-func (k *keySharedSource) next(ctx context.Context, done <-chan struct{}) (jetstream.Msg, error) {
-	select {
-	case m := <-k.ch:
-		m.Reply = m.Header.Get(semaq.HdrFilterAck)
-		m.Header.Del(semaq.HdrFilterAck)
-		k.received.Add(1)
-		return &filteredMsg{m: m, nc: k.c.nc, subject: strings.TrimPrefix(m.Subject, k.inbox+".")}, nil
-	case <-done:
-		return nil, ErrSubscriptionDone
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+// lost: no responder, the broker restarted; gone, it dropped this member
+// (a missed heartbeat). Either way, join again.
+func (k *keySharedSource) lost(err error) bool {
+	return errors.Is(err, semaq.ErrUnavailable) || errors.Is(err, semaq.ErrMemberGone)
 }
 
-func (k *keySharedSource) heartbeat(every time.Duration) {
-	defer close(k.hbDone)
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-k.stopHB:
-			return
-		case <-t.C:
-		}
-		if k.c.nc.IsClosed() {
-			return // the broker drops the member when the pings stop
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
-		k.mu.Lock()
-		id := k.id
-		k.mu.Unlock()
-		err := k.c.request(ctx, fmt.Sprintf(semaq.APIKeySharedPingT, id), nil, nil)
-		// No responder: the broker restarted. Gone: it dropped this member
-		// (a missed heartbeat). Either way, join again.
-		if errors.Is(err, semaq.ErrUnavailable) || errors.Is(err, semaq.ErrMemberGone) {
-			var resp semaq.KeySharedJoinResponse
-			if err := k.c.request(ctx, semaq.APIKeySharedJoin, k.req, &resp); err == nil {
-				k.mu.Lock()
-				k.id = resp.ID
-				k.mu.Unlock()
-			}
-		}
-		cancel()
-	}
-}
+func (k *keySharedSource) received(*nats.Msg) {}
 
-func (k *keySharedSource) close() error {
-	close(k.stopHB)
-	<-k.hbDone
-	_ = k.sub.Unsubscribe()
-	if k.c.nc.IsClosed() {
-		return nil
-	}
-	k.mu.Lock()
-	id := k.id
-	k.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), k.c.timeout)
-	defer cancel()
-	// Leave first, so what is handed back below goes to the others.
+func (k *keySharedSource) end(ctx context.Context, id string) error {
 	err := k.c.request(ctx, fmt.Sprintf(semaq.APIKeySharedLeaveT, id), nil, nil)
-	for {
-		select {
-		case m := <-k.ch:
-			if ack := m.Header.Get(semaq.HdrFilterAck); ack != "" {
-				_ = k.c.nc.Publish(ack, []byte("-NAK"))
-			}
-		default:
-			_ = k.c.nc.FlushWithContext(ctx)
-			if err != nil && !errors.Is(err, semaq.ErrMemberGone) {
-				return fmt.Errorf("client: leaving key-shared group %s: %w", k.req.Group, err)
-			}
-			return nil
-		}
+	if err != nil && !errors.Is(err, semaq.ErrMemberGone) {
+		return fmt.Errorf("client: leaving key-shared group %s: %w", k.req.Group, err)
 	}
+	return nil
 }
 
 // KeySharedInfo describes a running key-shared group: its members, keys

@@ -68,10 +68,10 @@ type Config struct {
 	// ExprEvalTimeout bounds the time of one evaluation; 0 means 5s.
 	ExprEvalTimeout time.Duration `yaml:"expr_eval_timeout"`
 	// MaxFilters bounds the filtered subscriptions one node runs; 0 means
-	// DefaultMaxFilters.
+	// filter.DefaultMax (1000).
 	MaxFilters int `yaml:"max_filters"`
 	// MaxKeySharedMembers bounds the key-shared members one node serves;
-	// 0 means DefaultMaxKeySharedMembers.
+	// 0 means keyshared.DefaultMaxMembers (1000).
 	MaxKeySharedMembers int `yaml:"max_key_shared_members"`
 	// MaxConnections bounds the NATS client connections of the node (the
 	// HTTP front door has its own bound); past it NATS refuses new ones.
@@ -115,20 +115,6 @@ func (c *Config) HTTPConnLimit() int {
 		return c.HTTPMaxConns
 	}
 	return 1024
-}
-
-func (c *Config) maxFilters() int {
-	if c.MaxFilters > 0 {
-		return c.MaxFilters
-	}
-	return DefaultMaxFilters
-}
-
-func (c *Config) maxKeySharedMembers() int {
-	if c.MaxKeySharedMembers > 0 {
-		return c.MaxKeySharedMembers
-	}
-	return DefaultMaxKeySharedMembers
 }
 
 // exprConfig is the expression limits of the node.

@@ -4,20 +4,10 @@ import "github.com/semaq/semaq/semaq"
 
 // FilterTotals sums the counters of the filters s runs now.
 func FilterTotals(s *Server) semaq.FilterStats {
-	var t semaq.FilterStats
 	if s.filters == nil {
-		return t
+		return semaq.FilterStats{}
 	}
-	s.filters.mu.Lock()
-	defer s.filters.mu.Unlock()
-	for _, p := range s.filters.pumps {
-		st := p.stats()
-		t.Matched += st.Matched
-		t.Skipped += st.Skipped
-		t.Errors += st.Errors
-		t.MissingField += st.MissingField
-	}
-	return t
+	return s.filters.Totals()
 }
 
 // FilterCount is the number of filters s runs now.
@@ -25,7 +15,5 @@ func FilterCount(s *Server) int {
 	if s.filters == nil {
 		return 0
 	}
-	s.filters.mu.Lock()
-	defer s.filters.mu.Unlock()
-	return len(s.filters.pumps)
+	return s.filters.Running()
 }

@@ -15,10 +15,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
+	"github.com/semaq/semaq/internal/broker/filter"
+	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/tokens"
+	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -45,13 +50,13 @@ type Server struct {
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
-	filters *filters           // filtered subscriptions (filter.go)
+	filters *filter.Service    // filtered subscriptions (filter/)
 	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
-	keyShared *keyShared // key-shared groups (keyshared.go)
+	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
 	frontDoor FrontDoorFunc // builds the HTTP front door (frontdoor.go)
 	policy    []PolicyStep  // the ingress's policy steps (ingress_pipeline.go)
@@ -199,6 +204,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.tokens.Start(ctx); err != nil {
 		return err
 	}
+	s.startPumps()
 	if err := s.startAPI(); err != nil {
 		return err
 	}
@@ -324,14 +330,23 @@ func (s *Server) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 		}
 	}
-	s.stopFilters() // pumps publish on the internal connection: stop them before it drains
+	// Pumps publish on the internal connection: stop them before it drains.
+	if s.filters != nil {
+		if err := s.filters.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("filters: %w", err))
+		}
+	}
 	if err := s.stopQueues(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if err := s.tokens.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	s.stopKeyShared()
+	if s.keyShared != nil {
+		if err := s.keyShared.Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("key-shared groups: %w", err))
+		}
+	}
 	if s.ingress != nil {
 		if err := s.ingress.shutdown(ctx); err != nil {
 			errs = append(errs, err)
@@ -380,6 +395,46 @@ func (s *Server) stop(ctx context.Context) error {
 		s.lock = nil
 	}
 	return errors.Join(errs...)
+}
+
+// startPumps makes the subsystems built on consumer pumps: filtered
+// subscriptions and key-shared groups. Each runs its reap loop until its
+// Close in stop; their handlers are served by startAPI (pumpHandlers).
+func (s *Server) startPumps() {
+	env, err := expr.NewEnvConfig(s.cfg.exprConfig())
+	if err != nil {
+		// The environment is static; this cannot fail at runtime.
+		s.log.Error("filters and key-shared groups disabled", "err", err)
+		return
+	}
+	deps := pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: s.streamsCapturing}
+	fd := filter.Deps{Deps: deps, Schemas: s.reg,
+		Delivered: func(stream string) func(string, nats.Header) {
+			pos := s.streamPatterns(stream)
+			return func(subject string, h nats.Header) { recordDelivered(pos, subject, h) }
+		},
+	}
+	fd.Log, fd.Max = s.log.With("component", "filter"), s.cfg.MaxFilters
+	if s.filters, err = filter.New(fd); err != nil {
+		s.log.Error("filters disabled", "err", err)
+	}
+	kd := keyshared.Deps{Deps: deps, NC: s.nc}
+	kd.Log, kd.Max = s.log.With("component", "keyshared"), s.cfg.MaxKeySharedMembers
+	if s.keyShared, err = keyshared.New(kd); err != nil {
+		s.log.Error("key-shared groups disabled", "err", err)
+	}
+}
+
+// pumpHandlers serves $SQ.API.FILTER.* and $SQ.API.KEYSHARED.*.
+func (s *Server) pumpHandlers() api.Handlers {
+	h := api.Handlers{}
+	if s.filters != nil {
+		h.Merge(s.filters.Handlers())
+	}
+	if s.keyShared != nil {
+		h.Merge(s.keyShared.Handlers())
+	}
+	return h
 }
 
 // natsReadyTimeout bounds the embedded server's start when it reports no

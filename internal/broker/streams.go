@@ -31,10 +31,9 @@ func (s *Server) startAPI() error {
 		s.schemaHandlers(),
 		s.dlqHandlers(),
 		s.routeHandlers(),
-		s.filterHandlers(),
+		s.pumpHandlers(),
 		s.agentHandlers(),
 		s.queueHandlers(),
-		s.keySharedHandlers(),
 		s.tokens.Handlers(),
 	)
 	for subj, h := range handlers {

@@ -3,7 +3,6 @@ package broker
 import (
 	"strings"
 
-	"github.com/semaq/semaq/internal/broker/keyhash"
 	"github.com/semaq/semaq/internal/broker/subjects"
 	"github.com/semaq/semaq/semaq"
 )
@@ -15,10 +14,6 @@ func checkPublicSubject(subj string) error { return subjects.CheckPublic(subj) }
 // subjectMatches reports whether a valid literal subject matches a valid
 // pattern (subjects.Match).
 func subjectMatches(pattern, subject string) bool { return subjects.Match(pattern, subject) }
-
-// keyHash is the hash a key-shared group and a route split pick by
-// (keyhash.Of).
-func keyHash(s string) uint64 { return keyhash.Of(s) }
 
 // checkSubject validates NATS subject syntax (semaq.CheckSubject).
 func checkSubject(subj string, wildcards bool) error { return semaq.CheckSubject(subj, wildcards) }

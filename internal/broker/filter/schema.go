@@ -1,4 +1,4 @@
-package broker
+package filter
 
 import (
 	"context"
@@ -32,8 +32,8 @@ type fieldProblem struct {
 
 // checkFields compares prog's payload fields with the schemas bound to
 // subject. Reads the registry's in-memory state only.
-func (f *filters) checkFields(ctx context.Context, subject string, prog *expr.Program) []fieldProblem {
-	reg := f.s.reg
+func (f *Service) checkFields(ctx context.Context, subject string, prog *expr.Program) []fieldProblem {
+	reg := f.deps.Schemas
 	refs := prog.PayloadFields()
 	if reg == nil || len(refs) == 0 {
 		return nil
