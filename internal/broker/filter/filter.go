@@ -53,9 +53,9 @@ type Deps struct {
 	Delivered func(stream string) func(subject string, h nats.Header)
 }
 
-// Service runs this node's filtered subscriptions. mu guards byDurable
-// and closed, and is taken before the registry's; it is never held while a
-// subscription stops (stopping waits for its consume goroutine).
+// Service runs this node's filtered subscriptions. mu guards byDurable and
+// is taken before the registry's; it is never held while a subscription
+// stops (stopping waits for its consume goroutine).
 //
 // Goroutines: the reap loop (from New to Close) and, per subscription,
 // the JetStream consume goroutine (from START to STOP, reap or Close).
@@ -67,7 +67,6 @@ type Service struct {
 	// START for the same durable takes over (the old client is gone or
 	// reconnecting).
 	byDurable map[string]*sub
-	closed    bool
 }
 
 // sub is one filtered subscription.
@@ -118,14 +117,9 @@ func (f *Service) Handlers() api.Handlers {
 // reap loop, and waits for their goroutines. START is refused from then
 // on. It runs at shutdown, before the internal connection drains.
 func (f *Service) Close(ctx context.Context) error {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
+	if !f.subs.Close() {
 		return nil
 	}
-	f.closed = true
-	f.mu.Unlock()
-	f.subs.Stop()
 	for _, p := range f.subs.All() {
 		f.stopCtx(ctx, p)
 	}
@@ -150,13 +144,11 @@ func (f *Service) Totals() semaq.FilterStats {
 
 // words refuse a START.
 var words = pump.Words{
-	Bad:        badFilter,
-	Overloaded: "filter: this node runs %d filtered subscriptions, the most it allows; stop one or use another node",
-	Conflicts: pump.Conflicts{
-		NotOurs:      "durable %s was created without a filter; use another name",
-		OtherExpr:    "durable %s filters on %q, not %q; delete it or use another name",
-		OtherSubject: "durable %s follows subject %s, not %s",
-	},
+	Bad:          badFilter,
+	Overloaded:   "filter: this node runs %d filtered subscriptions, the most it allows; stop one or use another node",
+	NotOurs:      "durable %s was created without a filter; use another name",
+	OtherExpr:    "durable %s filters on %q, not %q; delete it or use another name",
+	OtherSubject: "durable %s follows subject %s, not %s",
 }
 
 func badFilter(format string, args ...any) error {
@@ -219,12 +211,13 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 	}
 
 	f.mu.Lock()
-	if f.closed {
+	id, ok := f.subs.Add(p)
+	if !ok {
 		f.mu.Unlock()
 		f.stop(p)
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "filter: the broker is shutting down")
 	}
-	p.id = f.subs.Add(p)
+	p.id = id
 	var old *sub
 	if p.durable {
 		old = f.byDurable[stream+"/"+p.consumer]

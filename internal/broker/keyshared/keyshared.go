@@ -128,7 +128,7 @@ func (k *Service) Close(ctx context.Context) error {
 	k.groups = map[string]*group{}
 	k.members.Clear()
 	k.mu.Unlock()
-	k.members.Stop()
+	k.members.Close()
 	for _, g := range groups {
 		g.stop(ctx)
 	}
@@ -137,13 +137,10 @@ func (k *Service) Close(ctx context.Context) error {
 
 // words refuse a JOIN.
 var words = pump.Words{
-	Bad:        badKeyShared,
-	Overloaded: "key-shared: this node serves %d members, the most it allows",
-	Conflicts: pump.Conflicts{
-		NotOurs:      "consumer %s exists and is not a key-shared group; use another group name",
-		OtherExpr:    "group %s is keyed by %q, not %q; delete it or use another group name",
-		OtherSubject: "group %s follows subject %s, not %s",
-	},
+	Bad: badKeyShared, Overloaded: "key-shared: this node serves %d members, the most it allows",
+	NotOurs:      "consumer %s exists and is not a key-shared group; use another group name",
+	OtherExpr:    "group %s is keyed by %q, not %q; delete it or use another group name",
+	OtherSubject: "group %s follows subject %s, not %s",
 }
 
 func badKeyShared(format string, args ...any) error {
@@ -248,7 +245,9 @@ func (k *Service) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*s
 		mem.name = nuid.Next()
 	}
 	mem.hash = keyhash.Of(mem.name)
-	mem.id = k.members.Add(mem)
+	// Never refused: the registry closes after k.closed is set, and this
+	// runs under k.mu having found it unset.
+	mem.id, _ = k.members.Add(mem)
 	g.mu.Lock()
 	// A member of the same name replaces the old one: it reconnected.
 	var replaced *member

@@ -67,20 +67,15 @@ func (s Spec) Config() jetstream.ConsumerConfig {
 	return cfg
 }
 
-// Words is how a subsystem refuses a request.
+// Words is how a subsystem refuses a request: Bad makes a request error;
+// the rest are formats. Overloaded describes ErrOverloaded when the node
+// already runs Deps.Max, and takes that count. The others say why an
+// existing durable is not the one a request names: NotOurs takes the
+// durable's name; OtherExpr and OtherSubject take the name, what the
+// durable has and what the request wants.
 type Words struct {
-	Bad BadFunc // a request error in the subsystem's words
-	// Overloaded describes ErrOverloaded when the node already runs
-	// Deps.Max: a format taking that count.
-	Overloaded string
-	Conflicts
-}
-
-// Conflicts words, for a subsystem, why an existing durable is not the one
-// a request names. Each is a format: NotOurs takes the durable's name;
-// OtherExpr and OtherSubject take the name, what the durable has and what
-// the request wants.
-type Conflicts struct {
+	Bad          BadFunc
+	Overloaded   string
 	NotOurs      string // no expression in its metadata: made by someone else
 	OtherExpr    string // made with another expression
 	OtherSubject string // follows another subject
@@ -88,9 +83,9 @@ type Conflicts struct {
 
 // Resume looks up the durable s names on stream. It returns nil and
 // s.Expr when there is none yet; otherwise the consumer and its stored
-// expression, or a request error worded by c when the durable was made for
+// expression, or a request error worded by w when the durable was made for
 // something else (s.Expr "" takes whatever is stored).
-func Resume(ctx context.Context, js jetstream.JetStream, stream string, s Spec, c Conflicts, bad BadFunc) (jetstream.Consumer, string, error) {
+func Resume(ctx context.Context, js jetstream.JetStream, stream string, s Spec, w Words) (jetstream.Consumer, string, error) {
 	cons, err := js.Consumer(ctx, stream, s.Durable)
 	switch {
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -102,11 +97,11 @@ func Resume(ctx context.Context, js jetstream.JetStream, stream string, s Spec, 
 	have := cfg.Metadata[s.MetaKey]
 	switch {
 	case have == "":
-		return nil, "", bad(c.NotOurs, s.Durable)
+		return nil, "", w.Bad(w.NotOurs, s.Durable)
 	case s.Expr != "" && s.Expr != have:
-		return nil, "", bad(c.OtherExpr, s.Durable, have, s.Expr)
+		return nil, "", w.Bad(w.OtherExpr, s.Durable, have, s.Expr)
 	case cfg.FilterSubject != s.Subject:
-		return nil, "", bad(c.OtherSubject, s.Durable, cfg.FilterSubject, s.Subject)
+		return nil, "", w.Bad(w.OtherSubject, s.Durable, cfg.FilterSubject, s.Subject)
 	}
 	return cons, have, nil
 }

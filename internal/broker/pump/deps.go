@@ -56,7 +56,7 @@ func (d Deps) Locate(ctx context.Context, running int, s Spec, w Words) (stream 
 	if s.Durable == "" {
 		return stream, nil, s.Expr, nil
 	}
-	cons, expr, err = Resume(ctx, d.JS, stream, s, w.Conflicts, w.Bad)
+	cons, expr, err = Resume(ctx, d.JS, stream, s, w)
 	return stream, cons, expr, err
 }
 

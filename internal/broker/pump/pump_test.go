@@ -106,7 +106,7 @@ func TestResume(t *testing.T) {
 	if _, err := js.CreateConsumer(ctx, "S", jetstream.ConsumerConfig{Durable: "plain", FilterSubject: "s.a"}); err != nil {
 		t.Fatal(err)
 	}
-	words := Conflicts{NotOurs: "not ours: %s", OtherExpr: "%s has %q, not %q", OtherSubject: "%s follows %s, not %s"}
+	words := Words{Bad: bad, NotOurs: "not ours: %s", OtherExpr: "%s has %q, not %q", OtherSubject: "%s follows %s, not %s"}
 	with := func(f func(*Spec)) Spec { s := ours; f(&s); return s }
 	for _, tc := range []struct {
 		name     string
@@ -123,7 +123,7 @@ func TestResume(t *testing.T) {
 		{"not ours", with(func(s *Spec) { s.Durable = "plain" }), false, "", "test: not ours: plain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cons, expr, err := Resume(ctx, js, "S", tc.spec, words, bad)
+			cons, expr, err := Resume(ctx, js, "S", tc.spec, words)
 			if tc.err != "" {
 				if !errors.Is(err, semaq.ErrBadRequest) || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err %v, want %q", err, tc.err)
@@ -208,7 +208,8 @@ func TestRegistryReapsExpiredAndStopWaits(t *testing.T) {
 	t.Parallel()
 	r := NewRegistry[*item](semaq.ErrFilterGone, "thing %s is not running")
 	live, dead := &item{}, &item{}
-	liveID, deadID := r.Add(live), r.Add(dead)
+	liveID, _ := r.Add(live)
+	deadID, _ := r.Add(dead)
 	if !strings.HasPrefix(liveID, r.Node()+".") || liveID == deadID {
 		t.Fatalf("ids %q, %q under node %q", liveID, deadID, r.Node())
 	}
@@ -225,9 +226,16 @@ func TestRegistryReapsExpiredAndStopWaits(t *testing.T) {
 	if x := <-ended; x != dead {
 		t.Fatalf("reaped %p, want the unpinged %p", x, dead)
 	}
-	r.Stop()
+	if !r.Close() {
+		t.Error("the first Close did not report closing")
+	}
 	stopped.Store(true)
-	r.Stop() // twice is fine
+	if r.Close() {
+		t.Error("a second Close reported closing")
+	}
+	if _, ok := r.Add(&item{}); ok {
+		t.Error("Add after Close held the item")
+	}
 	if all := r.All(); len(all) != 1 || all[0] != live {
 		t.Errorf("left %v, want only the pinged one", all)
 	}
@@ -244,7 +252,7 @@ func TestRegistryHandler(t *testing.T) {
 	nc, _ := jetStream(t)
 	r := NewRegistry[*item](semaq.ErrFilterGone, "thing %s is not running")
 	x := &item{}
-	id := r.Add(x)
+	id, _ := r.Add(x)
 	x.lease = Lease{}
 	h := r.Ping(slog.New(slog.DiscardHandler), func(got *item) any {
 		if got != x {

@@ -26,13 +26,14 @@ type Leased interface {
 // leaf: a caller may hold its own lock while it calls in, never the other
 // way round. Safe for concurrent use.
 type Registry[T Leased] struct {
-	gone  *semaq.APIError // the error of a request for something not held
-	what  string          // its description: a format taking the subject
-	node  string
-	seq   atomic.Uint64
-	mu    sync.Mutex
-	items map[string]T
-	reap  *reaper
+	gone   *semaq.APIError // the error of a request for something not held
+	what   string          // its description: a format taking the subject
+	node   string
+	seq    atomic.Uint64
+	mu     sync.Mutex
+	items  map[string]T
+	closed bool
+	reap   *reaper
 }
 
 // NewRegistry returns an empty registry under a new node token. A request
@@ -46,14 +47,18 @@ func NewRegistry[T Leased](gone *semaq.APIError, what string) *Registry[T] {
 // <family>.<node>.* to get the requests for what this node runs.
 func (r *Registry[T]) Node() string { return r.node }
 
-// Add gives x a new id, holds it under that id and renews its lease.
-func (r *Registry[T]) Add(x T) string {
-	id := r.node + "." + strconv.FormatUint(r.seq.Add(1), 10)
+// Add gives x a new id, holds it under that id and renews its lease; ok
+// is false, and x not held, once the registry is closed.
+func (r *Registry[T]) Add(x T) (id string, ok bool) {
+	id = r.node + "." + strconv.FormatUint(r.seq.Add(1), 10)
 	x.Lease().Renew()
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return "", false
+	}
 	r.items[id] = x
-	r.mu.Unlock()
-	return id
+	return id, true
 }
 
 // Remove forgets id if x is what it holds, and reports whether it was.
@@ -106,17 +111,24 @@ func (r *Registry[T]) expired(cutoff time.Time) []T {
 }
 
 // StartReaper starts the reap loop: every period, end is called (with no
-// registry lock held) on each thing whose client stopped pinging. Stop
+// registry lock held) on each thing whose client stopped pinging. Close
 // ends the loop.
 func (r *Registry[T]) StartReaper(period time.Duration, end func(T)) {
 	r.reap = startReaper(period, r.expired, end)
 }
 
-// Stop ends the reap loop, if started, and waits for it.
-func (r *Registry[T]) Stop() {
+// Close refuses Add from now on, ends the reap loop, if started, and
+// waits for it. It reports whether this call closed the registry: only
+// the first does. What it holds stays, for the owner to end.
+func (r *Registry[T]) Close() bool {
+	r.mu.Lock()
+	first := !r.closed
+	r.closed = true
+	r.mu.Unlock()
 	if r.reap != nil {
 		r.reap.stop()
 	}
+	return first
 }
 
 // Ping serves PING on <family>.<node>.<n>: it renews the lease of the
