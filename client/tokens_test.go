@@ -14,6 +14,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -33,9 +34,9 @@ func rawRecord(t *testing.T, s *broker.Server, id string, rec semaq.TokenChunk) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj := semaq.TokenStorePrefix + id + ".c"
+	subj := reserved.TokenStorePrefix + id + ".c"
 	if rec.Terminal() {
-		subj = semaq.TokenStorePrefix + id + ".end"
+		subj = reserved.TokenStorePrefix + id + ".end"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -14,10 +14,6 @@ const (
 	APIAgentAnnounce = "$SQ.API.AGENT.ANNOUNCE" // AgentAnnounceRequest -> AgentInfo
 	APIAgentList     = "$SQ.API.AGENT.LIST"     // (empty) -> AgentListResponse
 	APIAgentLeave    = "$SQ.API.AGENT.LEAVE"    // AgentLeaveRequest -> AgentLeaveResponse
-
-	// AgentBucket is the KV bucket of announcements: key = agent ID, value
-	// = the AgentInfo as JSON. Only the broker writes it.
-	AgentBucket = "SQ_AGENTS"
 )
 
 // Limits on announcements.

@@ -16,12 +16,7 @@ const (
 	APIStreamDeleteT   = "$SQ.API.STREAM.DELETE.%s"
 	APIStreamList      = "$SQ.API.STREAM.LIST"
 	APIStreamLookup    = "$SQ.API.STREAM.LOOKUP"
-	StoragePrefix      = "$SQ.w."
-	IngressQueueGroup  = "semaq.ingress"
-	APIQueueGroup      = "semaq.api"
 	MetadataSubjects   = "semaq.subjects"
-	MetadataVersion    = "semaq.version"
-	MetadataDurability = "semaq.durability"
 )
 
 // PubAck acknowledges a stored message. It is the JetStream PubAck, so stock

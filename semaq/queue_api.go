@@ -33,8 +33,6 @@ const (
 	// MetadataQueue marks a stream as a work queue; its value is the
 	// queue's configuration as JSON.
 	MetadataQueue = "semaq.queue"
-	// DispatchConsumer is the stream consumer the dispatcher reads with.
-	DispatchConsumer = "semaq-dispatch"
 )
 
 // Headers of a delivered job and of the end-of-batch message.

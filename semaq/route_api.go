@@ -10,17 +10,13 @@ import (
 // subject are tried in (Order, Name) order, and the first whose When
 // expression is true stores the message under its target subject instead
 // of the one it was published to, with AI-Origin-Subject naming the
-// original. Rules live in the KV bucket RouteBucket; every node reloads them
-// on each change. See docs/routing.md.
+// original. Rules live in a KV bucket only the broker writes; every node
+// reloads them on each change. See docs/routing.md.
 const (
 	APIRouteAdd    = "$SQ.API.ROUTE.ADD"    // RouteAddRequest -> RouteInfo
 	APIRouteList   = "$SQ.API.ROUTE.LIST"   // (empty) -> RouteListResponse
 	APIRouteDelete = "$SQ.API.ROUTE.DELETE" // RouteDeleteRequest -> RouteDeleteResponse
 	APIRouteTest   = "$SQ.API.ROUTE.TEST"   // RouteTestRequest -> RouteTestResponse
-
-	// RouteBucket is the KV bucket of route rules: key = rule name, value =
-	// the Route as JSON. Only the broker writes it.
-	RouteBucket = "SQ_ROUTES"
 )
 
 // Route is one route rule.

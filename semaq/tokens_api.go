@@ -39,22 +39,19 @@ const (
 // Where records go (docs/tokens.md, "Trust model"). Writers publish to the
 // broker's token relay on TokenWritePrefix, with their writer key in
 // HdrTokenKey; the relay checks key, record and limits and stores the
-// record on TokenStorePrefix, which SQ_TOKENS captures and stores under
-// TokenPrefix. JetStream republishes every stored record on
-// TokenLivePrefix for live readers. Only the broker may publish on
-// TokenStorePrefix and TokenLivePrefix (both in the storage namespace
-// StoragePrefix, whose first token after it starts with '$', so no user
-// stream can name them); stored subjects, and so readers' filters, stay
+// record in the broker's storage namespace, which SQ_TOKENS captures and
+// stores under TokenPrefix. JetStream republishes every stored record on
+// TokenLivePrefix for live readers. Only the broker may publish there or
+// in its store (both in the storage namespace $SQ.w., under a first token
+// starting with '$', so no user stream can name them); stored subjects, and so readers' filters, stay
 // TokenPrefix+"<id>.c|end".
 const (
 	// TokenWritePrefix starts the subjects writers publish records to:
 	// $SQ.TW.<request id>.c and $SQ.TW.<request id>.end.
 	TokenWritePrefix = "$SQ.TW."
-	// TokenStorePrefix is where the relay stores records (broker only).
-	TokenStorePrefix = StoragePrefix + "$tok."
 	// TokenLivePrefix is where JetStream republishes stored records, for
 	// readers that subscribe rather than consume.
-	TokenLivePrefix = StoragePrefix + "$tokl."
+	TokenLivePrefix = "$SQ.w.$tokl."
 
 	// HdrTokenKey carries the writer key on every record sent to the relay.
 	// The relay removes it before storing.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -49,7 +50,7 @@ func (s *Server) startAgents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, agentLoadTimeout)
 	defer cancel()
 	kv, err := jsutil.Bucket(ctx, s.js, jetstream.KeyValueConfig{
-		Bucket:      semaq.AgentBucket,
+		Bucket:      reserved.AgentBucket,
 		Description: "SemaQ agent announcements",
 		History:     1,
 		TTL:         semaq.MaxAgentTTL,
@@ -60,11 +61,11 @@ func (s *Server) startAgents(ctx context.Context) error {
 		Replicas: 1,
 	})
 	if err != nil {
-		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)
+		return fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)
 	}
-	stream, err := s.js.Stream(ctx, "KV_"+semaq.AgentBucket)
+	stream, err := s.js.Stream(ctx, "KV_"+reserved.AgentBucket)
 	if err != nil {
-		return fmt.Errorf("broker: agent registry: bucket %s: %w", semaq.AgentBucket, err)
+		return fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)
 	}
 	s.agents = &agentTable{kv: kv, stream: stream, now: time.Now}
 	return nil
@@ -153,7 +154,7 @@ type agentEntry struct {
 // concurrent heartbeats can bring to zero early, and a list that stopped
 // there would drop live agents.
 func (at *agentTable) list(ctx context.Context) ([]semaq.AgentInfo, []agentEntry, error) {
-	prefix := "$KV." + semaq.AgentBucket + "."
+	prefix := "$KV." + reserved.AgentBucket + "."
 	info, err := at.stream.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
 		return nil, nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -238,7 +239,7 @@ func TestStorageNamespaceIsReserved(t *testing.T) {
 	ctx := context.Background()
 
 	// Writing into storage directly is refused by the server.
-	if _, err := nc.Request(semaq.StoragePrefix+"ai.x", []byte("sneak"), time.Second); err == nil {
+	if _, err := nc.Request(reserved.StoragePrefix+"ai.x", []byte("sneak"), time.Second); err == nil {
 		t.Error("a public client wrote into the storage namespace")
 	}
 	// So is managing streams behind the semantic layer's back.

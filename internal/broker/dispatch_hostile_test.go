@@ -19,6 +19,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -257,14 +258,14 @@ type consumerAttack func(t *testing.T, js jetstream.JetStream, c *client.Client)
 
 func deleteDispatchConsumer(t *testing.T, js jetstream.JetStream, _ *client.Client) {
 	t.Helper()
-	if err := js.DeleteConsumer(context.Background(), "Q", semaq.DispatchConsumer); err != nil {
+	if err := js.DeleteConsumer(context.Background(), "Q", reserved.DispatchConsumer); err != nil {
 		t.Fatalf("deleting the dispatch consumer: %v", err)
 	}
 }
 
 func pauseDispatchConsumer(t *testing.T, js jetstream.JetStream, _ *client.Client) {
 	t.Helper()
-	if _, err := js.PauseConsumer(context.Background(), "Q", semaq.DispatchConsumer, time.Now().Add(time.Hour)); err != nil {
+	if _, err := js.PauseConsumer(context.Background(), "Q", reserved.DispatchConsumer, time.Now().Add(time.Hour)); err != nil {
 		t.Fatalf("pausing the dispatch consumer: %v", err)
 	}
 }
@@ -279,7 +280,7 @@ func TestQueueSurvivesDispatchConsumerLoss(t *testing.T) {
 		{"paused", pauseDispatchConsumer, 1},
 		{"redefined", func(t *testing.T, js jetstream.JetStream, _ *client.Client) {
 			// A configuration that would stall it and ship payloads.
-			cons, err := js.Consumer(context.Background(), "Q", semaq.DispatchConsumer)
+			cons, err := js.Consumer(context.Background(), "Q", reserved.DispatchConsumer)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -292,7 +293,7 @@ func TestQueueSurvivesDispatchConsumerLoss(t *testing.T) {
 		{"deleted again after recovery", func(t *testing.T, js jetstream.JetStream, c *client.Client) {
 			deleteDispatchConsumer(t, js, c)
 			waitFor(t, "the first recovery", func() bool {
-				_, err := js.Consumer(context.Background(), "Q", semaq.DispatchConsumer)
+				_, err := js.Consumer(context.Background(), "Q", reserved.DispatchConsumer)
 				return queueStatus(t, c, "Q").Counters.ConsumerRecoveries == 1 && err == nil
 			})
 			deleteDispatchConsumer(t, js, c)
@@ -324,7 +325,7 @@ func testConsumerLoss(t *testing.T, attack consumerAttack, recoveries uint64) {
 		if st.Counters.ConsumerRecoveries < recoveries || st.Queued != 12 {
 			return false
 		}
-		info, err := js.Consumer(context.Background(), "Q", semaq.DispatchConsumer)
+		info, err := js.Consumer(context.Background(), "Q", reserved.DispatchConsumer)
 		return err == nil && !info.CachedInfo().Paused && info.CachedInfo().NumAckPending == 15
 	})
 	// The held jobs kept their leases: their acks are accepted and remove

@@ -12,6 +12,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -167,7 +168,7 @@ func TestFilterDeliverSubjectReserved(t *testing.T) {
 	c := brokertest.Connect(t, s)
 	addStream(t, c, semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}})
 	err := apiRequestErr(c, semaq.APIFilterStart, semaq.FilterStartRequest{
-		Subject: "ai.x", Filter: "true", DeliverSubject: semaq.StoragePrefix + "ai.x",
+		Subject: "ai.x", Filter: "true", DeliverSubject: reserved.StoragePrefix + "ai.x",
 	})
 	if !errors.Is(err, semaq.ErrBadRequest) {
 		t.Fatalf("err = %v, want bad request", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
@@ -131,7 +132,7 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 	for _, subj := range subjects {
 		po := in.patternObs(subj)
 		handle := func(m *nats.Msg) { in.handle(st, po, m) }
-		sub, err := in.nc.QueueSubscribe(subj, semaq.IngressQueueGroup, handle)
+		sub, err := in.nc.QueueSubscribe(subj, reserved.IngressQueueGroup, handle)
 		if err != nil {
 			in.removeLocked(st)
 			return fmt.Errorf("ingress: subscribing to %s: %w", subj, err)
@@ -303,7 +304,7 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 	m := p.m
 	p.obs.carry(m.Header)
-	out := nats.Msg{Subject: semaq.StoragePrefix + p.subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
+	out := nats.Msg{Subject: reserved.StoragePrefix + p.subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
 	if p.stream.commit != nil && m.Reply != "" {
 		out.Reply = in.acks.prefix + m.Reply
 		in.acks.sent.Add(1)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry/otlptest"
 	"github.com/semaq/semaq/semaq"
 )
@@ -55,7 +56,7 @@ func BenchmarkIngressObserved(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer nc.Close()
-				subject = semaq.StoragePrefix + subject
+				subject = reserved.StoragePrefix + subject
 			}
 			js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -36,21 +37,21 @@ const (
 var internalStreams = []string{
 	semaq.DLQStream,
 	semaq.TokenStream,
-	"KV_" + semaq.RouteBucket,
-	"KV_" + semaq.AgentBucket,
+	"KV_" + reserved.RouteBucket,
+	"KV_" + reserved.AgentBucket,
 	"KV_SQ_SCHEMAS",
 }
 
 // internalConsumers are consumers SemaQ creates under fixed names on user
 // streams.
-var internalConsumers = []string{semaq.DispatchConsumer}
+var internalConsumers = []string{reserved.DispatchConsumer}
 
 // reservedForBroker are subjects only the broker may publish on, whoever
 // else asks.
 func reservedForBroker() []string {
 	return append([]string{
-		semaq.StoragePrefix + ">", // storage: only the ingress writes it
-		semaq.DLQPrefix + ">",     // only the broker writes SQ_DLQ
+		reserved.StoragePrefix + ">", // storage: only the ingress writes it
+		semaq.DLQPrefix + ">",        // only the broker writes SQ_DLQ
 		semaq.QueueCancelPrefix + ">",
 		semaq.TokenPrefix + ">", // stored token records: only the relay writes them (tokens_relay.go)
 		"$KV.>",

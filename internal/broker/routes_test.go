@@ -14,6 +14,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -468,7 +469,7 @@ func TestRouteStoredRuleNotLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(ctx, semaq.RouteBucket)
+	kv, err := js.KeyValue(ctx, reserved.RouteBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +511,7 @@ func TestRouteStoredRuleNotLoaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkv, err := pub.KeyValue(ctx, semaq.RouteBucket)
+	pkv, err := pub.KeyValue(ctx, reserved.RouteBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

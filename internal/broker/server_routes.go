@@ -10,6 +10,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -78,7 +79,7 @@ func (s *Server) routeCheck(m *nats.Msg) string {
 // as $SQ.API.STREAM.LOOKUP finds them.
 func (s *Server) streamsCapturing(ctx context.Context, subject string) ([]string, error) {
 	var names []string
-	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+subject))
+	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(reserved.StoragePrefix+subject))
 	for n := range lister.Name() {
 		names = append(names, n)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -40,7 +41,7 @@ func (s *Server) startAPI() error {
 		// Requests come in, and replies go out, on the egress connection:
 		// whatever reply subject a client names, the broker cannot be made
 		// to publish into its own namespaces with it.
-		sub, err := s.egress.QueueSubscribe(subj, semaq.APIQueueGroup, api.CheckedReply(s.log, h))
+		sub, err := s.egress.QueueSubscribe(subj, reserved.APIQueueGroup, api.CheckedReply(s.log, h))
 		if err != nil {
 			return fmt.Errorf("broker: api: %w", err)
 		}
@@ -97,7 +98,7 @@ func (s *Server) syncStreams(ctx context.Context) error {
 }
 
 func isSemaqStream(c *jetstream.StreamConfig) bool {
-	return c.Metadata[semaq.MetadataVersion] != ""
+	return c.Metadata[reserved.MetadataVersion] != ""
 }
 
 // durability reads a stream's durability from its metadata; streams made
@@ -106,7 +107,7 @@ func (s *Server) durability(c *jetstream.StreamConfig) string {
 	if c.Storage == jetstream.MemoryStorage {
 		return DurabilityMemory
 	}
-	if d := c.Metadata[semaq.MetadataDurability]; d != "" {
+	if d := c.Metadata[reserved.MetadataDurability]; d != "" {
 		return d
 	}
 	return s.defaultDurability()
@@ -115,7 +116,7 @@ func (s *Server) durability(c *jetstream.StreamConfig) string {
 func publicSubjects(c *jetstream.StreamConfig) []string {
 	out := make([]string, 0, len(c.Subjects))
 	for _, s := range c.Subjects {
-		out = append(out, strings.TrimPrefix(s, semaq.StoragePrefix))
+		out = append(out, strings.TrimPrefix(s, reserved.StoragePrefix))
 	}
 	return out
 }
@@ -140,13 +141,13 @@ func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error)
 				return jetstream.StreamConfig{}, fmt.Errorf("subjects %q and %q overlap", prev, subj)
 			}
 		}
-		stored = append(stored, semaq.StoragePrefix+subj)
+		stored = append(stored, reserved.StoragePrefix+subj)
 	}
 	jc := jetstream.StreamConfig{
 		Name:             c.Name,
 		Description:      c.Description,
 		Subjects:         stored,
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: semaq.StoragePrefix + ">", Destination: ">"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: reserved.StoragePrefix + ">", Destination: ">"},
 		MaxAge:           c.MaxAge,
 		MaxBytes:         c.MaxBytes,
 		MaxMsgs:          c.MaxMsgs,
@@ -154,18 +155,18 @@ func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error)
 		Duplicates:       c.Duplicates,
 		AllowMsgTTL:      true,
 		AllowDirect:      true,
-		Metadata:         map[string]string{semaq.MetadataVersion: "1"},
+		Metadata:         map[string]string{reserved.MetadataVersion: "1"},
 	}
 	switch c.Durability {
 	case "":
 		if c.Storage != "memory" {
-			jc.Metadata[semaq.MetadataDurability] = s.defaultDurability()
+			jc.Metadata[reserved.MetadataDurability] = s.defaultDurability()
 		}
 	case DurabilityFsync, DurabilityInterval:
 		if c.Storage == "memory" {
 			return jc, fmt.Errorf("durability %s needs file storage; memory streams are not durable", c.Durability)
 		}
-		jc.Metadata[semaq.MetadataDurability] = c.Durability
+		jc.Metadata[reserved.MetadataDurability] = c.Durability
 	default:
 		return jc, fmt.Errorf("durability %q is not one of fsync, interval", c.Durability)
 	}
@@ -368,7 +369,7 @@ func (s *Server) apiLookup(ctx context.Context, req *semaq.StreamLookupRequest) 
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "stream lookup: %v", err)
 	}
 	var names []string
-	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(semaq.StoragePrefix+req.Subject))
+	lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(reserved.StoragePrefix+req.Subject))
 	for n := range lister.Name() {
 		names = append(names, n)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
@@ -185,7 +186,7 @@ func TestTokenHostileForgedChunk(t *testing.T) {
 	}
 	for _, subj := range []string{
 		semaq.TokenChunkSubject(v.id),                      // where records are stored: nothing captures it now
-		semaq.TokenStorePrefix + v.id + ".c",               // storage: denied to the public user
+		reserved.TokenStorePrefix + v.id + ".c",            // storage: denied to the public user
 		semaq.TokenLivePrefix + v.id + ".c",                // live readers' subject: denied too
 		"$SQ.w.$tok." + v.id + ".c",                        // spelled out
 		semaq.TokenWritePrefix + v.id + ".c.x",             // not a write subject

@@ -12,6 +12,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -52,7 +53,7 @@ func TestTokenStreamConfig(t *testing.T) {
 			want = jetstream.FileStorage
 		}
 		c := st.CachedInfo().Config
-		if c.Storage != want || c.MaxAge != semaq.MaxTokenAge || len(c.Subjects) != 1 || c.Subjects[0] != semaq.TokenStorePrefix+">" ||
+		if c.Storage != want || c.MaxAge != semaq.MaxTokenAge || len(c.Subjects) != 1 || c.Subjects[0] != reserved.TokenStorePrefix+">" ||
 			c.SubjectTransform == nil || c.SubjectTransform.Destination != semaq.TokenPrefix+">" ||
 			c.RePublish == nil || c.RePublish.Destination != semaq.TokenLivePrefix+">" ||
 			c.MaxBytes != semaq.DefaultTokenStoreMaxBytes || c.Discard != jetstream.DiscardNew {

@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -259,7 +260,7 @@ func TestInternalConsumersClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := connectAttacker(t, srv)
-	d := semaq.DispatchConsumer
+	d := reserved.DispatchConsumer
 	attacks := []struct{ subject, body string }{
 		{"$JS.API.CONSUMER.DELETE.Q." + d, ``},
 		{"$JS.API.CONSUMER.PAUSE.Q." + d, `{"pause_until":"2999-01-01T00:00:00Z"}`},
@@ -304,7 +305,7 @@ func TestInternalSubjectsClosed(t *testing.T) {
 		"$SYS.REQ.SERVER.PING.CONNZ",
 		"$SYS.REQ.SERVER.PING",
 		"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.Q.semaq-dispatch",
-		semaq.StoragePrefix + "victim.x",
+		reserved.StoragePrefix + "victim.x",
 		semaq.DLQPrefix + "Q.x",
 		"$KV.SQ_ROUTES.r1",
 		semaq.TokenPrefix + "victim.c",

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
-	"github.com/semaq/semaq/semaq"
+	"github.com/semaq/semaq/internal/reserved"
 )
 
 // The dispatcher's stream consumer, semaq-dispatch. It delivers every
@@ -44,7 +44,7 @@ func (d *Dispatcher) consumerConfig() jetstream.ConsumerConfig {
 		maxPending = 1 << 30
 	}
 	return jetstream.ConsumerConfig{
-		Durable:       semaq.DispatchConsumer,
+		Durable:       reserved.DispatchConsumer,
 		Description:   "SemaQ dispatcher: holds every request until it is done",
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -69,7 +69,7 @@ func (d *Dispatcher) intact(c *jetstream.ConsumerConfig) bool {
 // generation. One of the same name is deleted first: left by a previous
 // run, or altered behind the dispatcher's back.
 func (d *Dispatcher) openConsumer(ctx context.Context) error {
-	if err := d.stream.DeleteConsumer(ctx, semaq.DispatchConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := d.stream.DeleteConsumer(ctx, reserved.DispatchConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("resetting dispatch consumer: %w", err)
 	}
 	cons, err := d.stream.CreateConsumer(ctx, d.consumerConfig())

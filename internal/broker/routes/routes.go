@@ -28,6 +28,7 @@ import (
 
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -97,7 +98,7 @@ func Open(ctx context.Context, deps Deps) (*Router, error) {
 		return nil, fmt.Errorf("route rules: %w", err)
 	}
 	kv, err := jsutil.Bucket(ctx, deps.JS, jetstream.KeyValueConfig{
-		Bucket:      semaq.RouteBucket,
+		Bucket:      reserved.RouteBucket,
 		Description: "SemaQ route rules",
 		History:     1,
 		MaxBytes:    bucketBytes, // a full bucket refuses new rules
@@ -105,7 +106,7 @@ func Open(ctx context.Context, deps Deps) (*Router, error) {
 		Replicas:    1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("route rules: bucket %s: %w", semaq.RouteBucket, err)
+		return nil, fmt.Errorf("route rules: bucket %s: %w", reserved.RouteBucket, err)
 	}
 	rt := &Router{log: deps.Log, deps: deps, env: env, kv: kv}
 	m := newModel(env, deps.Log)

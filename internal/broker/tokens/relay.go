@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -224,7 +225,7 @@ func (ts *Store) relay(m *nats.Msg) {
 		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s: %v", id, err))
 		return
 	}
-	out := &nats.Msg{Subject: semaq.TokenStorePrefix + m.Subject[len(semaq.TokenWritePrefix):], Reply: m.Reply, Data: m.Data}
+	out := &nats.Msg{Subject: reserved.TokenStorePrefix + m.Subject[len(semaq.TokenWritePrefix):], Reply: m.Reply, Data: m.Data}
 	if end {
 		// Retention and measurements stay; the key never reaches storage.
 		out.Header = make(nats.Header, len(m.Header))
@@ -382,7 +383,7 @@ func (ts *Store) purgeForeign(id string, c *claim) {
 	// Records the relay sent before the bind may still be on their way into
 	// the stream: a stored barrier written after them (same connection,
 	// same stream) proves they are in, so the purge gets them all.
-	_, err := ts.js.Publish(ctx, semaq.TokenStorePrefix+barrier+".x", nil)
+	_, err := ts.js.Publish(ctx, reserved.TokenStorePrefix+barrier+".x", nil)
 	if err == nil {
 		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(id)))
 	}
@@ -488,7 +489,7 @@ func (ts *Store) EndJob(id string, te *semaq.TokenError) {
 		return
 	}
 	rec := semaq.TokenChunk{Seq: max(c.next, 1), Offset: c.offset, Error: te}
-	out := &nats.Msg{Subject: semaq.TokenStorePrefix + id + ".end", Header: nats.Header{}, Data: semaq.AppendTokenChunk(nil, &rec)}
+	out := &nats.Msg{Subject: reserved.TokenStorePrefix + id + ".end", Header: nats.Header{}, Data: semaq.AppendTokenChunk(nil, &rec)}
 	c.next, c.ended, c.touched = rec.Seq+1, true, time.Now()
 	c.records++
 	c.bytes += int64(len(out.Data))

@@ -32,6 +32,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
@@ -125,8 +126,8 @@ func streamConfig(storage jetstream.StorageType, l Limits) jetstream.StreamConfi
 		Description: "SemaQ token streams",
 		// Only the relay writes here; stored under the subjects readers
 		// filter on.
-		Subjects:         []string{semaq.TokenStorePrefix + ">"},
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: semaq.TokenStorePrefix + ">", Destination: semaq.TokenPrefix + ">"},
+		Subjects:         []string{reserved.TokenStorePrefix + ">"},
+		SubjectTransform: &jetstream.SubjectTransformConfig{Source: reserved.TokenStorePrefix + ">", Destination: semaq.TokenPrefix + ">"},
 		RePublish:        &jetstream.RePublish{Source: semaq.TokenPrefix + ">", Destination: semaq.TokenLivePrefix + ">"},
 		Storage:          storage,
 		Retention:        jetstream.LimitsPolicy,

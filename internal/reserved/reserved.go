@@ -1,0 +1,38 @@
+// Package reserved names what the broker keeps for itself in NATS and
+// JetStream: the storage namespace, its queue groups, the consumer and KV
+// buckets it owns, and the stream metadata keys it writes. Clients never
+// need these names (package semaq has everything a client does); the
+// permissions of docs/security.md keep clients out of all of them.
+package reserved
+
+const (
+	// StoragePrefix is the storage namespace: SemaQ streams capture
+	// StoragePrefix+<pattern> and store under <pattern>; only the ingress
+	// (and the token relay, below) publish there.
+	StoragePrefix = "$SQ.w."
+	// TokenStorePrefix is where the token relay stores records; SQ_TOKENS
+	// captures it and stores under semaq.TokenPrefix.
+	TokenStorePrefix = StoragePrefix + "$tok."
+
+	// IngressQueueGroup is the queue group of every node's ingress
+	// subscriptions: each published message is taken by one node.
+	IngressQueueGroup = "semaq.ingress"
+	// APIQueueGroup is the queue group of the $SQ.API handlers.
+	APIQueueGroup = "semaq.api"
+
+	// MetadataVersion marks a stream as made by SemaQ.
+	MetadataVersion = "semaq.version"
+	// MetadataDurability is a stream's durability: fsync or interval.
+	MetadataDurability = "semaq.durability"
+
+	// DispatchConsumer is the consumer a work queue's dispatcher reads its
+	// stream with.
+	DispatchConsumer = "semaq-dispatch"
+
+	// AgentBucket is the KV bucket of agent announcements: key = agent ID,
+	// value = the semaq.AgentInfo as JSON.
+	AgentBucket = "SQ_AGENTS"
+	// RouteBucket is the KV bucket of route rules: key = rule name, value =
+	// the semaq.Route as JSON.
+	RouteBucket = "SQ_ROUTES"
+)
