@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Publish benchmarks of the ingress beside raw JetStream, sync and async.
+
+// benchmarkSync measures one synchronous publish to target: publish to
+// ack, server and ingress work included, as are their allocations.
+func benchmarkSync(b *testing.B, target string, traceparent bool) {
+	r := startTestRig(b)
+	p, err := r.publisher(Targets[target], generatedBody(1024), traceparent, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.close()
+	ctx := context.Background()
+	for range 1000 { // warm-up
+		if err := p.publishSync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	for b.Loop() {
+		if err := p.publishSync(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchmarkAsync measures asynchronous publishing with a window of 256:
+// ns/op is the inverse of throughput.
+func benchmarkAsync(b *testing.B, target string, traceparent bool) {
+	benchmarkAsyncOn(b, startTestRig(b), Targets[target], traceparent)
+}
+
+func benchmarkAsyncOn(b *testing.B, r *Rig, t *Target, traceparent bool) {
+	p, err := r.publisher(t, generatedBody(1024), traceparent, 256)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.close()
+	b.ReportAllocs()
+	b.SetBytes(1024)
+	before := p.acked.Load()
+	for b.Loop() {
+		for {
+			_, err := p.js.PublishMsgAsync(p.msg)
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				continue // the window stayed full; try again
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			break
+		}
+	}
+	select {
+	case <-p.js.PublishAsyncComplete():
+	case <-time.After(DrainTimeout):
+		b.Fatalf("%d messages unacknowledged", p.js.PublishAsyncPending())
+	}
+	if acked := p.acked.Load() - before; acked != int64(b.N) {
+		b.Fatalf("%d of %d messages acknowledged", acked, b.N)
+	}
+}
+
+// withTraceParent runs bench with and without a sampled traceparent in the
+// messages: nats-server parses every header of a message that has one, on
+// every hop.
+func withTraceParent(b *testing.B, bench func(*testing.B, string, bool), target string) {
+	for _, tp := range []bool{true, false} {
+		b.Run(fmt.Sprintf("traceparent=%v", tp), func(b *testing.B) { bench(b, target, tp) })
+	}
+}
+
+func BenchmarkIngressPublish(b *testing.B) { withTraceParent(b, benchmarkSync, TargetSemaq) }
+func BenchmarkRawJetStreamPublish(b *testing.B) {
+	withTraceParent(b, benchmarkSync, TargetJetStream)
+}
+func BenchmarkIngressPublishAsync(b *testing.B) { withTraceParent(b, benchmarkAsync, TargetSemaq) }
+func BenchmarkRawJetStreamPublishAsync(b *testing.B) {
+	withTraceParent(b, benchmarkAsync, TargetJetStream)
+}
+
+// BenchmarkForwarderPublishAsync is the floor of any ingress that
+// republishes through a nats.go connection, as SemaQ's does: the same hop
+// on an in-process connection with the semantic layer's rights, but no
+// validation at all. Compare it with BenchmarkIngressPublishAsync (what
+// validation costs) and BenchmarkRawJetStreamPublishAsync (what the hop
+// costs).
+func BenchmarkForwarderPublishAsync(b *testing.B) {
+	r := startTestRig(b)
+	nc, err := r.OperatorConn(nats.InProcessServer(r.Broker.NATSServer()), nats.Name("semaq-bench-forwarder"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer nc.Close()
+	const prefix = "benchfwd."
+	sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		out := nats.Msg{Subject: "$SQ.w.bench.semaq." + m.Subject[len(prefix):], Reply: m.Reply, Header: m.Header, Data: m.Data}
+		_ = nc.PublishMsg(&out)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		b.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	forwarder := &Target{Name: "forwarder", subject: prefix + "ingest", Dial: Targets[TargetSemaq].Dial}
+	for _, tp := range []bool{true, false} {
+		b.Run(fmt.Sprintf("traceparent=%v", tp), func(b *testing.B) { benchmarkAsyncOn(b, r, forwarder, tp) })
+	}
+}
