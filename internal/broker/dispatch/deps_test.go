@@ -14,30 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/jstest"
 	"github.com/semaq/semaq/semaq"
 )
 
 // The dispatcher alone, on a bare embedded NATS server with JetStream: no
 // node, no HTTP. Everything it reaches of the node is a fake in Deps.
-
-// startNATS runs an embedded NATS server with JetStream on 127.0.0.1.
-func startNATS(t *testing.T) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	return ns
-}
 
 // fakeNode records what a dispatcher asks of the node.
 type fakeNode struct {
@@ -81,16 +63,8 @@ func (f *fakeNode) deps(ns *server.Server) Deps {
 }
 
 func TestDispatcherThroughDeps(t *testing.T) {
-	ns := startNATS(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := jstest.Server(t)
+	nc, js := jstest.Connect(t, ns)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "Q", Subjects: []string{"q.>"},
 		Retention: jetstream.WorkQueuePolicy}); err != nil {

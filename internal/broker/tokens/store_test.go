@@ -8,39 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jstest"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
-
-// startJetStream runs a NATS server with JetStream for one test and
-// returns a connection to it.
-func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
-}
 
 // waitFor waits until cond holds, failing with what() after 10 seconds.
 func waitFor(t *testing.T, cond func() bool, what func() string) {
@@ -81,7 +55,7 @@ func write(t *testing.T, nc *nats.Conn, subj, key string, rec *semaq.TokenChunk)
 // stream, the claims and Deps.QueuedJob, and Close waits for the purge a
 // job's binding started before it returns.
 func TestStoreThroughDeps(t *testing.T) {
-	nc, js := startJetStream(t)
+	nc, js := jstest.Start(t)
 	ctx := t.Context()
 	st, err := New(Deps{JS: js, Conn: nc, Egress: nc, Metrics: metrics.New(metrics.Options{NoRuntime: true}),
 		QueuedJob: func(id string) bool { return id == "queued-1" }})
@@ -177,7 +151,7 @@ func TestCloseUnstarted(t *testing.T) {
 	if _, err := New(Deps{}); err == nil {
 		t.Fatal("New without JetStream or a connection succeeded")
 	}
-	nc, js := startJetStream(t)
+	nc, js := jstest.Start(t)
 	st, err := New(Deps{JS: js, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
