@@ -9,14 +9,14 @@ import (
 // Subjects of the SemaQ management API. Requests and replies are JSON; an
 // error reply carries an "error" object like the JetStream API's.
 const (
-	APIPrefix          = "$SQ.API."
-	APIInfo            = "$SQ.API.INFO"
-	APIStreamCreateT   = "$SQ.API.STREAM.CREATE.%s"
-	APIStreamInfoT     = "$SQ.API.STREAM.INFO.%s"
-	APIStreamDeleteT   = "$SQ.API.STREAM.DELETE.%s"
-	APIStreamList      = "$SQ.API.STREAM.LIST"
-	APIStreamLookup    = "$SQ.API.STREAM.LOOKUP"
-	MetadataSubjects   = "semaq.subjects"
+	APIPrefix        = "$SQ.API."
+	APIInfo          = "$SQ.API.INFO"
+	APIStreamCreateT = "$SQ.API.STREAM.CREATE.%s"
+	APIStreamInfoT   = "$SQ.API.STREAM.INFO.%s"
+	APIStreamDeleteT = "$SQ.API.STREAM.DELETE.%s"
+	APIStreamList    = "$SQ.API.STREAM.LIST"
+	APIStreamLookup  = "$SQ.API.STREAM.LOOKUP"
+	MetadataSubjects = "semaq.subjects"
 )
 
 // PubAck acknowledges a stored message. It is the JetStream PubAck, so stock
