@@ -23,6 +23,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/semaq/semaq/internal/identity"
+	"github.com/semaq/semaq/semaq"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -61,6 +63,25 @@ type Option func(*connectOptions) error
 func WithNATSOptions(opts ...nats.Option) Option {
 	return func(o *connectOptions) error {
 		o.natsOpts = append(o.natsOpts, opts...)
+		return nil
+	}
+}
+
+// WithKey authenticates with a key of a broker started with auth on
+// (`semaq user add` prints one). The key carries the user's name; the
+// client's reply inbox becomes _INBOX_<name>, the only inbox the broker
+// lets that user listen on. An empty key adds nothing, so a key read from
+// an unset environment variable connects as before.
+func WithKey(key string) Option {
+	return func(o *connectOptions) error {
+		if key == "" {
+			return nil
+		}
+		k, err := identity.ParseKey(key)
+		if err != nil {
+			return errors.New("client: WithKey: not a SemaQ key (sq_<name>_<id>_<secret>)")
+		}
+		o.natsOpts = append(o.natsOpts, nats.Token(key), nats.CustomInboxPrefix(semaq.UserInboxPrefix+k.Name))
 		return nil
 	}
 }

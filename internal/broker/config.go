@@ -107,6 +107,11 @@ type Config struct {
 	// Insecure allows the client and HTTP ports on a non-loopback address
 	// although no authentication is configured (docs/security.md, TLS).
 	Insecure bool `yaml:"insecure"`
+	// Auth makes every NATS client authenticate with a key of the
+	// identity store and gives it its role's permissions
+	// (docs/security.md, Identities). Off, every client without
+	// credentials is the public user.
+	Auth bool `yaml:"auth"`
 }
 
 // HTTPConnLimit is the most HTTP connections open at once.

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/auth"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
@@ -24,6 +25,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/expr"
+	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -55,6 +57,9 @@ type Server struct {
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
+
+	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
+	identities *identity.Store     // users and keys with auth on (internal/identity)
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
@@ -205,6 +210,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	s.startPumps()
+	if err := s.startIdentity(ctx); err != nil {
+		return err
+	}
 	if err := s.startAPI(); err != nil {
 		return err
 	}
@@ -252,6 +260,16 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 	for _, pub := range s.operators {
 		// All rights, as the internal user: see WithOperator.
 		opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub})
+	}
+	if s.cfg.Auth {
+		// Custom authentication replaces the server's users: the
+		// authenticator admits the node users and operators above with
+		// the same permissions, and store users by role; no one is
+		// anonymous (server_identity.go, docs/security.md).
+		s.authn = s.newAuthenticator()
+		opts.CustomClientAuthentication = s.authn
+		opts.AlwaysEnableNonce = true // nkey users sign it
+		opts.Nkeys, opts.Users, opts.NoAuthUser = nil, nil, ""
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
@@ -357,6 +375,9 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	if err := s.stopDLQ(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	if err := s.stopIdentity(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("identities: %w", err))
 	}
 	if s.reg != nil {
 		if err := s.reg.Close(); err != nil {

@@ -36,6 +36,7 @@ func (s *Server) startAPI() error {
 		s.agentHandlers(),
 		s.queueHandlers(),
 		s.tokens.Handlers(),
+		s.userHandlers(),
 	)
 	for subj, h := range handlers {
 		// Requests come in, and replies go out, on the egress connection:

@@ -206,13 +206,15 @@ func (s *Server) ReloadTLS() error {
 
 // checkExposure refuses a client or HTTP port on a non-loopback address
 // unless Insecure: with no authentication every client is the public user
-// (docs/security.md), which is fine on one machine only.
+// (docs/security.md), which is fine on one machine only. With Auth, the
+// NATS port authenticates every client and may listen anywhere; the HTTP
+// door does not authenticate yet, so it keeps the rule.
 func (c *Config) checkExposure() error {
 	if c.Insecure {
 		return nil
 	}
 	for _, p := range []struct{ key, flag, addr string }{{"listen", "--listen", c.Listen}, {"http", "--http", c.HTTP}} {
-		if p.addr == "" {
+		if p.addr == "" || (c.Auth && p.key == "listen") {
 			continue
 		}
 		host, _, err := net.SplitHostPort(p.addr)

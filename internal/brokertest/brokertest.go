@@ -5,6 +5,9 @@ package brokertest
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,4 +92,34 @@ func AddStream(t testing.TB, c *client.Client, name string, subjects ...string) 
 		t.Fatalf("brokertest: add stream %s: %v", name, err)
 	}
 	return info
+}
+
+// WithAuth starts the broker with auth on: every NATS client needs a key
+// of the identity store. AdminKey reads the key of the admin the broker
+// made at start.
+func WithAuth(cfg *broker.Config) { cfg.Auth = true }
+
+// AdminKey is the key of the admin a broker started WithAuth created,
+// read from its data directory.
+func AdminKey(t testing.TB, s *broker.Server) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Config().DataDir, broker.AdminKeyFile))
+	if err != nil {
+		t.Fatalf("brokertest: admin key: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// ConnectKey returns an SDK client of s authenticated with key, closed at
+// the end of the test.
+func ConnectKey(t testing.TB, s *broker.Server, key string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := client.Connect(ctx, s.ClientURL(), client.WithKey(key))
+	if err != nil {
+		t.Fatalf("brokertest: connect with key: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -93,6 +93,7 @@ type Metrics struct {
 	accepted, rejected                            *prometheus.CounterVec
 	ingressLatency, deliveryLatency, promptTokens *prometheus.HistogramVec
 	deadLetters                                   *prometheus.CounterVec
+	authFailures                                  *prometheus.CounterVec
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -139,6 +140,8 @@ func New(o Options) *Metrics {
 		"AI-Prompt-Tokens of accepted messages, by model and tenant.", prometheus.ExponentialBuckets(16, 2, 17), "model", "tenant")
 	m.deadLetters = f.counter("semaq_dead_letters_total",
 		"Messages dead-lettered into SQ_DLQ, by stream and reason.", "stream", "reason")
+	m.authFailures = f.counter("semaq_auth_failures_total",
+		"NATS connections refused by authentication (auth on), by reason: nkey, no_key, bad_key, unknown_key.", "reason")
 	m.httpRequests = f.counter("semaq_http_requests_total",
 		"HTTP front door requests, by route pattern and status code.", "route", "code")
 	m.httpDuration = f.histogram("semaq_http_request_duration_seconds",
@@ -209,6 +212,19 @@ func (m *Metrics) DeadLetter(stream, reason string) {
 		reason = Other
 	}
 	m.deadLetters.WithLabelValues(m.streams.value(stream), reason).Inc()
+}
+
+// AuthFailure counts one NATS connection refused by authentication.
+func (m *Metrics) AuthFailure(reason string) {
+	if m == nil {
+		return
+	}
+	switch reason {
+	case "nkey", "no_key", "bad_key", "unknown_key":
+	default:
+		reason = Other
+	}
+	m.authFailures.WithLabelValues(reason).Inc()
 }
 
 // HTTPRequest records one finished HTTP request. route is the matched

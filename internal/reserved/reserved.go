@@ -35,4 +35,8 @@ const (
 	// RouteBucket is the KV bucket of route rules: key = rule name, value =
 	// the semaq.Route as JSON.
 	RouteBucket = "SQ_ROUTES"
+	// UserBucket is the KV bucket of identities: key = user name, value =
+	// the user as JSON, its keys' secrets as SHA-256 hashes only
+	// (internal/identity).
+	UserBucket = "SQ_USERS"
 )

@@ -1,0 +1,62 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// The user API of a broker started with auth on (docs/security.md,
+// Identities). Only an admin's key may call it.
+
+// AddUser creates a user and returns it with its key: the only time the
+// key is shown. A name already taken is semaq.ErrUserExists; a request
+// the broker refuses is semaq.ErrBadRequest naming the field at fault.
+func (c *Client) AddUser(ctx context.Context, r semaq.UserAddRequest) (*semaq.UserAddResponse, error) {
+	var resp semaq.UserAddResponse
+	if err := c.request(ctx, semaq.APIUserAdd, r, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Users lists the users, by name. No key or hash is ever listed.
+func (c *Client) Users(ctx context.Context) ([]semaq.UserInfo, error) {
+	var resp semaq.UserListResponse
+	if err := c.request(ctx, semaq.APIUserList, nil, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Users == nil {
+		resp.Users = []semaq.UserInfo{}
+	}
+	return resp.Users, nil
+}
+
+// UserInfo describes user name; semaq.ErrUserNotFound if there is none.
+func (c *Client) UserInfo(ctx context.Context, name string) (*semaq.UserInfo, error) {
+	var info semaq.UserInfo
+	if err := c.request(ctx, fmt.Sprintf(semaq.APIUserInfoT, name), nil, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}
+
+// RemoveUser removes a user; its open connections are closed.
+func (c *Client) RemoveUser(ctx context.Context, name string) (*semaq.UserRemoveResponse, error) {
+	var resp semaq.UserRemoveResponse
+	if err := c.request(ctx, semaq.APIUserRemove, semaq.UserRemoveRequest{Name: name}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// RotateKey gives a user a new key, returned this once; its old keys stop
+// working at once and their open connections are closed.
+func (c *Client) RotateKey(ctx context.Context, name string) (*semaq.UserAddResponse, error) {
+	var resp semaq.UserAddResponse
+	if err := c.request(ctx, semaq.APIUserRotate, semaq.UserRotateRequest{Name: name}, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}

@@ -1,0 +1,143 @@
+package auth
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/semaq/semaq/internal/identity"
+	"github.com/semaq/semaq/semaq"
+)
+
+// The rights of each role, as data. docs/security.md has the same table;
+// roles_test.go checks each row against a running server.
+
+// Inbox is the subscribe grant of user name's inbox: the user subscribes
+// there and in no one else's.
+func Inbox(name string) string { return semaq.UserInboxPrefix + name + ".>" }
+
+// readOnlyAPI is what every non-admin role may ask the broker: who it is
+// and where a subject is stored.
+var readOnlyAPI = []string{
+	semaq.APIInfo,
+	semaq.APIStreamLookup,
+	fmt.Sprintf(semaq.APIStreamInfoT, "*"),
+}
+
+// readerAPI is what a reader may call beyond readOnlyAPI: filtered
+// subscriptions and key-shared groups (their requests are not checked
+// against the reader's subjects yet: docs/security.md, gaps), and
+// JetStream's read side.
+var readerAPI = []string{
+	semaq.APIFilterStart,
+	fmt.Sprintf(semaq.APIFilterPingT, "*"),
+	fmt.Sprintf(semaq.APIFilterStopT, "*"),
+	semaq.APIKeySharedJoin,
+	fmt.Sprintf(semaq.APIKeySharedPingT, "*"),
+	fmt.Sprintf(semaq.APIKeySharedLeaveT, "*"),
+	semaq.APIKeySharedInfo,
+	"$JS.API.INFO",
+	"$JS.API.STREAM.INFO.*",
+	"$JS.API.CONSUMER.INFO.*.*",
+	"$JS.API.CONSUMER.DELETE.*.*",
+	"$JS.API.CONSUMER.MSG.NEXT.*.*",
+	"$JS.ACK.>",
+	"$JS.FC.>",
+}
+
+// readerConsumers are the consumer creates of a reader, one per subject
+// it reads: JetStream's extended create subject names the consumer's
+// filter, so the grant is checked by the NATS server. A create without a
+// filter in its subject is refused.
+func readerConsumers(subjects []string) []string {
+	var out []string
+	for _, s := range subjects {
+		out = append(out, "$JS.API.CONSUMER.CREATE.*.*."+s)
+	}
+	return out
+}
+
+// workerGrants are a worker's publish grants on one queue: fetch, the
+// queue's info, and answers to its jobs (their reply subjects are
+// $SQ.QA.<queue>.<seq>.<lease>).
+func workerGrants(queue string) []string {
+	return []string{
+		fmt.Sprintf(semaq.APIQueueFetchT, queue),
+		fmt.Sprintf(semaq.APIQueueInfoT, queue),
+		semaq.QueueAckPrefix + queue + ".>",
+	}
+}
+
+// Rules is what permissions are made from.
+type Rules struct {
+	// Deny is what no one but the internal user and operators may
+	// publish: the broker's publicDeny (storage, SemaQ's own streams and
+	// consumers, the system account). Every role's deny list starts
+	// from it.
+	Deny []string
+	// Admin is the admin role's permissions: today's public permissions,
+	// which reach every management API, the user API included.
+	Admin *server.Permissions
+	// SubscribeDeny is what no client may subscribe to (job answers,
+	// token writes, the broker's inboxes, the system account).
+	SubscribeDeny []string
+}
+
+// Permissions are the NATS permissions of p; queues are the work queues
+// that exist now, against which a worker's globs are expanded.
+func (r Rules) Permissions(p identity.Principal, queues []string) (*server.Permissions, error) {
+	if p.Role == semaq.RoleAdmin {
+		return r.Admin, nil
+	}
+	var pub, sub []string
+	sub = append(sub, Inbox(p.User))
+	switch p.Role {
+	case semaq.RolePublisher:
+		pub = slices.Concat(p.Subjects, readOnlyAPI)
+	case semaq.RoleReader:
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects))
+		sub = append(sub, p.Subjects...)
+	case semaq.RoleService:
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects))
+		sub = append(sub, p.Subjects...)
+	case semaq.RoleWorker:
+		pub = slices.Clone(readOnlyAPI)
+		for _, q := range expandQueues(p.Queues, queues) {
+			pub = append(pub, workerGrants(q)...)
+		}
+		// Token streams: a writer's records go to $SQ.TW.<writer key>.
+		pub = append(pub, semaq.TokenWritePrefix+">")
+		// Cancel notices go to $SQ.QC.<worker id>, an ID the SDK draws
+		// at random: the grant cannot name it (docs/security.md, gaps).
+		sub = append(sub, semaq.QueueCancelPrefix+"*")
+	default:
+		return nil, fmt.Errorf("auth: user %s has unknown role %q", p.User, p.Role)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: pub, Deny: slices.Clone(r.Deny)},
+		Subscribe: &server.SubjectPermission{Allow: sub, Deny: slices.Clone(r.SubscribeDeny)},
+	}, nil
+}
+
+// expandQueues turns globs into queue names: a literal glob is itself
+// (the queue may be created later), a glob with wildcards is every queue
+// of queues it matches. NATS subjects cannot express "INFER_*" inside a
+// token, so a queue created after the worker connected needs a
+// reconnect.
+func expandQueues(globs, queues []string) []string {
+	var out []string
+	for _, g := range globs {
+		if !identity.IsGlob(g) {
+			out = append(out, g)
+			continue
+		}
+		for _, q := range queues {
+			if identity.QueueMatches([]string{g}, q) {
+				out = append(out, q)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

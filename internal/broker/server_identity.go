@@ -1,0 +1,166 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/identity"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Wiring of identities (internal/identity, internal/broker/auth) into the
+// node, with auth on. With auth off none of this runs: the NATS server's
+// options are those of permissions.go, unchanged.
+
+// AdminKeyFile is the file, in the data directory, where a node started
+// with auth on and no admin writes the key of the admin it creates.
+const AdminKeyFile = "admin.key"
+
+// newAuthenticator is the NATS server's authenticator with auth on: node
+// users and operators as permissions.go configures them without auth,
+// store users by role.
+func (s *Server) newAuthenticator() *auth.Authenticator {
+	nodeUsers := map[string]*server.Permissions{
+		s.users.internal.pub: nil,
+		s.users.egress.pub:   egressPermissions(),
+		s.users.front.pub:    publicPermissions(),
+	}
+	for _, pub := range s.operators {
+		nodeUsers[pub] = nil // all rights: see WithOperator
+	}
+	pub := publicPermissions()
+	return auth.New(auth.Deps{
+		NodeUsers: nodeUsers,
+		Rules:     auth.Rules{Deny: publicDeny(), Admin: pub, SubscribeDeny: pub.Subscribe.Deny},
+		Queues:    s.queueNames,
+		Failed:    s.metrics.AuthFailure,
+		Log:       s.log.With("component", "auth"),
+	})
+}
+
+// queueNames names the work queues this node dispatches, without
+// blocking: the ingress's copy of the dispatcher table.
+func (s *Server) queueNames() []string {
+	if s.ingress == nil {
+		return nil
+	}
+	m := s.ingress.queues.Load()
+	if m == nil {
+		return nil
+	}
+	names := make([]string, 0, len(*m))
+	for n := range *m {
+		names = append(names, n)
+	}
+	return names
+}
+
+// startIdentity opens the identity store and hands it to the
+// authenticator. With no admin in the store it creates one and writes its
+// key to AdminKeyFile; the log names the file, never the key.
+func (s *Server) startIdentity(ctx context.Context) error {
+	if !s.cfg.Auth {
+		return nil
+	}
+	st, err := identity.Open(ctx, s.js)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	s.identities = st
+	path := filepath.Join(s.cfg.DataDir, AdminKeyFile)
+	created, err := st.Bootstrap(ctx, path)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	if created {
+		s.log.Warn("auth: created user admin; its key is in the file named here, shown nowhere else: "+
+			"keep it, then delete the file", "file", path)
+	}
+	s.authn.SetStore(st)
+	return nil
+}
+
+func (s *Server) stopIdentity(ctx context.Context) error {
+	if s.identities == nil {
+		return nil
+	}
+	return s.identities.Close(ctx)
+}
+
+// userHandlers serve $SQ.API.USER.* with auth on. Only the admin role's
+// permissions reach these subjects.
+func (s *Server) userHandlers() api.Handlers {
+	if s.identities == nil {
+		return api.Handlers{}
+	}
+	st := s.identities
+	return api.Handlers{
+		semaq.APIUserAdd: api.Op(s.log, "user add", func(ctx context.Context, r *semaq.UserAddRequest) (any, error) {
+			u, k, err := st.Add(ctx, *r)
+			if err != nil {
+				return nil, err
+			}
+			s.log.Info("auth: user added", "user", u.Name, "role", u.Role, "key_id", k.ID)
+			return semaq.UserAddResponse{User: u.Info(), Key: k.String()}, nil
+		}, nil),
+		semaq.APIUserList: api.Op(s.log, "user list", func(context.Context, *struct{}) (any, error) {
+			resp := semaq.UserListResponse{Users: []semaq.UserInfo{}}
+			for _, u := range st.List() {
+				resp.Users = append(resp.Users, u.Info())
+			}
+			return resp, nil
+		}, nil),
+		fmt.Sprintf(semaq.APIUserInfoT, "*"): api.NamedOp(s.log, "user info", func(_ context.Context, name string, _ *struct{}) (any, error) {
+			u, err := st.Get(name)
+			if err != nil {
+				return nil, err
+			}
+			return u.Info(), nil
+		}, nil),
+		semaq.APIUserRemove: api.Op(s.log, "user rm", func(ctx context.Context, r *semaq.UserRemoveRequest) (any, error) {
+			if err := st.Remove(ctx, r.Name); err != nil {
+				return nil, err
+			}
+			n := s.closeUserConns(r.Name)
+			s.log.Info("auth: user removed", "user", r.Name, "closed_connections", n)
+			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
+		}, nil),
+		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (any, error) {
+			u, k, err := st.Rotate(ctx, r.Name)
+			if err != nil {
+				return nil, err
+			}
+			n := s.closeUserConns(r.Name)
+			s.log.Info("auth: key rotated", "user", u.Name, "key_id", k.ID, "closed_connections", n)
+			return semaq.UserAddResponse{User: u.Info(), Key: k.String()}, nil
+		}, nil),
+	}
+}
+
+// closeUserConns closes the open connections of user name: those the
+// authenticator registered under that name. The store's snapshot no
+// longer admits the user's old keys when this runs, and the authenticator
+// looks again after registering a name, so a connection racing the
+// revocation is either found here or refused there.
+func (s *Server) closeUserConns(name string) int {
+	cz, err := s.ns.Connz(&server.ConnzOptions{User: name, State: server.ConnOpen, Username: true, Limit: 1 << 20})
+	if err != nil {
+		s.log.Warn("auth: listing the connections of a revoked user", "user", name, "err", err)
+		return 0
+	}
+	n := 0
+	for _, c := range cz.Conns {
+		if c.AuthorizedUser != name {
+			continue
+		}
+		if err := s.ns.DisconnectClientByID(c.Cid); err == nil {
+			n++
+		}
+	}
+	return n
+}

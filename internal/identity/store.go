@@ -1,0 +1,280 @@
+// Package identity is the node's identity store: users (name, tenant,
+// role, subject and queue grants) and their keys, in the replicated KV
+// bucket SQ_USERS (docs/security.md, Identities).
+//
+// A key's secret is never stored: only its SHA-256, compared in constant
+// time. The store keeps an immutable snapshot of the bucket, rebuilt by a
+// KV watcher (jsutil.Follower) on each change, so Authenticate — called by
+// the NATS server for every connection — does no I/O. A write through the
+// store returns once this node's snapshot shows it: a removed user or a
+// rotated-away key is refused by the next authentication on this node.
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/reserved"
+	"github.com/semaq/semaq/semaq"
+)
+
+// bucketBytes bounds the store on disk.
+const bucketBytes = 64 << 20
+
+// ErrUnknownKey is a well-formed key that opens nothing: no such key ID,
+// a key of another user, a wrong secret, a removed user or a rotated-away
+// key. Callers must not tell a client which.
+var ErrUnknownKey = errors.New("identity: unknown key")
+
+// Principal is who an authenticated key is.
+type Principal struct {
+	User     string
+	Tenant   string
+	Role     string
+	Subjects []string
+	Queues   []string
+}
+
+// Store is the identity store. Its methods are safe for concurrent use.
+type Store struct {
+	kv    jetstream.KeyValue
+	state *jsutil.Follower[*snapshot]
+	now   func() time.Time
+}
+
+// snapshot is an immutable view of the bucket.
+type snapshot struct {
+	byName map[string]*User
+	byKey  map[string]*User // key ID → its user
+}
+
+// Open creates the bucket when missing, loads every user and starts the
+// watcher. js must be the internal connection's: it is the only writer of
+// SQ_USERS. ctx bounds the opening only.
+func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	kv, err := jsutil.Bucket(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      reserved.UserBucket,
+		Description: "SemaQ identities",
+		History:     1,
+		MaxBytes:    bucketBytes,
+		Storage:     jetstream.FileStorage,
+		Replicas:    1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("identity: bucket %s: %w", reserved.UserBucket, err)
+	}
+	users := map[string]*User{}
+	apply := func(e jetstream.KeyValueEntry) {
+		if e.Operation() != jetstream.KeyValuePut {
+			delete(users, e.Key())
+			return
+		}
+		var u User
+		if err := json.Unmarshal(e.Value(), &u); err != nil || u.Name != e.Key() {
+			// A value this node cannot read opens nothing.
+			delete(users, e.Key())
+			return
+		}
+		users[e.Key()] = &u
+	}
+	snap := func() *snapshot {
+		s := &snapshot{byName: make(map[string]*User, len(users)), byKey: make(map[string]*User, len(users))}
+		for n, u := range users {
+			s.byName[n] = u
+			for _, k := range u.Keys {
+				s.byKey[k.ID] = u
+			}
+		}
+		return s
+	}
+	f, err := jsutil.Follow(ctx, kv, apply, snap)
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	return &Store{kv: kv, state: f, now: time.Now}, nil
+}
+
+// Close stops the watcher; the last snapshot keeps authenticating.
+func (s *Store) Close(context.Context) error { return s.state.Close() }
+
+// Authenticate returns who key is, from the snapshot, without I/O. A
+// malformed key is ErrBadKey; a well-formed key that opens nothing is
+// ErrUnknownKey.
+func (s *Store) Authenticate(key string) (Principal, error) {
+	k, err := ParseKey(key)
+	if err != nil {
+		return Principal{}, err
+	}
+	u := s.state.Load().byKey[k.ID]
+	if u == nil || u.Name != k.Name {
+		return Principal{}, ErrUnknownKey
+	}
+	for _, uk := range u.Keys {
+		if uk.ID == k.ID && secretMatches(k.Secret, uk.Hash) {
+			return Principal{User: u.Name, Tenant: u.Tenant, Role: u.Role, Subjects: u.Subjects, Queues: u.Queues}, nil
+		}
+	}
+	return Principal{}, ErrUnknownKey
+}
+
+// Get returns the user name.
+func (s *Store) Get(name string) (*User, error) {
+	if u := s.state.Load().byName[name]; u != nil {
+		return u, nil
+	}
+	return nil, semaq.NewAPIError(semaq.ErrUserNotFound, "user %q not found", name)
+}
+
+// List returns every user, by name.
+func (s *Store) List() []*User {
+	snap := s.state.Load()
+	out := make([]*User, 0, len(snap.byName))
+	for _, u := range snap.byName {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b *User) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// HasRole reports whether some user has role.
+func (s *Store) HasRole(role string) bool {
+	for _, u := range s.state.Load().byName {
+		if u.Role == role {
+			return true
+		}
+	}
+	return false
+}
+
+// Add creates a user with one key and returns the key: the only time it
+// exists outside the caller's hands.
+func (s *Store) Add(ctx context.Context, r semaq.UserAddRequest) (*User, Key, error) {
+	if err := Validate(r); err != nil {
+		return nil, Key{}, semaq.NewAPIError(semaq.ErrBadRequest, "user: %v", err)
+	}
+	k, err := newKey(r.Name)
+	if err != nil {
+		return nil, Key{}, err
+	}
+	now := s.now().UTC()
+	u := &User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Subjects: r.Subjects, Queues: r.Queues, Created: now,
+		Keys: []UserKey{{ID: k.ID, Hash: hashSecret(k.Secret), Created: now}}}
+	b, err := json.Marshal(u)
+	if err != nil {
+		return nil, Key{}, err
+	}
+	rev, err := s.kv.Create(ctx, u.Name, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, Key{}, semaq.NewAPIError(semaq.ErrUserExists, "user %q already exists", u.Name)
+	}
+	if err != nil {
+		return nil, Key{}, fmt.Errorf("identity: storing user %s: %w", u.Name, err)
+	}
+	if _, err := s.state.WaitRev(ctx, rev); err != nil {
+		return nil, Key{}, fmt.Errorf("identity: waiting for user %s: %w", u.Name, err)
+	}
+	return u, k, nil
+}
+
+// Rotate gives a user a new key and revokes every key it had: from the
+// moment Rotate returns, the old keys authenticate no new connection on
+// this node.
+func (s *Store) Rotate(ctx context.Context, name string) (*User, Key, error) {
+	e, err := s.kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, Key{}, semaq.NewAPIError(semaq.ErrUserNotFound, "user %q not found", name)
+	}
+	if err != nil {
+		return nil, Key{}, fmt.Errorf("identity: reading user %s: %w", name, err)
+	}
+	var u User
+	if err := json.Unmarshal(e.Value(), &u); err != nil {
+		return nil, Key{}, fmt.Errorf("identity: user %s: %w", name, err)
+	}
+	k, err := newKey(name)
+	if err != nil {
+		return nil, Key{}, err
+	}
+	u.Keys = []UserKey{{ID: k.ID, Hash: hashSecret(k.Secret), Created: s.now().UTC()}}
+	b, err := json.Marshal(&u)
+	if err != nil {
+		return nil, Key{}, err
+	}
+	// Update on the revision read: a concurrent change fails this one
+	// rather than being overwritten.
+	rev, err := s.kv.Update(ctx, name, b, e.Revision())
+	if err != nil {
+		return nil, Key{}, fmt.Errorf("identity: storing user %s: %w", name, err)
+	}
+	if _, err := s.state.WaitRev(ctx, rev); err != nil {
+		return nil, Key{}, fmt.Errorf("identity: waiting for user %s: %w", name, err)
+	}
+	return &u, k, nil
+}
+
+// Remove deletes a user: from the moment Remove returns, its keys
+// authenticate no new connection on this node.
+func (s *Store) Remove(ctx context.Context, name string) error {
+	e, err := s.kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return semaq.NewAPIError(semaq.ErrUserNotFound, "user %q not found", name)
+	}
+	if err != nil {
+		return fmt.Errorf("identity: reading user %s: %w", name, err)
+	}
+	if err := s.kv.Delete(ctx, name, jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("identity: removing user %s: %w", name, err)
+	}
+	// Delete does not return the revision it wrote: wait for the
+	// snapshot to lose the user.
+	for {
+		ch := s.state.Changed()
+		if s.state.Load().byName[name] == nil {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("identity: waiting for the removal of %s: %w", name, ctx.Err())
+		}
+	}
+}
+
+// Bootstrap makes sure an admin exists. When none does, it creates the
+// user "admin" and writes its key to path with mode 0600; it reports
+// whether it did. The key is never logged: the caller logs the path.
+func (s *Store) Bootstrap(ctx context.Context, path string) (bool, error) {
+	if s.HasRole(semaq.RoleAdmin) {
+		return false, nil
+	}
+	_, k, err := s.Add(ctx, semaq.UserAddRequest{Name: "admin", Role: semaq.RoleAdmin})
+	if err != nil {
+		return false, fmt.Errorf("identity: bootstrap admin: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return false, fmt.Errorf("identity: writing the admin key: %w", err)
+	}
+	// A file left from an earlier run keeps its mode on O_TRUNC.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return false, fmt.Errorf("identity: writing the admin key: %w", err)
+	}
+	if _, err := f.WriteString(k.String() + "\n"); err != nil {
+		f.Close()
+		return false, fmt.Errorf("identity: writing the admin key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return false, fmt.Errorf("identity: writing the admin key: %w", err)
+	}
+	return true, nil
+}

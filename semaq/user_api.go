@@ -1,0 +1,99 @@
+package semaq
+
+import "time"
+
+// The user API: identities of a node started with auth on
+// (docs/security.md, Identities). Only the admin role may call it.
+const (
+	APIUserAdd    = "$SQ.API.USER.ADD"     // UserAddRequest -> UserAddResponse (the key, shown once)
+	APIUserList   = "$SQ.API.USER.LIST"    // (empty) -> UserListResponse
+	APIUserInfoT  = "$SQ.API.USER.INFO.%s" // (empty) -> UserInfo
+	APIUserRemove = "$SQ.API.USER.RM"      // UserRemoveRequest -> UserRemoveResponse
+	APIUserRotate = "$SQ.API.USER.ROTATE"  // UserRotateRequest -> UserAddResponse (the new key, shown once)
+)
+
+// UserInboxPrefix starts the reply inbox of an authenticated user:
+// user <name> may subscribe to UserInboxPrefix+"<name>.>" and to no other
+// inbox. The SDK sets nats.CustomInboxPrefix(UserInboxPrefix+name) when
+// given a key.
+const UserInboxPrefix = "_INBOX_"
+
+// Roles of a user.
+const (
+	RoleAdmin     = "admin"
+	RolePublisher = "publisher"
+	RoleReader    = "reader"
+	RoleWorker    = "worker"
+	RoleService   = "service"
+)
+
+// Error codes of the user API.
+const (
+	ErrCodeUserNotFound uint16 = 20110
+	ErrCodeUserExists   uint16 = 20111
+)
+
+var (
+	// ErrUserNotFound matches a user name the store does not hold.
+	ErrUserNotFound = &APIError{Code: 404, ErrCode: ErrCodeUserNotFound, Description: "user not found"}
+	// ErrUserExists matches an add of a name the store already holds.
+	ErrUserExists = &APIError{Code: 400, ErrCode: ErrCodeUserExists, Description: "user already exists"}
+)
+
+// UserAddRequest creates a user. Subjects are the NATS subjects (wildcards
+// allowed) a publisher, reader or service works on; Queues are globs over
+// queue names (path.Match syntax) a worker serves.
+type UserAddRequest struct {
+	Name     string   `json:"name"`
+	Tenant   string   `json:"tenant,omitempty"`
+	Role     string   `json:"role"`
+	Subjects []string `json:"subjects,omitempty"`
+	Queues   []string `json:"queues,omitempty"`
+}
+
+// UserInfo describes a user. It never carries a key or its hash.
+type UserInfo struct {
+	Name     string    `json:"name"`
+	Tenant   string    `json:"tenant,omitempty"`
+	Role     string    `json:"role"`
+	Subjects []string  `json:"subjects,omitempty"`
+	Queues   []string  `json:"queues,omitempty"`
+	Created  time.Time `json:"created"`
+	// Keys are the IDs (the public lookup handles) of the user's keys.
+	Keys []KeyInfo `json:"keys"`
+}
+
+// KeyInfo is the public part of one key.
+type KeyInfo struct {
+	ID      string    `json:"id"`
+	Created time.Time `json:"created"`
+}
+
+// UserAddResponse is the user and its key, which the broker shows this
+// once and never again.
+type UserAddResponse struct {
+	User UserInfo `json:"user"`
+	Key  string   `json:"key"`
+}
+
+// UserListResponse lists the users, by name.
+type UserListResponse struct {
+	Users []UserInfo `json:"users"`
+}
+
+// UserRemoveRequest removes a user; its open connections are closed.
+type UserRemoveRequest struct {
+	Name string `json:"name"`
+}
+
+// UserRemoveResponse says how many open connections the removal closed.
+type UserRemoveResponse struct {
+	Success bool `json:"success"`
+	Closed  int  `json:"closed"`
+}
+
+// UserRotateRequest replaces a user's keys with a new one; the old keys
+// stop working at once and their open connections are closed.
+type UserRotateRequest struct {
+	Name string `json:"name"`
+}
