@@ -39,6 +39,7 @@ var internalStreams = []string{
 	semaq.TokenStream,
 	"KV_" + reserved.RouteBucket,
 	"KV_" + reserved.AgentBucket,
+	"KV_" + reserved.UserBucket,
 	"KV_SQ_SCHEMAS",
 }
 
@@ -70,6 +71,12 @@ func reservedForBroker() []string {
 		"$JS.API.ACCOUNT.PURGE.>",
 		"$JS.API.SERVER.>",
 		"$JS.API.META.>",
+		// The identity store: its values hold only hashes of 256-bit
+		// secrets, but no client reads them (internal/identity).
+		"$JS.API.DIRECT.GET.KV_" + reserved.UserBucket,
+		"$JS.API.DIRECT.GET.KV_" + reserved.UserBucket + ".>",
+		"$JS.API.STREAM.MSG.GET.KV_" + reserved.UserBucket,
+		"$JS.API.CONSUMER.CREATE.KV_" + reserved.UserBucket,
 	}, brokerInboxes...)
 }
 

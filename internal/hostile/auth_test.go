@@ -2,20 +2,25 @@ package hostile
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/identity"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -329,4 +334,64 @@ func TestAuthRoles(t *testing.T) {
 			t.Fatalf("operator: %v %v", err, op.LastError())
 		}
 	})
+}
+
+// The store keeps no secret in clear, and the bootstrap admin key is
+// readable by its owner only.
+func TestAuthStoreKeepsNoSecret(t *testing.T) {
+	s, admin := authBroker(t)
+	key := addUser(t, admin, semaq.UserAddRequest{Name: "ingest", Role: semaq.RolePublisher, Subjects: []string{"ai.>"}})
+	k, _ := identity.ParseKey(key)
+	op, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close()
+	js, err := jetstream.New(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, reserved.UserBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(ctx, "ingest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := string(e.Value())
+	for _, secret := range []string{key, base64.RawURLEncoding.EncodeToString(k.Secret), base64.StdEncoding.EncodeToString(k.Secret)} {
+		if strings.Contains(v, secret) {
+			t.Fatal("the stored user holds the secret")
+		}
+	}
+	sum := sha256.Sum256(k.Secret)
+	if !strings.Contains(v, base64.StdEncoding.EncodeToString(sum[:])) {
+		t.Fatalf("the stored user does not hold the secret's SHA-256: %s", v)
+	}
+	fi, err := os.Stat(filepath.Join(s.Config().DataDir, broker.AdminKeyFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("admin key file: %v %v", fi.Mode(), err)
+	}
+}
+
+// A client outside the store cannot reach the bucket, even as a reader
+// granted subjects that look like it.
+func TestAuthPublicCannotReadUsers(t *testing.T) {
+	s, admin := authBroker(t)
+	key := addUser(t, admin, semaq.UserAddRequest{Name: "alice", Role: semaq.RoleReader, Subjects: []string{"kv.>"}})
+	p := newProbe(t, s, key)
+	if !p.sub(t, "$KV."+reserved.UserBucket+".>") || !p.pub(t, "$JS.API.DIRECT.GET.KV_"+reserved.UserBucket) {
+		t.Fatal("a reader reaches SQ_USERS")
+	}
+	// Nor does an admin: the user API is how users are read.
+	pa := newProbe(t, s, brokertest.AdminKey(t, s))
+	for _, subj := range []string{"$JS.API.DIRECT.GET.KV_" + reserved.UserBucket, "$JS.API.DIRECT.GET.KV_" + reserved.UserBucket + ".$KV.SQ_USERS.alice",
+		"$JS.API.STREAM.MSG.GET.KV_" + reserved.UserBucket, "$JS.API.CONSUMER.CREATE.KV_" + reserved.UserBucket + ".x.>", "$KV." + reserved.UserBucket + ".alice"} {
+		if !pa.pub(t, subj) {
+			t.Errorf("an admin reaches SQ_USERS by %s", subj)
+		}
+	}
 }
