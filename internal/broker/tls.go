@@ -221,10 +221,14 @@ func (c *Config) checkExposure() error {
 		if err != nil || isLoopback(host) {
 			continue // a bad address is reported on its own
 		}
+		hint := ", turn on auth: true (--auth)"
+		if p.key == "http" {
+			hint = " (the HTTP door authenticates no one yet, even with --auth)"
+		}
 		return fmt.Errorf("%s: %s is not a loopback address and no authentication is configured: every client that "+
 			"can reach it would be the public user, able to read other clients' traffic (docs/security.md); "+
-			"keep %s on 127.0.0.1, ::1 or localhost, or set insecure: true (--insecure) to listen there anyway",
-			p.key, p.addr, p.flag)
+			"keep %s on 127.0.0.1, ::1 or localhost%s, or set insecure: true (--insecure) to listen there anyway",
+			p.key, p.addr, p.flag, hint)
 	}
 	return nil
 }

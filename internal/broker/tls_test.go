@@ -385,3 +385,19 @@ func TestNonLoopbackNeedsInsecure(t *testing.T) {
 		}
 	}
 }
+
+// With auth on, the NATS port authenticates every client and may listen
+// anywhere; the HTTP door authenticates no one yet and keeps the rule.
+func TestAuthLiftsTheLoopbackRuleOfNATSOnly(t *testing.T) {
+	t.Parallel()
+	cfg := broker.DefaultConfig()
+	cfg.Auth = true
+	cfg.Listen, cfg.HTTP = "0.0.0.0:4222", "127.0.0.1:8080"
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("auth on, listen 0.0.0.0: %v", err)
+	}
+	cfg.HTTP = "0.0.0.0:8080"
+	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "http: ") {
+		t.Fatalf("auth on, http 0.0.0.0: %v, want refused naming http", err)
+	}
+}

@@ -65,6 +65,9 @@ type env struct {
 	server string
 	// TLS of the connection to --server: --tls-ca, --tls-cert, --tls-key.
 	tlsCA, tlsCert, tlsKey string
+	// key authenticates with a broker started with --auth: --key or
+	// $SEMAQ_KEY.
+	key string
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -94,6 +97,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newQueueCmd(e),
 		newWorkCmd(e),
 		newCancelCmd(e),
+		newUserCmd(e),
+		newKeyCmd(e),
 		newVersionCmd(e),
 	)
 	cmdusage.Explain(root)
@@ -111,6 +116,13 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	f.StringVar(&e.tlsCA, "tls-ca", "", "PEM CA file to verify the broker's TLS certificate (tls:// URLs; default: the system's CAs)")
 	f.StringVar(&e.tlsCert, "tls-cert", "", "PEM client certificate, for a broker that requires one (mutual TLS); needs --tls-key")
 	f.StringVar(&e.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
+	// `semaq sub` has its own --key (a key-shared group's): there the
+	// credential is --auth-key.
+	name := "key"
+	if f.Lookup(name) != nil {
+		name = "auth-key"
+	}
+	f.StringVar(&e.key, name, os.Getenv("SEMAQ_KEY"), "key for a broker started with --auth (semaq user add prints one); $SEMAQ_KEY sets the default")
 }
 
 // natsTLS are the NATS options of the --tls-* flags.
@@ -135,7 +147,7 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...))
+	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...), client.WithKey(e.key))
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)

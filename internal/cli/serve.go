@@ -26,7 +26,7 @@ var configKeys = []string{
 	"expr_max_eval_bytes", "expr_eval_timeout",
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins",
-	"tls_cert", "tls_key", "tls_client_ca", "insecure",
+	"tls_cert", "tls_key", "tls_client_ca", "insecure", "auth",
 }
 
 // shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
@@ -48,8 +48,12 @@ and exit 0.
 With --tls-cert and --tls-key both ports serve TLS (NATS: tls://, HTTP:
 https://); --tls-client-ca requires client certificates from that CA.
 SIGHUP reads the three files again for new connections; open ones stay.
-With no authentication configured (SemaQ has none yet), --listen and --http
-must be loopback addresses unless --insecure is given (docs/security.md).`,
+With --auth every NATS client authenticates with a key of the broker's user
+store (semaq user add); at first start the broker creates the user admin and
+writes its key to <data>/admin.key (mode 0600). Without --auth every NATS
+client is the public user, so --listen must be a loopback address unless
+--insecure is given; the HTTP door authenticates no one yet, so --http must be
+loopback unless --insecure, --auth or not (docs/security.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := broker.DefaultConfig()
@@ -92,6 +96,9 @@ must be loopback addresses unless --insecure is given (docs/security.md).`,
 			if f.Changed("insecure") {
 				cfg.Insecure = flags.Insecure
 			}
+			if f.Changed("auth") {
+				cfg.Auth = flags.Auth
+			}
 			return serve(cmd.Context(), e, cfg)
 		},
 	}
@@ -109,6 +116,7 @@ must be loopback addresses unless --insecure is given (docs/security.md).`,
 	f.StringVar(&flags.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringVar(&flags.TLSClientCA, "tls-client-ca", "", "PEM CA file: require client certificates from it on both ports (mutual TLS)")
 	f.BoolVar(&flags.Insecure, "insecure", false, "allow --listen/--http on a non-loopback address although no authentication is configured")
+	f.BoolVar(&flags.Auth, "auth", false, "authenticate every NATS client with a key of the user store (semaq user); lets --listen leave loopback")
 	return cmd
 }
 

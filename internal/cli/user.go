@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/semaq"
+)
+
+// newUserCmd is `semaq user`: identities of a broker started with --auth.
+func newUserCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "user",
+		Short: "Manage the users of a broker started with --auth: add, ls, info, rm",
+		Long: `Users authenticate the NATS door of a broker started with --auth, each with a
+key the broker shows once. A user has a role: admin (everything, users
+included), publisher (publish on its --subjects), reader (subscribe to and
+filter its --subjects), worker (fetch from and answer the queues its --queues
+globs match) or service (publisher and reader on its --subjects). These commands
+need an admin's key (--key or $SEMAQ_KEY); see docs/security.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(
+		newUserAddCmd(e),
+		listing[semaq.UserInfo]{
+			short:    "List the users",
+			noun:     "users",
+			jsonHelp: "print the users as JSON",
+			header:   []string{"NAME", "ROLE", "TENANT", "GRANTS", "KEY IDS", "CREATED"},
+			fetch:    (*client.Client).Users,
+			row: func(u semaq.UserInfo) []string {
+				return []string{u.Name, u.Role, dash(u.Tenant), dash(grants(u)), dash(keyIDs(u)), u.Created.Format("2006-01-02 15:04:05")}
+			},
+		}.command(e),
+		showing[*semaq.UserInfo]{
+			use:      "info NAME",
+			short:    "Describe a user",
+			example:  "  semaq user info ingest-svc",
+			jsonHelp: "print the user as JSON",
+			fetch:    (*client.Client).UserInfo,
+			write: func(e *env, u *semaq.UserInfo) error {
+				_, err := fmt.Fprintf(e.stdout, "Name:     %s\nRole:     %s\nTenant:   %s\nSubjects: %s\nQueues:   %s\nKeys:     %s\nCreated:  %s\n",
+					u.Name, u.Role, dash(u.Tenant), dash(strings.Join(u.Subjects, " ")), dash(strings.Join(u.Queues, " ")),
+					dash(keyIDs(*u)), u.Created.Format("2006-01-02 15:04:05 MST"))
+				return err
+			},
+		}.command(e),
+		removal{
+			use:     "rm NAME",
+			short:   "Remove a user; its open connections are closed",
+			example: "  semaq user rm alice",
+			done:    "User %s removed.",
+			aliases: []string{"remove"},
+			remove: func(c *client.Client, ctx context.Context, name string) error {
+				_, err := c.RemoveUser(ctx, name)
+				return err
+			},
+		}.command(e),
+	)
+	return cmd
+}
+
+func newUserAddCmd(e *env) *cobra.Command {
+	var (
+		r      semaq.UserAddRequest
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "add NAME --role ROLE [--tenant T] [--subjects S,...] [--queues GLOB,...]",
+		Short: "Add a user and print its key, once",
+		Long: `Add a user and print its key. The key is shown this once: the broker keeps only
+its hash. Give it to the user's program (client.WithKey, or --key / $SEMAQ_KEY
+for this CLI). --subjects are NATS subjects (wildcards allowed, first token
+literal); --queues are globs over queue names (INFER_*, Q[0-9]).`,
+		Example: `  semaq user add ingest-svc --tenant acme --role publisher --subjects 'ai.inference.>'
+  semaq user add gpu-7 --role worker --queues 'INFER_*'
+  semaq user add alice --tenant acme --role reader --subjects 'results.acme.>'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r.Name = args[0]
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.AddUser(ctx, r)
+				if err != nil {
+					return err
+				}
+				return e.writeKey(resp, asJSON, "added")
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&r.Role, "role", "", "admin, publisher, reader, worker or service (required)")
+	f.StringVar(&r.Tenant, "tenant", "", "the tenant the user belongs to")
+	f.StringSliceVar(&r.Subjects, "subjects", nil, "subjects a publisher, reader or service works on (comma-separated or repeated)")
+	f.StringSliceVar(&r.Queues, "queues", nil, "globs of the queues a worker serves (comma-separated or repeated)")
+	f.BoolVar(&asJSON, "json", false, "print the user and its key as JSON")
+	_ = cmd.MarkFlagRequired("role")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+// newKeyCmd is `semaq key`: a user's keys.
+func newKeyCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "key",
+		Short: "Manage the keys of users: rotate",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	var asJSON bool
+	rotate := &cobra.Command{
+		Use:   "rotate NAME",
+		Short: "Give a user a new key, printed once; the old key stops working now",
+		Long: `Give a user a new key and print it, once. The user's old key stops working at
+once: new connections with it are refused and its open connections are closed.`,
+		Example: "  semaq key rotate ingest-svc",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				resp, err := c.RotateKey(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return e.writeKey(resp, asJSON, "given a new key")
+			})
+		},
+	}
+	rotate.Flags().BoolVar(&asJSON, "json", false, "print the user and its new key as JSON")
+	e.addServerFlag(rotate)
+	cmd.AddCommand(rotate)
+	return cmd
+}
+
+// writeKey prints a key the broker shows once.
+func (e *env) writeKey(resp *semaq.UserAddResponse, asJSON bool, what string) error {
+	if asJSON {
+		return writeJSON(e.stdout, resp)
+	}
+	_, err := fmt.Fprintf(e.stdout, "User %s (%s) %s. Its key, which will not be shown again:\n\n  %s\n\n"+
+		"Keep it secret; connect with --key or $SEMAQ_KEY (CLI) or client.WithKey (SDK).\n",
+		resp.User.Name, resp.User.Role, what, resp.Key)
+	return err
+}
+
+func grants(u semaq.UserInfo) string {
+	return strings.Join(append(append([]string{}, u.Subjects...), u.Queues...), " ")
+}
+
+func keyIDs(u semaq.UserInfo) string {
+	ids := make([]string, 0, len(u.Keys))
+	for _, k := range u.Keys {
+		ids = append(ids, k.ID)
+	}
+	return strings.Join(ids, " ")
+}
+
+// dash is s, or "-" for nothing.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
