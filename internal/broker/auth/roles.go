@@ -46,6 +46,28 @@ var readerAPI = []string{
 	"$JS.FC.>",
 }
 
+// tokenReader is how a client reads the token stream of a request it
+// made (docs/tokens.md): an ordered consumer of SQ_TOKENS filtered to one
+// request, the live republish, and the status API. Publishers, readers
+// and services have it. The filter is any request's: token streams are
+// told apart by their request IDs, not by who asked (docs/security.md,
+// gaps).
+var tokenReader = struct{ pub, sub []string }{
+	pub: []string{
+		semaq.APITokenStatus,
+		"$JS.API.CONSUMER.CREATE." + semaq.TokenStream + ".*." + semaq.TokenPrefix + "*.*",
+		"$JS.API.CONSUMER.MSG.NEXT." + semaq.TokenStream + ".*",
+		"$JS.API.CONSUMER.INFO." + semaq.TokenStream + ".*",
+		"$JS.API.CONSUMER.DELETE." + semaq.TokenStream + ".*",
+		"$JS.FC." + semaq.TokenStream + ".>",
+	},
+	sub: []string{semaq.TokenLivePrefix + "*.*"},
+}
+
+// agentAPI is how a worker announces itself in the agent registry and
+// leaves it (semaq worker does).
+var agentAPI = []string{semaq.APIAgentAnnounce, semaq.APIAgentLeave}
+
 // readerConsumers are the consumer creates of a reader, one per subject
 // it reads: JetStream's extended create subject names the consumer's
 // filter, so the grant is checked by the NATS server. A create without a
@@ -94,15 +116,16 @@ func (r Rules) Permissions(p identity.Principal, queues []string) (*server.Permi
 	sub = append(sub, Inbox(p.User))
 	switch p.Role {
 	case semaq.RolePublisher:
-		pub = slices.Concat(p.Subjects, readOnlyAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, tokenReader.pub)
+		sub = append(sub, tokenReader.sub...)
 	case semaq.RoleReader:
-		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects))
-		sub = append(sub, p.Subjects...)
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tokenReader.pub)
+		sub = slices.Concat(sub, p.Subjects, tokenReader.sub)
 	case semaq.RoleService:
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects))
-		sub = append(sub, p.Subjects...)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tokenReader.pub)
+		sub = slices.Concat(sub, p.Subjects, tokenReader.sub)
 	case semaq.RoleWorker:
-		pub = slices.Clone(readOnlyAPI)
+		pub = slices.Concat(readOnlyAPI, agentAPI)
 		for _, q := range expandQueues(p.Queues, queues) {
 			pub = append(pub, workerGrants(q)...)
 		}
