@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/auth"
@@ -93,10 +94,16 @@ func (s *Server) stopIdentity(ctx context.Context) error {
 }
 
 // userHandlers serve $SQ.API.USER.* with auth on. Only the admin role's
-// permissions reach these subjects.
+// permissions reach these subjects. With auth off they answer that users
+// need it, rather than leave `semaq user` wondering whether this is a
+// SemaQ broker.
 func (s *Server) userHandlers() api.Handlers {
 	if s.identities == nil {
-		return api.Handlers{}
+		off := func(m *nats.Msg) {
+			api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "users: this broker runs without auth; start it with --auth (auth: true)"))
+		}
+		return api.Handlers{semaq.APIUserAdd: off, semaq.APIUserList: off, fmt.Sprintf(semaq.APIUserInfoT, "*"): off,
+			semaq.APIUserRemove: off, semaq.APIUserRotate: off}
 	}
 	st := s.identities
 	return api.Handlers{

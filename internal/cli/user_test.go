@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -78,4 +79,11 @@ func TestUserCommands(t *testing.T) {
 		t.Errorf("user rm: %s", out)
 	}
 	mustFailSemaq(t, srv.url, "not found", "user", "info", "alice")
+}
+
+// Against a broker without auth, user commands say what is missing.
+func TestUserCommandsNeedAuth(t *testing.T) {
+	s := brokertest.Start(t)
+	mustFailSemaq(t, s.ClientURL(), "start it with --auth", "user", "ls")
+	mustFailSemaq(t, s.ClientURL(), "start it with --auth", "key", "rotate", "x")
 }
