@@ -58,11 +58,10 @@ func FuzzParseKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		k, err := ParseKey(s)
 		if err != nil {
+			// The sentinel itself: an error never carries the string,
+			// which may be a mistyped secret.
 			if err != ErrBadKey {
 				t.Fatalf("error %v is not ErrBadKey", err)
-			}
-			if strings.Contains(err.Error(), s) && s != "" {
-				t.Fatal("the error carries the key")
 			}
 			return
 		}
