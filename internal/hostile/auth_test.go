@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -394,4 +396,53 @@ func TestAuthPublicCannotReadUsers(t *testing.T) {
 			t.Errorf("an admin reaches SQ_USERS by %s", subj)
 		}
 	}
+}
+
+// Repeated failures from one address are slowed down: after the free
+// ones, each attempt waits before it is checked, and every refusal is
+// counted by reason. (The limiter's bound under many addresses is
+// internal/broker/auth TestLimiterBounded: a test client has one.)
+func TestAuthSlowsDownRepeatedFailures(t *testing.T) {
+	s, admin := authBroker(t)
+	key := addUser(t, admin, semaq.UserAddRequest{Name: "pub1", Role: semaq.RolePublisher, Subjects: []string{"ai.>"}})
+	k, _ := identity.ParseKey(key)
+	wrong := identity.Key{Name: k.Name, ID: k.ID, Secret: make([]byte, 32)}.String()
+	attempt := func() time.Duration {
+		start := time.Now()
+		nc, err := nats.Connect(s.ClientURL(), nats.Token(wrong), nats.MaxReconnects(0))
+		if err == nil {
+			nc.Close()
+			t.Fatal("a wrong key connected")
+		}
+		return time.Since(start)
+	}
+	for range 5 { // free failures (auth.DefaultLimiter)
+		attempt()
+	}
+	// Lower bounds only: a slow machine adds time, never removes it.
+	if d := attempt(); d < 100*time.Millisecond {
+		t.Fatalf("6th failure answered after %v, want at least 100ms", d)
+	}
+	if d := attempt(); d < 200*time.Millisecond {
+		t.Fatalf("7th failure answered after %v, want at least 200ms", d)
+	}
+	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `semaq_auth_failures_total{reason="unknown_key"} 7`) {
+		t.Fatalf("failures not counted:\n%s", grepLines(string(body), "semaq_auth"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
