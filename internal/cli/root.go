@@ -122,7 +122,8 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	if f.Lookup(name) != nil {
 		name = "auth-key"
 	}
-	f.StringVar(&e.key, name, os.Getenv("SEMAQ_KEY"), "key for a broker started with --auth (semaq user add prints one); $SEMAQ_KEY sets the default")
+	// No default shown: --help must not print $SEMAQ_KEY. connect reads it.
+	f.StringVar(&e.key, name, "", "key for a broker started with --auth (semaq user add prints one); default $SEMAQ_KEY")
 }
 
 // natsTLS are the NATS options of the --tls-* flags.
@@ -147,7 +148,11 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...), client.WithKey(e.key))
+	key := e.key
+	if key == "" {
+		key = os.Getenv("SEMAQ_KEY")
+	}
+	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...), client.WithKey(key))
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)

@@ -43,6 +43,9 @@ func TestUserCommands(t *testing.T) {
 	ingest := m[1]
 	mustSemaq(t, srv.url, "", "user", "add", "gpu-7", "--role", "worker", "--queues", "INFER_*", "--key", admin)
 	t.Setenv("SEMAQ_KEY", admin)
+	if r := runSemaq(t, srv.url, "", "user", "add", "--help"); strings.Contains(r.stdout+r.stderr, admin) {
+		t.Fatal("--help prints $SEMAQ_KEY")
+	}
 	mustSemaq(t, srv.url, "", "user", "add", "alice", "--tenant", "acme", "--role", "reader", "--subjects", "results.acme.>")
 	mustFailSemaq(t, srv.url, "role:", "user", "add", "bob", "--role", "root")
 	mustFailSemaq(t, srv.url, "subjects:", "user", "add", "bob", "--role", "reader", "--subjects", ">")
