@@ -335,6 +335,17 @@ func TestAuthRoles(t *testing.T) {
 		if err := op.Flush(); err != nil || op.LastError() != nil {
 			t.Fatalf("operator: %v %v", err, op.LastError())
 		}
+		// The front user (HTTP door) publishes through the ingress, its
+		// PubAck coming back over the egress user.
+		resp, err := http.Post("http://"+s.HTTPAddr()+"/api/v1/publish/ai.inference.http", "application/json", strings.NewReader(`{"x":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"stream":"INF"`) {
+			t.Fatalf("HTTP publish with auth on: %d %s", resp.StatusCode, b)
+		}
 	})
 }
 
