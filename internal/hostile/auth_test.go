@@ -270,9 +270,10 @@ func TestAuthRoles(t *testing.T) {
 	t.Run("reader", func(t *testing.T) {
 		p := newProbe(t, s, readKey)
 		for subj, want := range map[string]bool{
-			"results.acme.x":     true,
-			"ai.inference.x":     true,
-			semaq.APIFilterStart: false,
+			"results.acme.x":       true,
+			"ai.inference.x":       true,
+			semaq.APIFilterStart:   true, // the broker would filter any subject for it
+			semaq.APIKeySharedJoin: true,
 			"$JS.API.CONSUMER.CREATE.INF.c.results.acme.>": false,
 			"$JS.API.CONSUMER.CREATE.INF.c.ai.inference.>": true,
 			"$JS.API.CONSUMER.CREATE.INF":                  true,

@@ -25,18 +25,13 @@ var readOnlyAPI = []string{
 	fmt.Sprintf(semaq.APIStreamInfoT, "*"),
 }
 
-// readerAPI is what a reader may call beyond readOnlyAPI: filtered
-// subscriptions and key-shared groups (their requests are not checked
-// against the reader's subjects yet: docs/security.md, gaps), and
-// JetStream's read side.
+// readerAPI is what a reader may call beyond readOnlyAPI: JetStream's read
+// side. Not filtered subscriptions or key-shared groups: the broker runs
+// them with its own rights on whatever subject the request names, and its
+// handlers do not know the requester yet, so a grant would let a reader
+// read any stream (docs/security.md, gaps). They come back when the
+// broker checks the principal.
 var readerAPI = []string{
-	semaq.APIFilterStart,
-	fmt.Sprintf(semaq.APIFilterPingT, "*"),
-	fmt.Sprintf(semaq.APIFilterStopT, "*"),
-	semaq.APIKeySharedJoin,
-	fmt.Sprintf(semaq.APIKeySharedPingT, "*"),
-	fmt.Sprintf(semaq.APIKeySharedLeaveT, "*"),
-	semaq.APIKeySharedInfo,
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO.*",
 	"$JS.API.CONSUMER.INFO.*.*",

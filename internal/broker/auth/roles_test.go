@@ -24,12 +24,12 @@ func TestRolePermissions(t *testing.T) {
 		{p: identity.Principal{User: "ingest", Role: semaq.RolePublisher, Subjects: []string{"ai.>"}},
 			pub: []string{"ai.>", semaq.APIInfo}, sub: []string{"_INBOX_ingest.>"}, notPub: []string{semaq.APIFilterStart}},
 		{p: identity.Principal{User: "alice", Role: semaq.RoleReader, Subjects: []string{"r.>"}},
-			pub: []string{semaq.APIFilterStart, "$JS.API.CONSUMER.CREATE.*.*.r.>"}, sub: []string{"r.>", "_INBOX_alice.>"}, notPub: []string{"r.>"}},
+			pub: []string{"$JS.API.CONSUMER.CREATE.*.*.r.>"}, sub: []string{"r.>", "_INBOX_alice.>"}, notPub: []string{"r.>", semaq.APIFilterStart, semaq.APIKeySharedJoin}},
 		{p: identity.Principal{User: "gpu", Role: semaq.RoleWorker, Queues: []string{"INFER_*", "LATER"}},
 			pub: []string{"$SQ.API.QUEUE.FETCH.INFER_A", "$SQ.API.QUEUE.FETCH.INFER_B", "$SQ.API.QUEUE.FETCH.LATER", "$SQ.QA.INFER_A.>", "$SQ.TW.>"},
 			sub: []string{"_INBOX_gpu.>", "$SQ.QC.*"}, notPub: []string{"$SQ.API.QUEUE.FETCH.OTHER", "$SQ.QA.>"}},
 		{p: identity.Principal{User: "svc", Role: semaq.RoleService, Subjects: []string{"s.>"}},
-			pub: []string{"s.>", semaq.APIFilterStart}, sub: []string{"s.>"}},
+			pub: []string{"s.>"}, sub: []string{"s.>"}, notPub: []string{semaq.APIFilterStart, semaq.APIKeySharedJoin}},
 	} {
 		perms, err := r.Permissions(tc.p, queues)
 		if err != nil {
