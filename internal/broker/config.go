@@ -214,6 +214,11 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel)
 	}
+	if c.Auth && len(c.GatewayAPIKeys) > 0 {
+		return errors.New("gateway_api_keys: with auth on the gateway takes the keys of the identity store; " +
+			"remove gateway_api_keys and create a user per client instead: " +
+			"semaq user add NAME --role service --tenant TENANT --subjects 'ai.infer.>' (docs/gateway.md)")
+	}
 	if err := c.checkExposure(); err != nil {
 		return err
 	}

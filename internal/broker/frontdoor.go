@@ -3,11 +3,14 @@ package broker
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net/http"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/telemetry"
 )
@@ -41,6 +44,23 @@ type FrontDoorDeps struct {
 	// TLS, when not nil, is the configuration of the HTTPS listener; it
 	// picks up ReloadTLS's certificates for each new connection.
 	TLS *tls.Config
+	// Identity, with auth on, authenticates the bearer keys of HTTP
+	// requests (the identity store); nil with auth off, when the front
+	// door serves everyone as the front user.
+	Identity Identity
+	// KeyConnect are the options of a connection that acts with an HTTP
+	// caller's key (in process); the front door adds the key.
+	KeyConnect []nats.Option
+	// AuthLimiter slows down repeated failures from one IP; the NATS
+	// door's, so both doors count the same failures. Nil with auth off.
+	AuthLimiter *auth.Limiter
+	// AuthFailed counts one refused request (semaq_auth_failures_total).
+	AuthFailed func(reason string)
+}
+
+// Identity authenticates keys: *identity.Store.
+type Identity interface {
+	Authenticate(key string) (identity.Principal, error)
 }
 
 // FrontDoorFunc starts a front door listening on deps.Config.HTTP, over TLS
@@ -55,7 +75,7 @@ func (s *Server) startFrontDoor(ctx context.Context) error {
 	if s.frontDoor == nil || s.cfg.HTTP == "" {
 		return nil
 	}
-	fd, err := s.frontDoor(ctx, FrontDoorDeps{
+	deps := FrontDoorDeps{
 		Config:  s.cfg,
 		Log:     s.log,
 		Connect: []nats.Option{nats.InProcessServer(s.ns), s.users.front.auth(), nats.Name("semaq-http")},
@@ -64,7 +84,17 @@ func (s *Server) startFrontDoor(ctx context.Context) error {
 		Metrics: s.metrics,
 		Tracing: s.tracing,
 		TLS:     s.tls.httpListener(),
-	})
+	}
+	if s.cfg.Auth {
+		if s.identities == nil {
+			return errors.New("broker: http front door: auth is on but the identity store is not open")
+		}
+		deps.Identity = s.identities
+		deps.KeyConnect = []nats.Option{nats.InProcessServer(s.ns), nats.Name("semaq-http-key")}
+		deps.AuthLimiter = s.authn.Limiter()
+		deps.AuthFailed = s.metrics.AuthFailure
+	}
+	fd, err := s.frontDoor(ctx, deps)
 	if err != nil {
 		return err
 	}

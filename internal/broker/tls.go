@@ -206,15 +206,15 @@ func (s *Server) ReloadTLS() error {
 
 // checkExposure refuses a client or HTTP port on a non-loopback address
 // unless Insecure: with no authentication every client is the public user
-// (docs/security.md), which is fine on one machine only. With Auth, the
-// NATS port authenticates every client and may listen anywhere; the HTTP
-// door does not authenticate yet, so it keeps the rule.
+// (docs/security.md), which is fine on one machine only. With Auth, both
+// doors authenticate every client (the HTTP door by bearer key) and may
+// listen anywhere.
 func (c *Config) checkExposure() error {
 	if c.Insecure {
 		return nil
 	}
 	for _, p := range []struct{ key, flag, addr string }{{"listen", "--listen", c.Listen}, {"http", "--http", c.HTTP}} {
-		if p.addr == "" || (c.Auth && p.key == "listen") {
+		if p.addr == "" || c.Auth {
 			continue
 		}
 		host, _, err := net.SplitHostPort(p.addr)
@@ -222,9 +222,6 @@ func (c *Config) checkExposure() error {
 			continue // a bad address is reported on its own
 		}
 		hint := ", turn on auth: true (--auth)"
-		if p.key == "http" {
-			hint = " (the HTTP door authenticates no one yet, even with --auth)"
-		}
 		return fmt.Errorf("%s: %s is not a loopback address and no authentication is configured: every client that "+
 			"can reach it would be the public user, able to read other clients' traffic (docs/security.md); "+
 			"keep %s on 127.0.0.1, ::1 or localhost%s, or set insecure: true (--insecure) to listen there anyway",

@@ -386,18 +386,27 @@ func TestNonLoopbackNeedsInsecure(t *testing.T) {
 	}
 }
 
-// With auth on, the NATS port authenticates every client and may listen
-// anywhere; the HTTP door authenticates no one yet and keeps the rule.
-func TestAuthLiftsTheLoopbackRuleOfNATSOnly(t *testing.T) {
+// With auth on, both doors authenticate every client (the HTTP door by
+// bearer key) and may listen anywhere; without it both keep the rule.
+// The gateway's key map is refused with auth: keys are the store's.
+func TestAuthLiftsTheLoopbackRule(t *testing.T) {
 	t.Parallel()
 	cfg := broker.DefaultConfig()
 	cfg.Auth = true
-	cfg.Listen, cfg.HTTP = "0.0.0.0:4222", "127.0.0.1:8080"
+	cfg.Listen, cfg.HTTP = "0.0.0.0:4222", "0.0.0.0:8080"
 	if err := cfg.Validate(); err != nil {
-		t.Fatalf("auth on, listen 0.0.0.0: %v", err)
+		t.Fatalf("auth on, listen and http on 0.0.0.0: %v", err)
 	}
-	cfg.HTTP = "0.0.0.0:8080"
+	cfg.GatewayAPIKeys = map[string]string{"k": "acme"}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "semaq user add") {
+		t.Fatalf("auth on with gateway_api_keys: %v, want refused pointing at semaq user add", err)
+	}
+	cfg.GatewayAPIKeys, cfg.Auth = nil, false
+	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "listen: ") {
+		t.Fatalf("auth off, listen 0.0.0.0: %v, want refused", err)
+	}
+	cfg.Listen = "127.0.0.1:4222"
 	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "http: ") {
-		t.Fatalf("auth on, http 0.0.0.0: %v, want refused naming http", err)
+		t.Fatalf("auth off, http 0.0.0.0: %v, want refused naming http", err)
 	}
 }

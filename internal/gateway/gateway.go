@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpauth"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -319,8 +320,20 @@ func (g *Gateway) modelLive(ctx context.Context, model string) (bool, error) {
 	return ok, nil
 }
 
-// tenant is the tenant a request is accounted to (Options.APIKeys).
+// keyTenants says whether the request's tenant comes from its key
+// (Options.APIKeys, or auth on) rather than from its AI-Tenant header.
+func (g *Gateway) keyTenants(r *http.Request) bool {
+	return len(g.o.APIKeys) > 0 || httpauth.From(r.Context()) != nil
+}
+
+// tenant is the tenant a request is accounted to (Options.APIKeys, or
+// the key's user with auth on).
 func (g *Gateway) tenant(r *http.Request) (string, error) {
+	if c := httpauth.From(r.Context()); c != nil {
+		// Auth on: the front door authenticated the key; the tenant is
+		// its user's, whatever the request says.
+		return c.Tenant, nil
+	}
 	key := ""
 	if a := r.Header.Get("Authorization"); a != "" {
 		k, ok := strings.CutPrefix(a, "Bearer ")
@@ -438,7 +451,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		{semaq.HdrHTTPSession, semaq.HdrSession, client.WithSession},
 		{"traceparent", semaq.HdrTraceParent, nil},
 	} {
-		if v := r.Header.Get(h.name); v != "" && (h.opt != nil || h.hdr == semaq.HdrTraceParent || len(g.o.APIKeys) == 0) {
+		if v := r.Header.Get(h.name); v != "" && (h.opt != nil || h.hdr == semaq.HdrTraceParent || !g.keyTenants(r)) {
 			envelope[h.hdr], param[h.hdr] = []string{v}, h.name
 			if h.opt != nil {
 				opts = append(opts, h.opt(v))
@@ -483,13 +496,20 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	// The live reader subscribes before the request is queued, on the
 	// same connection, so the broker has the subscription before any
 	// worker can write a token; no JetStream consumer is needed.
-	rd, err := g.c.ReadTokens(ctx, id, client.WithLiveStart())
+	// With auth on, the request acts with its key's rights: it reads the
+	// tokens and publishes on its caller's connection.
+	c := httpauth.ClientOr(r.Context(), g.c)
+	if caller := httpauth.From(r.Context()); caller != nil && !caller.May(httpauth.Publish, semaq.InferSubject(req.Model)) {
+		writeError(w, http.StatusForbidden, openai.TypeInvalidRequest, "permission_denied", caller.Refusal(httpauth.Publish, semaq.InferSubject(req.Model)))
+		return
+	}
+	rd, err := c.ReadTokens(ctx, id, client.WithLiveStart())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "reading the token stream: "+err.Error())
 		return
 	}
 	defer rd.Close()
-	if _, err := g.c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...); err != nil {
+	if _, err := c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...); err != nil {
 		g.publishError(ctx, w, req.Model, err)
 		return
 	}

@@ -336,9 +336,12 @@ func TestAuthRoles(t *testing.T) {
 		if err := op.Flush(); err != nil || op.LastError() != nil {
 			t.Fatalf("operator: %v %v", err, op.LastError())
 		}
-		// The front user (HTTP door) publishes through the ingress, its
+		// Over HTTP the admin's key publishes through the ingress, its
 		// PubAck coming back over the egress user.
-		resp, err := http.Post("http://"+s.HTTPAddr()+"/api/v1/publish/ai.inference.http", "application/json", strings.NewReader(`{"x":1}`))
+		req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/api/v1/publish/ai.inference.http", strings.NewReader(`{"x":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+brokertest.AdminKey(t, s))
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,7 +441,9 @@ func TestAuthSlowsDownRepeatedFailures(t *testing.T) {
 	if d := attempt(); d < 200*time.Millisecond {
 		t.Fatalf("7th failure answered after %v, want at least 200ms", d)
 	}
-	resp, err := http.Get("http://" + s.HTTPAddr() + "/metrics")
+	req, _ := http.NewRequest(http.MethodGet, "http://"+s.HTTPAddr()+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+brokertest.AdminKey(t, s))
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

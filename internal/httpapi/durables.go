@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpauth"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -60,6 +61,9 @@ func (h *Handler) durableCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "subject: "+err.Error())
 		return
 	}
+	if !permitted(w, r, httpauth.Read, b.Subject) {
+		return
+	}
 	p := subscribeParams{startSeq: b.StartSeq}
 	switch b.Deliver {
 	case "", "all":
@@ -69,7 +73,7 @@ func (h *Handler) durableCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, fmt.Sprintf("deliver %q: want all or new", b.Deliver))
 		return
 	}
-	stream, err := h.opts.Client.StreamBySubject(r.Context(), b.Subject)
+	stream, err := h.client(r.Context()).StreamBySubject(r.Context(), b.Subject)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -78,7 +82,7 @@ func (h *Handler) durableCreate(w http.ResponseWriter, r *http.Request) {
 
 	h.durableMu.Lock()
 	defer h.durableMu.Unlock()
-	if cons, err := h.js.Consumer(r.Context(), stream, b.Name); err == nil {
+	if cons, err := h.jsFor(r.Context()).Consumer(r.Context(), stream, b.Name); err == nil {
 		ci := cons.CachedInfo()
 		if ci.Config.Metadata[metaHTTP] != "durable" || ci.Config.FilterSubject != b.Subject {
 			writeError(w, http.StatusConflict, semaq.ErrCodeBadRequest,
@@ -109,7 +113,7 @@ func (h *Handler) durableCreate(w http.ResponseWriter, r *http.Request) {
 		Metadata:          map[string]string{metaHTTP: "durable"},
 	}
 	setStart(&cfg, p)
-	if _, err := h.js.CreateConsumer(r.Context(), stream, cfg); err != nil {
+	if _, err := h.jsFor(r.Context()).CreateConsumer(r.Context(), stream, cfg); err != nil {
 		writeErr(w, jsError(err))
 		return
 	}
@@ -131,7 +135,7 @@ func (h *Handler) durableDelete(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if err := h.js.DeleteConsumer(r.Context(), stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := h.jsFor(r.Context()).DeleteConsumer(r.Context(), stream, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		writeErr(w, jsError(err))
 		return
 	}
@@ -152,7 +156,7 @@ func (h *Handler) httpDurable(ctx context.Context, stream, subject, name string)
 }
 
 func (h *Handler) httpDurableOf(ctx context.Context, stream, name string) (jetstream.Consumer, error) {
-	cons, err := h.js.Consumer(ctx, stream, name)
+	cons, err := h.jsFor(ctx).Consumer(ctx, stream, name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || err == nil && cons.CachedInfo().Config.Metadata[metaHTTP] != "durable" {
 		// A consumer of an SDK client is not the front door's to read or
 		// delete; say "not found" either way.
@@ -165,7 +169,9 @@ func (h *Handler) httpDurableOf(ctx context.Context, stream, name string) (jetst
 	return cons, nil
 }
 
-// countDurables counts the durables made over HTTP on every stream.
+// countDurables counts the durables made over HTTP on every stream. It
+// is the node's bound, not a caller's business: it lists with the front
+// door's own connection, whoever asks.
 func (h *Handler) countDurables(ctx context.Context) (int, error) {
 	n := 0
 	names := h.js.StreamNames(ctx)

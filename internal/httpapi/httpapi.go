@@ -63,6 +63,9 @@ type Options struct {
 	// AllowedOrigins are the browser origins ("https://app.example.com")
 	// allowed to send cross-origin requests; they also get CORS headers.
 	AllowedOrigins []string
+	// Auth, when set, makes every request but GET /healthz authenticate
+	// with a key of the identity store and act with its rights (auth.go).
+	Auth *Auth
 	// InferKeys, when set, are the OpenAI gateway's bearer keys (key to
 	// tenant): a publish to the gateway's subjects (ai.infer.>) must bring
 	// one, and is stamped with its tenant.

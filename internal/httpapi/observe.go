@@ -19,18 +19,33 @@ import (
 // make the label unbounded).
 func (h *Handler) serveObserved(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Metrics == nil {
-		h.mux.ServeHTTP(w, r)
+		h.route(w, r)
 		return
 	}
 	start := time.Now()
 	sw := &httpx.StatusWriter{ResponseWriter: w}
-	h.mux.ServeHTTP(sw, r)
-	pattern := r.Pattern // set by the mux on r itself
+	pattern := h.route(sw, r)
 	if pattern == "/" {
 		pattern = "" // the catch-all: 404 or 405
 	}
 	code := sw.Status()
 	h.opts.Metrics.HTTPRequest(pattern, code, time.Since(start))
+}
+
+// route authenticates r (with auth on) and serves it, returning the route
+// pattern that matched.
+func (h *Handler) route(w http.ResponseWriter, r *http.Request) string {
+	if h.opts.Auth != nil {
+		ar, release, ok := h.authorize(w, r)
+		if !ok {
+			_, pattern := h.mux.Handler(r)
+			return pattern
+		}
+		defer release()
+		r = ar
+	}
+	h.mux.ServeHTTP(w, r)
+	return r.Pattern // set by the mux on r itself
 }
 
 // publishSpan starts the server span of an HTTP publish, continuing the

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/semaq/semaq/internal/httpauth"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -36,6 +37,9 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 	subject := r.PathValue("subject")
 	if err := checkLiteralSubject(subject); err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+		return
+	}
+	if !permitted(w, r, httpauth.Publish, subject) {
 		return
 	}
 	m := nats.NewMsg(subject)
@@ -77,6 +81,17 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		m.Header.Set(semaq.HdrTenant, tenant)
+	} else if c := httpauth.From(r.Context()); c != nil && c.Role != semaq.RoleAdmin && strings.HasPrefix(subject, semaq.InferSubjectPrefix) {
+		// With auth on an inference request is accounted to the key's
+		// tenant, as the gateway does; only an admin names another.
+		for k := range m.Header {
+			if strings.EqualFold(k, semaq.HdrTenant) {
+				delete(m.Header, k)
+			}
+		}
+		if c.Tenant != "" {
+			m.Header.Set(semaq.HdrTenant, c.Tenant)
+		}
 	}
 	// A publish always carries a message id, so a client that never learns
 	// the outcome can retry with the id and be deduplicated.
@@ -90,7 +105,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 	if span != nil {
 		defer span.End()
 	}
-	ack, err := h.opts.Client.PublishMsg(ctx, m)
+	ack, err := h.client(ctx).PublishMsg(ctx, m)
 	if err != nil {
 		if span != nil {
 			span.SetStatus(codes.Error, err.Error())
@@ -110,7 +125,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 			}
 			// No usable answer: the ingress may be slow, or something other
 			// than the ingress answers on the subject. Say which.
-			if _, lerr := h.opts.Client.StreamBySubject(r.Context(), subject); errors.Is(lerr, semaq.ErrNoStream) {
+			if _, lerr := h.client(r.Context()).StreamBySubject(r.Context(), subject); errors.Is(lerr, semaq.ErrNoStream) {
 				writeError(w, http.StatusNotFound, semaq.ErrCodeNoStream, "no stream captures subject "+subject)
 				return
 			}

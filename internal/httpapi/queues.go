@@ -24,7 +24,7 @@ import (
 // is refused with 409 (semaq.ErrLeaseLost).
 
 func (h *Handler) queues(w http.ResponseWriter, r *http.Request) {
-	qs, err := h.opts.Client.Queues(r.Context())
+	qs, err := h.client(r.Context()).Queues(r.Context())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -38,7 +38,7 @@ func (h *Handler) queue(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "queue name: "+err.Error())
 		return
 	}
-	qi, err := h.opts.Client.QueueInfo(r.Context(), name)
+	qi, err := h.client(r.Context()).QueueInfo(r.Context(), name)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -136,7 +136,7 @@ func (h *Handler) queueFetch(w http.ResponseWriter, r *http.Request) {
 	}
 	// The answer comes after the wait the worker asked for.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(f.WaitMs)*time.Millisecond + h.opts.WriteTimeout))
-	jobs, err := h.opts.Client.Fetch(r.Context(), name, opts...)
+	jobs, err := h.client(r.Context()).Fetch(r.Context(), name, opts...)
 	if err != nil {
 		if errors.Is(err, context.Canceled) {
 			return // the worker went away; the jobs' ack wait returns them
@@ -212,7 +212,7 @@ func (h *Handler) queueAnswer(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	m, err := h.opts.Client.Conn().RequestWithContext(ctx, a.AckSubject, []byte(body))
+	m, err := h.client(ctx).Conn().RequestWithContext(ctx, a.AckSubject, []byte(body))
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, semaq.ErrCodeUnavailable, "answering the job: "+err.Error())
 		return
@@ -248,7 +248,7 @@ func (h *Handler) queueCancel(w http.ResponseWriter, r *http.Request) {
 	if !decodeBody(w, r, "cancel body", maxAnswerBody, true, &none) {
 		return
 	}
-	res, err := h.opts.Client.Cancel(r.Context(), name, id)
+	res, err := h.client(r.Context()).Cancel(r.Context(), name, id)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -9,7 +9,7 @@ import (
 
 // streams lists every stream: {"streams":[StreamInfo...]}, sorted by name.
 func (h *Handler) streams(w http.ResponseWriter, r *http.Request) {
-	list, err := h.opts.Client.Streams(r.Context())
+	list, err := h.client(r.Context()).Streams(r.Context())
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -29,7 +29,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
 		return
 	}
-	info, err := h.opts.Client.StreamInfo(r.Context(), name)
+	info, err := h.client(r.Context()).StreamInfo(r.Context(), name)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpauth"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
@@ -66,6 +67,9 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
 		return
 	}
+	if !permitted(w, r, httpauth.Read, subject) {
+		return
+	}
 	p, err := parseSubscribe(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
@@ -77,7 +81,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodHead {
 		// Say whether a GET would stream, without making a consumer.
-		if _, err := h.opts.Client.StreamBySubject(r.Context(), subject); err != nil {
+		if _, err := h.client(r.Context()).StreamBySubject(r.Context(), subject); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -252,6 +256,8 @@ type eventSource interface {
 // connection's buffers.
 type pullSource struct {
 	h         *Handler
+	c         *client.Client // the connection it reads with
+	js        jetstream.JetStream
 	streamN   string
 	cons      jetstream.Consumer
 	ephemeral bool
@@ -262,11 +268,12 @@ type pullSource struct {
 }
 
 func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribeParams) (*pullSource, error) {
-	stream, err := h.opts.Client.StreamBySubject(ctx, subject)
+	stream, err := h.client(ctx).StreamBySubject(ctx, subject)
 	if err != nil {
 		return nil, err
 	}
-	s := &pullSource{h: h, streamN: stream, batchN: streamBatch, maxBytes: h.pullBytes(), remaining: -1}
+	c := h.client(ctx)
+	s := &pullSource{h: h, c: c, js: h.jsOf(c), streamN: stream, batchN: streamBatch, maxBytes: h.pullBytes(), remaining: -1}
 	if p.count > 0 {
 		s.remaining = p.count
 	}
@@ -286,7 +293,7 @@ func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribe
 		Metadata:          map[string]string{metaHTTP: "stream"},
 	}
 	setStart(&cfg, p)
-	cons, err := h.js.CreateConsumer(ctx, stream, cfg)
+	cons, err := s.js.CreateConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, jsError(err)
 	}
@@ -360,12 +367,12 @@ func (s *pullSource) written(context.Context, *client.Msg) {}
 // close deletes an ephemeral consumer at once; an open pull ends on its
 // own within fetchWait. A durable keeps its position.
 func (s *pullSource) close() {
-	if !s.ephemeral || s.h.opts.Client.Conn().IsClosed() {
+	if !s.ephemeral || s.c.Conn().IsClosed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := s.h.js.DeleteConsumer(ctx, s.streamN, s.cons.CachedInfo().Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := s.js.DeleteConsumer(ctx, s.streamN, s.cons.CachedInfo().Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		s.h.log.Warn("deleting an event stream's consumer", "stream", s.streamN, "err", err)
 	}
 }
@@ -389,7 +396,7 @@ func (h *Handler) filteredSource(ctx context.Context, subject string, p subscrib
 	if p.count > 0 {
 		opts = append(opts, client.WithMaxMessages(p.count), client.WithPrefetch(min(p.count, 128)))
 	}
-	sub, err := h.opts.Client.Subscribe(ctx, subject, opts...)
+	sub, err := h.client(ctx).Subscribe(ctx, subject, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	st, err := h.opts.Client.TokenStatus(r.Context(), id)
+	st, err := h.client(r.Context()).TokenStatus(r.Context(), id)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -68,7 +68,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("token stream %s: the broker has no record of this request id (never issued, or removed after its retention)", id))
 		return
 	}
-	rd, err := h.opts.Client.ReadTokens(r.Context(), id, opts...)
+	rd, err := h.client(r.Context()).ReadTokens(r.Context(), id, opts...)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -104,7 +104,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		if !firstBy.IsZero() && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(firstBy) {
 			// Records stored meanwhile (ones FromOffset skips) lift the
 			// bound; otherwise nobody is writing.
-			if now, serr := h.opts.Client.TokenStatus(ctx, id); serr == nil && (now.Records > 0 || now.Ended) {
+			if now, serr := h.client(ctx).TokenStatus(ctx, id); serr == nil && (now.Records > 0 || now.Ended) {
 				firstBy = time.Time{}
 				continue
 			}

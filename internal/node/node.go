@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/gateway"
 	"github.com/semaq/semaq/internal/httpapi"
+	"github.com/semaq/semaq/internal/httpauth"
 )
 
 // New makes a node: a broker that, once started, serves HTTP on the
@@ -33,6 +34,8 @@ type frontDoor struct {
 	srv *http.Server
 	gw  *gateway.Gateway
 	c   *client.Client
+	// pool holds the connections of HTTP callers' keys, auth on only.
+	pool *httpauth.Pool
 }
 
 func (f *frontDoor) Addr() string { return f.ln.Addr().String() }
@@ -42,6 +45,9 @@ func (f *frontDoor) Shutdown(ctx context.Context) error {
 	// Responses that ended withdraw their requests over f.c: let them
 	// finish before it closes.
 	err = errors.Join(err, f.gw.Close(ctx))
+	if f.pool != nil {
+		f.pool.Close()
+	}
 	f.c.Close()
 	return err
 }
@@ -59,6 +65,23 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 		return nil, fmt.Errorf("broker: http: %w", err)
 	}
 	cfg := d.Config
+	var authn *httpapi.Auth
+	var pool *httpauth.Pool
+	if d.Config.Auth {
+		if d.Identity == nil {
+			c.Close()
+			ln.Close()
+			return nil, errors.New("broker: http: auth is on but the front door was given no identity store")
+		}
+		base := d.KeyConnect
+		pool = httpauth.NewPool(func(ctx context.Context, key string) (*client.Client, error) {
+			return client.Connect(ctx, "", client.WithNATSOptions(base...), client.WithKey(key))
+		}, httpauth.DefaultMaxConns, httpauth.DefaultIdleTimeout)
+		authn = &httpapi.Auth{Identity: d.Identity, Pool: pool, Failed: d.AuthFailed}
+		if d.AuthLimiter != nil {
+			authn.Limiter = d.AuthLimiter
+		}
+	}
 	gw := gateway.New(gateway.Options{Client: c, Log: d.Log.With("component", "gateway"), APIKeys: cfg.GatewayAPIKeys,
 		Metrics: d.Metrics, Tracing: d.Tracing})
 	h := httpapi.New(httpapi.Options{
@@ -76,6 +99,7 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 		AllowedHosts:   cfg.HTTPAllowedHosts,
 		AllowedOrigins: cfg.HTTPAllowedOrigins,
 		InferKeys:      cfg.GatewayAPIKeys,
+		Auth:           authn,
 	})
 	srv := httpapi.NewServer(h, httpapi.ServerConfig{MaxHeaderBytes: max(64<<10, 2*cfg.MaxHeaderBytes)})
 	// The server's own complaints (failed TLS handshakes, accept errors)
@@ -96,5 +120,5 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	return &frontDoor{ln: ln, srv: srv, gw: gw, c: c}, nil
+	return &frontDoor{ln: ln, srv: srv, gw: gw, c: c, pool: pool}, nil
 }
