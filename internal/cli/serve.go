@@ -48,12 +48,12 @@ and exit 0.
 With --tls-cert and --tls-key both ports serve TLS (NATS: tls://, HTTP:
 https://); --tls-client-ca requires client certificates from that CA.
 SIGHUP reads the three files again for new connections; open ones stay.
-With --auth every NATS client authenticates with a key of the broker's user
-store (semaq user add); at first start the broker creates the user admin and
-writes its key to <data>/admin.key (mode 0600). Without --auth every NATS
-client is the public user, so --listen must be a loopback address unless
---insecure is given; the HTTP door authenticates no one yet, so --http must be
-loopback unless --insecure, --auth or not (docs/security.md).`,
+With --auth every NATS client and HTTP request authenticates with a key of the
+broker's user store (semaq user add; over HTTP as Authorization: Bearer <key>);
+at first start the broker creates the user admin and writes its key to
+<data>/admin.key (mode 0600). Without --auth every client is the public user,
+so --listen and --http must be loopback addresses unless --insecure is given
+(docs/security.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := broker.DefaultConfig()

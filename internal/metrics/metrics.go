@@ -214,7 +214,8 @@ func (m *Metrics) DeadLetter(stream, reason string) {
 	m.deadLetters.WithLabelValues(m.streams.value(stream), reason).Inc()
 }
 
-// AuthFailure counts one NATS connection refused by authentication.
+// AuthFailure counts one NATS connection or HTTP request refused by
+// authentication.
 func (m *Metrics) AuthFailure(reason string) {
 	if m == nil {
 		return
