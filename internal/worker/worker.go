@@ -233,6 +233,14 @@ func (w *Worker) run(parent context.Context, ready func()) error {
 	health.Go(func() { w.watchUpstream(ctx) })
 
 	slots := make(chan struct{}, w.cfg.Concurrency)
+	// Fetches under way when the worker stops are not given up on at once:
+	// the broker may have handed them jobs already, and an abandoned fetch
+	// would lose those until their ack wait. fetchCtx ends fetchGrace
+	// after ctx, time for a fetch's wait and its answer.
+	fetchCtx, cancelFetch := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelFetch()
+	stopFetches := context.AfterFunc(ctx, func() { time.AfterFunc(fetchGrace, cancelFetch) })
+	defer stopFetches()
 	var running sync.WaitGroup
 	var fetchers sync.WaitGroup
 	for _, m := range w.cfg.Models {
@@ -244,16 +252,25 @@ func (w *Worker) run(parent context.Context, ready func()) error {
 		// Several fetches wait at once, so a request finds one already
 		// waiting even while another fetch's answer is on its way back.
 		for range min(w.cfg.Concurrency, fetchersPerModel) {
-			fetchers.Go(func() { w.fetchLoop(ctx, w.queues[m], labels, slots, &running) })
+			fetchers.Go(func() { w.fetchLoop(ctx, fetchCtx, w.queues[m], labels, slots, &running) })
 		}
 	}
-	fetchers.Wait()
-	health.Wait()
+	fetched := make(chan struct{})
+	go func() {
+		fetchers.Wait()
+		close(fetched)
+	}()
+	select {
+	case <-ctx.Done():
+	case <-fetched:
+	}
 	stopping := []any{"in_flight", w.inFlight.Load()}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		stopping = append(stopping, "err", err)
 	}
 	w.log.Info("worker stopping", stopping...)
+	<-fetched // the fetches under way end within their wait; their jobs run
+	health.Wait()
 	running.Wait()
 	lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -267,13 +284,20 @@ func (w *Worker) run(parent context.Context, ready func()) error {
 	return nil
 }
 
+// fetchWait is how long one fetch waits for jobs; fetchGrace is how long
+// a fetch under way may finish once the worker stops.
+const (
+	fetchWait  = time.Second
+	fetchGrace = fetchWait + 500*time.Millisecond
+)
+
 // fetchersPerModel is how many fetches a worker keeps open per model.
 const fetchersPerModel = 4
 
 // fetchLoop fetches jobs for q while there are free slots, until ctx
 // ends. A fetch asks for as many jobs as slots it could take. A queue
 // that is gone is recreated; failures back off from 100ms to 5s.
-func (w *Worker) fetchLoop(ctx context.Context, q *modelQueue, labels map[string]string, slots chan struct{}, running *sync.WaitGroup) {
+func (w *Worker) fetchLoop(ctx, fetchCtx context.Context, q *modelQueue, labels map[string]string, slots chan struct{}, running *sync.WaitGroup) {
 	backoff := time.Duration(0)
 	for {
 		if w.down.Load() {
@@ -306,7 +330,9 @@ func (w *Worker) fetchLoop(ctx context.Context, q *modelQueue, labels map[string
 		// The subject filter keeps the fetch to this model's requests on
 		// a queue shared by several models.
 		queue := q.queue()
-		jobs, err := w.c.Fetch(ctx, queue, client.FetchMax(n), client.FetchWait(time.Second), client.FetchLabels(labels),
+		// fetchCtx, not ctx: a fetch under way when the worker stops still
+		// brings the jobs handed to it, and they run.
+		jobs, err := w.c.Fetch(fetchCtx, queue, client.FetchMax(n), client.FetchWait(fetchWait), client.FetchLabels(labels),
 			client.FetchSubject(q.subject))
 		for range n - len(jobs) {
 			<-slots
