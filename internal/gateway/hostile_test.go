@@ -256,45 +256,33 @@ func TestOnlyWorkerKilled(t *testing.T) {
 		}
 	})
 
-	t.Run("not streamed", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		url, started, release := hangingUpstream(t, true)
-		defer release()
-		a := e.startWorker(t, worker.Config{Upstream: url, Models: []string{"solo2"}, AckWait: ackWait, AnnounceTTL: ttl})
-		answer := make(chan *http.Response, 1)
-		go func() { answer <- e.post(t, ctx, chatBody("solo2", "x", false, ""), long) }()
-		<-started
-		a.kill()
-		killed := time.Now()
-		resp := <-answer
-		defer resp.Body.Close()
-		oe := errorOf(t, resp)
-		if resp.StatusCode != http.StatusBadGateway {
-			t.Fatalf("status %d %+v", resp.StatusCode, oe)
-		}
-		check(t, ctx, "solo2", killed, oe.Code)
-	})
-
-	t.Run("streamed, before the first token reached the client", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		url, started, release := hangingUpstream(t, false)
-		defer release()
-		a := e.startWorker(t, worker.Config{Upstream: url, Models: []string{"solo3"}, AckWait: ackWait, AnnounceTTL: ttl})
-		answer := make(chan *http.Response, 1)
-		go func() { answer <- e.post(t, ctx, chatBody("solo3", "x", true, ""), long) }()
-		<-started
-		a.kill()
-		killed := time.Now()
-		resp := <-answer
-		defer resp.Body.Close()
-		oe := errorOf(t, resp)
-		if resp.StatusCode != http.StatusBadGateway {
-			t.Fatalf("status %d %+v", resp.StatusCode, oe)
-		}
-		check(t, ctx, "solo3", killed, oe.Code)
-	})
+	for _, tc := range []struct {
+		name, model string
+		stream      bool
+	}{
+		{"not streamed", "solo2", false},
+		{"streamed, before the first token reached the client", "solo3", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			url, started, release := hangingUpstream(t, !tc.stream)
+			defer release()
+			a := e.startWorker(t, worker.Config{Upstream: url, Models: []string{tc.model}, AckWait: ackWait, AnnounceTTL: ttl})
+			answer := make(chan *http.Response, 1)
+			go func() { answer <- e.post(t, ctx, chatBody(tc.model, "x", tc.stream, ""), long) }()
+			<-started
+			a.kill()
+			killed := time.Now()
+			resp := <-answer
+			defer resp.Body.Close()
+			oe := errorOf(t, resp)
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Fatalf("status %d %+v", resp.StatusCode, oe)
+			}
+			check(t, ctx, tc.model, killed, oe.Code)
+		})
+	}
 }
 
 // GET /v1/models lists only models that can be served: announced by a

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,39 +16,11 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/logtest"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/worker"
 	"github.com/semaq/semaq/semaq"
 )
-
-// logBuf is a slog destination a test can read while the logger writes.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// lines counts the log lines containing s.
-func (l *logBuf) lines(s string) int {
-	n := 0
-	for _, line := range strings.Split(l.String(), "\n") {
-		if strings.Contains(line, s) {
-			n++
-		}
-	}
-	return n
-}
 
 // answered posts a non-streamed request and reports whether it was answered.
 func (e *env) answered(t *testing.T, model string) bool {
@@ -70,7 +41,7 @@ func (e *env) answered(t *testing.T, model string) bool {
 // and serves again; it does not log the failure many times a second.
 func TestWorkerRecreatesItsQueue(t *testing.T) {
 	e := setup(t)
-	logs := &logBuf{}
+	logs := &logtest.Buffer{}
 	e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"heal"}, Sim: sim.Config{Tokens: 3},
 		Log: slog.New(slog.NewTextHandler(logs, nil))})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -81,9 +52,9 @@ func TestWorkerRecreatesItsQueue(t *testing.T) {
 	if err := e.c.DeleteQueue(ctx, semaq.InferQueue("heal")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return logs.lines("recreated") > 0 })
+	waitFor(t, func() bool { return logs.Lines("recreated") > 0 })
 	waitFor(t, func() bool { return e.answered(t, "heal") })
-	if n := logs.lines("recreated"); n != 1 {
+	if n := logs.Lines("recreated"); n != 1 {
 		t.Fatalf("%d recreate lines:\n%s", n, logs)
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n > 3 {
@@ -110,7 +81,7 @@ func TestWorkerHealsAfterBrokerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	logs := &logBuf{}
+	logs := &logtest.Buffer{}
 	w, err := worker.New(c, worker.Config{Upstream: "sim", Models: []string{"phoenix"}, Sim: sim.Config{Tokens: 3},
 		Log: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -147,7 +118,7 @@ func TestWorkerHealsAfterBrokerRestart(t *testing.T) {
 		}
 		return listed && ok
 	})
-	if n := logs.lines("recreated"); n != 1 {
+	if n := logs.Lines("recreated"); n != 1 {
 		t.Fatalf("%d recreate lines:\n%s", n, logs)
 	}
 	if n := strings.Count(logs.String(), "level=WARN"); n > 5 {

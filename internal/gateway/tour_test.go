@@ -15,6 +15,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/logtest"
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/worker"
@@ -160,7 +161,7 @@ func TestWorkerUpstreamHealth(t *testing.T) {
 			h.ServeHTTP(w, r)
 		}))
 		t.Cleanup(up.Close)
-		var logs logBuf
+		var logs logtest.Buffer
 		e.startWorker(t, worker.Config{Upstream: up.URL + "/v1", Models: []string{"flaky"}, HealthInterval: 20 * time.Millisecond,
 			Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if got := e.models(t); len(got) != 1 {
@@ -170,7 +171,7 @@ func TestWorkerUpstreamHealth(t *testing.T) {
 		waitFor(t, func() bool { return len(e.models(t)) == 0 })
 		n := checks.Load()
 		waitFor(t, func() bool { return checks.Load() >= n+3 })
-		if c := logs.lines("upstream stopped answering"); c != 1 {
+		if c := logs.Lines("upstream stopped answering"); c != 1 {
 			t.Fatalf("%d lines say the upstream stopped:\n%s", c, logs.String())
 		}
 		down.Store(false)
@@ -178,7 +179,7 @@ func TestWorkerUpstreamHealth(t *testing.T) {
 		if !e.answered(t, "flaky") {
 			t.Fatal("not answered after the upstream came back")
 		}
-		if c := logs.lines("upstream answers again"); c != 1 {
+		if c := logs.Lines("upstream answers again"); c != 1 {
 			t.Fatalf("%d lines say the upstream is back:\n%s", c, logs.String())
 		}
 	})
@@ -188,7 +189,7 @@ func TestWorkerUpstreamHealth(t *testing.T) {
 // when it has stopped.
 func TestWorkerStoppingIsLogged(t *testing.T) {
 	e := setup(t)
-	var logs logBuf
+	var logs logtest.Buffer
 	rw := e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"slow"}, Sim: sim.Config{Tokens: 4, TTFT: 300 * time.Millisecond},
 		Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -214,7 +215,7 @@ func TestWorkerStoppingIsLogged(t *testing.T) {
 	if code := <-answered; code != 200 {
 		t.Fatalf("the request in flight ended with %d", code)
 	}
-	if logs.lines("worker stopping") != 1 || logs.lines("in_flight=1") != 1 || logs.lines("worker stopped") != 1 {
+	if logs.Lines("worker stopping") != 1 || logs.Lines("in_flight=1") != 1 || logs.Lines("worker stopped") != 1 {
 		t.Fatalf("logs:\n%s", logs.String())
 	}
 }

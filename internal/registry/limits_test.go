@@ -1,17 +1,16 @@
 package registry
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/semaq/semaq/internal/logtest"
 	"github.com/semaq/semaq/internal/schema"
 )
 
@@ -89,25 +88,6 @@ func TestHostileSchemasRefusedBeforeCompiling(t *testing.T) {
 	}
 }
 
-// logBuffer collects log output for assertions; safe for the watcher
-// goroutine.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A stored schema over the limits (stored by a build with other limits,
 // or before limits existed) must not hang loading: it is refused, logged
 // by id and subject, and left without Compiled, with Err saying why, so
@@ -140,7 +120,7 @@ func TestStoredSchemaOverLimitsAtLoad(t *testing.T) {
 		}
 	}
 
-	var logs logBuffer
+	var logs logtest.Buffer
 	strict := bounded(t, func() *Registry {
 		r, err := Open(ctxT(t), n.conn(t), Config{Log: slog.New(slog.NewTextHandler(&logs, nil))})
 		if err != nil {

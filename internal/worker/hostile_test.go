@@ -18,27 +18,11 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/logtest"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/worker"
 	"github.com/semaq/semaq/semaq"
 )
-
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // start runs a worker on its own connection to a fresh broker and returns
 // a client of that broker.
@@ -193,7 +177,7 @@ func TestUpstreamSecretsAndAddresses(t *testing.T) {
 	}))
 	host := strings.TrimPrefix(up.srv.URL, "http://")
 	upURL := "http://operator:s3cret@" + host + "/v1"
-	logs := &logBuf{}
+	logs := &logtest.Buffer{}
 	c := start(t, worker.Config{Upstream: upURL, Models: []string{"m"}, Log: slog.New(slog.NewTextHandler(logs, nil))})
 	msgs := `"messages":[{"role":"user","content":"html"}]`
 
@@ -232,7 +216,7 @@ func TestUpstreamSecretsAndAddresses(t *testing.T) {
 		// Gone after the worker started, before its next health check.
 		live := httptest.NewServer(http.NotFoundHandler())
 		dead := strings.TrimPrefix(live.URL, "http://")
-		deadLogs := &logBuf{}
+		deadLogs := &logtest.Buffer{}
 		c := start(t, worker.Config{Upstream: "http://operator:s3cret@" + dead + "/v1", Models: []string{"gone"},
 			HealthInterval: time.Hour, Log: slog.New(slog.NewTextHandler(deadLogs, nil))})
 		live.Close()
