@@ -60,6 +60,7 @@ type Server struct {
 
 	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
 	identities *identity.Store     // users and keys with auth on (internal/identity)
+	tenancy    *tenancy            // the accounts of store users with auth on (tenancy.go)
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
