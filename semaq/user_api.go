@@ -31,6 +31,7 @@ const (
 const (
 	ErrCodeUserNotFound uint16 = 20110
 	ErrCodeUserExists   uint16 = 20111
+	ErrCodeForbidden    uint16 = 20112
 )
 
 var (
@@ -38,6 +39,10 @@ var (
 	ErrUserNotFound = &APIError{Code: 404, ErrCode: ErrCodeUserNotFound, Description: "user not found"}
 	// ErrUserExists matches an add of a name the store already holds.
 	ErrUserExists = &APIError{Code: 400, ErrCode: ErrCodeUserExists, Description: "user already exists"}
+	// ErrForbidden matches a request or message the broker refuses
+	// because of who sent it: a tenant that is not the publisher's, a
+	// subject or queue outside the user's grants.
+	ErrForbidden = &APIError{Code: 403, ErrCode: ErrCodeForbidden, Description: "not permitted"}
 )
 
 // UserAddRequest creates a user. Subjects are the NATS subjects (wildcards

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"path/filepath"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -11,8 +12,9 @@ import (
 // users included, is in the server's global account ($G): the interest
 // the dispatcher checks before handing out work and the directory where
 // JetStream keeps a stream's files are both the global account's.
-// Identities (docs/security.md) may put tenants in accounts of their own;
-// what changes then is this type, not its callers.
+// With auth on, store users are clients of accounts of their tenants
+// (tenancy.go) that reach this account through imports: the broker, its
+// streams and its subscriptions stay here.
 type account struct {
 	ns      *server.Server
 	dataDir string
@@ -25,9 +27,21 @@ func (a account) name() string { return server.DEFAULT_GLOBAL_ACCOUNT }
 
 // hasInterest reports whether any client of the account subscribes to
 // subject: a reply subject nobody listens on has no one to answer.
+//
+// A reply subject under _R_ is the NATS server's mapping of a user
+// account's reply inbox (tenancy.go): the server keeps it while the
+// requester listens and drops it when it stops, but shows no interest
+// for it, so it counts as listened to; a worker gone since is found out
+// by its lease.
 func (a account) hasInterest(subject string) bool {
+	if strings.HasPrefix(subject, responsePrefix) {
+		return true
+	}
 	return a.ns.GlobalAccount().SubscriptionInterest(subject)
 }
+
+// responsePrefix starts the NATS server's reply mappings across accounts.
+const responsePrefix = "_R_."
 
 // streamDir is where JetStream keeps the block files of stream.
 func (a account) streamDir(stream string) string {

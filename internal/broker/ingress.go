@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/routes"
@@ -66,6 +68,11 @@ type ingress struct {
 	// pipeline is the steps between the envelope and the append
 	// (ingress_pipeline.go).
 	pipeline []step
+
+	// principal names the sender of a message with auth on
+	// (Server.principal); nil with auth off, when AI-Tenant is the
+	// publisher's word.
+	principal func(nats.Header) api.Principal
 
 	// Observability (observe.go): nil metrics and tracing record nothing.
 	metrics *metrics.Metrics
@@ -273,6 +280,13 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 		in.reject(&p, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err))
 		return
 	}
+	var who api.Principal
+	if in.principal != nil {
+		// The NATS server's word on the sender: read, then dropped, so
+		// readers of the stream never see the publisher's address.
+		who = in.principal(m.Header)
+		m.Header.Del(api.RequestInfoHeader)
+	}
 	now := time.Now()
 	env, err := semaq.Normalize(m.Header, now, in.opts)
 	if err != nil {
@@ -280,6 +294,12 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 		return
 	}
 	p.env = env
+	if who.Who == api.User {
+		if e := stampTenant(&p, who); e != nil {
+			in.reject(&p, e)
+			return
+		}
+	}
 	p.obs.begin(in, m, env)
 	defer p.obs.end()
 	// 2-5. schema, policy, route, admission
@@ -305,10 +325,15 @@ func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 	m := p.m
 	p.obs.carry(m.Header)
 	out := nats.Msg{Subject: reserved.StoragePrefix + p.subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
-	if p.stream.commit != nil && m.Reply != "" {
+	switch {
+	case m.Reply == "":
+	case p.stream.commit != nil:
 		out.Reply = in.acks.prefix + m.Reply
 		in.acks.sent.Add(1)
-	} else {
+	default:
+		out.Reply = in.replyVia(m.Reply)
+	}
+	if out.Reply == m.Reply {
 		in.lat.sample(p.obs.po, &out, received)
 	}
 	if err := in.nc.PublishMsg(&out); err != nil {
@@ -322,6 +347,19 @@ func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err)
 	}
 	return nil
+}
+
+// replyVia is the reply subject a message stored for a client carries:
+// the client's own, or the ack router's for a reply the NATS server
+// refuses from a client of the node's account, its mapping of another
+// account's inbox (_R_.…: every store user's, with auth on); the router
+// forwards the ack from the egress connection.
+func (in *ingress) replyVia(reply string) string {
+	if !strings.HasPrefix(reply, responsePrefix) {
+		return reply
+	}
+	in.acks.sent.Add(1)
+	return in.acks.prefix + reply
 }
 
 // reject refuses p: counted, recorded on its span, and answered to the

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
@@ -37,6 +38,31 @@ import (
 // the error's reason. Tracing wraps every step alike (runStep): when the
 // message's ingress span records, a step that names a span (spanName) runs
 // inside a child span, which records the step's refusal.
+
+// stampTenant makes the tenant of p its publisher's (docs/security.md,
+// Tenants), after the envelope is read, so every later step, the metrics
+// and the stored message see it: a user with a tenant publishes for that
+// tenant only, and a message naming no tenant gets the user's. Services
+// and admins act for tenants: the tenant they name is kept.
+func stampTenant(p *publication, who api.Principal) *semaq.APIError {
+	sent := p.env.Tenant
+	switch {
+	case sent == who.Tenant:
+		return nil
+	case sent == "":
+		p.m.Header.Set(semaq.HdrTenant, who.Tenant)
+		p.env.Tenant = who.Tenant
+		return nil
+	case who.Role == semaq.RoleService || who.Role == semaq.RoleAdmin:
+		return nil
+	case who.Tenant == "":
+		return semaq.NewAPIError(semaq.ErrForbidden, "publish on %s: %s %q: user %s has no tenant and may not publish for one; only a service or admin acts for tenants",
+			p.m.Subject, semaq.HdrTenant, sent, who.User)
+	default:
+		return semaq.NewAPIError(semaq.ErrForbidden, "publish on %s: %s %q is not the tenant of user %s (%s); leave it out, or publish as a service",
+			p.m.Subject, semaq.HdrTenant, sent, who.User, who.Tenant)
+	}
+}
 
 // publication is one message on its way through the pipeline.
 type publication struct {

@@ -101,7 +101,7 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 		_ = s.js.DeleteStream(ctx, qc.Name)
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: %v", qc.Name, err)
 	}
-	if err := s.ingress.set(qc.Name, qc.Subjects, s.durability(&jc)); err != nil {
+	if err := s.serveStream(qc.Name, qc.Subjects, s.durability(&jc)); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s created but not served: %v", qc.Name, err)
 	}
 	s.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)
@@ -141,6 +141,11 @@ func (s *Server) overlapping(ctx context.Context, what, name string, subjects []
 				return semaq.NewAPIError(code, "%s %s: %ssubject %s overlaps %s %s (pattern %s)",
 					what, name, lead, subj, kind, info.Config.Name, have)
 			}
+		}
+	}
+	if s.tenancy != nil {
+		if err := s.tenancy.checkStreamSubjects(subjects); err != nil {
+			return semaq.NewAPIError(code, "%s %s: %v", what, name, err)
 		}
 	}
 	return nil

@@ -143,6 +143,11 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		// A listen error names the address itself, as the HTTP port's does.
 		return fmt.Errorf("broker: nats: %w", err)
 	}
+	if s.cfg.Auth {
+		if s.tenancy, err = newTenancy(ns); err != nil {
+			return err
+		}
+	}
 
 	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
 		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
@@ -185,6 +190,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.ingress.syncFile = s.syncFile
 	s.ingress.reg = s.reg
+	if s.cfg.Auth {
+		s.ingress.principal = s.principal
+	}
 	if err := s.observeIngress(); err != nil {
 		return err
 	}
@@ -203,7 +211,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", QueuedJob: s.queuedJob, Metrics: s.metrics, Tracing: s.tracing})
+		FileStorage: s.cfg.TokenStorage == "file", QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing})
 	if err != nil {
 		return err
 	}

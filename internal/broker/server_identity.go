@@ -39,9 +39,18 @@ func (s *Server) newAuthenticator() *auth.Authenticator {
 		NodeUsers: nodeUsers,
 		Rules:     auth.Rules{Deny: publicDeny(), Admin: pub, SubscribeDeny: pub.Subscribe.Deny},
 		Queues:    s.queueNames,
+		Account:   s.userAccount,
 		Failed:    s.metrics.AuthFailure,
 		Log:       s.log.With("component", "auth"),
 	})
+}
+
+// userAccount is the NATS account of tenant's users (tenancy.go).
+func (s *Server) userAccount(tenant string) (*server.Account, error) {
+	if s.tenancy == nil {
+		return nil, fmt.Errorf("broker: no user accounts before the server runs")
+	}
+	return s.tenancy.account(s.ns, tenant)
 }
 
 // queueNames names the work queues this node dispatches, without

@@ -83,7 +83,7 @@ func (s *Server) syncStreams(ctx context.Context) error {
 		if qc, ok := queueConfigOf(&info.Config); ok && s.isQueueLeader(info) {
 			queued[info.Config.Name] = qc
 		}
-		if err := s.ingress.set(info.Config.Name, publicSubjects(&info.Config), s.durability(&info.Config)); err != nil {
+		if err := s.serveStream(info.Config.Name, publicSubjects(&info.Config), s.durability(&info.Config)); err != nil {
 			return err
 		}
 	}
@@ -96,6 +96,17 @@ func (s *Server) syncStreams(ctx context.Context) error {
 		}
 	}
 	return s.syncQueues(ctx, queued)
+}
+
+// serveStream makes the ingress serve stream name on its public subjects,
+// routed from user accounts to it with auth on (tenancy.go).
+func (s *Server) serveStream(name string, subjects []string, durability string) error {
+	if s.tenancy != nil {
+		if err := s.tenancy.addStreamSubjects(subjects); err != nil {
+			return err
+		}
+	}
+	return s.ingress.set(name, subjects, durability)
 }
 
 func isSemaqStream(c *jetstream.StreamConfig) bool {
@@ -304,7 +315,7 @@ func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamCo
 			return nil, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err)
 		}
 	}
-	if err := s.ingress.set(req.Name, req.Subjects, s.durability(&jc)); err != nil {
+	if err := s.serveStream(req.Name, req.Subjects, s.durability(&jc)); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err)
 	}
 	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)

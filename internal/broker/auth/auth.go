@@ -9,9 +9,10 @@
 //     or as user <name> password <key>, with the permissions of their role
 //     (roles.go).
 //
-// Everyone else is refused. Every admitted client stays in the server's
-// global account: RegisterUser with no Account keeps the account the
-// server registered the client with (internal/broker/account.go).
+// Everyone else is refused. Node users and operators stay in the
+// server's global account, where the broker lives; store users go to the
+// account of their tenant (internal/broker/tenancy.go), whence the broker
+// learns who sent what.
 package auth
 
 import (
@@ -38,6 +39,10 @@ type Deps struct {
 	// Queues names the work queues that exist, for a worker's globs.
 	// Called while a client connects; must not block.
 	Queues func() []string
+	// Account is the NATS account of a tenant's users ("": users
+	// without a tenant); never the node's own account. Nil keeps store
+	// users in the account the server gives them (tests of roles alone).
+	Account func(tenant string) (*server.Account, error)
 	// Limiter slows down repeated failures; nil is DefaultLimiter().
 	Limiter *Limiter
 	// Failed counts one refused connection, reason "nkey", "no_key",
@@ -64,6 +69,9 @@ func New(deps Deps) *Authenticator {
 	}
 	if deps.Queues == nil {
 		deps.Queues = func() []string { return nil }
+	}
+	if deps.Account == nil {
+		deps.Account = func(string) (*server.Account, error) { return nil, nil }
 	}
 	return &Authenticator{deps: deps}
 }
@@ -134,7 +142,12 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
 		return "unknown_key"
 	}
-	c.RegisterUser(&server.User{Username: p.User, Permissions: perms})
+	acc, err := a.deps.Account(p.Tenant)
+	if err != nil {
+		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
+		return "unknown_key"
+	}
+	c.RegisterUser(&server.User{Username: p.User, Permissions: perms, Account: acc})
 	// A removal or rotation may have landed between the lookup and the
 	// registration: it closes the connections it finds by user name, so
 	// look again now that the name is set (docs/security.md, revocation).

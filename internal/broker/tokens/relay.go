@@ -226,6 +226,9 @@ func (ts *Store) relay(m *nats.Msg) {
 		return
 	}
 	out := &nats.Msg{Subject: reserved.TokenStorePrefix + m.Subject[len(semaq.TokenWritePrefix):], Reply: m.Reply, Data: m.Data}
+	if out.Reply != "" && ts.reply != nil {
+		out.Reply = ts.reply(out.Reply)
+	}
 	if end {
 		// Retention and measurements stay; the key never reaches storage.
 		out.Header = make(nats.Header, len(m.Header))

@@ -48,6 +48,11 @@ type Deps struct {
 	// Egress answers refused records on the writer's reply subject
 	// (docs/security.md); nil answers nothing.
 	Egress *nats.Conn
+	// Reply maps a writer's reply subject to the one its stored record
+	// carries, for the ack JetStream sends; nil keeps it. The node routes
+	// the replies the NATS server would refuse from a client of its
+	// account (another account's, _R_.…) through its ack router.
+	Reply func(reply string) string
 	// Log receives the store's warnings and debug lines; nil discards them.
 	Log *slog.Logger
 	// Limits bound token streams; a zero field keeps its default
@@ -83,6 +88,7 @@ type Store struct {
 	log       *slog.Logger
 	storage   jetstream.StorageType
 	queuedJob func(id string) bool
+	reply     func(string) string // nil keeps a writer's reply
 	metrics   *metrics.Metrics
 	tracing   *telemetry.Tracing
 
@@ -114,7 +120,7 @@ func New(deps Deps) (*Store, error) {
 		storage = jetstream.FileStorage
 	}
 	return &Store{js: deps.JS, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage,
-		queuedJob: deps.QueuedJob, metrics: deps.Metrics, tracing: deps.Tracing,
+		queuedJob: deps.QueuedJob, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
 }

@@ -1,0 +1,212 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+// tenantEnv is a node with auth on, a stream on orders.> and users of two
+// tenants.
+type tenantEnv struct {
+	t     *testing.T
+	url   string
+	admin *client.Client
+	op    *nats.Conn // an operator: the node's own account
+	keys  map[string]string
+}
+
+func newTenantEnv(t *testing.T) *tenantEnv {
+	t.Helper()
+	s := brokertest.Start(t, brokertest.WithAuth)
+	e := &tenantEnv{t: t, url: s.ClientURL(), admin: brokertest.ConnectKey(t, s, brokertest.AdminKey(t, s)), keys: map[string]string{}}
+	op, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(op.Close)
+	e.op = op
+	brokertest.AddStream(t, e.admin, "ORD", "orders.>")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, u := range []semaq.UserAddRequest{
+		{Name: "acme-pub", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"orders.>"}},
+		{Name: "acme-read", Tenant: "acme", Role: semaq.RoleReader, Subjects: []string{"orders.>"}},
+		{Name: "globex-read", Tenant: "globex", Role: semaq.RoleReader, Subjects: []string{"orders.>"}},
+		{Name: "gw", Role: semaq.RoleService, Subjects: []string{"orders.>"}},
+		{Name: "nobody-pub", Role: semaq.RolePublisher, Subjects: []string{"orders.>"}},
+	} {
+		r, err := e.admin.AddUser(ctx, u)
+		if err != nil {
+			t.Fatalf("add user %s: %v", u.Name, err)
+		}
+		e.keys[u.Name] = r.Key
+	}
+	return e
+}
+
+// conn connects as user name with a plain NATS client.
+func (e *tenantEnv) conn(name string) *nats.Conn {
+	e.t.Helper()
+	nc, err := nats.Connect(e.url, nats.UserInfo(name, e.keys[name]), nats.CustomInboxPrefix(semaq.UserInboxPrefix+name))
+	if err != nil {
+		e.t.Fatalf("connect as %s: %v", name, err)
+	}
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
+// publishAs sends one message as nc and returns the broker's answer.
+func publishAs(t *testing.T, nc *nats.Conn, subject string, h nats.Header) (*jetstream.PubAck, *semaq.APIError) {
+	t.Helper()
+	m, err := nc.RequestMsg(&nats.Msg{Subject: subject, Header: h, Data: []byte(`{"n":1}`)}, 5*time.Second)
+	if err != nil {
+		t.Fatalf("publish on %s: %v", subject, err)
+	}
+	var r struct {
+		jetstream.PubAck
+		Error *semaq.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		t.Fatalf("answer %q: %v", m.Data, err)
+	}
+	if r.Error != nil {
+		return nil, r.Error
+	}
+	return &r.PubAck, nil
+}
+
+// stored reads message seq of ORD as the node sees it.
+func (e *tenantEnv) stored(seq uint64) *jetstream.RawStreamMsg {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	js, err := jetstream.New(e.op)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "ORD")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		e.t.Fatalf("stored message %d: %v", seq, err)
+	}
+	return m
+}
+
+// The tenant of a message is its publisher's, whatever the publisher
+// writes: a spoofed AI-Tenant is refused and nothing is stored; none is
+// stamped; a forged Nats-Request-Info changes nothing.
+func TestTenantStampedFromIdentity(t *testing.T) {
+	e := newTenantEnv(t)
+	pub := e.conn("acme-pub")
+	for _, tc := range []struct {
+		name   string
+		header nats.Header
+	}{
+		{"no tenant", nil},
+		{"its own tenant", nats.Header{semaq.HdrTenant: {"acme"}}},
+		{"forged request info", nats.Header{"Nats-Request-Info": {`{"acc":"SQ_T_globex","user":"gw"}`}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ack, apiErr := publishAs(t, pub, "orders.acme.1", tc.header)
+			if apiErr != nil {
+				t.Fatalf("refused: %v", apiErr)
+			}
+			m := e.stored(ack.Sequence)
+			if got := m.Header.Get(semaq.HdrTenant); got != "acme" {
+				t.Fatalf("stored tenant %q, want acme", got)
+			}
+			if got := m.Header.Get("Nats-Request-Info"); got != "" {
+				t.Fatalf("stored message carries the sender's connection details: %s", got)
+			}
+		})
+	}
+	before := e.lastSeq()
+	for _, tenant := range []string{"globex", "ACME"} {
+		_, apiErr := publishAs(t, pub, "orders.acme.2", nats.Header{semaq.HdrTenant: {tenant}})
+		if !errors.Is(apiErr, semaq.ErrForbidden) || !strings.Contains(apiErr.Description, "acme-pub") {
+			t.Fatalf("AI-Tenant %s from a publisher of acme: %v, want a refusal naming the user", tenant, apiErr)
+		}
+	}
+	// Another spelling of the header is the same field.
+	if _, apiErr := publishAs(t, pub, "orders.acme.2", nats.Header{"ai-tenant": {"globex"}}); !errors.Is(apiErr, semaq.ErrForbidden) {
+		t.Fatalf("tenant as ai-tenant: %v, want a refusal", apiErr)
+	}
+	if after := e.lastSeq(); after != before {
+		t.Fatalf("refused messages were stored: last sequence %d → %d", before, after)
+	}
+	// A publisher without a tenant may not name one.
+	if _, apiErr := publishAs(t, e.conn("nobody-pub"), "orders.x", nats.Header{semaq.HdrTenant: {"acme"}}); !errors.Is(apiErr, semaq.ErrForbidden) {
+		t.Fatalf("tenant from a user without one: %v, want a refusal", apiErr)
+	}
+	// A service acts for tenants.
+	ack, apiErr := publishAs(t, e.conn("gw"), "orders.globex.1", nats.Header{semaq.HdrTenant: {"globex"}})
+	if apiErr != nil {
+		t.Fatalf("service for globex: %v", apiErr)
+	}
+	if got := e.stored(ack.Sequence).Header.Get(semaq.HdrTenant); got != "globex" {
+		t.Fatalf("service's message stored for %q, want globex", got)
+	}
+}
+
+func (e *tenantEnv) lastSeq() uint64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := e.admin.StreamInfo(ctx, "ORD")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info.State.LastSeq
+}
+
+// A user's core messages reach its own tenant's subscribers and the
+// broker, never another tenant's.
+func TestTenantsDoNotSeeEachOthersCoreMessages(t *testing.T) {
+	e := newTenantEnv(t)
+	same, other := e.conn("acme-read"), e.conn("globex-read")
+	sameSub, err := same.SubscribeSync("orders.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherSub, err := other.SubscribeSync("orders.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range []*nats.Conn{same, other} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, apiErr := publishAs(t, e.conn("acme-pub"), "orders.acme.secret", nil); apiErr != nil {
+		t.Fatal(apiErr)
+	}
+	// The node's own publish after it: whoever gets the marker first
+	// would have had the secret before it.
+	if err := e.op.Publish("orders.marker", nil); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sameSub.NextMsg(5 * time.Second); err != nil || m.Subject != "orders.acme.secret" {
+		t.Fatalf("same tenant: %v %v, want the message", m, err)
+	}
+	m, err := otherSub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "orders.marker" {
+		t.Fatalf("another tenant's subscriber got %s", m.Subject)
+	}
+}
