@@ -1,9 +1,14 @@
 package broker
 
 import (
+	"context"
+	"strings"
+
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/semaq"
 )
 
 // principal is who sent a message with headers h (docs/security.md,
@@ -27,4 +32,38 @@ func (s *Server) principal(h nats.Header) api.Principal {
 		}
 	}
 	return p
+}
+
+// authorizeRead says whether the sender of the request ctx serves may run
+// a filtered subscription or key-shared member on subject, delivered to
+// deliver: the broker reads the stream with its own rights, so it checks
+// the user's, as the NATS server would for a consumer of the user's own
+// (docs/security.md, Roles). Readers and services read the subjects they
+// are granted, into their own inbox; admins and the node read anything.
+func (s *Server) authorizeRead(ctx context.Context, subject, deliver string) error {
+	p := s.principal(api.RequestHeader(ctx))
+	if p.Who != api.User || p.Role == semaq.RoleAdmin {
+		return nil
+	}
+	if p.Role != semaq.RoleReader && p.Role != semaq.RoleService {
+		return semaq.NewAPIError(semaq.ErrForbidden, "user %s (role %s) may not read streams; readers and services may", p.User, p.Role)
+	}
+	u, err := s.identities.Get(p.User)
+	if err != nil {
+		return semaq.NewAPIError(semaq.ErrForbidden, "user %s is not known any more", p.User)
+	}
+	granted := false
+	for _, g := range u.Subjects {
+		if server.SubjectMatchesFilter(subject, g) {
+			granted = true
+			break
+		}
+	}
+	if !granted {
+		return semaq.NewAPIError(semaq.ErrForbidden, "user %s may not read %s: its subjects are %s", p.User, subject, strings.Join(u.Subjects, ", "))
+	}
+	if inbox := semaq.UserInboxPrefix + p.User + "."; !strings.HasPrefix(deliver, inbox) {
+		return semaq.NewAPIError(semaq.ErrForbidden, "user %s: deliver subject %s is not in its inbox %s>", p.User, deliver, inbox)
+	}
+	return nil
 }

@@ -210,3 +210,79 @@ func TestTenantsDoNotSeeEachOthersCoreMessages(t *testing.T) {
 		t.Fatalf("another tenant's subscriber got %s", m.Subject)
 	}
 }
+
+// The broker runs filtered subscriptions and key-shared groups with its
+// own rights: it checks the user's grants, role and inbox itself.
+func TestFilterAndKeySharedChecksTheReadersGrants(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithAuth)
+	admin := brokertest.ConnectKey(t, s, brokertest.AdminKey(t, s))
+	brokertest.AddStream(t, admin, "ORD", "orders.>")
+	brokertest.AddStream(t, admin, "PAY", "pay.>")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	keys := map[string]string{}
+	for _, u := range []semaq.UserAddRequest{
+		{Name: "alice", Tenant: "acme", Role: semaq.RoleReader, Subjects: []string{"orders.acme.>"}},
+		{Name: "ingest", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"orders.acme.>"}},
+	} {
+		r, err := admin.AddUser(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[u.Name] = r.Key
+	}
+	if _, err := brokertest.ConnectKey(t, s, keys["ingest"]).Publish(ctx, "orders.acme.1", []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	alice := brokertest.ConnectKey(t, s, keys["alice"])
+	for _, sub := range []struct {
+		name string
+		run  func(subject string) (*client.Subscription, error)
+	}{
+		{"filter", func(subject string) (*client.Subscription, error) {
+			return alice.Subscribe(ctx, subject, client.WithFilter("true"))
+		}},
+		{"key-shared", func(subject string) (*client.Subscription, error) {
+			return alice.SubscribeKeyShared(ctx, subject, "g1", client.KeyBy("tenant"))
+		}},
+	} {
+		t.Run(sub.name, func(t *testing.T) {
+			got, err := sub.run("orders.acme.>")
+			if err != nil {
+				t.Fatalf("on its own subjects: %v", err)
+			}
+			defer got.Close()
+			m, err := got.Next(ctx)
+			if err != nil || m.Subject != "orders.acme.1" {
+				t.Fatalf("reading its own subjects: %v %v", m, err)
+			}
+			for _, subject := range []string{"orders.>", "orders.globex.>", "pay.>"} {
+				if _, err := sub.run(subject); !errors.Is(err, semaq.ErrForbidden) || !strings.Contains(err.Error(), "alice") {
+					t.Fatalf("%s outside its grants: %v, want a refusal naming the user", subject, err)
+				}
+			}
+		})
+	}
+	// A deliver subject outside the user's inbox, asked for by hand.
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("alice", keys["alice"]), nats.CustomInboxPrefix(semaq.UserInboxPrefix+"alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	body, _ := json.Marshal(semaq.FilterStartRequest{Subject: "orders.acme.>", Filter: "true", DeliverSubject: "orders.acme.copy"})
+	m, err := nc.Request(semaq.APIFilterStart, body, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(m.Data), "not in its inbox") {
+		t.Fatalf("deliver subject outside the inbox: %s", m.Data)
+	}
+	// A publisher reads nothing, through the broker or not: the NATS
+	// server refuses its request.
+	ingest := brokertest.ConnectKey(t, s, keys["ingest"])
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	defer cancelShort()
+	if _, err := ingest.Subscribe(short, "orders.acme.>", client.WithFilter("true")); err == nil {
+		t.Fatal("a publisher started a filtered subscription")
+	}
+}

@@ -60,7 +60,7 @@ func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req
 			ReplyErr(log, m, semaq.NewAPIError(semaq.ErrBadRequest, "%s: request is not valid: %v", what, err))
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), Timeout)
+		ctx, cancel := context.WithTimeout(WithRequestHeader(context.Background(), m.Header), Timeout)
 		defer cancel()
 		out, err := op(ctx, &req)
 		if err != nil {

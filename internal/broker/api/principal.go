@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 
 	"github.com/nats-io/nats.go"
@@ -64,4 +65,18 @@ func ParseRequestInfo(h nats.Header) (RequestInfo, bool) {
 		return RequestInfo{}, false
 	}
 	return ri, true
+}
+
+type headerKey struct{}
+
+// WithRequestHeader gives ctx the headers of the request being served,
+// where the sender's principal is read from (Op does it for its ops).
+func WithRequestHeader(ctx context.Context, h nats.Header) context.Context {
+	return context.WithValue(ctx, headerKey{}, h)
+}
+
+// RequestHeader is the headers of the request ctx serves; nil outside one.
+func RequestHeader(ctx context.Context) nats.Header {
+	h, _ := ctx.Value(headerKey{}).(nats.Header)
+	return h
 }

@@ -26,11 +26,9 @@ var readOnlyAPI = []string{
 }
 
 // readerAPI is what a reader may call beyond readOnlyAPI: JetStream's read
-// side. Not filtered subscriptions or key-shared groups: the broker runs
-// them with its own rights on whatever subject the request names, and its
-// handlers do not know the requester yet, so a grant would let a reader
-// read any stream (docs/security.md, gaps). They come back when the
-// broker checks the principal.
+// side, filtered subscriptions and key-shared groups. The broker runs
+// those with its own rights, so it checks the reader's grants and inbox
+// itself (internal/broker/principal.go, authorizeRead).
 var readerAPI = []string{
 	"$JS.API.INFO",
 	"$JS.API.STREAM.INFO.*",
@@ -39,6 +37,8 @@ var readerAPI = []string{
 	"$JS.API.CONSUMER.MSG.NEXT.*.*",
 	"$JS.ACK.>",
 	"$JS.FC.>",
+	"$SQ.API.FILTER.>",
+	"$SQ.API.KEYSHARED.>",
 }
 
 // tokenReader is how a client reads the token stream of a request it

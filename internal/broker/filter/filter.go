@@ -170,6 +170,9 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 	if err := pump.CheckLimits(req.MaxAckPending, req.AckWait, MaxAckPending, badFilter); err != nil {
 		return nil, err
 	}
+	if err := f.deps.Authorize(ctx, req.Subject, req.DeliverSubject); err != nil {
+		return nil, err
+	}
 	spec := specOf(req)
 	stream, cons, src, err := f.deps.Locate(ctx, f.Running(), spec, words)
 	if err != nil {

@@ -187,7 +187,7 @@ func parseJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 func (k *Service) apiJoin(m *nats.Msg) {
 	req, err := parseJoin(m.Data)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
+		ctx, cancel := context.WithTimeout(api.WithRequestHeader(context.Background(), m.Header), api.Timeout)
 		var resp *semaq.KeySharedJoinResponse
 		resp, err = k.join(ctx, req)
 		cancel()
@@ -202,6 +202,9 @@ func (k *Service) apiJoin(m *nats.Msg) {
 func (k *Service) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*semaq.KeySharedJoinResponse, error) {
 	spec := pump.Spec{Durable: req.Group, Subject: req.Subject, AckWait: req.AckWait, MaxAckPending: req.MaxAckPending,
 		StartSeq: req.StartSeq, Deliver: req.Deliver, MetaKey: semaq.MetadataKeyShared, Expr: req.Key}
+	if err := k.deps.Authorize(ctx, req.Subject, req.DeliverSubject); err != nil {
+		return nil, err
+	}
 	stream, cons, src, err := k.deps.Locate(ctx, k.members.Len(), spec, words)
 	if err != nil {
 		return nil, err

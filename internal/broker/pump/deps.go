@@ -21,6 +21,10 @@ type Deps struct {
 	Env    *expr.Env           // compiles the clients' expressions
 	// Streams names the streams that capture a public subject.
 	Streams func(ctx context.Context, subject string) ([]string, error)
+	// Authorize says whether the sender of the request ctx serves may
+	// read subject and be delivered to deliver (the node checks the
+	// principal's grants: docs/security.md); nil allows everyone.
+	Authorize func(ctx context.Context, subject, deliver string) error
 	// Max bounds what this node runs for clients (subscriptions,
 	// members); 0 is the subsystem's default.
 	Max int
@@ -35,6 +39,9 @@ func (d Deps) Prepare(def int) (Deps, error) {
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Authorize == nil {
+		d.Authorize = func(context.Context, string, string) error { return nil }
 	}
 	if d.Max <= 0 {
 		d.Max = def
