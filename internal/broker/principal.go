@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -64,6 +65,28 @@ func (s *Server) authorizeRead(ctx context.Context, subject, deliver string) err
 	}
 	if inbox := semaq.UserInboxPrefix + p.User + "."; !strings.HasPrefix(deliver, inbox) {
 		return semaq.NewAPIError(semaq.ErrForbidden, "user %s: deliver subject %s is not in its inbox %s>", p.User, deliver, inbox)
+	}
+	return nil
+}
+
+// authorizeQueue says whether the sender of a fetch (headers h) may serve
+// queue: a worker whose queue globs match it, an admin, or the node. The
+// NATS permissions let a worker ask any queue (auth/roles.go), since a
+// glob is a wildcard inside a subject token.
+func (s *Server) authorizeQueue(h nats.Header, queue string) *semaq.APIError {
+	p := s.principal(h)
+	if p.Who != api.User || p.Role == semaq.RoleAdmin {
+		return nil
+	}
+	if p.Role != semaq.RoleWorker {
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: user %s (role %s) does not serve queues; workers do", queue, p.User, p.Role)
+	}
+	u, err := s.identities.Get(p.User)
+	if err != nil {
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: user %s is not known any more", queue, p.User)
+	}
+	if !identity.QueueMatches(u.Queues, queue) {
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: user %s may not serve it: its queues are %s", queue, p.User, strings.Join(u.Queues, ", "))
 	}
 	return nil
 }

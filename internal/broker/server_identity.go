@@ -38,7 +38,6 @@ func (s *Server) newAuthenticator() *auth.Authenticator {
 	return auth.New(auth.Deps{
 		NodeUsers: nodeUsers,
 		Rules:     auth.Rules{Deny: publicDeny(), Admin: pub, SubscribeDeny: pub.Subscribe.Deny},
-		Queues:    s.queueNames,
 		Account:   s.userAccount,
 		Failed:    s.metrics.AuthFailure,
 		Log:       s.log.With("component", "auth"),
@@ -51,23 +50,6 @@ func (s *Server) userAccount(tenant string) (*server.Account, error) {
 		return nil, fmt.Errorf("broker: no user accounts before the server runs")
 	}
 	return s.tenancy.account(s.ns, tenant)
-}
-
-// queueNames names the work queues this node dispatches, without
-// blocking: the ingress's copy of the dispatcher table.
-func (s *Server) queueNames() []string {
-	if s.ingress == nil {
-		return nil
-	}
-	m := s.ingress.queues.Load()
-	if m == nil {
-		return nil
-	}
-	names := make([]string, 0, len(*m))
-	for n := range *m {
-		names = append(names, n)
-	}
-	return names
 }
 
 // startIdentity opens the identity store and hands it to the

@@ -286,3 +286,44 @@ func TestFilterAndKeySharedChecksTheReadersGrants(t *testing.T) {
 		t.Fatal("a publisher started a filtered subscription")
 	}
 }
+
+// A worker's queue globs are checked by the broker on every fetch, so a
+// queue created after the worker connected is served without a
+// reconnect, and a queue outside the globs is refused with a reason.
+func TestWorkerQueueGlobsCheckedByTheBroker(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithAuth)
+	admin := brokertest.ConnectKey(t, s, brokertest.AdminKey(t, s))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	keys := map[string]string{}
+	for _, u := range []semaq.UserAddRequest{
+		{Name: "gpu-7", Role: semaq.RoleWorker, Queues: []string{"INFER_*"}},
+		{Name: "ingest", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"jobs.>"}},
+	} {
+		r, err := admin.AddUser(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[u.Name] = r.Key
+	}
+	worker := brokertest.ConnectKey(t, s, keys["gpu-7"])
+	for _, q := range []semaq.QueueConfig{{Name: "INFER_LATE", Subjects: []string{"jobs.late"}}, {Name: "OTHER", Subjects: []string{"jobs.other"}}} {
+		if _, err := admin.AddQueue(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := brokertest.ConnectKey(t, s, keys["ingest"]).Publish(ctx, "jobs.late", []byte(`{"n":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := worker.Fetch(ctx, "INFER_LATE", client.FetchWait(2*time.Second))
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("fetch from a queue made after the worker connected: %d jobs, %v", len(jobs), err)
+	}
+	if got := jobs[0].Header.Get(semaq.HdrTenant); got != "acme" {
+		t.Fatalf("job's tenant %q, want the publisher's, acme", got)
+	}
+	if _, err := worker.Fetch(ctx, "OTHER", client.FetchWait(100*time.Millisecond)); !errors.Is(err, semaq.ErrForbidden) ||
+		!strings.Contains(err.Error(), "INFER_*") {
+		t.Fatalf("fetch outside the globs: %v, want a refusal naming the globs", err)
+	}
+}

@@ -299,12 +299,12 @@ func TestAuthRoles(t *testing.T) {
 		p := newProbe(t, s, workKey)
 		for subj, want := range map[string]bool{
 			fmt.Sprintf(semaq.APIQueueFetchT, "INFER_A"): false,
-			fmt.Sprintf(semaq.APIQueueFetchT, "OTHER"):   true,
-			semaq.QueueAckPrefix + "INFER_A.1.x":         false,
-			semaq.QueueAckPrefix + "OTHER.1.x":           true,
-			"$SQ.w.jobs.a":                               true,
-			"jobs.a":                                     true,
-			semaq.TokenWritePrefix + "k.c":               false,
+			// The broker refuses fetches outside the globs (below);
+			// answers need the job's lease.
+			semaq.QueueAckPrefix + "OTHER.1.x": false,
+			"$SQ.w.jobs.a":                     true,
+			"jobs.a":                           true,
+			semaq.TokenWritePrefix + "k.c":     false,
 		} {
 			if got := p.pub(t, subj); got != want {
 				t.Errorf("publish %s refused=%v, want %v", subj, got, want)
@@ -315,6 +315,10 @@ func TestAuthRoles(t *testing.T) {
 		defer fcancel()
 		if _, err := c.Fetch(fctx, "INFER_A", client.FetchWait(100*time.Millisecond)); err != nil {
 			t.Fatalf("fetch from its queue: %v", err)
+		}
+		if _, err := c.Fetch(fctx, "OTHER", client.FetchWait(100*time.Millisecond)); !errors.Is(err, semaq.ErrForbidden) ||
+			!strings.Contains(err.Error(), "gpu-7") {
+			t.Fatalf("fetch outside its globs: %v, want a refusal naming the user", err)
 		}
 	})
 	t.Run("service", func(t *testing.T) {

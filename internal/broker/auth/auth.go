@@ -36,9 +36,6 @@ type Deps struct {
 	NodeUsers map[string]*server.Permissions
 	// Rules make the permissions of store users.
 	Rules Rules
-	// Queues names the work queues that exist, for a worker's globs.
-	// Called while a client connects; must not block.
-	Queues func() []string
 	// Account is the NATS account of a tenant's users ("": users
 	// without a tenant); never the node's own account. Nil keeps store
 	// users in the account the server gives them (tests of roles alone).
@@ -66,9 +63,6 @@ func New(deps Deps) *Authenticator {
 	}
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
-	}
-	if deps.Queues == nil {
-		deps.Queues = func() []string { return nil }
 	}
 	if deps.Account == nil {
 		deps.Account = func(string) (*server.Account, error) { return nil, nil }
@@ -137,7 +131,7 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 		// user/password: the user must be the key's.
 		return "unknown_key"
 	}
-	perms, err := a.deps.Rules.Permissions(p, a.deps.Queues())
+	perms, err := a.deps.Rules.Permissions(p)
 	if err != nil {
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
 		return "unknown_key"

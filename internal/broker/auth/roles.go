@@ -75,15 +75,16 @@ func readerConsumers(subjects []string) []string {
 	return out
 }
 
-// workerGrants are a worker's publish grants on one queue: fetch, the
-// queue's info, and answers to its jobs (their reply subjects are
-// $SQ.QA.<queue>.<seq>.<lease>).
-func workerGrants(queue string) []string {
-	return []string{
-		fmt.Sprintf(semaq.APIQueueFetchT, queue),
-		fmt.Sprintf(semaq.APIQueueInfoT, queue),
-		semaq.QueueAckPrefix + queue + ".>",
-	}
+// workerGrants are a worker's publish grants: fetch and info of any queue,
+// and answers to jobs ($SQ.QA.<queue>.<seq>.<lease>). The broker checks a
+// fetch against the worker's queue globs itself (the NATS server cannot:
+// a glob such as INFER_* is a wildcard inside a subject token), so a queue
+// created after the worker connected is served without a reconnect; an
+// answer needs the job's lease, which only its fetcher received.
+var workerGrants = []string{
+	fmt.Sprintf(semaq.APIQueueFetchT, "*"),
+	fmt.Sprintf(semaq.APIQueueInfoT, "*"),
+	semaq.QueueAckPrefix + ">",
 }
 
 // Rules is what permissions are made from.
@@ -101,9 +102,8 @@ type Rules struct {
 	SubscribeDeny []string
 }
 
-// Permissions are the NATS permissions of p; queues are the work queues
-// that exist now, against which a worker's globs are expanded.
-func (r Rules) Permissions(p identity.Principal, queues []string) (*server.Permissions, error) {
+// Permissions are the NATS permissions of p.
+func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	if p.Role == semaq.RoleAdmin {
 		return r.Admin, nil
 	}
@@ -120,10 +120,7 @@ func (r Rules) Permissions(p identity.Principal, queues []string) (*server.Permi
 		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tokenReader.pub)
 		sub = slices.Concat(sub, p.Subjects, tokenReader.sub)
 	case semaq.RoleWorker:
-		pub = slices.Concat(readOnlyAPI, agentAPI)
-		for _, q := range expandQueues(p.Queues, queues) {
-			pub = append(pub, workerGrants(q)...)
-		}
+		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants)
 		// Token streams: a writer's records go to $SQ.TW.<writer key>.
 		pub = append(pub, semaq.TokenWritePrefix+">")
 		// Cancel notices go to $SQ.QC.<worker id>, an ID the SDK draws
@@ -136,26 +133,4 @@ func (r Rules) Permissions(p identity.Principal, queues []string) (*server.Permi
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: slices.Clone(r.Deny)},
 		Subscribe: &server.SubjectPermission{Allow: sub, Deny: slices.Clone(r.SubscribeDeny)},
 	}, nil
-}
-
-// expandQueues turns globs into queue names: a literal glob is itself
-// (the queue may be created later), a glob with wildcards is every queue
-// of queues it matches. NATS subjects cannot express "INFER_*" inside a
-// token, so a queue created after the worker connected needs a
-// reconnect.
-func expandQueues(globs, queues []string) []string {
-	var out []string
-	for _, g := range globs {
-		if !identity.IsGlob(g) {
-			out = append(out, g)
-			continue
-		}
-		for _, q := range queues {
-			if identity.QueueMatches([]string{g}, q) {
-				out = append(out, q)
-			}
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
 }

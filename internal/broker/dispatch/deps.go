@@ -34,6 +34,10 @@ type Deps struct {
 	// fetch's reply): work is not leased to a worker that is gone.
 	// Called with the dispatcher's lock held. Nil: always true.
 	Interest func(subject string) bool
+	// Authorize says whether the sender of a fetch (its headers h) may
+	// serve queue: the node checks a worker's queue grants. Called
+	// without the lock. Nil: everyone may.
+	Authorize func(h nats.Header, queue string) *semaq.APIError
 	// Match reports whether a literal subject matches a subject pattern
 	// (the subject filter of a fetch). Required.
 	Match func(pattern, subject string) bool

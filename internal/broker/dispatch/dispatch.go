@@ -572,6 +572,12 @@ func (d *Dispatcher) onFetch(m *nats.Msg) {
 	if d.badReply(m, "fetch") {
 		return
 	}
+	if d.deps.Authorize != nil {
+		if e := d.deps.Authorize(m.Header, d.name); e != nil {
+			d.send([]*outMsg{errorEnd(m.Reply, e)})
+			return
+		}
+	}
 	req, err := parseFetch(m.Data)
 	if err != nil {
 		d.send([]*outMsg{errorEnd(m.Reply, semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: %v", d.name, err))})
