@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/semaq/semaq/semaq"
 )
@@ -52,10 +53,16 @@ func (c *Client) RemoveUser(ctx context.Context, name string) (*semaq.UserRemove
 }
 
 // RotateKey gives a user a new key, returned this once; its old keys stop
-// working at once and their open connections are closed.
-func (c *Client) RotateKey(ctx context.Context, name string) (*semaq.UserAddResponse, error) {
+// working at once and their open connections are closed. A positive
+// expiresIn makes the new key stop working that long from now (the first
+// value counts; none: no expiry).
+func (c *Client) RotateKey(ctx context.Context, name string, expiresIn ...time.Duration) (*semaq.UserAddResponse, error) {
+	r := semaq.UserRotateRequest{Name: name}
+	if len(expiresIn) > 0 {
+		r.ExpiresIn = expiresIn[0]
+	}
 	var resp semaq.UserAddResponse
-	if err := c.request(ctx, semaq.APIUserRotate, semaq.UserRotateRequest{Name: name}, &resp); err != nil {
+	if err := c.request(ctx, semaq.APIUserRotate, r, &resp); err != nil {
 		return nil, err
 	}
 	return &resp, nil

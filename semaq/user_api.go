@@ -54,7 +54,13 @@ type UserAddRequest struct {
 	Role     string   `json:"role"`
 	Subjects []string `json:"subjects,omitempty"`
 	Queues   []string `json:"queues,omitempty"`
+	// ExpiresIn makes the key stop working that long after it is made
+	// (at most MaxKeyLifetime); zero: it works until rotated or removed.
+	ExpiresIn time.Duration `json:"expires_in,omitempty"`
 }
+
+// MaxKeyLifetime bounds ExpiresIn.
+const MaxKeyLifetime = 10 * 365 * 24 * time.Hour
 
 // UserInfo describes a user. It never carries a key or its hash.
 type UserInfo struct {
@@ -72,6 +78,8 @@ type UserInfo struct {
 type KeyInfo struct {
 	ID      string    `json:"id"`
 	Created time.Time `json:"created"`
+	// Expires is when the key stops working; zero: never.
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // UserAddResponse is the user and its key, which the broker shows this
@@ -101,4 +109,6 @@ type UserRemoveResponse struct {
 // stop working at once and their open connections are closed.
 type UserRotateRequest struct {
 	Name string `json:"name"`
+	// ExpiresIn is the new key's lifetime, as in UserAddRequest.
+	ExpiresIn time.Duration `json:"expires_in,omitempty"`
 }

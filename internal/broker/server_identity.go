@@ -129,7 +129,7 @@ func (s *Server) userHandlers() api.Handlers {
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
 		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (any, error) {
-			u, k, err := st.Rotate(ctx, r.Name)
+			u, k, err := st.Rotate(ctx, r.Name, r.ExpiresIn)
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -97,6 +98,7 @@ literal); --queues are globs over queue names (INFER_*, Q[0-9]).`,
 	f.StringVar(&r.Tenant, "tenant", "", "the tenant the user belongs to")
 	f.StringSliceVar(&r.Subjects, "subjects", nil, "subjects a publisher, reader or service works on (comma-separated or repeated)")
 	f.StringSliceVar(&r.Queues, "queues", nil, "globs of the queues a worker serves (comma-separated or repeated)")
+	f.DurationVar(&r.ExpiresIn, "expires", 0, "the key stops working this long from now, e.g. 720h (0: never)")
 	f.BoolVar(&asJSON, "json", false, "print the user and its key as JSON")
 	_ = cmd.MarkFlagRequired("role")
 	e.addServerFlag(cmd)
@@ -111,7 +113,10 @@ func newKeyCmd(e *env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	var asJSON bool
+	var (
+		asJSON  bool
+		expires time.Duration
+	)
 	rotate := &cobra.Command{
 		Use:   "rotate NAME",
 		Short: "Give a user a new key, printed once; the old key stops working now",
@@ -121,7 +126,7 @@ once: new connections with it are refused and its open connections are closed.`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				resp, err := c.RotateKey(ctx, args[0])
+				resp, err := c.RotateKey(ctx, args[0], expires)
 				if err != nil {
 					return err
 				}
@@ -130,6 +135,7 @@ once: new connections with it are refused and its open connections are closed.`,
 		},
 	}
 	rotate.Flags().BoolVar(&asJSON, "json", false, "print the user and its new key as JSON")
+	rotate.Flags().DurationVar(&expires, "expires", 0, "the new key stops working this long from now, e.g. 720h (0: never)")
 	e.addServerFlag(rotate)
 	cmd.AddCommand(rotate)
 	return cmd
@@ -153,7 +159,11 @@ func grants(u semaq.UserInfo) string {
 func keyIDs(u semaq.UserInfo) string {
 	ids := make([]string, 0, len(u.Keys))
 	for _, k := range u.Keys {
-		ids = append(ids, k.ID)
+		id := k.ID
+		if !k.Expires.IsZero() {
+			id += " (expires " + k.Expires.UTC().Format("2006-01-02 15:04 MST") + ")"
+		}
+		ids = append(ids, id)
 	}
 	return strings.Join(ids, " ")
 }

@@ -219,6 +219,44 @@ func TestAuthRevocationClosesConnections(t *testing.T) {
 	}
 }
 
+// A key past its expiry is refused, and the NATS server closes the
+// connections it opened when it expires.
+func TestAuthExpiredKey(t *testing.T) {
+	s, admin := authBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "short", Role: semaq.RoleReader, Subjects: []string{"ai.>"}, ExpiresIn: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.User.Keys) != 1 || r.User.Keys[0].Expires.IsZero() {
+		t.Fatalf("the user's key shows no expiry: %+v", r.User.Keys)
+	}
+	closed := make(chan struct{})
+	nc, err := dialKey(t, s, r.Key, nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatalf("before its expiry: %v", err)
+	}
+	defer nc.Close()
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("the connection of an expired key is still open")
+	}
+	if !time.Now().After(r.User.Keys[0].Expires) {
+		t.Fatalf("closed at %s, before the key's expiry %s", time.Now(), r.User.Keys[0].Expires)
+	}
+	if nc2, err := dialKey(t, s, r.Key); err == nil {
+		nc2.Close()
+		t.Fatal("an expired key connects")
+	}
+	for _, bad := range []time.Duration{-time.Second, semaq.MaxKeyLifetime + time.Hour} {
+		if _, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "bad", Role: semaq.RoleReader, Subjects: []string{"ai.>"}, ExpiresIn: bad}); !errors.Is(err, semaq.ErrBadRequest) {
+			t.Fatalf("expires_in %s: %v, want a refusal", bad, err)
+		}
+	}
+}
+
 func TestAuthRoles(t *testing.T) {
 	s, admin := authBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -132,6 +132,8 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (_ *http.Req
 		switch {
 		case errors.Is(err, identity.ErrBadKey):
 			reason = "bad_key"
+		case errors.Is(err, identity.ErrExpiredKey):
+			reason = "expired_key"
 		case err != nil:
 			reason = "unknown_key"
 		}

@@ -35,6 +35,10 @@ const bucketBytes = 64 << 20
 // key. Callers must not tell a client which.
 var ErrUnknownKey = errors.New("identity: unknown key")
 
+// ErrExpiredKey is a key past its expiry. Callers must not tell a client
+// which refusal it got; it is counted apart.
+var ErrExpiredKey = errors.New("identity: expired key")
+
 // Principal is who an authenticated key is.
 type Principal struct {
 	User     string
@@ -42,6 +46,8 @@ type Principal struct {
 	Role     string
 	Subjects []string
 	Queues   []string
+	// Expires is when the key stops working; zero: never.
+	Expires time.Time
 }
 
 // Store is the identity store. Its methods are safe for concurrent use.
@@ -120,7 +126,11 @@ func (s *Store) Authenticate(key string) (Principal, error) {
 	}
 	for _, uk := range u.Keys {
 		if uk.ID == k.ID && secretMatches(k.Secret, uk.Hash) {
-			return Principal{User: u.Name, Tenant: u.Tenant, Role: u.Role, Subjects: u.Subjects, Queues: u.Queues}, nil
+			if !uk.Expires.IsZero() && !s.now().Before(uk.Expires) {
+				return Principal{}, ErrExpiredKey
+			}
+			return Principal{User: u.Name, Tenant: u.Tenant, Role: u.Role, Subjects: u.Subjects, Queues: u.Queues,
+				Expires: uk.Expires}, nil
 		}
 	}
 	return Principal{}, ErrUnknownKey
@@ -167,7 +177,7 @@ func (s *Store) Add(ctx context.Context, r semaq.UserAddRequest) (*User, Key, er
 	}
 	now := s.now().UTC()
 	u := &User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Subjects: r.Subjects, Queues: r.Queues, Created: now,
-		Keys: []UserKey{{ID: k.ID, Hash: hashSecret(k.Secret), Created: now}}}
+		Keys: []UserKey{newUserKey(k, now, r.ExpiresIn)}}
 	b, err := json.Marshal(u)
 	if err != nil {
 		return nil, Key{}, err
@@ -188,7 +198,10 @@ func (s *Store) Add(ctx context.Context, r semaq.UserAddRequest) (*User, Key, er
 // Rotate gives a user a new key and revokes every key it had: from the
 // moment Rotate returns, the old keys authenticate no new connection on
 // this node.
-func (s *Store) Rotate(ctx context.Context, name string) (*User, Key, error) {
+func (s *Store) Rotate(ctx context.Context, name string, expiresIn time.Duration) (*User, Key, error) {
+	if err := checkLifetime(expiresIn); err != nil {
+		return nil, Key{}, semaq.NewAPIError(semaq.ErrBadRequest, "key: %v", err)
+	}
 	e, err := s.kv.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, Key{}, semaq.NewAPIError(semaq.ErrUserNotFound, "user %q not found", name)
@@ -204,7 +217,7 @@ func (s *Store) Rotate(ctx context.Context, name string) (*User, Key, error) {
 	if err != nil {
 		return nil, Key{}, err
 	}
-	u.Keys = []UserKey{{ID: k.ID, Hash: hashSecret(k.Secret), Created: s.now().UTC()}}
+	u.Keys = []UserKey{newUserKey(k, s.now().UTC(), expiresIn)}
 	b, err := json.Marshal(&u)
 	if err != nil {
 		return nil, Key{}, err

@@ -33,6 +33,7 @@ type UserKey struct {
 	ID      string    `json:"id"`
 	Hash    []byte    `json:"hash"`
 	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires,omitzero"` // zero: never
 }
 
 // Info is the user as the API shows it: key IDs, never their hashes.
@@ -40,7 +41,7 @@ func (u *User) Info() semaq.UserInfo {
 	in := semaq.UserInfo{Name: u.Name, Tenant: u.Tenant, Role: u.Role, Subjects: u.Subjects, Queues: u.Queues,
 		Created: u.Created, Keys: make([]semaq.KeyInfo, 0, len(u.Keys))}
 	for _, k := range u.Keys {
-		in.Keys = append(in.Keys, semaq.KeyInfo{ID: k.ID, Created: k.Created})
+		in.Keys = append(in.Keys, semaq.KeyInfo{ID: k.ID, Created: k.Created, Expires: k.Expires})
 	}
 	return in
 }
@@ -57,6 +58,9 @@ func Validate(r semaq.UserAddRequest) error {
 		if err := checkName(r.Tenant); err != nil {
 			return fmt.Errorf("tenant: %w", err)
 		}
+	}
+	if err := checkLifetime(r.ExpiresIn); err != nil {
+		return err
 	}
 	if !slices.Contains(Roles, r.Role) {
 		return fmt.Errorf("role: %q is not one of %s", r.Role, strings.Join(Roles, ", "))
@@ -167,3 +171,21 @@ func QueueMatches(globs []string, queue string) bool {
 // IsGlob reports whether a queue glob has glob characters, so that it
 // names more than one literal queue.
 func IsGlob(g string) bool { return strings.ContainsAny(g, "*?[") }
+
+// checkLifetime checks a key's lifetime: zero (no expiry) or positive and
+// at most semaq.MaxKeyLifetime.
+func checkLifetime(d time.Duration) error {
+	if d < 0 || d > semaq.MaxKeyLifetime {
+		return fmt.Errorf("expires_in: %s is outside 0..%s (0: the key does not expire)", d, semaq.MaxKeyLifetime)
+	}
+	return nil
+}
+
+// newUserKey stores k with its lifetime d from now (0: no expiry).
+func newUserKey(k Key, now time.Time, d time.Duration) UserKey {
+	uk := UserKey{ID: k.ID, Hash: hashSecret(k.Secret), Created: now}
+	if d > 0 {
+		uk.Expires = now.Add(d)
+	}
+	return uk
+}

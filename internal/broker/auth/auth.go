@@ -124,6 +124,8 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 	switch {
 	case errors.Is(err, identity.ErrBadKey):
 		return "bad_key"
+	case errors.Is(err, identity.ErrExpiredKey):
+		return "expired_key"
 	case err != nil:
 		return "unknown_key"
 	}
@@ -141,7 +143,8 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
 		return "unknown_key"
 	}
-	c.RegisterUser(&server.User{Username: p.User, Permissions: perms, Account: acc})
+	// The server closes the connection when the key expires.
+	c.RegisterUser(&server.User{Username: p.User, Permissions: perms, Account: acc, ConnectionDeadline: p.Expires})
 	// A removal or rotation may have landed between the lookup and the
 	// registration: it closes the connections it finds by user name, so
 	// look again now that the name is set (docs/security.md, revocation).
