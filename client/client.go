@@ -44,6 +44,8 @@ type Client struct {
 	tokens tokenPublisher
 	// tracerProvider starts Msg.StartSpan spans; nil means the global one.
 	tracerProvider trace.TracerProvider
+	// denied fails requests the server's permissions refuse (denied.go).
+	denied *denials
 }
 
 type connectOptions struct {
@@ -129,6 +131,8 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		natsOpts = append(natsOpts, nats.Timeout(time.Until(dl)))
 	}
 	natsOpts = append(natsOpts, o.natsOpts...)
+	denied := &denials{}
+	natsOpts = append(natsOpts, denied.option()) // last: it wraps the user's error handler
 	type result struct {
 		nc  *nats.Conn
 		err error
@@ -157,7 +161,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		r.nc.Close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider}, nil
+	return &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider, denied: denied}, nil
 }
 
 // Conn is the underlying NATS connection, for features the SDK does not

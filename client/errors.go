@@ -35,8 +35,13 @@ func (c *Client) request(ctx context.Context, subj string, body any, out any) er
 			return fmt.Errorf("client: encoding request: %w", err)
 		}
 	}
+	ctx, done := c.denied.watch(ctx, subj)
+	defer done()
 	m, err := c.nc.RequestWithContext(ctx, subj, data)
 	if err != nil {
+		if d := deniedCause(ctx); d != nil {
+			return d
+		}
 		return transportError(err, subj)
 	}
 	return decodeReply(m.Data, out)

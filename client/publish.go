@@ -161,8 +161,13 @@ func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, er
 	injectIfAbsent(ctx, m.Header) // a publish inside a span continues its trace
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	ctx, done := c.denied.watch(ctx, m.Subject)
+	defer done()
 	resp, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
+		if d := deniedCause(ctx); d != nil {
+			return nil, d
+		}
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, semaq.NewAPIError(semaq.ErrNoStream, "no stream captures subject %s", m.Subject)
 		}

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/semaq"
+)
+
+// The NATS server answers a publish its permissions refuse with an
+// asynchronous -ERR, not on the request: left alone, a request the
+// connection's user may not make would wait out its timeout. denials
+// turns that -ERR into the request's error at once (semaq.ErrForbidden),
+// for the requests this client makes (request, PublishMsg, Fetch).
+
+// denials are the requests in flight, by subject, that a permissions
+// violation on that subject fails.
+type denials struct {
+	mu      sync.Mutex
+	waiting map[string]map[*denialWait]struct{}
+}
+
+type denialWait struct{ cancel context.CancelCauseFunc }
+
+// watch returns ctx, failed with a forbidden error if the server refuses
+// a publish to subj while the request is in flight, and the func that
+// ends the watch.
+func (d *denials) watch(ctx context.Context, subj string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &denialWait{cancel: cancel}
+	d.mu.Lock()
+	if d.waiting == nil {
+		d.waiting = make(map[string]map[*denialWait]struct{})
+	}
+	if d.waiting[subj] == nil {
+		d.waiting[subj] = make(map[*denialWait]struct{})
+	}
+	d.waiting[subj][w] = struct{}{}
+	d.mu.Unlock()
+	return ctx, func() {
+		d.mu.Lock()
+		delete(d.waiting[subj], w)
+		if len(d.waiting[subj]) == 0 {
+			delete(d.waiting, subj)
+		}
+		d.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// violation fails the requests in flight on the subject err names, when
+// err is the server's refusal of a publish.
+func (d *denials) violation(err error) {
+	subj, ok := refusedPublish(err)
+	if !ok {
+		return
+	}
+	cause := semaq.NewAPIError(semaq.ErrForbidden, "the NATS server refused publish to %s: this connection's user may not (its role and grants: semaq user info)", subj)
+	d.mu.Lock()
+	for w := range d.waiting[subj] {
+		w.cancel(cause)
+	}
+	d.mu.Unlock()
+}
+
+// refusedPublish reads the subject of the server's publish permissions
+// violation: `Permissions Violation for Publish to "<subject>"`.
+func refusedPublish(err error) (string, bool) {
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return "", false
+	}
+	const lead = `Permissions Violation for Publish to "`
+	s := err.Error()
+	i := strings.Index(s, lead)
+	if i < 0 {
+		return "", false
+	}
+	rest := s[i+len(lead):]
+	j := strings.IndexByte(rest, '"')
+	if j <= 0 {
+		return "", false
+	}
+	return rest[:j], true
+}
+
+// option makes the client see the connection's asynchronous errors first,
+// then passes them to the handler the user set, if any.
+func (d *denials) option() nats.Option {
+	return func(o *nats.Options) error {
+		user := o.AsyncErrorCB
+		o.AsyncErrorCB = func(nc *nats.Conn, sub *nats.Subscription, err error) {
+			d.violation(err)
+			if user != nil {
+				user(nc, sub, err)
+			}
+		}
+		return nil
+	}
+}
+
+// deniedCause is the forbidden error ctx was failed with, or nil.
+func deniedCause(ctx context.Context) error {
+	if cause := context.Cause(ctx); errors.Is(cause, semaq.ErrForbidden) {
+		return cause
+	}
+	return nil
+}
