@@ -505,6 +505,9 @@ func TestIngestConfigValidate(t *testing.T) {
 		{"huge rate", func(c *IngestConfig) { c.Rates = []int{MaxRate + 1} }, "rates: 1000001 msgs/s"},
 		{"rate twice", func(c *IngestConfig) { c.Rates = []int{10, 10} }, "rates: 10 is given twice"},
 		{"too many rates", func(c *IngestConfig) { c.Rates = make([]int, MaxRates+1) }, "at most 16"},
+		{"routes", func(c *IngestConfig) { c.Routes = 10 }, ""},
+		{"too many routes", func(c *IngestConfig) { c.Routes = MaxRoutes + 1 }, "routes: 101 is outside 0..100"},
+		{"negative routes", func(c *IngestConfig) { c.Routes = -1 }, "routes: -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

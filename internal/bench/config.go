@@ -110,6 +110,12 @@ type IngestConfig struct {
 	// it (semaq.StreamConfig.Schema), and the ingress validates every
 	// message. It needs Payload. The raw JetStream stream validates nothing.
 	Schema *SchemaConfig `json:"-"`
+	// Routes, when above 0, stores this many route rules on the publish
+	// subject of each SemaQ target, each with a condition on the model
+	// header that is false for every message: the ingress evaluates them
+	// all and stores each message where it would without them. The raw
+	// JetStream stream routes nothing.
+	Routes int `json:"routes"`
 	// DataDir is where the broker keeps its files: a directory that is
 	// empty or does not exist yet, kept afterwards. Empty means a new
 	// temporary directory, removed afterwards.
@@ -216,6 +222,9 @@ func (c *IngestConfig) Validate() error {
 		if c.Payload == nil {
 			return fmt.Errorf("%w: payload: a schema needs a sample payload that matches it", ErrBadConfig)
 		}
+	}
+	if c.Routes < 0 || c.Routes > MaxRoutes {
+		return fmt.Errorf("%w: routes: %d is outside 0..%d", ErrBadConfig, c.Routes, MaxRoutes)
 	}
 	if c.Rounds < 1 || c.Rounds > MaxRounds {
 		return fmt.Errorf("%w: rounds: %d is outside 1..%d", ErrBadConfig, c.Rounds, MaxRounds)

@@ -102,6 +102,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		return nil, err
 	}
 	defer r.Close()
+	if cfg.Routes > 0 {
+		progress("adding %d route rules per SemaQ target", cfg.Routes)
+		if err := addRoutes(ctx, r, cfg.Routes, cfg.Targets); err != nil {
+			return nil, err
+		}
+	}
 	data := pl.data(r.schemaID)
 
 	runs := make([]*run, 0, len(cfg.Targets))

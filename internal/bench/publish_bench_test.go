@@ -9,6 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/schema"
 )
 
 // Publish benchmarks of the ingress beside raw JetStream, sync and async.
@@ -44,13 +47,17 @@ func benchmarkAsync(b *testing.B, target string, traceparent bool) {
 }
 
 func benchmarkAsyncOn(b *testing.B, r *Rig, t *Target, traceparent bool) {
-	p, err := r.publisher(t, generatedBody(1024), traceparent, 256)
+	benchmarkAsyncData(b, r, t, generatedBody(1024), traceparent)
+}
+
+func benchmarkAsyncData(b *testing.B, r *Rig, t *Target, data []byte, traceparent bool) {
+	p, err := r.publisher(t, data, traceparent, 256)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.close()
 	b.ReportAllocs()
-	b.SetBytes(1024)
+	b.SetBytes(int64(len(data)))
 	before := p.acked.Load()
 	for b.Loop() {
 		for {
@@ -122,5 +129,37 @@ func BenchmarkForwarderPublishAsync(b *testing.B) {
 	forwarder := &Target{Name: "forwarder", subject: prefix + "ingest", Dial: Targets[TargetSemaq].Dial}
 	for _, tp := range []bool{true, false} {
 		b.Run(fmt.Sprintf("traceparent=%v", tp), func(b *testing.B) { benchmarkAsyncOn(b, r, forwarder, tp) })
+	}
+}
+
+// BenchmarkIngressSchemaRoutesPublishAsync is goal P2 as a Go benchmark:
+// async publishes of the shipped JSON sample padded to 1 KiB, through the
+// ingress to a stream bound to the shipped JSON Schema with 10 route rules
+// on the publish subject (none matching), beside raw JetStream on the same
+// broker with the same bytes. Compare the two sub-benchmarks of one run;
+// allocs/op counts the whole process (client, ingress and server).
+func BenchmarkIngressSchemaRoutesPublishAsync(b *testing.B) {
+	cfg := schemaConfig(b, schema.TypeJSON)
+	cfg.Size, cfg.Routes = 1024, 10
+	pl, err := preparePayload(&cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := StartRig(ctx, b.TempDir(), broker.SyncInterval, cfg.Schema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(r.Close)
+	if err := addRoutes(ctx, r, cfg.Routes, []string{TargetSemaq}); err != nil {
+		b.Fatal(err)
+	}
+	data := pl.data(r.schemaID)
+	for _, name := range []string{TargetSemaq, TargetJetStream} {
+		b.Run(name, func(b *testing.B) { benchmarkAsyncData(b, r, Targets[name], data, true) })
+	}
+	if err := r.checkEnforced(ctx); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -82,6 +82,9 @@ type ReportConfig struct {
 	Rounds      int      `json:"rounds"`
 	TraceParent bool     `json:"traceparent"`
 	Rates       []int    `json:"rates,omitempty"` // offered loads of the paced phase, msgs/s
+	// Routes is the route rules on each SemaQ target's subject, none
+	// matching (IngestConfig.Routes).
+	Routes int `json:"routes,omitempty"`
 	// Payload names the file every message's payload came from; empty for
 	// generated text. PayloadPadded: its longest string was lengthened to
 	// make Size.
@@ -167,6 +170,7 @@ func reportConfig(c *IngestConfig, setup []TargetSetup, pl *payload, schemaID in
 		Rounds:      c.Rounds,
 		TraceParent: c.TraceParent,
 		Rates:       c.Rates,
+		Routes:      c.Routes,
 		Setup:       setup,
 		GoVersion:   runtime.Version(),
 		Platform:    runtime.GOOS + "/" + runtime.GOARCH,
@@ -367,6 +371,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "%s %s, %d CPUs, nats-server %s, semaq %s\n", c.GoVersion, c.Platform, c.CPUs, c.NATSServer, c.SemaQ)
 	for _, s := range c.Setup {
 		fmt.Fprintf(&b, "  %s\n", s.Describe())
+	}
+	if c.Routes > 0 {
+		fmt.Fprintf(&b, "  routes: %d rules on each SemaQ target's subject, none matching\n", c.Routes)
 	}
 	r.writePayload(&b)
 	b.WriteString("\n")

@@ -64,7 +64,8 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
   semaq bench ingest --targets semaq --size 4096 --publishers 4
   semaq bench ingest --schema bench/schemas/inference-request.json
   semaq bench ingest --schema bench/schemas/inference-request.avsc --size 1024
-  semaq bench ingest --schema my.json --payload my-request.json`,
+  semaq bench ingest --schema my.json --payload my-request.json
+  semaq bench ingest --schema bench/schemas/inference-request.json --size 1024 --routes 10`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for i, t := range cfg.Targets {
@@ -119,6 +120,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.StringVar(&schemaFile, "schema", "", "enforce this schema on the SemaQ stream: JSON Schema, Avro (.avsc) or Protobuf (.proto) file")
 	f.StringVar(&schemaType, "schema-type", "", "type of --schema: json, avro or protobuf (default: from the extension .json, .avsc, .proto; else json)")
 	f.StringVar(&payloadFile, "payload", "", "JSON sample every message carries, valid under --schema (default with --schema: NAME.sample.json beside it)")
+	f.IntVar(&cfg.Routes, "routes", def.Routes, "route rules on each SemaQ target's subject, none matching its messages, so the ingress evaluates them all (0..100)")
 	f.StringVar(&cfg.DataDir, "data", "", "broker data directory, empty or new, kept afterwards (default: a temporary directory, removed afterwards)")
 	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")

@@ -199,6 +199,7 @@ func TestBenchIngestErrors(t *testing.T) {
 		{"zero window", []string{"ingest", "--window", "0"}, "window: 0"},
 		{"bad rate", []string{"ingest", "--rates", "1000,fast"}, `rates: "fast" is not a number of msgs/s`},
 		{"zero rate", []string{"ingest", "--sync", "always", "--rates", "0"}, "rates: 0 msgs/s is outside 1..1000000"},
+		{"too many routes", []string{"ingest", "--routes", "101"}, "routes: 101 is outside 0..100"},
 		{"json dir", []string{"ingest", "--json", missingDir}, "--json " + missingDir},
 		{"unknown scenario", []string{"rag"}, `unknown scenario "rag" for "semaq bench" (scenarios: ingest)`},
 		{"extra argument", []string{"ingest", "now"}, `unknown command "now" for "semaq bench ingest"`},
