@@ -419,7 +419,18 @@ func jsonDecodeErrorAt(data []byte, offset int64, msg string) *jsonDecodeError {
 }
 
 // Validate checks that payload is one JSON document the schema accepts.
+// The byte path (fastpath_tape.go) accepts most valid payloads without
+// decoding them; every other payload is decoded, and then decided and
+// explained as it always was, so errors do not depend on the path.
 func (s *jsonSchema) Validate(payload []byte) error {
+	if s.validBytes(payload) {
+		return nil
+	}
+	return s.validateDecoded(payload)
+}
+
+// validateDecoded is Validate on the payload decoded into Go values.
+func (s *jsonSchema) validateDecoded(payload []byte) error {
 	v, err := jsonDecode(payload)
 	if err != nil {
 		return &schema.ValidationError{Rule: "json", Message: "not valid JSON at " + err.Error()}

@@ -340,9 +340,21 @@ func jsonCheckAgreement(t *testing.T, name string, s *jsonSchema, payload []byte
 	t.Helper()
 	v, err := jsonDecode(payload)
 	if err != nil {
+		if s.validBytes(payload) {
+			t.Errorf("%s: the byte path accepts %q, which does not decode: %v", name, payload, err)
+		}
+		return
+	}
+	if _, verr := jsonScanPayload(payload, s.limits); verr != nil {
+		if s.validBytes(payload) {
+			t.Errorf("%s: the byte path accepts %q, which the scan refuses: %v", name, payload, verr)
+		}
 		return
 	}
 	libOK := s.compiled.Validate(v) == nil
+	if s.validBytes(payload) && !libOK {
+		t.Errorf("%s: the byte path accepts %s, the library rejects it", name, payload)
+	}
 	if s.fast != nil && s.fast.valid(v) && !libOK {
 		t.Errorf("%s: fast path accepts %s, the library rejects it", name, payload)
 	}
