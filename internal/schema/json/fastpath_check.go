@@ -198,10 +198,24 @@ func (t *jsonTape) member(obj int32, name string) int32 {
 	return -1
 }
 
+// jsonTapeMaxLookups bounds the key comparisons of one object's name
+// lookups (required, dependencies: each a walk over the members), so a
+// schema with thousands of required names and a payload with thousands of
+// keys cannot make a quadratic amount of work. Past it the object is
+// left to the decoding path, which looks names up in a map.
+const jsonTapeMaxLookups = 4096
+
+// jsonTapeMaxUnique bounds the tokens of an array whose uniqueItems the
+// byte path decides: comparing every pair costs at most the square of it.
+const jsonTapeMaxUnique = 256
+
 func (f *jsonFast) tobject(t *jsonTape, v int32, depth int, st *jsonSteps) jsonVerdict {
 	n := int(t.toks[v].n)
 	if n < f.minProps || (f.maxProps >= 0 && n > f.maxProps) {
 		return jsonInvalid
+	}
+	if n*f.lookups() > jsonTapeMaxLookups {
+		return jsonUnknown
 	}
 	for _, r := range f.required {
 		if t.member(v, r) < 0 {
@@ -268,6 +282,15 @@ func (f *jsonFast) tobject(t *jsonTape, v int32, depth int, st *jsonSteps) jsonV
 	return r
 }
 
+// lookups is how many member names tobject looks up in one object.
+func (f *jsonFast) lookups() int {
+	n := len(f.required) + len(f.depRequired) + len(f.depSchemas)
+	for _, deps := range f.depRequired {
+		n += len(deps)
+	}
+	return n
+}
+
 // jsonBytesMatcher is a Regexp that matches bytes without a copy
 // (*regexp.Regexp, the library's default engine).
 type jsonBytesMatcher interface{ Match([]byte) bool }
@@ -287,7 +310,7 @@ func (f *jsonFast) tarray(t *jsonTape, v int32, depth int, st *jsonSteps) jsonVe
 	}
 	r := jsonValid
 	if f.unique {
-		if n > 64 {
+		if n > 64 || t.toks[v].next-v > jsonTapeMaxUnique {
 			r = jsonUnknown // quadratic here; the library hashes
 		} else {
 			for a := v + 1; a < t.toks[v].next; a = t.toks[a].next {

@@ -2,6 +2,7 @@ package jsonfmt
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -149,6 +150,49 @@ func TestJSONBytePathLarge(t *testing.T) {
 	defer jsonPutTape(tp)
 	if cap(tp.toks) > jsonTapeMaxPooled {
 		t.Fatalf("a tape of %d tokens was kept for reuse (bound %d)", cap(tp.toks), jsonTapeMaxPooled)
+	}
+}
+
+// Name lookups and uniqueItems comparisons walk the tape; past their
+// bounds the byte path declines (the decoding path uses maps and hashes)
+// rather than doing quadratic work.
+func TestJSONBytePathBounds(t *testing.T) {
+	t.Parallel()
+	names := make([]string, 200)
+	for i := range names {
+		names[i] = fmt.Sprintf("%q", fmt.Sprintf("r%d", i))
+	}
+	required := jsonTestParse(t, `{"required":[`+strings.Join(names, ",")+`]}`)
+	members := make([]string, 200)
+	for i := range members {
+		members[i] = fmt.Sprintf(`"r%d":%d`, i, i)
+	}
+	wide := []byte(`{` + strings.Join(members, ",") + `}`)
+	if required.validBytes(wide) {
+		t.Error("the byte path looked up 200 names among 200 members")
+	}
+	if err := required.Validate(wide); err != nil {
+		t.Errorf("Validate = %v, want valid", err)
+	}
+	small := []byte(`{` + strings.Join(members[:20], ",") + `}`)
+	if few := jsonTestParse(t, `{"required":["r1","r19"]}`); !few.validBytes(small) {
+		t.Error("the byte path declined 2 names among 20 members")
+	}
+
+	unique := jsonTestParse(t, `{"uniqueItems":true}`)
+	items := make([]string, 60)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"a":%d,"b":[1,2,3]}`, i)
+	}
+	big := []byte(`[` + strings.Join(items, ",") + `]`)
+	if unique.validBytes(big) {
+		t.Error("the byte path compared every pair of 60 objects (420 tokens)")
+	}
+	if err := unique.Validate(big); err != nil {
+		t.Errorf("Validate = %v, want valid", err)
+	}
+	if !unique.validBytes([]byte(`[` + strings.Join(items[:10], ",") + `]`)) {
+		t.Error("the byte path declined uniqueItems on 10 small objects")
 	}
 }
 
