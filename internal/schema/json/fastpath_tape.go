@@ -2,6 +2,7 @@ package jsonfmt
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"sync"
@@ -215,6 +216,11 @@ func (t *jsonTape) str(i int) (int, bool) {
 	j := i + 1
 	escaped, high := false, false
 	for {
+		// Skip 8 plain bytes at a time: most of a payload is the text of
+		// strings.
+		for j+8 <= len(d) && !jsonSpecial8(binary.LittleEndian.Uint64(d[j:])) {
+			j += 8
+		}
 		if j >= len(d) {
 			return i, false
 		}
@@ -257,6 +263,16 @@ func (t *jsonTape) str(i int) (int, bool) {
 	n := int32(len(t.toks))
 	t.toks = append(t.toks, jsonTok{start: int32(i + 1), end: int32(j), next: n + 1, kind: jsonTokString, flags: flags})
 	return j + 1, true
+}
+
+// jsonSpecial8 reports whether one of the 8 bytes in x may need a look
+// inside a string: a quote, a backslash, a control byte or a non-ASCII
+// byte. (A false positive only costs the byte loop.)
+func jsonSpecial8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote := x ^ (ones * '"')
+	backslash := x ^ (ones * '\\')
+	return ((quote-ones)&^quote|(backslash-ones)&^backslash|(x-ones*0x20)|x)&highs != 0
 }
 
 func jsonIsHex4(b []byte) bool {

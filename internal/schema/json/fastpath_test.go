@@ -1,6 +1,7 @@
 package jsonfmt
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -221,5 +222,25 @@ func BenchmarkJSONValidatePaths(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// The 8-byte skip of the tokenizer misses no byte a string must stop at.
+func TestJSONSpecial8(t *testing.T) {
+	t.Parallel()
+	for b := range 256 {
+		want := b == '"' || b == '\\' || b < 0x20 || b >= 0x80
+		for pos := range 8 {
+			for _, fill := range []byte{'a', ' ', '~', '!', '#', '[', ']'} {
+				w := []byte(strings.Repeat(string(fill), 8))
+				w[pos] = byte(b)
+				if got := jsonSpecial8(binary.LittleEndian.Uint64(w)); want && !got {
+					t.Fatalf("byte %#x at %d among %q: not flagged", b, pos, fill)
+				}
+			}
+		}
+	}
+	if jsonSpecial8(binary.LittleEndian.Uint64([]byte("plain te"))) {
+		t.Error("8 plain ASCII bytes flagged")
 	}
 }
