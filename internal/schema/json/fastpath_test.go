@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/semaq/semaq/internal/schema"
@@ -242,5 +243,35 @@ func TestJSONSpecial8(t *testing.T) {
 	}
 	if jsonSpecial8(binary.LittleEndian.Uint64([]byte("plain te"))) {
 		t.Error("8 plain ASCII bytes flagged")
+	}
+}
+
+// Validate is called from every ingress goroutine at once: the pooled
+// tapes never mix payloads.
+func TestJSONBytePathConcurrent(t *testing.T) {
+	t.Parallel()
+	s := jsonTestParse(t, jsonTestRequestSchema)
+	bad := []byte(`{"model":"m","messages":[{"role":"robot","content":"x"}]}`)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				if (g+i)%2 == 0 {
+					if err := s.Validate(jsonTestRequest); err != nil {
+						errs <- fmt.Errorf("valid request refused: %w", err)
+						return
+					}
+				} else if err := s.Validate(bad); err == nil || !strings.Contains(err.Error(), "robot") {
+					errs <- fmt.Errorf("bad request: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
