@@ -58,9 +58,11 @@ type Server struct {
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
-	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
-	identities *identity.Store     // users and keys with auth on (internal/identity)
-	tenancy    *tenancy            // the accounts of store users with auth on (tenancy.go)
+	authn       *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
+	identities  *identity.Store     // users and keys with auth on (internal/identity)
+	tenancy     *tenancy            // the accounts of store users with auth on (tenancy.go)
+	revoker     sync.WaitGroup      // closeRevoked (server_identity.go)
+	revokerStop chan struct{}       // closed by stopIdentity
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 

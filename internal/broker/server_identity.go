@@ -64,6 +64,7 @@ func (s *Server) startIdentity(ctx context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	s.identities = st
+	s.revokerStop = make(chan struct{})
 	path := filepath.Join(s.cfg.DataDir, AdminKeyFile)
 	created, err := st.Bootstrap(ctx, path)
 	if err != nil {
@@ -74,13 +75,59 @@ func (s *Server) startIdentity(ctx context.Context) error {
 			"keep it, then delete the file", "file", path)
 	}
 	s.authn.SetStore(st)
+	s.revoker.Add(1)
+	go s.closeRevoked(st)
 	return nil
+}
+
+// closeRevoked closes, on this node, the connections of every user whose
+// key a change of the store revoked — a removal or rotation written by
+// any node — once this node's snapshot refuses the old key (an expiry is
+// the NATS server's connection deadline, auth/auth.go): the
+// node that answered `semaq user rm` closes its own at once; this is how
+// every other node of a cluster follows. It runs until the store stops.
+func (s *Server) closeRevoked(st *identity.Store) {
+	defer s.revoker.Done()
+	keys := func() map[string]map[string]bool {
+		out := map[string]map[string]bool{}
+		for _, u := range st.List() {
+			out[u.Name] = map[string]bool{}
+			for _, k := range u.Keys {
+				out[u.Name][k.ID] = true
+			}
+		}
+		return out
+	}
+	changed := st.Changed()
+	prev := keys()
+	for {
+		select {
+		case <-changed:
+		case <-s.revokerStop:
+			return
+		}
+		changed = st.Changed()
+		cur := keys()
+		for name, ids := range prev {
+			for id := range ids {
+				if !cur[name][id] {
+					if n := s.closeUserConns(name); n > 0 {
+						s.log.Info("auth: closed the connections of a revoked key", "user", name, "key_id", id, "closed_connections", n)
+					}
+					break
+				}
+			}
+		}
+		prev = cur
+	}
 }
 
 func (s *Server) stopIdentity(ctx context.Context) error {
 	if s.identities == nil {
 		return nil
 	}
+	close(s.revokerStop)
+	s.revoker.Wait()
 	return s.identities.Close(ctx)
 }
 

@@ -109,6 +109,13 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	return &Store{kv: kv, state: f, now: time.Now}, nil
 }
 
+// Changed returns a channel closed when the store's snapshot next
+// changes (a write on any node): take it, read the store, then wait on it.
+func (s *Store) Changed() <-chan struct{} { return s.state.Changed() }
+
+// Stopped reports whether the store's watcher has stopped.
+func (s *Store) Stopped() bool { return s.state.Closed() }
+
 // Close stops the watcher; the last snapshot keeps authenticating.
 func (s *Store) Close(context.Context) error { return s.state.Close() }
 
