@@ -63,6 +63,7 @@ type Server struct {
 	tenancy     *tenancy            // the accounts of store users with auth on (tenancy.go)
 	revoker     sync.WaitGroup      // closeRevoked (server_identity.go)
 	revokerStop chan struct{}       // closed by stopIdentity
+	revoking    sync.Map            // user names the user API revokes now → struct{}
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 

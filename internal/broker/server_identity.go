@@ -80,6 +80,14 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	return nil
 }
 
+// revokingHere marks name as being revoked by this node's user API, whose
+// handler closes and counts the user's connections itself; the returned
+// func unmarks it.
+func (s *Server) revokingHere(name string) func() {
+	s.revoking.Store(name, struct{}{})
+	return func() { s.revoking.Delete(name) }
+}
+
 // closeRevoked closes, on this node, the connections of every user whose
 // key a change of the store revoked — a removal or rotation written by
 // any node — once this node's snapshot refuses the old key (an expiry is
@@ -109,6 +117,9 @@ func (s *Server) closeRevoked(st *identity.Store) {
 		changed = st.Changed()
 		cur := keys()
 		for name, ids := range prev {
+			if _, here := s.revoking.Load(name); here {
+				continue // the handler closes them and counts them
+			}
 			for id := range ids {
 				if !cur[name][id] {
 					if n := s.closeUserConns(name); n > 0 {
@@ -168,6 +179,7 @@ func (s *Server) userHandlers() api.Handlers {
 			return u.Info(), nil
 		}, nil),
 		semaq.APIUserRemove: api.Op(s.log, "user rm", func(ctx context.Context, r *semaq.UserRemoveRequest) (any, error) {
+			defer s.revokingHere(r.Name)()
 			if err := st.Remove(ctx, r.Name); err != nil {
 				return nil, err
 			}
@@ -176,6 +188,7 @@ func (s *Server) userHandlers() api.Handlers {
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
 		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (any, error) {
+			defer s.revokingHere(r.Name)()
 			u, k, err := st.Rotate(ctx, r.Name, r.ExpiresIn)
 			if err != nil {
 				return nil, err

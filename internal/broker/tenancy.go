@@ -134,6 +134,9 @@ func (t *tenancy) isUserAccount(account string) bool {
 
 // tenantOf is the tenant of a user account ("" for noTenantAccount).
 func (t *tenancy) tenantOf(account string) string {
+	if account == noTenantAccount {
+		return ""
+	}
 	return strings.TrimPrefix(account, tenantAccountPrefix)
 }
 
