@@ -95,6 +95,11 @@ type Config struct {
 	TokenMaxStreams       int   `yaml:"token_max_streams"`
 	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
 	HTTPMaxConns int `yaml:"http_max_conns"`
+	// AuditMaxAge and AuditMaxBytes bound SQ_AUDIT, the record of admin
+	// changes (docs/security.md, Audit); past either the oldest records
+	// go. 0 keeps each default: 90 days, 256 MiB.
+	AuditMaxAge   time.Duration `yaml:"audit_max_age"`
+	AuditMaxBytes int64         `yaml:"audit_max_bytes"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (with its chain)
 	// and private key both client ports serve (NATS and HTTP); set both or
@@ -188,6 +193,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TokenMaxBytes < 0 || c.TokenStreamMaxBytes < 0 || c.TokenStreamMaxRecords < 0 || c.TokenMaxStreams < 0 {
 		return errors.New("token_max_bytes, token_stream_max_bytes, token_stream_max_records and token_max_streams may not be negative")
+	}
+	if c.AuditMaxAge < 0 || (c.AuditMaxAge > 0 && c.AuditMaxAge < time.Minute) {
+		return fmt.Errorf("audit_max_age: %s is under one minute", c.AuditMaxAge)
+	}
+	if c.AuditMaxBytes < 0 || (c.AuditMaxBytes > 0 && c.AuditMaxBytes < 1<<20) {
+		return fmt.Errorf("audit_max_bytes: %d is under 1048576 (1 MiB)", c.AuditMaxBytes)
 	}
 	if c.HTTPMaxConns < 0 {
 		return fmt.Errorf("http_max_conns: %d is negative", c.HTTPMaxConns)

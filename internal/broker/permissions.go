@@ -41,6 +41,7 @@ var internalStreams = []string{
 	"KV_" + reserved.AgentBucket,
 	"KV_" + reserved.UserBucket,
 	"KV_SQ_SCHEMAS",
+	reserved.AuditStream,
 }
 
 // internalConsumers are consumers SemaQ creates under fixed names on user
@@ -77,6 +78,13 @@ func reservedForBroker() []string {
 		"$JS.API.DIRECT.GET.KV_" + reserved.UserBucket + ".>",
 		"$JS.API.STREAM.MSG.GET.KV_" + reserved.UserBucket,
 		"$JS.API.CONSUMER.CREATE.KV_" + reserved.UserBucket,
+		// The audit records: admins read them through $SQ.API.AUDIT.LIST,
+		// nobody reads the stream itself (its writes are storage's:
+		// reserved.AuditPrefix is under $SQ.w.).
+		"$JS.API.DIRECT.GET." + reserved.AuditStream,
+		"$JS.API.DIRECT.GET." + reserved.AuditStream + ".>",
+		"$JS.API.STREAM.MSG.GET." + reserved.AuditStream,
+		"$JS.API.CONSUMER.CREATE." + reserved.AuditStream,
 	}, brokerInboxes...)
 }
 

@@ -57,7 +57,8 @@ func queueConfigOf(c *jetstream.StreamConfig) (semaq.QueueConfig, bool) {
 
 func (s *Server) apiQueueCreate(m *nats.Msg) {
 	name := api.LastToken(m.Subject)
-	api.Op(s.log, "queue create", func(ctx context.Context, req *semaq.QueueConfig) (any, error) {
+	api.Op(s.log, "queue create", func(ctx context.Context, req *semaq.QueueConfig) (out any, err error) {
+		defer s.audit(ctx, semaq.AuditOpQueueCreate, name)(&out, &err)
 		if req.Name == "" {
 			req.Name = name
 		}
@@ -290,7 +291,8 @@ func (s *Server) apiQueueList(m *nats.Msg) {
 
 func (s *Server) apiQueueDelete(m *nats.Msg) {
 	name := api.LastToken(m.Subject)
-	api.Op(s.log, "queue delete", func(ctx context.Context, _ *struct{}) (any, error) {
+	api.Op(s.log, "queue delete", func(ctx context.Context, _ *struct{}) (out any, err error) {
+		defer s.audit(ctx, semaq.AuditOpQueueDelete, name)(&out, &err)
 		s.streamsMu.Lock()
 		defer s.streamsMu.Unlock()
 		st, err := s.js.Stream(ctx, name)

@@ -18,20 +18,23 @@ import (
 // s.reg when a request arrives; without a registry they answer 503.
 func (s *Server) schemaHandlers() map[string]nats.MsgHandler {
 	return map[string]nats.MsgHandler{
-		semaq.APISchemaRegister:  schemaOp(s, "register", apiSchemaRegister),
+		semaq.APISchemaRegister:  schemaOp(s, "register", audited(s, semaq.AuditOpSchemaRegister, func(r *semaq.SchemaRegisterRequest) string { return r.Subject }, apiSchemaRegister)),
 		semaq.APISchemaGet:       schemaOp(s, "get", apiSchemaGet),
 		semaq.APISchemaSubjects:  schemaOp(s, "subjects", apiSchemaSubjects),
 		semaq.APISchemaVersions:  schemaOp(s, "versions", apiSchemaVersions),
 		semaq.APISchemaCheck:     schemaOp(s, "check", apiSchemaCheck),
 		semaq.APISchemaConfigGet: schemaOp(s, "config get", apiSchemaConfigGet),
-		semaq.APISchemaConfigSet: schemaOp(s, "config set", apiSchemaConfigSet),
-		semaq.APISchemaDelete:    schemaOp(s, "delete", apiSchemaDelete),
-		semaq.APISchemaBind:      schemaOp(s, "bind", apiSchemaBind),
-		semaq.APISchemaUnbind:    schemaOp(s, "unbind", apiSchemaUnbind),
+		semaq.APISchemaConfigSet: schemaOp(s, "config set", audited(s, semaq.AuditOpSchemaConfigSet, func(r *semaq.SchemaConfig) string { return r.Subject }, apiSchemaConfigSet)),
+		semaq.APISchemaDelete:    schemaOp(s, "delete", audited(s, semaq.AuditOpSchemaDelete, func(r *semaq.SchemaDeleteRequest) string { return r.Subject }, apiSchemaDelete)),
+		semaq.APISchemaBind:      schemaOp(s, "bind", audited(s, semaq.AuditOpSchemaBind, bindingPattern, apiSchemaBind)),
+		semaq.APISchemaUnbind:    schemaOp(s, "unbind", audited(s, semaq.AuditOpSchemaUnbind, bindingPattern, apiSchemaUnbind)),
 		semaq.APISchemaBindings:  schemaOp(s, "bindings", apiSchemaBindings),
 		semaq.APISchemaLookup:    schemaOp(s, "lookup", apiSchemaLookup),
 	}
 }
+
+// bindingPattern is what a bind or unbind changes, for its audit record.
+func bindingPattern(b *semaq.SchemaBinding) string { return b.Pattern }
 
 // schemaOp adapts one registry operation to a NATS handler: it decodes the
 // request (an empty body is the zero request), runs op with a bounded

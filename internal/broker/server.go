@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/auth"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
@@ -41,22 +42,23 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	ns      *server.Server
-	users   nodeUsers  // the node's own NATS users (permissions.go)
-	nc      *nats.Conn // internal connection of the semantic layer
-	egress  *nats.Conn // sends to subjects clients chose (permissions.go)
-	js      jetstream.JetStream
-	ingress *ingress
-	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
-	routes  *routes.Router     // route rules (internal/broker/routes)
-	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
-	agents  *agentTable        // agent capability registry (agents.go)
-	apiSubs []*nats.Subscription
-	filters *filter.Service    // filtered subscriptions (filter/)
-	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
-	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
-	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	ns       *server.Server
+	users    nodeUsers  // the node's own NATS users (permissions.go)
+	nc       *nats.Conn // internal connection of the semantic layer
+	egress   *nats.Conn // sends to subjects clients chose (permissions.go)
+	js       jetstream.JetStream
+	ingress  *ingress
+	reg      *registry.Registry // schema registry: schema-on-write, REST and NATS API
+	routes   *routes.Router     // route rules (internal/broker/routes)
+	dlq      *dlq.Store         // dead letters (internal/broker/dlq)
+	agents   *agentTable        // agent capability registry (agents.go)
+	apiSubs  []*nats.Subscription
+	filters  *filter.Service    // filtered subscriptions (filter/)
+	queues   queues             // work-queue dispatchers (queue.go, package dispatch)
+	metrics  *metrics.Metrics   // Prometheus metrics (observe.go)
+	tracing  *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
+	tokens   *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	auditLog *audit.Log         // the record of admin changes (audit.go, audit/)
 
 	authn       *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
 	identities  *identity.Store     // users and keys with auth on (internal/identity)
@@ -197,6 +199,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		s.ingress.principal = s.principal
 	}
 	if err := s.observeIngress(); err != nil {
+		return err
+	}
+	if err := s.startAudit(ctx); err != nil {
 		return err
 	}
 	if err := s.startRoutes(ctx); err != nil {
@@ -390,6 +395,9 @@ func (s *Server) stop(ctx context.Context) error {
 	}
 	if err := s.stopIdentity(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("identities: %w", err))
+	}
+	if err := s.stopAudit(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("audit: %w", err))
 	}
 	if s.reg != nil {
 		if err := s.reg.Close(); err != nil {

@@ -23,6 +23,7 @@ func (s *Server) startDLQ(ctx context.Context) error {
 		Conn:          s.nc,
 		IsSemaqStream: isSemaqStream,
 		OnDeadLetter:  s.metrics.DeadLetter,
+		Audit:         s.audit,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -156,7 +156,8 @@ func (s *Server) userHandlers() api.Handlers {
 	}
 	st := s.identities
 	return api.Handlers{
-		semaq.APIUserAdd: api.Op(s.log, "user add", func(ctx context.Context, r *semaq.UserAddRequest) (any, error) {
+		semaq.APIUserAdd: api.Op(s.log, "user add", func(ctx context.Context, r *semaq.UserAddRequest) (out any, err error) {
+			defer s.audit(ctx, semaq.AuditOpUserAdd, r.Name)(&out, &err)
 			u, k, err := st.Add(ctx, *r)
 			if err != nil {
 				return nil, err
@@ -178,7 +179,8 @@ func (s *Server) userHandlers() api.Handlers {
 			}
 			return u.Info(), nil
 		}, nil),
-		semaq.APIUserRemove: api.Op(s.log, "user rm", func(ctx context.Context, r *semaq.UserRemoveRequest) (any, error) {
+		semaq.APIUserRemove: api.Op(s.log, "user rm", func(ctx context.Context, r *semaq.UserRemoveRequest) (out any, err error) {
+			defer s.audit(ctx, semaq.AuditOpUserRemove, r.Name)(&out, &err)
 			defer s.revokingHere(r.Name)()
 			if err := st.Remove(ctx, r.Name); err != nil {
 				return nil, err
@@ -187,7 +189,8 @@ func (s *Server) userHandlers() api.Handlers {
 			s.log.Info("auth: user removed", "user", r.Name, "closed_connections", n)
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
-		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (any, error) {
+		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (out any, err error) {
+			defer s.audit(ctx, semaq.AuditOpKeyRotate, r.Name)(&out, &err)
 			defer s.revokingHere(r.Name)()
 			u, k, err := st.Rotate(ctx, r.Name, r.ExpiresIn)
 			if err != nil {

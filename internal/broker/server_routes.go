@@ -34,6 +34,7 @@ func (s *Server) startRoutes(ctx context.Context) error {
 		StreamSubjects:   s.ingress.streamSubjects,
 		StreamsCapturing: s.streamsCapturing,
 		Check:            s.routeCheck,
+		Audit:            s.audit,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

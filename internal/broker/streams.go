@@ -37,6 +37,7 @@ func (s *Server) startAPI() error {
 		s.queueHandlers(),
 		s.tokens.Handlers(),
 		s.userHandlers(),
+		s.auditHandlers(),
 	)
 	for subj, h := range handlers {
 		// Requests come in, and replies go out, on the egress connection:
@@ -275,7 +276,8 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 	return out
 }
 
-func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamConfig) (any, error) {
+func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamConfig) (out any, err error) {
+	defer s.audit(ctx, semaq.AuditOpStreamCreate, name)(&out, &err)
 	if req.Name == "" {
 		req.Name = name
 	}
@@ -334,7 +336,8 @@ func (s *Server) apiInfo(ctx context.Context, name string, _ *anyBody) (any, err
 	return s.streamInfo(info), nil
 }
 
-func (s *Server) apiDelete(ctx context.Context, name string, _ *anyBody) (any, error) {
+func (s *Server) apiDelete(ctx context.Context, name string, _ *anyBody) (out any, err error) {
+	defer s.audit(ctx, semaq.AuditOpStreamDelete, name)(&out, &err)
 	s.streamsMu.Lock()
 	defer s.streamsMu.Unlock()
 	info, err := s.semaqStream(ctx, name)

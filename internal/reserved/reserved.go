@@ -13,6 +13,12 @@ const (
 	// TokenStorePrefix is where the token relay stores records; SQ_TOKENS
 	// captures it and stores under semaq.TokenPrefix.
 	TokenStorePrefix = StoragePrefix + "$tok."
+	// AuditStream keeps the audit records, one per admin change
+	// (docs/security.md, Audit), under AuditPrefix+<op>. Only the broker
+	// writes it (AuditPrefix is in storage) and no client reads it but
+	// through $SQ.API.AUDIT.LIST.
+	AuditStream = "SQ_AUDIT"
+	AuditPrefix = StoragePrefix + "$audit."
 
 	// IngressQueueGroup is the queue group of every node's ingress
 	// subscriptions: each published message is taken by one node.

@@ -71,6 +71,16 @@ func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req
 	}
 }
 
+// AuditFunc records one admin change (docs/security.md, Audit). A handler
+// calls it before acting, with the operation (semaq.AuditOp*) and the name
+// of what it changes, and defers the function it returns with its named
+// results: the record is written when the handler returns, with what the
+// change left and the error if it was refused.
+type AuditFunc func(ctx context.Context, op, target string) func(out *any, err *error)
+
+// NoAudit records nothing: the AuditFunc of a subsystem given none.
+func NoAudit(context.Context, string, string) func(*any, *error) { return func(*any, *error) {} }
+
 // NamedOp is Op for the verbs whose subject ends in the name they act on
 // ($SQ.API.STREAM.INFO.<name>): op gets that name with the request.
 func NamedOp[Req any](log *slog.Logger, what string, op func(ctx context.Context, name string, req *Req) (any, error), mapErr func(error) *semaq.APIError) nats.MsgHandler {

@@ -35,6 +35,21 @@ func handler[Req any](s *Store, name string, op func(ctx context.Context, req *R
 	return api.Op(s.log, "dlq "+name, op, api.Error("dlq "+name))
 }
 
+// auditTarget names the dead letters a purge or replay acts on, for its
+// audit record: "seq 42", "ORDERS/billing", "ORDERS", or "*" for all.
+func auditTarget(seq uint64, stream, consumer string) string {
+	switch {
+	case seq != 0:
+		return "seq " + strconv.FormatUint(seq, 10)
+	case stream == "" && consumer == "":
+		return "*"
+	case consumer == "":
+		return stream
+	default:
+		return stream + "/" + consumer
+	}
+}
+
 // subjectFilter is the SQ_DLQ subject of the dead letters of stream and
 // consumer; empty names match all.
 func subjectFilter(stream, consumer string) (string, error) {
@@ -190,7 +205,8 @@ func (s *Store) get(ctx context.Context, req *semaq.DLQGetRequest) (any, error) 
 	return d, nil
 }
 
-func (s *Store) replay(ctx context.Context, req *semaq.DLQReplayRequest) (any, error) {
+func (s *Store) replay(ctx context.Context, req *semaq.DLQReplayRequest) (res any, err error) {
+	defer s.deps.Audit(ctx, semaq.AuditOpDLQReplay, auditTarget(req.Seq, req.Stream, req.Consumer))(&res, &err)
 	if !req.All {
 		if req.Stream != "" || req.Consumer != "" || req.After != 0 {
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq replay: stream, consumer and after go with all")
@@ -342,7 +358,8 @@ func (s *Store) deleteDeadLetter(ctx context.Context, seq uint64) error {
 	return err
 }
 
-func (s *Store) purge(ctx context.Context, req *semaq.DLQPurgeRequest) (any, error) {
+func (s *Store) purge(ctx context.Context, req *semaq.DLQPurgeRequest) (out any, err error) {
+	defer s.deps.Audit(ctx, semaq.AuditOpDLQPurge, auditTarget(req.Seq, req.Stream, req.Consumer))(&out, &err)
 	if req.Seq != 0 {
 		if req.Stream != "" || req.Consumer != "" {
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq purge: give a seq or a stream and consumer, not both")

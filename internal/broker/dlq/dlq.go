@@ -109,6 +109,9 @@ type Deps struct {
 	// OnDeadLetter counts a dead letter stored from an advisory or a
 	// capture (not those Put stores for a caller). Nil counts nothing.
 	OnDeadLetter func(stream, reason string)
+	// Audit records each purge and replay (docs/security.md, Audit). Nil
+	// records nothing.
+	Audit api.AuditFunc
 }
 
 // Store is a node's dead-letter queue: the advisory subscriptions, the
@@ -132,6 +135,9 @@ func Open(ctx context.Context, deps Deps) (*Store, error) {
 	}
 	if deps.OnDeadLetter == nil {
 		deps.OnDeadLetter = func(string, string) {}
+	}
+	if deps.Audit == nil {
+		deps.Audit = api.NoAudit
 	}
 	s := &Store{log: deps.Log, deps: deps, stop: make(chan struct{})}
 	if _, err := deps.JS.CreateOrUpdateStream(ctx, streamConfig()); err != nil {

@@ -32,7 +32,8 @@ func badRoute(name string, err error) *semaq.APIError {
 	return semaq.NewAPIError(semaq.ErrBadRoute, "route %s: %v", name, err)
 }
 
-func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (any, error) {
+func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (out any, err error) {
+	defer rt.deps.Audit(ctx, semaq.AuditOpRouteAdd, req.Route.Name)(&out, &err)
 	d := req.Route
 	r, err := compileRule(rt.env, d)
 	if err != nil {
@@ -89,7 +90,8 @@ func (rt *Router) list(_ context.Context, _ *struct{}) (any, error) {
 	return out, nil
 }
 
-func (rt *Router) remove(ctx context.Context, req *semaq.RouteDeleteRequest) (any, error) {
+func (rt *Router) remove(ctx context.Context, req *semaq.RouteDeleteRequest) (out any, err error) {
+	defer rt.deps.Audit(ctx, semaq.AuditOpRouteDelete, req.Name)(&out, &err)
 	if err := semaq.CheckRouteName(req.Name); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "route delete: %v", err)
 	}

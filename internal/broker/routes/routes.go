@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
@@ -69,6 +70,9 @@ type Deps struct {
 	// its headers as the ingress would: the refusal's description, "" when
 	// the message passes. Nil checks nothing.
 	Check func(m *nats.Msg) string
+	// Audit records each rule added or deleted (docs/security.md, Audit).
+	// Nil records nothing.
+	Audit api.AuditFunc
 }
 
 // Router owns the rule bucket, its watcher, the current table and the
@@ -90,6 +94,9 @@ type Router struct {
 func Open(ctx context.Context, deps Deps) (*Router, error) {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Audit == nil {
+		deps.Audit = api.NoAudit
 	}
 	ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 	defer cancel()

@@ -1,0 +1,109 @@
+package semaq
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The audit API: the record of admin changes (docs/security.md, Audit).
+// Only the admin role may call it.
+const (
+	APIAuditList = "$SQ.API.AUDIT.LIST" // AuditListRequest -> AuditListResponse
+)
+
+// The operations an audit record names.
+const (
+	AuditOpStreamCreate    = "stream.create"
+	AuditOpStreamDelete    = "stream.delete"
+	AuditOpQueueCreate     = "queue.create"
+	AuditOpQueueDelete     = "queue.delete"
+	AuditOpSchemaRegister  = "schema.register"
+	AuditOpSchemaDelete    = "schema.delete"
+	AuditOpSchemaConfigSet = "schema.config.set"
+	AuditOpSchemaBind      = "schema.bind"
+	AuditOpSchemaUnbind    = "schema.unbind"
+	AuditOpRouteAdd        = "route.add"
+	AuditOpRouteDelete     = "route.delete"
+	AuditOpUserAdd         = "user.add"
+	AuditOpUserRemove      = "user.rm"
+	AuditOpKeyRotate       = "key.rotate"
+	AuditOpDLQPurge        = "dlq.purge"
+	AuditOpDLQReplay       = "dlq.replay"
+)
+
+// AuditOps are every operation an audit record may name, in the order
+// docs/security.md lists them.
+var AuditOps = []string{
+	AuditOpStreamCreate, AuditOpStreamDelete, AuditOpQueueCreate, AuditOpQueueDelete,
+	AuditOpSchemaRegister, AuditOpSchemaDelete, AuditOpSchemaConfigSet, AuditOpSchemaBind, AuditOpSchemaUnbind,
+	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
+	AuditOpDLQPurge, AuditOpDLQReplay,
+}
+
+// Outcomes of an audited change.
+const (
+	AuditOK      = "ok"      // the change was made
+	AuditRefused = "refused" // the broker refused it; Error says why
+)
+
+// AuditPrincipal is who asked for a change: Who is anonymous (auth off),
+// node (the node's own users and operators) or user (a store user, with
+// its tenant and role).
+type AuditPrincipal struct {
+	Who    string `json:"who"`
+	User   string `json:"user,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	Role   string `json:"role,omitempty"`
+}
+
+// Name is the principal as `semaq audit ls --user` matches it: the user's
+// name, or "node" or "anonymous".
+func (p AuditPrincipal) Name() string {
+	if p.User != "" {
+		return p.User
+	}
+	return p.Who
+}
+
+// AuditRecord is one admin change. Before and After are the JSON of what
+// the change is about (a stream's or queue's configuration, a schema
+// subject's latest version, a route, a user without key material) as the
+// broker read it before and after; null where there was nothing. A
+// record never holds a key or a secret: a key rotation names the key IDs
+// only.
+type AuditRecord struct {
+	// Seq is the record's sequence in AuditStream (set when listed).
+	Seq       uint64          `json:"seq,omitempty"`
+	Time      time.Time       `json:"time"`
+	Node      string          `json:"node,omitempty"`
+	Principal AuditPrincipal  `json:"principal"`
+	Op        string          `json:"op"`
+	Target    string          `json:"target"`
+	Outcome   string          `json:"outcome"`
+	Error     string          `json:"error,omitempty"`
+	Before    json.RawMessage `json:"before,omitempty"`
+	After     json.RawMessage `json:"after,omitempty"`
+}
+
+// AuditListRequest selects audit records: those at or after Since (zero:
+// from the first), of principal User (AuditPrincipal.Name) and operation
+// Op when set; the newest Limit of them (0 means 100; at most 1000).
+type AuditListRequest struct {
+	Since time.Time `json:"since,omitzero"`
+	User  string    `json:"user,omitempty"`
+	Op    string    `json:"op,omitempty"`
+	Limit int       `json:"limit,omitempty"`
+}
+
+// Bounds of AuditListRequest.Limit.
+const (
+	AuditListDefault = 100
+	AuditListMax     = 1000
+)
+
+// AuditListResponse is the records selected, oldest first; More says
+// older ones matched beyond Limit.
+type AuditListResponse struct {
+	Records []AuditRecord `json:"records"`
+	More    bool          `json:"more,omitempty"`
+}
