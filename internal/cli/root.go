@@ -99,6 +99,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newCancelCmd(e),
 		newUserCmd(e),
 		newKeyCmd(e),
+		newAuditCmd(e),
 		newVersionCmd(e),
 	)
 	cmdusage.Explain(root)

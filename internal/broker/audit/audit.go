@@ -10,6 +10,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -127,9 +128,9 @@ func Value(v any) json.RawMessage {
 	if v == nil {
 		return nil
 	}
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	if err != nil {
-		b, _ = json.Marshal(map[string]string{"unencodable": err.Error()})
+		b, _ = marshal(map[string]string{"unencodable": err.Error()})
 	}
 	if string(b) == "null" {
 		return nil
@@ -143,6 +144,18 @@ func Value(v any) json.RawMessage {
 		}{true, len(b), hex.EncodeToString(sum[:])})
 	}
 	return b
+}
+
+// marshal is json.Marshal without HTML escapes: subjects keep their '>'
+// in the stored bytes.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func cut(s string) string {
@@ -183,7 +196,7 @@ func (l *Log) write(ctx context.Context, rec semaq.AuditRecord) error {
 	if err := checkOp(rec.Op); err != nil {
 		return err
 	}
-	b, err := json.Marshal(rec)
+	b, err := marshal(rec)
 	if err != nil {
 		return err
 	}
