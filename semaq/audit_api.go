@@ -73,16 +73,20 @@ func (p AuditPrincipal) Name() string {
 // only.
 type AuditRecord struct {
 	// Seq is the record's sequence in AuditStream (set when listed).
-	Seq       uint64          `json:"seq,omitempty"`
-	Time      time.Time       `json:"time"`
-	Node      string          `json:"node,omitempty"`
-	Principal AuditPrincipal  `json:"principal"`
-	Op        string          `json:"op"`
-	Target    string          `json:"target"`
-	Outcome   string          `json:"outcome"`
-	Error     string          `json:"error,omitempty"`
-	Before    json.RawMessage `json:"before,omitempty"`
-	After     json.RawMessage `json:"after,omitempty"`
+	Seq       uint64         `json:"seq,omitempty"`
+	Time      time.Time      `json:"time"`
+	Node      string         `json:"node,omitempty"`
+	Principal AuditPrincipal `json:"principal"`
+	// Door is "http" for a change the HTTP door made in process (schema
+	// registry writes); empty for changes asked on $SQ.API, whichever
+	// door sent them.
+	Door    string          `json:"door,omitempty"`
+	Op      string          `json:"op"`
+	Target  string          `json:"target"`
+	Outcome string          `json:"outcome"`
+	Error   string          `json:"error,omitempty"`
+	Before  json.RawMessage `json:"before,omitempty"`
+	After   json.RawMessage `json:"after,omitempty"`
 }
 
 // AuditListRequest selects audit records: those at or after Since (zero:

@@ -67,10 +67,14 @@ func (s *Server) auditHandlers() api.Handlers {
 
 // audit is the node's api.AuditFunc: see the top of this file.
 func (s *Server) audit(ctx context.Context, op, target string) func(out *any, err *error) {
+	return s.auditAs(ctx, s.principal(api.RequestHeader(ctx)), "", op, target)
+}
+
+// auditAs is audit for a change asked by p through door ("" for $SQ.API).
+func (s *Server) auditAs(ctx context.Context, p api.Principal, door, op, target string) func(out *any, err *error) {
 	if s.auditLog == nil {
 		return func(*any, *error) {}
 	}
-	p := s.principal(api.RequestHeader(ctx))
 	read := s.auditReader(op)
 	var before json.RawMessage
 	if read != nil {
@@ -80,7 +84,7 @@ func (s *Server) audit(ctx context.Context, op, target string) func(out *any, er
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditWriteTimeout)
 		defer cancel()
 		rec := semaq.AuditRecord{
-			Time: time.Now().UTC(), Node: s.ns.Name(), Op: op, Target: target, Outcome: semaq.AuditOK, Before: before,
+			Time: time.Now().UTC(), Node: s.ns.Name(), Door: door, Op: op, Target: target, Outcome: semaq.AuditOK, Before: before,
 			Principal: semaq.AuditPrincipal{Who: string(p.Who), User: p.User, Tenant: p.Tenant, Role: p.Role},
 		}
 		switch {

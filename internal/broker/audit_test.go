@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -266,6 +268,97 @@ func TestAuditConfigBounds(t *testing.T) {
 		tc.set(&cfg)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v, want an error naming %s", err, tc.want)
+		}
+	}
+}
+
+// The schema registry's REST API writes in process: its changes are
+// recorded with door http, refusals with the registry's message; reads
+// leave nothing, and the front door's metrics still name each route.
+func TestAuditRegistryOverHTTP(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	base := "http://" + s.HTTPAddr()
+	do := func(method, path, body string) int {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	steps := []struct {
+		method, path, body string
+		code               int
+		op, target, out    string
+	}{
+		{"POST", "/subjects/orders-value/versions", `{"schema":"{\"type\":\"object\"}","schemaType":"JSON"}`, 200, semaq.AuditOpSchemaRegister, "orders-value", semaq.AuditOK},
+		{"GET", "/subjects/orders-value/versions", "", 200, "", "", ""},
+		{"PUT", "/config/orders-value", `{"compatibility":"FULL"}`, 200, semaq.AuditOpSchemaConfigSet, "orders-value", semaq.AuditOK},
+		{"PUT", "/config", `{"compatibility":"NONE"}`, 200, semaq.AuditOpSchemaConfigSet, "", semaq.AuditOK},
+		{"POST", "/subjects/orders-value/versions", `{"schema":"{not json","schemaType":"JSON"}`, 422, semaq.AuditOpSchemaRegister, "orders-value", semaq.AuditRefused},
+		{"DELETE", "/subjects/orders-value/versions/1", "", 200, semaq.AuditOpSchemaDelete, "orders-value", semaq.AuditOK},
+		{"DELETE", "/subjects/nothing-here", "", 404, semaq.AuditOpSchemaDelete, "nothing-here", semaq.AuditRefused},
+		{"GET", "/nowhere-in-the-registry", "", 404, "", "", ""},
+		{"PATCH", "/subjects/orders-value", "", 405, "", "", ""},
+	}
+	n := 0
+	for i, st := range steps {
+		if code := do(st.method, st.path, st.body); code != st.code {
+			t.Fatalf("step %d: %s %s: %d, want %d", i, st.method, st.path, code, st.code)
+		}
+		recs := auditList(t, c, semaq.AuditListRequest{}).Records
+		if st.op == "" {
+			if len(recs) != n {
+				t.Fatalf("step %d: %s %s left a record", i, st.method, st.path)
+			}
+			continue
+		}
+		n++
+		if len(recs) != n {
+			t.Fatalf("step %d: %d records, want %d", i, len(recs), n)
+		}
+		r := recs[n-1]
+		if r.Op != st.op || r.Target != st.target || r.Outcome != st.out || r.Door != "http" || r.Principal.Who != "anonymous" {
+			t.Fatalf("step %d: record %+v", i, r)
+		}
+		if st.out == semaq.AuditRefused && (r.Error == "" || strings.HasPrefix(r.Error, "HTTP ")) {
+			t.Errorf("step %d: the registry's message is not recorded: %q", i, r.Error)
+		}
+	}
+	recs := auditList(t, c, semaq.AuditListRequest{Op: semaq.AuditOpSchemaConfigSet}).Records
+	if field(t, recs[0].Before, "compatibility") != "BACKWARD" || field(t, recs[0].After, "compatibility") != "FULL" {
+		t.Errorf("config set over HTTP: before %s, after %s", recs[0].Before, recs[0].After)
+	}
+	mf, err := s.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := map[string]bool{}
+	for _, f := range mf {
+		if f.GetName() != "semaq_http_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "route" {
+					routes[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	for _, want := range []string{"POST /subjects/{subject}/versions", "GET /subjects/{subject}/versions", "PUT /config/{subject}", "DELETE /subjects/{subject}"} {
+		if !routes[want] {
+			t.Errorf("semaq_http_requests_total has no route %q: %v", want, routes)
 		}
 	}
 }

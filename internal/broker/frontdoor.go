@@ -80,7 +80,7 @@ func (s *Server) startFrontDoor(ctx context.Context) error {
 		Log:     s.log,
 		Connect: []nats.Option{nats.InProcessServer(s.ns), s.users.front.auth(), nats.Name("semaq-http")},
 		Ready:   s.ready,
-		Routes:  s.reg.Routes,
+		Routes:  s.registryRoutes,
 		Metrics: s.metrics,
 		Tracing: s.tracing,
 		TLS:     s.tls.httpListener(),

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -184,4 +186,48 @@ func TestAuditClosedToNonAdmins(t *testing.T) {
 			t.Fatalf("admin list: %v, %+v", err, resp)
 		}
 	})
+}
+
+// Over the HTTP door the key names the user: an admin's registry write is
+// recorded under its name; a reader's is refused before it reaches the
+// registry (403) and leaves no record.
+func TestAuditHTTPRecordsTheKeysUser(t *testing.T) {
+	s, admin := authBroker(t)
+	reader := addUser(t, admin, semaq.UserAddRequest{Name: "alice", Tenant: "acme", Role: semaq.RoleReader, Subjects: []string{"x.>"}})
+	post := func(key string) int {
+		t.Helper()
+		req, err := http.NewRequest("POST", "http://"+s.HTTPAddr()+"/subjects/orders-value/versions",
+			strings.NewReader(`{"schema":"{\"type\":\"object\"}","schemaType":"JSON"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(reader); code != http.StatusForbidden {
+		t.Fatalf("a reader's registry write: %d", code)
+	}
+	if code := post(brokertest.AdminKey(t, s)); code != http.StatusOK {
+		t.Fatalf("the admin's registry write: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := admin.Audit(ctx, semaq.AuditListRequest{Op: "schema"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := semaq.AuditPrincipal{Who: "user", User: "admin", Role: semaq.RoleAdmin}
+	if len(resp.Records) != 1 || resp.Records[0].Principal != want || resp.Records[0].Door != "http" || resp.Records[0].Outcome != semaq.AuditOK {
+		t.Fatalf("records: %+v", resp.Records)
+	}
+	if byUser, err := admin.Audit(ctx, semaq.AuditListRequest{User: "admin"}); err != nil || len(byUser.Records) != 1 {
+		t.Fatalf("--user admin: %v %+v", err, byUser)
+	}
 }

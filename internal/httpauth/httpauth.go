@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
 )
@@ -26,8 +27,10 @@ type Caller struct {
 
 type callerKey struct{}
 
-// WithCaller returns ctx carrying c.
+// WithCaller returns ctx carrying c, and c as the broker's principal
+// (what the broker serves in process records it: the audit).
 func WithCaller(ctx context.Context, c *Caller) context.Context {
+	ctx = api.WithHTTPPrincipal(ctx, api.Principal{Who: api.User, User: c.User, Tenant: c.Tenant, Role: c.Role})
 	return context.WithValue(ctx, callerKey{}, c)
 }
 

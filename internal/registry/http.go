@@ -65,11 +65,15 @@ func (r *Registry) Routes(mux *http.ServeMux) {
 	// Anything else under the registry's paths gets Confluent's 404/405, so
 	// a Confluent client reports the error instead of an empty one, even
 	// where the registry shares a mux with other endpoints.
-	for _, p := range []string{"/subjects", "/subjects/", "/schemas/", "/config", "/config/",
-		"/compatibility/", "/mode", "/mode/", "/contexts", "/contexts/"} {
+	for _, p := range Paths {
 		mux.HandleFunc(p, notFound(mux))
 	}
 }
+
+// Paths are the path prefixes the REST API serves under: Routes answers
+// everything below them, Confluent's 404 or 405 where no route matches.
+var Paths = []string{"/subjects", "/subjects/", "/schemas/", "/config", "/config/",
+	"/compatibility/", "/mode", "/mode/", "/contexts", "/contexts/"}
 
 // getContexts lists schema contexts: the registry has only the default one.
 func (r *Registry) getContexts(*http.Request) (any, error) { return []string{"."}, nil }
