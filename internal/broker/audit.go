@@ -37,11 +37,10 @@ const auditWriteTimeout = 5 * time.Second
 // startAudit creates SQ_AUDIT. Before any handler is served, so no change
 // goes unrecorded.
 func (s *Server) startAudit(ctx context.Context) error {
-	written, failed := s.observeAudit()
 	l, err := audit.Open(ctx, audit.Deps{
 		JS: s.js, Conn: s.nc, Log: s.log.With("component", "audit"),
 		MaxAge: s.cfg.AuditMaxAge, MaxBytes: s.cfg.AuditMaxBytes,
-		Written: written, Failed: failed,
+		Written: s.metrics.AuditRecord, Failed: s.metrics.AuditWriteFailure,
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/logtest"
+	"github.com/semaq/semaq/internal/operator"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -361,4 +364,89 @@ func TestAuditRegistryOverHTTP(t *testing.T) {
 			t.Errorf("semaq_http_requests_total has no route %q: %v", want, routes)
 		}
 	}
+}
+
+// A record that cannot be written does not undo the change: the change
+// is answered as made, the record goes to the log at error level, whole,
+// and semaq_audit_write_failures_total counts it.
+func TestAuditWriteFailureIsLoggedAndCounted(t *testing.T) {
+	var logs logtest.Buffer
+	op, err := operator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := broker.DefaultConfig()
+	cfg.DataDir, cfg.Listen, cfg.HTTP = t.TempDir(), "127.0.0.1:0", ""
+	s, err := broker.New(cfg, slog.New(slog.NewTextHandler(&logs, nil)), op.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	c := brokertest.Connect(t, s)
+	brokertest.AddStream(t, c, "KEPT", "kept.>")
+	if got := (counter(t, s, "semaq_audit_records_total", "ok")); got != 1 {
+		t.Fatalf("semaq_audit_records_total{outcome=ok} = %v, want 1", got)
+	}
+	// JetStream loses the audit stream behind the broker's back.
+	nc, err := op.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, reserved.AuditStream); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.AddStream(t, c, "UNRECORDED", "unrecorded.>")
+	if _, err := c.StreamInfo(ctx, "UNRECORDED"); err != nil {
+		t.Fatalf("the change did not stand: %v", err)
+	}
+	if got := (counter(t, s, "semaq_audit_write_failures_total", "")); got != 1 {
+		t.Fatalf("semaq_audit_write_failures_total = %v, want 1", got)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "could not be stored") {
+			line = l
+		}
+	}
+	for _, want := range []string{"level=ERROR", "op=stream.create", "target=UNRECORDED", "principal=anonymous", "unrecorded.>"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("the error line lacks %q: %s", want, line)
+		}
+	}
+}
+
+// counter is the value of counter family name with label outcome (every
+// series when outcome is "").
+func counter(t *testing.T, s *broker.Server, name, outcome string) float64 {
+	t.Helper()
+	mf, err := s.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := 0.0
+	for _, f := range mf {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			match := outcome == ""
+			for _, l := range m.GetLabel() {
+				match = match || (l.GetName() == "outcome" && l.GetValue() == outcome)
+			}
+			if match {
+				v += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return v
 }

@@ -94,6 +94,8 @@ type Metrics struct {
 	ingressLatency, deliveryLatency, promptTokens *prometheus.HistogramVec
 	deadLetters                                   *prometheus.CounterVec
 	authFailures                                  *prometheus.CounterVec
+	auditRecords                                  *prometheus.CounterVec
+	auditFailures                                 prometheus.Counter
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -142,6 +144,13 @@ func New(o Options) *Metrics {
 		"Messages dead-lettered into SQ_DLQ, by stream and reason.", "stream", "reason")
 	m.authFailures = f.counter("semaq_auth_failures_total",
 		"NATS connections refused by authentication (auth on), by reason: nkey, no_key, bad_key, unknown_key.", "reason")
+	m.auditRecords = f.counter("semaq_audit_records_total",
+		"Audit records stored in SQ_AUDIT, by outcome of the admin change: ok or refused.", "outcome")
+	m.auditRecords.WithLabelValues("ok")
+	m.auditRecords.WithLabelValues("refused")
+	m.auditFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_audit_write_failures_total",
+		Help: "Audit records that could not be stored in SQ_AUDIT; each was logged at error level instead."})
+	m.reg.MustRegister(m.auditFailures)
 	m.httpRequests = f.counter("semaq_http_requests_total",
 		"HTTP front door requests, by route pattern and status code.", "route", "code")
 	m.httpDuration = f.histogram("semaq_http_request_duration_seconds",
@@ -226,6 +235,26 @@ func (m *Metrics) AuthFailure(reason string) {
 		reason = Other
 	}
 	m.authFailures.WithLabelValues(reason).Inc()
+}
+
+// AuditRecord counts one audit record stored; outcome is "ok" or
+// "refused" (anything else counts as refused).
+func (m *Metrics) AuditRecord(outcome string) {
+	if m == nil {
+		return
+	}
+	if outcome != "ok" {
+		outcome = "refused"
+	}
+	m.auditRecords.WithLabelValues(outcome).Inc()
+}
+
+// AuditWriteFailure counts one audit record that could not be stored.
+func (m *Metrics) AuditWriteFailure() {
+	if m == nil {
+		return
+	}
+	m.auditFailures.Inc()
 }
 
 // HTTPRequest records one finished HTTP request. route is the matched
