@@ -450,3 +450,38 @@ func counter(t *testing.T, s *broker.Server, name, outcome string) float64 {
 	}
 	return v
 }
+
+// GET /api/v1/audit is $SQ.API.AUDIT.LIST over HTTP, its filters as query
+// parameters.
+func TestAuditOverHTTP(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	brokertest.AddStream(t, c, "A", "a.>")
+	brokertest.AddStream(t, c, "B", "b.>")
+	get := func(query string) (int, semaq.AuditListResponse) {
+		t.Helper()
+		resp, err := http.Get("http://" + s.HTTPAddr() + "/api/v1/audit" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out semaq.AuditListResponse
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, out
+	}
+	if code, out := get("?op=stream.create&since=1h&user=anonymous&limit=1"); code != 200 || len(out.Records) != 1 || out.Records[0].Target != "B" || !out.More {
+		t.Fatalf("%d %+v", code, out)
+	}
+	if code, out := get(""); code != 200 || len(out.Records) != 2 {
+		t.Fatalf("%d %+v", code, out)
+	}
+	for _, q := range []string{"?limit=x", "?limit=5000", "?since=yesterday", "?since=-1h", "?op=nothing"} {
+		if code, _ := get(q); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
+	}
+}

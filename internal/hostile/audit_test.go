@@ -230,4 +230,23 @@ func TestAuditHTTPRecordsTheKeysUser(t *testing.T) {
 	if byUser, err := admin.Audit(ctx, semaq.AuditListRequest{User: "admin"}); err != nil || len(byUser.Records) != 1 {
 		t.Fatalf("--user admin: %v %+v", err, byUser)
 	}
+	// GET /api/v1/audit: the admin's, a prompt 403 for anyone else.
+	list := func(key string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+s.HTTPAddr()+"/api/v1/audit", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := list(reader); code != http.StatusForbidden {
+		t.Errorf("a reader's GET /api/v1/audit: %d", code)
+	}
+	if code := list(brokertest.AdminKey(t, s)); code != http.StatusOK {
+		t.Errorf("the admin's GET /api/v1/audit: %d", code)
+	}
 }

@@ -159,6 +159,7 @@ func New(o Options) *Handler {
 	h.mux.HandleFunc("POST /api/v1/queues/{name}/fetch", h.needsClient(h.queueFetch))
 	h.mux.HandleFunc("POST /api/v1/queues/{name}/answer", h.needsClient(h.queueAnswer))
 	h.mux.HandleFunc("POST /api/v1/queues/{name}/cancel/{id}", h.needsClient(h.queueCancel))
+	h.mux.HandleFunc("GET /api/v1/audit", h.needsClient(h.audit))
 	if o.Routes != nil {
 		o.Routes(h.mux)
 	}
