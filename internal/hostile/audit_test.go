@@ -55,10 +55,8 @@ func TestAuditUserChangesHoldNoKey(t *testing.T) {
 		if r.Target != "alice" {
 			t.Errorf("record %s targets %q", r.Op, r.Target)
 		}
-		// The admin's requests reach the broker from the node's account
-		// today (docs/security.md, Principals).
-		if r.Principal.Name() != "node" && r.Principal.Name() != "admin" {
-			t.Errorf("record %s: principal %+v", r.Op, r.Principal)
+		if r.Principal.Who != "user" || r.Principal.User != "admin" || r.Principal.Role != semaq.RoleAdmin {
+			t.Errorf("record %s: principal %+v, want the admin", r.Op, r.Principal)
 		}
 		byOp[r.Op] = append(byOp[r.Op], r)
 	}
@@ -227,7 +225,8 @@ func TestAuditHTTPRecordsTheKeysUser(t *testing.T) {
 	if len(resp.Records) != 1 || resp.Records[0].Principal != want || resp.Records[0].Door != "http" || resp.Records[0].Outcome != semaq.AuditOK {
 		t.Fatalf("records: %+v", resp.Records)
 	}
-	if byUser, err := admin.Audit(ctx, semaq.AuditListRequest{User: "admin"}); err != nil || len(byUser.Records) != 1 {
+	// The admin's two changes: alice's creation over NATS, the schema.
+	if byUser, err := admin.Audit(ctx, semaq.AuditListRequest{User: "admin"}); err != nil || len(byUser.Records) != 2 {
 		t.Fatalf("--user admin: %v %+v", err, byUser)
 	}
 	// GET /api/v1/audit: the admin's, a prompt 403 for anyone else.
@@ -248,5 +247,38 @@ func TestAuditHTTPRecordsTheKeysUser(t *testing.T) {
 	}
 	if code := list(brokertest.AdminKey(t, s)); code != http.StatusOK {
 		t.Errorf("the admin's GET /api/v1/audit: %d", code)
+	}
+}
+
+// With auth on, a change is recorded under the name of the user who asked
+// for it, with its tenant and role, whichever admin that is; a refused
+// change too.
+func TestAuditNamesTheUser(t *testing.T) {
+	s, admin := authBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ops := brokertest.ConnectKey(t, s, addUser(t, admin, semaq.UserAddRequest{Name: "ops", Tenant: "acme", Role: semaq.RoleAdmin}))
+	if _, err := ops.AddStream(ctx, semaq.StreamConfig{Name: "OPS", Subjects: []string{"ops.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.DeleteStream(ctx, "NOT_THERE"); err == nil {
+		t.Fatal("deleting a stream that does not exist worked")
+	}
+	resp, err := admin.Audit(ctx, semaq.AuditListRequest{User: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := semaq.AuditPrincipal{Who: "user", User: "ops", Tenant: "acme", Role: semaq.RoleAdmin}
+	if len(resp.Records) != 2 {
+		t.Fatalf("ops's records: %+v", resp.Records)
+	}
+	for i, op := range []string{semaq.AuditOpStreamCreate, semaq.AuditOpStreamDelete} {
+		r := resp.Records[i]
+		if r.Principal != want || r.Op != op {
+			t.Errorf("record %d: %s by %+v, want %s by %+v", i, r.Op, r.Principal, op, want)
+		}
+	}
+	if resp.Records[1].Outcome != semaq.AuditRefused || resp.Records[1].Target != "NOT_THERE" {
+		t.Errorf("the refused delete: %+v", resp.Records[1])
 	}
 }
