@@ -31,6 +31,7 @@ var apiSubjects = []string{
 	semaq.APISchemaCheck, semaq.APISchemaConfigGet, semaq.APISchemaConfigSet, semaq.APISchemaDelete,
 	semaq.APISchemaBind, semaq.APISchemaUnbind, semaq.APISchemaBindings, semaq.APISchemaLookup,
 	semaq.APIAgentAnnounce, semaq.APIAgentList, semaq.APIAgentLeave,
+	semaq.APIAuditList,
 }
 
 // FuzzAPIRequest sends any body to any SemaQ API subject of a live broker,
@@ -41,7 +42,7 @@ func FuzzAPIRequest(f *testing.F) {
 		``, `{}`, `null`, `[]`, `"x"`, `1e999999`, `{"name":"FZ","subjects":["fz.>"]}`,
 		`{"name":"FZ","Name":"other"}`, `{"subject":"fz.>","filter":"payload.s.replace(\"a\", payload.s).size() > 0","deliver_subject":"_INBOX.fz"}`,
 		`{"schema":"{\"type\":\"object\"}","subject":"fz"}`, `{"worker":"w","max":1000000000}`,
-		`{"max_tokens":-1}`, `{"deliver_subject":"$JS.API.STREAM.DELETE.FZ"}`, "\xff\xfe", `{"a":` + string(make([]byte, 0)) + `}`,
+		`{"max_tokens":-1}`, `{"since":"2026-01-01T00:00:00Z","op":"stream.>","user":"*","limit":1000}`, `{"deliver_subject":"$JS.API.STREAM.DELETE.FZ"}`, "\xff\xfe", `{"a":` + string(make([]byte, 0)) + `}`,
 	}
 	for i := range apiSubjects {
 		for _, s := range seeds {
