@@ -86,12 +86,15 @@ func (s *Server) auditAs(ctx context.Context, p api.Principal, door, op, target 
 			Time: time.Now().UTC(), Node: s.ns.Name(), Door: door, Op: op, Target: target, Outcome: semaq.AuditOK, Before: before,
 			Principal: semaq.AuditPrincipal{Who: string(p.Who), User: p.User, Tenant: p.Tenant, Role: p.Role},
 		}
-		switch {
-		case err != nil && *err != nil:
+		if err != nil && *err != nil {
 			rec.Outcome, rec.Error = semaq.AuditRefused, (*err).Error()
+		}
+		switch {
 		case read != nil:
+			// Refused changes too: what they left, which is what there
+			// was unless the refusal came halfway.
 			rec.After = audit.Value(read(ctx, target))
-		case out != nil:
+		case rec.Outcome == semaq.AuditOK && out != nil:
 			// Only for operations without a reader (dead letters): their
 			// answers carry counts and sequences, never a key.
 			rec.After = audit.Value(*out)

@@ -80,7 +80,7 @@ func TestAuditUserChangesHoldNoKey(t *testing.T) {
 	}
 	rms := byOp[semaq.AuditOpUserRemove]
 	if len(rms) != 2 || rms[0].Outcome != semaq.AuditOK || rms[0].Before == nil || rms[0].After != nil ||
-		rms[1].Outcome != semaq.AuditRefused || !strings.Contains(rms[1].Error, "not found") {
+		rms[1].Outcome != semaq.AuditRefused || !strings.Contains(rms[1].Error, "not found") || rms[1].Before != nil || rms[1].After != nil {
 		t.Errorf("user.rm records: %+v", rms)
 	}
 
