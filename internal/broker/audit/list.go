@@ -68,9 +68,23 @@ func (l *Log) list(ctx context.Context, req *semaq.AuditListRequest) (any, error
 		Replicas:          1,
 		InactiveThreshold: time.Minute, // in case the delete below is lost
 	}
-	if !req.Since.IsZero() {
+	older := false // records before where the scan starts exist
+	switch {
+	case !req.Since.IsZero():
 		since := req.Since
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	case req.Op == "" && req.User == "":
+		// Every record matches: the newest limit are the last limit
+		// sequences, so the scan reads only those.
+		st, err := l.deps.JS.Stream(ctx, reserved.AuditStream)
+		if err != nil {
+			return nil, api.JSError(err, "audit list")
+		}
+		state := st.CachedInfo().State
+		if state.LastSeq >= uint64(limit) && state.LastSeq-uint64(limit)+1 > state.FirstSeq {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, state.LastSeq-uint64(limit)+1
+			older = true
+		}
 	}
 	cons, err := l.deps.JS.CreateConsumer(ctx, reserved.AuditStream, cfg)
 	if err != nil {
@@ -82,7 +96,7 @@ func (l *Log) list(ctx context.Context, req *semaq.AuditListRequest) (any, error
 		defer cancel()
 		_ = l.deps.JS.DeleteConsumer(dctx, reserved.AuditStream, name)
 	}()
-	w := window{limit: limit, budget: int(l.deps.Conn.MaxPayload()) - 1024, recs: []semaq.AuditRecord{}}
+	w := window{limit: limit, budget: int(l.deps.Conn.MaxPayload()) - 1024, recs: []semaq.AuditRecord{}, more: older}
 	// Records stored after the consumer was made are not read: the scan
 	// ends at what was there when it began.
 	for left := cons.CachedInfo().NumPending; left > 0; {
