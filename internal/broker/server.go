@@ -42,23 +42,24 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	ns       *server.Server
-	users    nodeUsers  // the node's own NATS users (permissions.go)
-	nc       *nats.Conn // internal connection of the semantic layer
-	egress   *nats.Conn // sends to subjects clients chose (permissions.go)
-	js       jetstream.JetStream
-	ingress  *ingress
-	reg      *registry.Registry // schema registry: schema-on-write, REST and NATS API
-	routes   *routes.Router     // route rules (internal/broker/routes)
-	dlq      *dlq.Store         // dead letters (internal/broker/dlq)
-	agents   *agentTable        // agent capability registry (agents.go)
-	apiSubs  []*nats.Subscription
-	filters  *filter.Service    // filtered subscriptions (filter/)
-	queues   queues             // work-queue dispatchers (queue.go, package dispatch)
-	metrics  *metrics.Metrics   // Prometheus metrics (observe.go)
-	tracing  *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens   *tokens.Store      // token streams: relay, retention, status API (tokens/)
-	auditLog *audit.Log         // the record of admin changes (audit.go, audit/)
+	ns      *server.Server
+	users   nodeUsers  // the node's own NATS users (permissions.go)
+	nc      *nats.Conn // internal connection of the semantic layer
+	egress  *nats.Conn // sends to subjects clients chose (permissions.go)
+	js      jetstream.JetStream
+	ingress *ingress
+	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
+	routes  *routes.Router     // route rules (internal/broker/routes)
+	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
+	agents  *agentTable        // agent capability registry (agents.go)
+	apiSubs []*nats.Subscription
+	filters *filter.Service    // filtered subscriptions (filter/)
+	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
+	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
+	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
+	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
+
+	auditLog *audit.Log // the record of admin changes (audit.go, audit/)
 
 	authn       *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
 	identities  *identity.Store     // users and keys with auth on (internal/identity)
