@@ -57,6 +57,10 @@ type UserAddRequest struct {
 	// ExpiresIn makes the key stop working that long after it is made
 	// (at most MaxKeyLifetime); zero: it works until rotated or removed.
 	ExpiresIn time.Duration `json:"expires_in,omitempty"`
+	// RPM and TPM are the user's own quotas (docs/quotas.md): requests and
+	// prompt tokens per minute, on top of its tenant's; 0 is no limit.
+	RPM int64 `json:"rpm,omitempty"`
+	TPM int64 `json:"tpm,omitempty"`
 }
 
 // MaxKeyLifetime bounds ExpiresIn.
@@ -69,6 +73,8 @@ type UserInfo struct {
 	Role     string    `json:"role"`
 	Subjects []string  `json:"subjects,omitempty"`
 	Queues   []string  `json:"queues,omitempty"`
+	RPM      int64     `json:"rpm,omitempty"`
+	TPM      int64     `json:"tpm,omitempty"`
 	Created  time.Time `json:"created"`
 	// Keys are the IDs (the public lookup handles) of the user's keys.
 	Keys []KeyInfo `json:"keys"`

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/telemetry"
 )
@@ -117,6 +118,10 @@ type Config struct {
 	// (docs/security.md, Identities). Off, every client without
 	// credentials is the public user.
 	Auth bool `yaml:"auth"`
+	// Quotas are the per-tenant quotas of the node's ingress
+	// (docs/quotas.md); users' own quotas live with the users. The zero
+	// value limits nothing.
+	Quotas quota.Config `yaml:"quotas"`
 }
 
 // HTTPConnLimit is the most HTTP connections open at once.
@@ -229,6 +234,9 @@ func (c *Config) Validate() error {
 		return errors.New("gateway_api_keys: with auth on the gateway takes the keys of the identity store; " +
 			"remove gateway_api_keys and create a user per client instead: " +
 			"semaq user add NAME --role service --tenant TENANT --subjects 'ai.infer.>' (docs/gateway.md)")
+	}
+	if err := c.Quotas.Validate(); err != nil {
+		return err
 	}
 	if err := c.checkExposure(); err != nil {
 		return err

@@ -45,9 +45,9 @@ need an admin's key (--key or $SEMAQ_KEY); see docs/security.md.`,
 			jsonHelp: "print the user as JSON",
 			fetch:    (*client.Client).UserInfo,
 			write: func(e *env, u *semaq.UserInfo) error {
-				_, err := fmt.Fprintf(e.stdout, "Name:     %s\nRole:     %s\nTenant:   %s\nSubjects: %s\nQueues:   %s\nKeys:     %s\nCreated:  %s\n",
+				_, err := fmt.Fprintf(e.stdout, "Name:     %s\nRole:     %s\nTenant:   %s\nSubjects: %s\nQueues:   %s\nQuota:    %s\nKeys:     %s\nCreated:  %s\n",
 					u.Name, u.Role, dash(u.Tenant), dash(strings.Join(u.Subjects, " ")), dash(strings.Join(u.Queues, " ")),
-					dash(keyIDs(*u)), u.Created.Format("2006-01-02 15:04:05 MST"))
+					dash(userQuota(*u)), dash(keyIDs(*u)), u.Created.Format("2006-01-02 15:04:05 MST"))
 				return err
 			},
 		}.command(e),
@@ -72,15 +72,18 @@ func newUserAddCmd(e *env) *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME --role ROLE [--tenant T] [--subjects S,...] [--queues GLOB,...]",
+		Use:   "add NAME --role ROLE [--tenant T] [--subjects S,...] [--queues GLOB,...] [--rpm N] [--tpm N]",
 		Short: "Add a user and print its key, once",
 		Long: `Add a user and print its key. The key is shown this once: the broker keeps only
 its hash. Give it to the user's program (client.WithKey, or --key / $SEMAQ_KEY
 for this CLI). --subjects are NATS subjects (wildcards allowed, first token
-literal); --queues are globs over queue names (INFER_*, Q[0-9]).`,
+literal); --queues are globs over queue names (INFER_*, Q[0-9]). --rpm and --tpm
+are the user's own quotas, requests and prompt tokens per minute, on top of its
+tenant's (docs/quotas.md).`,
 		Example: `  semaq user add ingest-svc --tenant acme --role publisher --subjects 'ai.inference.>'
   semaq user add gpu-7 --role worker --queues 'INFER_*'
-  semaq user add alice --tenant acme --role reader --subjects 'results.acme.>'`,
+  semaq user add alice --tenant acme --role reader --subjects 'results.acme.>'
+  semaq user add chat-app --tenant acme --role service --subjects 'ai.infer.>' --rpm 600 --tpm 100000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Name = args[0]
@@ -99,6 +102,8 @@ literal); --queues are globs over queue names (INFER_*, Q[0-9]).`,
 	f.StringSliceVar(&r.Subjects, "subjects", nil, "subjects a publisher, reader or service works on (comma-separated or repeated)")
 	f.StringSliceVar(&r.Queues, "queues", nil, "globs of the queues a worker serves (comma-separated or repeated)")
 	f.DurationVar(&r.ExpiresIn, "expires", 0, "the key stops working this long from now, e.g. 720h (0: never)")
+	f.Int64Var(&r.RPM, "rpm", 0, "the user's quota of requests per minute (0: none)")
+	f.Int64Var(&r.TPM, "tpm", 0, "the user's quota of prompt tokens per minute (0: none)")
 	f.BoolVar(&asJSON, "json", false, "print the user and its key as JSON")
 	_ = cmd.MarkFlagRequired("role")
 	e.addServerFlag(cmd)
@@ -150,6 +155,18 @@ func (e *env) writeKey(resp *semaq.UserAddResponse, asJSON bool, what string) er
 		"Keep it secret; connect with --key or $SEMAQ_KEY (CLI) or client.WithKey (SDK).\n",
 		resp.User.Name, resp.User.Role, what, resp.Key)
 	return err
+}
+
+// userQuota describes a user's own quotas, "" when it has none.
+func userQuota(u semaq.UserInfo) string {
+	var parts []string
+	if u.RPM > 0 {
+		parts = append(parts, fmt.Sprintf("%d requests/min (rpm)", u.RPM))
+	}
+	if u.TPM > 0 {
+		parts = append(parts, fmt.Sprintf("%d prompt tokens/min (tpm)", u.TPM))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func grants(u semaq.UserInfo) string {

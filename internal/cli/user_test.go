@@ -46,7 +46,9 @@ func TestUserCommands(t *testing.T) {
 	if r := runSemaq(t, srv.url, "", "user", "add", "--help"); strings.Contains(r.stdout+r.stderr, admin) {
 		t.Fatal("--help prints $SEMAQ_KEY")
 	}
-	mustSemaq(t, srv.url, "", "user", "add", "alice", "--tenant", "acme", "--role", "reader", "--subjects", "results.acme.>")
+	mustSemaq(t, srv.url, "", "user", "add", "alice", "--tenant", "acme", "--role", "reader", "--subjects", "results.acme.>",
+		"--rpm", "600", "--tpm", "100000")
+	mustFailSemaq(t, srv.url, "rpm: -1 is negative", "user", "add", "bob", "--role", "admin", "--rpm", "-1")
 	mustFailSemaq(t, srv.url, "role:", "user", "add", "bob", "--role", "root")
 	mustFailSemaq(t, srv.url, "subjects:", "user", "add", "bob", "--role", "reader", "--subjects", ">")
 	mustFailSemaq(t, srv.url, "already exists", "user", "add", "alice", "--role", "reader", "--subjects", "x")
@@ -64,8 +66,12 @@ func TestUserCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustSemaq(t, srv.url, "", "user", "ls", "--json")), &users); err != nil || len(users) != 4 {
 		t.Fatalf("user ls --json: %v %v", users, err)
 	}
-	if info := mustSemaq(t, srv.url, "", "user", "info", "alice"); !strings.Contains(info, "results.acme.>") {
+	if info := mustSemaq(t, srv.url, "", "user", "info", "alice"); !strings.Contains(info, "results.acme.>") ||
+		!strings.Contains(info, "Quota:    600 requests/min (rpm), 100000 prompt tokens/min (tpm)") {
 		t.Errorf("user info:\n%s", info)
+	}
+	if info := mustSemaq(t, srv.url, "", "user", "info", "gpu-7"); !strings.Contains(info, "Quota:    -") {
+		t.Errorf("user info of a user without quota:\n%s", info)
 	}
 
 	// A publisher's key works for what it may do and not for the user API.

@@ -183,7 +183,7 @@ func (s *Store) Add(ctx context.Context, r semaq.UserAddRequest) (*User, Key, er
 		return nil, Key{}, err
 	}
 	now := s.now().UTC()
-	u := &User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Subjects: r.Subjects, Queues: r.Queues, Created: now,
+	u := &User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Subjects: r.Subjects, Queues: r.Queues, RPM: r.RPM, TPM: r.TPM, Created: now,
 		Keys: []UserKey{newUserKey(k, now, r.ExpiresIn)}}
 	b, err := json.Marshal(u)
 	if err != nil {

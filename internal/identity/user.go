@@ -19,13 +19,16 @@ const (
 
 // User is one stored identity: the value of its key in SQ_USERS.
 type User struct {
-	Name     string    `json:"name"`
-	Tenant   string    `json:"tenant,omitempty"`
-	Role     string    `json:"role"`
-	Subjects []string  `json:"subjects,omitempty"`
-	Queues   []string  `json:"queues,omitempty"`
-	Created  time.Time `json:"created"`
-	Keys     []UserKey `json:"keys"`
+	Name     string   `json:"name"`
+	Tenant   string   `json:"tenant,omitempty"`
+	Role     string   `json:"role"`
+	Subjects []string `json:"subjects,omitempty"`
+	Queues   []string `json:"queues,omitempty"`
+	// RPM and TPM are the user's quotas (internal/broker/quota); 0: none.
+	RPM     int64     `json:"rpm,omitempty"`
+	TPM     int64     `json:"tpm,omitempty"`
+	Created time.Time `json:"created"`
+	Keys    []UserKey `json:"keys"`
 }
 
 // UserKey is a stored key: its public ID and the SHA-256 of its secret.
@@ -39,7 +42,7 @@ type UserKey struct {
 // Info is the user as the API shows it: key IDs, never their hashes.
 func (u *User) Info() semaq.UserInfo {
 	in := semaq.UserInfo{Name: u.Name, Tenant: u.Tenant, Role: u.Role, Subjects: u.Subjects, Queues: u.Queues,
-		Created: u.Created, Keys: make([]semaq.KeyInfo, 0, len(u.Keys))}
+		RPM: u.RPM, TPM: u.TPM, Created: u.Created, Keys: make([]semaq.KeyInfo, 0, len(u.Keys))}
 	for _, k := range u.Keys {
 		in.Keys = append(in.Keys, semaq.KeyInfo{ID: k.ID, Created: k.Created, Expires: k.Expires})
 	}
@@ -64,6 +67,12 @@ func Validate(r semaq.UserAddRequest) error {
 	}
 	if !slices.Contains(Roles, r.Role) {
 		return fmt.Errorf("role: %q is not one of %s", r.Role, strings.Join(Roles, ", "))
+	}
+	if r.RPM < 0 {
+		return fmt.Errorf("rpm: %d is negative", r.RPM)
+	}
+	if r.TPM < 0 {
+		return fmt.Errorf("tpm: %d is negative", r.TPM)
 	}
 	if len(r.Subjects) > maxGrants {
 		return fmt.Errorf("subjects: %d grants, at most %d", len(r.Subjects), maxGrants)

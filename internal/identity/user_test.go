@@ -14,6 +14,7 @@ func TestValidate(t *testing.T) {
 		{Name: "alice", Tenant: "acme", Role: "reader", Subjects: []string{"results.acme.>", "a.*.b"}},
 		{Name: "gpu-7", Role: "worker", Queues: []string{"INFER_*", "Q[0-9]", "EXACT"}},
 		{Name: "svc", Role: "service", Subjects: []string{"svc.>"}},
+		{Name: "metered", Tenant: "acme", Role: "service", Subjects: []string{"svc.>"}, RPM: 600, TPM: 100000},
 	}
 	for _, r := range ok {
 		if err := Validate(r); err != nil {
@@ -36,6 +37,8 @@ func TestValidate(t *testing.T) {
 		"queues: \"[\"":         {Name: "a", Role: "worker", Queues: []string{"["}},
 		"subjects, queues":      {Name: "a", Role: "admin", Subjects: []string{"x"}},
 		"queues: only":          {Name: "a", Role: "reader", Subjects: []string{"x"}, Queues: []string{"Q"}},
+		"rpm: -1 is negative":   {Name: "a", Role: "admin", RPM: -1},
+		"tpm: -2 is negative":   {Name: "a", Role: "admin", TPM: -2},
 	}
 	for want, r := range bad {
 		err := Validate(r)
