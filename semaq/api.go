@@ -131,6 +131,10 @@ type APIError struct {
 	Description string `json:"description"`
 	// RetryAfterMs, on an ErrOverloaded refusal, is when to try again.
 	RetryAfterMs int64 `json:"retry_after_ms,omitempty"`
+	// Quota, on an ErrOverloaded refusal by a tenant's or user's quota
+	// rather than a queue's admission control, names the quota: rpm, tpm
+	// or max_queued_tokens (docs/quotas.md).
+	Quota string `json:"quota,omitempty"`
 }
 
 // Error returns the description alone: it is written to be read by people.

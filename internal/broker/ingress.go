@@ -64,6 +64,9 @@ type ingress struct {
 	// queues maps a queue's stream name to its dispatcher, for admission
 	// control (queue.go); copy-on-write.
 	queues atomic.Pointer[map[string]*dispatch.Dispatcher]
+	// quota is the tenants' and users' quotas (ingress_quota.go); nil
+	// when the node has none.
+	quota atomic.Pointer[ingressQuota]
 
 	// pipeline is the steps between the envelope and the append
 	// (ingress_pipeline.go).

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
@@ -29,8 +30,9 @@ import (
 //     what routing sees and what is stored.
 //  4. route      route rules pick the subject to store under and the
 //     stream that captures it (ingress_route.go).
-//  5. admission  the target queue's admission control: bounds and
-//     reservations (dispatch.Dispatcher.Admit).
+//  5. admission  the tenant's and user's quotas (ingress_quota.go), then
+//     the target queue's admission control: bounds and reservations
+//     (dispatch.Dispatcher.Admit).
 //  6. append     publish into the storage namespace (ingress.append).
 //
 // A step refuses with a *semaq.APIError: the message is not stored, the
@@ -213,14 +215,29 @@ func (in *ingress) routeStep(p *publication, sp trace.Span) *semaq.APIError {
 	return nil
 }
 
-// admissionStep: the admission control of the queue the message is for.
+// admissionStep: the quotas, then the admission control of the queue the
+// message is for. A message the queue refuses gets its quota back.
 func (in *ingress) admissionStep(p *publication) *semaq.APIError {
-	qs := in.queues.Load()
-	if qs == nil {
+	var d *dispatch.Dispatcher
+	if qs := in.queues.Load(); qs != nil {
+		d = (*qs)[p.stream.name]
+	}
+	q := in.quota.Load()
+	if q == nil {
+		if d != nil {
+			return d.Admit(&p.env, len(p.m.Data))
+		}
 		return nil
 	}
-	if d := (*qs)[p.stream.name]; d != nil {
-		return d.Admit(&p.env, len(p.m.Data))
+	r := q.request(p, d != nil)
+	if ref := q.lim.Admit(r); ref != nil {
+		return in.quotaRefusal(ref)
+	}
+	if d != nil {
+		if e := d.Admit(&p.env, len(p.m.Data)); e != nil {
+			q.lim.Refund(r)
+			return e
+		}
 	}
 	return nil
 }

@@ -170,6 +170,8 @@ func rejectReason(e *semaq.APIError) string {
 		return metrics.ReasonTooLarge
 	case errors.Is(e, semaq.ErrUnavailable):
 		return metrics.ReasonUnavailable
+	case errors.Is(e, semaq.ErrOverloaded) && e.Quota != "":
+		return metrics.ReasonQuota
 	case errors.Is(e, semaq.ErrOverloaded):
 		return metrics.ReasonOverloaded
 	}

@@ -85,6 +85,10 @@ type Server struct {
 
 	// syncFile replaces fsync in group commits; tests inject faults here.
 	syncFile func(*os.File) error
+	// quotaNow and quotaUser replace the quotas' clock and the user a
+	// message is charged to; tests set them (server_quota.go).
+	quotaNow  func() time.Time
+	quotaUser func(nats.Header) string
 }
 
 // New validates cfg and prepares a server. Nothing listens until Start.
@@ -229,6 +233,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.startPumps()
 	if err := s.startIdentity(ctx); err != nil {
+		return err
+	}
+	if err := s.startQuotas(); err != nil {
 		return err
 	}
 	if err := s.startAPI(); err != nil {

@@ -604,7 +604,12 @@ func (f *inflight) wait(ctx context.Context) error {
 func (g *Gateway) publishError(ctx context.Context, w http.ResponseWriter, model string, err error) {
 	switch {
 	case errors.Is(err, semaq.ErrOverloaded):
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", retryAfter(err))
+		if e, _ := errors.AsType[*semaq.APIError](err); e != nil && e.Quota != "" {
+			// A tenant's or key's quota (docs/quotas.md), in OpenAI's words.
+			writeError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "rate_limit_exceeded", "Rate limit reached: "+err.Error())
+			return
+		}
 		writeError(w, http.StatusTooManyRequests, openai.TypeRateLimit, "overloaded", "The model `"+model+"` is overloaded: "+err.Error())
 	case errors.Is(err, semaq.ErrTooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, openai.TypeInvalidRequest, "request_too_large", err.Error())
@@ -620,6 +625,15 @@ func (g *Gateway) publishError(ctx context.Context, w http.ResponseWriter, model
 	default:
 		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "queueing the request: "+err.Error())
 	}
+}
+
+// retryAfter is the Retry-After of an overloaded refusal, whole seconds
+// rounded up from the broker's retry_after_ms (1 when it gives none).
+func retryAfter(err error) string {
+	if e, _ := errors.AsType[*semaq.APIError](err); e != nil && e.RetryAfterMs > 0 {
+		return strconv.FormatInt((e.RetryAfterMs+999)/1000, 10)
+	}
+	return "1"
 }
 
 // estimateTokens guesses the prompt's tokens for the queue's fair share

@@ -17,9 +17,10 @@ const (
 	ReasonTooLarge       = "too_large"        // over the server's max payload with its envelope
 	ReasonUnavailable    = "unavailable"      // could not hand the message to JetStream
 	ReasonOverloaded     = "overloaded"       // its work queue refused it (admission control)
+	ReasonQuota          = "quota"            // over its tenant's or user's quota
 )
 
-var reasons = [...]string{ReasonEnvelope, ReasonSchema, ReasonSchemaNotFound, ReasonNoStream, ReasonTooLarge, ReasonUnavailable, ReasonOverloaded, Other}
+var reasons = [...]string{ReasonEnvelope, ReasonSchema, ReasonSchemaNotFound, ReasonNoStream, ReasonTooLarge, ReasonUnavailable, ReasonOverloaded, ReasonQuota, Other}
 
 // Subject holds the pre-resolved metrics of one stream subject pattern, so
 // the ingress records a message with no label lookup and no allocation.

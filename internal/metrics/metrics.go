@@ -96,6 +96,7 @@ type Metrics struct {
 	authFailures                                  *prometheus.CounterVec
 	auditRecords                                  *prometheus.CounterVec
 	auditFailures                                 prometheus.Counter
+	quotaRefusals                                 *prometheus.CounterVec // quota.go
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -151,6 +152,8 @@ func New(o Options) *Metrics {
 	m.auditFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_audit_write_failures_total",
 		Help: "Audit records that could not be stored in SQ_AUDIT; each was logged at error level instead."})
 	m.reg.MustRegister(m.auditFailures)
+	m.quotaRefusals = f.counter("semaq_quota_refusals_total",
+		"Messages refused by a quota, by tenant, quota (rpm, tpm, max_queued_tokens) and scope (tenant, user).", "tenant", "quota", "scope")
 	m.httpRequests = f.counter("semaq_http_requests_total",
 		"HTTP front door requests, by route pattern and status code.", "route", "code")
 	m.httpDuration = f.histogram("semaq_http_request_duration_seconds",

@@ -74,6 +74,10 @@ func (b *bucket) take(now, inc int64) (ok bool, wait time.Duration) {
 	return false, time.Duration(next - w - now)
 }
 
+// refund gives back a charge of inc taken before. The bucket never holds
+// more than full: a TAT in the past is a full bucket.
+func (b *bucket) refund(inc int64) { b.tat -= inc }
+
 // fits reports whether take would admit inc at now, without charging; on
 // false, wait is as take's.
 func (b *bucket) fits(now, inc int64) (ok bool, wait time.Duration) {

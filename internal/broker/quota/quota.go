@@ -320,6 +320,32 @@ func (l *Limiter) Admit(r Request) *Refusal {
 	return nil
 }
 
+// Refund gives back what Admit charged for r, when a later step refused
+// the message (a work queue's own admission control): a message that is
+// not stored costs no quota. Limits changed in between make the refund
+// approximate, never negative.
+func (l *Limiter) Refund(r Request) {
+	tl := l.TenantLimits(r.Tenant)
+	var ul Limits
+	if r.User != "" && l.deps.UserLimits != nil {
+		ul = l.deps.UserLimits(r.User)
+	}
+	if tl.RPM == 0 && tl.TPM == 0 && ul.RPM == 0 && ul.TPM == 0 {
+		return
+	}
+	r.Tokens = max(r.Tokens, 0)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.tenants.lookup(r.Tenant); e != nil {
+		e.rpm.refund(charge(1, tl.RPM))
+		e.tpm.refund(charge(r.Tokens, tl.TPM))
+	}
+	if e := l.users.lookup(r.User); e != nil && r.User != "" {
+		e.rpm.refund(charge(1, ul.RPM))
+		e.tpm.refund(charge(r.Tokens, ul.TPM))
+	}
+}
+
 // queued checks the tenant's queued prompt tokens. A tenant with nothing
 // queued is admitted whatever the request's size, so a request larger
 // than the quota is not refused for ever.

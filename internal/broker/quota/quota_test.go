@@ -292,3 +292,30 @@ func TestConcurrentAdmitsNeverExceed(t *testing.T) {
 		t.Fatalf("%d of 400 racing requests admitted at 100 rpm with a stopped clock, want exactly 100", admitted)
 	}
 }
+
+func TestRefund(t *testing.T) {
+	users := map[string]Limits{"alice": {TPM: 100}}
+	l, _ := newLimiter(t, Config{Default: Limits{RPM: 1}}, Deps{UserLimits: func(u string) Limits { return users[u] }})
+	r := Request{Tenant: "acme", User: "alice", Tokens: 100}
+	if ref := l.Admit(r); ref != nil {
+		t.Fatal(ref)
+	}
+	// A later step refused it: given back, the same request fits again, once.
+	l.Refund(r)
+	if ref := l.Admit(r); ref != nil {
+		t.Fatalf("after the refund: %v", ref)
+	}
+	if ref := l.Admit(r); ref == nil {
+		t.Fatal("admitted twice on one request's allowance")
+	}
+	// A refund never makes a bucket more than full.
+	l.Refund(r)
+	l.Refund(r)
+	l.Refund(r)
+	if ref := l.Admit(r); ref != nil {
+		t.Fatal(ref)
+	}
+	if ref := l.Admit(r); ref == nil {
+		t.Fatal("refunds banked more than one minute's allowance")
+	}
+}

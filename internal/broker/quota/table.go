@@ -59,6 +59,18 @@ func (t *table) get(name string, pinned bool, now int64) (e *entry, shared bool)
 	return e, false
 }
 
+// lookup returns name's entry without making one: the overflow entry
+// when name has none and the table is at its bound. The lock is held.
+func (t *table) lookup(name string) *entry {
+	if e := t.m[name]; e != nil {
+		return e
+	}
+	if t.dynamic >= t.max {
+		return &t.overflow
+	}
+	return nil
+}
+
 // sweep forgets the full buckets, at most once per sweepEvery.
 func (t *table) sweep(now int64) {
 	if t.swept && now-t.lastSweep < sweepEvery {

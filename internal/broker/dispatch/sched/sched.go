@@ -163,6 +163,7 @@ type Scheduler struct {
 	tokensHeld   int64
 	bytes        int64              // of every request indexed (Job.bytes)
 	backlog      map[string]int     // queued requests per tenant
+	tenantTokens map[string]int64   // queued and delayed tokens per tenant (tenant quotas)
 	counter      map[string]float64 // VTC
 	lastCharged  float64            // counter of the tenant served last
 	deadlines    deadlineHeap       // queued and delayed requests with a deadline
@@ -181,15 +182,16 @@ type Scheduler struct {
 // New returns an empty scheduler.
 func New(cfg Config) *Scheduler {
 	s := &Scheduler{
-		cfg:     cfg,
-		backlog: make(map[string]int),
-		counter: make(map[string]float64),
-		delayed: make(map[uint64]*Job),
-		held:    make(map[uint64]*Job),
-		bySeq:   make(map[uint64]*Job),
-		byID:    make(map[string]*Job),
-		workers: make(map[string]*Worker),
-		holders: make(map[string]int),
+		cfg:          cfg,
+		backlog:      make(map[string]int),
+		tenantTokens: make(map[string]int64),
+		counter:      make(map[string]float64),
+		delayed:      make(map[uint64]*Job),
+		held:         make(map[uint64]*Job),
+		bySeq:        make(map[uint64]*Job),
+		byID:         make(map[string]*Job),
+		workers:      make(map[string]*Worker),
+		holders:      make(map[string]int),
 	}
 	for i := range s.levels {
 		s.levels[i].tenants = make(map[string]*tenantList)
@@ -239,7 +241,7 @@ func (s *Scheduler) enqueue(j *Job) {
 	}
 	s.watchDeadline(j)
 	s.queued++
-	s.tokensQueued += j.Tokens
+	s.addQueuedTokens(j, j.Tokens)
 	t := float64(j.Tokens)
 	s.promptSum += t
 	s.promptSq += t * t
@@ -280,7 +282,7 @@ func (s *Scheduler) unqueue(j *Job) {
 	}
 	j.elem = nil
 	s.queued--
-	s.tokensQueued -= j.Tokens
+	s.addQueuedTokens(j, -j.Tokens)
 	t := float64(j.Tokens)
 	s.promptSum -= t
 	s.promptSq -= t * t
@@ -296,7 +298,7 @@ func (s *Scheduler) Forget(j *Job) {
 		s.unqueue(j)
 	case JobDelayed:
 		delete(s.delayed, j.Seq)
-		s.tokensQueued -= j.Tokens
+		s.addQueuedTokens(j, -j.Tokens)
 	case JobHeld:
 		s.release(j)
 	}
@@ -331,7 +333,7 @@ func (s *Scheduler) Delay(j *Job, until time.Time) {
 	j.State = JobDelayed
 	j.NotBefore = until
 	s.delayed[j.Seq] = j
-	s.tokensQueued += j.Tokens
+	s.addQueuedTokens(j, j.Tokens)
 	s.watchDeadline(j)
 }
 
@@ -536,7 +538,7 @@ func (s *Scheduler) Due(now time.Time) (expired, undelayed, lapsed []*Job) {
 // Undelay queues a delayed request again.
 func (s *Scheduler) Undelay(j *Job) {
 	delete(s.delayed, j.Seq)
-	s.tokensQueued -= j.Tokens
+	s.addQueuedTokens(j, -j.Tokens)
 	s.enqueue(j)
 }
 
@@ -602,6 +604,21 @@ func (s *Scheduler) Delayed() int { return len(s.delayed) }
 
 // TokensQueued is the prompt tokens of the queued and delayed requests.
 func (s *Scheduler) TokensQueued() int64 { return s.tokensQueued }
+
+// TenantTokensQueued is TokensQueued of one tenant's requests.
+func (s *Scheduler) TenantTokensQueued(tenant string) int64 { return s.tenantTokens[tenant] }
+
+// addQueuedTokens counts n more tokens queued or delayed, j's tenant's
+// among them. A tenant's entry lives while it has tokens waiting, so the
+// map is bounded by the requests held.
+func (s *Scheduler) addQueuedTokens(j *Job, n int64) {
+	s.tokensQueued += n
+	if t := s.tenantTokens[j.Tenant] + n; t != 0 {
+		s.tenantTokens[j.Tenant] = t
+	} else {
+		delete(s.tenantTokens, j.Tenant)
+	}
+}
 
 // TokensHeld is the prompt tokens of the held requests.
 func (s *Scheduler) TokensHeld() int64 { return s.tokensHeld }

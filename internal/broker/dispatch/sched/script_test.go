@@ -268,6 +268,7 @@ func checkInvariants(t *testing.T, s *Scheduler) {
 	t.Helper()
 	queued, tokensQueued, tokensHeld, bytes := 0, int64(0), int64(0), int64(0)
 	backlog := map[string]int{}
+	tenantTokens := map[string]int64{}
 	var sum, sq float64
 	for lvl := range s.levels {
 		for tenant, tl := range s.levels[lvl].tenants {
@@ -284,6 +285,7 @@ func checkInvariants(t *testing.T, s *Scheduler) {
 				queued++
 				backlog[tenant]++
 				tokensQueued += j.Tokens
+				tenantTokens[tenant] += j.Tokens
 				sum += float64(j.Tokens)
 				sq += float64(j.Tokens) * float64(j.Tokens)
 			}
@@ -291,6 +293,11 @@ func checkInvariants(t *testing.T, s *Scheduler) {
 	}
 	for _, j := range s.delayed {
 		tokensQueued += j.Tokens
+		tenantTokens[j.Tenant] += j.Tokens
+	}
+	maps.DeleteFunc(tenantTokens, func(_ string, n int64) bool { return n == 0 })
+	if !maps.Equal(tenantTokens, s.tenantTokens) {
+		t.Fatalf("tokens queued by tenant %v, recounted %v", s.tenantTokens, tenantTokens)
 	}
 	for _, j := range s.held {
 		tokensHeld += j.Tokens

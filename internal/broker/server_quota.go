@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/quota"
+)
+
+// startQuotas gives the ingress the node's quotas (docs/quotas.md): the
+// config file's, per tenant, and with auth on the users' own, read from
+// the identity store's snapshot. With neither the ingress has no limiter
+// and pays nothing for quotas. Called once the identity store is open;
+// until then (the node is not ready) no quota applies.
+func (s *Server) startQuotas() error {
+	if s.cfg.Quotas.IsZero() && !s.cfg.Auth {
+		return nil
+	}
+	deps := quota.Deps{QueuedTokens: s.tenantQueued, Now: s.quotaNow}
+	q := &ingressQuota{}
+	if st := s.identities; st != nil {
+		deps.UserLimits = func(user string) quota.Limits {
+			u, err := st.Get(user)
+			if err != nil {
+				return quota.Limits{}
+			}
+			return quota.Limits{RPM: u.RPM, TPM: u.TPM}
+		}
+		q.userOf, q.anyUser = s.quotaUser, st.AnyQuota
+		if q.userOf == nil {
+			q.userOf = s.storeUser
+		}
+	}
+	lim, err := quota.New(s.cfg.Quotas, deps)
+	if err != nil {
+		return err
+	}
+	q.lim = lim
+	s.ingress.quota.Store(q)
+	return nil
+}
+
+// storeUser names the store user that sent a message, "" when none did.
+func (s *Server) storeUser(h nats.Header) string {
+	if p := s.principal(h); p.Who == api.User {
+		return p.User
+	}
+	return ""
+}
+
+// tenantQueued sums tenant's prompt tokens waiting in the work queues this
+// node dispatches, and their workers' token rates.
+func (s *Server) tenantQueued(tenant string) (tokens int64, rate float64) {
+	qs := s.ingress.queues.Load()
+	if qs == nil {
+		return 0, 0
+	}
+	for _, d := range *qs {
+		n, r := d.TenantQueued(tenant)
+		tokens += n
+		rate += r
+	}
+	return tokens, rate
+}
