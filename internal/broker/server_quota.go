@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
@@ -38,6 +40,12 @@ func (s *Server) startQuotas() error {
 	q.lim = lim
 	s.ingress.quota.Store(q)
 	return nil
+}
+
+// WithQuotaClock makes the node's quotas read the time from now instead of
+// the wall clock, so a test can step time past a Retry-After.
+func WithQuotaClock(now func() time.Time) Option {
+	return func(s *Server) { s.quotaNow = now }
 }
 
 // storeUser names the store user that sent a message, "" when none did.

@@ -1,0 +1,332 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/broker/quota"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/node"
+	"github.com/semaq/semaq/semaq"
+)
+
+// stepClock is the quotas' clock in these tests: time moves only when the
+// test says.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newStepClock() *stepClock { return &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *stepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// startQuotaNode runs a node (with its HTTP door) whose quotas read clk.
+func startQuotaNode(t *testing.T, clk *stepClock, cfgFn func(*broker.Config), opts ...broker.Option) *broker.Server {
+	t.Helper()
+	cfg := broker.DefaultConfig()
+	cfg.DataDir, cfg.Listen, cfg.HTTP = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
+	cfgFn(&cfg)
+	s, err := node.New(cfg, nil, append(opts, broker.WithQuotaClock(clk.Now))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	return s
+}
+
+// quotaRefusal asserts err is a quota's overloaded refusal of kind whose
+// description says each of says, and returns it.
+func quotaRefusal(t *testing.T, err error, kind string, says ...string) *semaq.APIError {
+	t.Helper()
+	e, ok := errors.AsType[*semaq.APIError](err)
+	if !ok || !errors.Is(err, semaq.ErrOverloaded) || e.Quota != kind {
+		t.Fatalf("err = %v (%#v), want an overloaded refusal by quota %s", err, e, kind)
+	}
+	for _, s := range says {
+		if !strings.Contains(e.Description, s) {
+			t.Errorf("%q does not say %q", e.Description, s)
+		}
+	}
+	return e
+}
+
+// TestQuotaTenantRPM: a tenant over its requests per minute is refused
+// with the overloaded error, naming the quota, the tenant and when to
+// retry, and nothing is stored; another tenant passes meanwhile; the
+// refusals are counted; after the Retry-After the tenant passes again.
+func TestQuotaTenantRPM(t *testing.T) {
+	clk := newStepClock()
+	s := startQuotaNode(t, clk, func(c *broker.Config) {
+		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 2}}}
+	})
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	brokertest.AddStream(t, c, "EV", "ev.>")
+
+	for i := range 2 {
+		publish(t, c, "ev.a", fmt.Sprint(i), client.WithTenant("acme"))
+	}
+	_, err := c.Publish(ctx, "ev.a", []byte("third"), client.WithTenant("acme"))
+	e := quotaRefusal(t, err, "rpm", "quota: tenant acme is over its quota of 2 requests per minute (rpm)", "retry after 30s")
+	if e.Code != 429 || e.ErrCode != semaq.ErrCodeOverloaded || e.RetryAfterMs != 30000 {
+		t.Fatalf("code %d err_code %d retry %d ms, want 429, %d, 30000", e.Code, e.ErrCode, e.RetryAfterMs, semaq.ErrCodeOverloaded)
+	}
+	// Another tenant, and messages without a tenant, have no quota.
+	publish(t, c, "ev.b", "beta", client.WithTenant("beta"))
+	publish(t, c, "ev.b", "none")
+	if info, err := c.StreamInfo(ctx, "EV"); err != nil || info.State.Messages != 4 {
+		t.Fatalf("stream holds %+v (%v), want the 4 admitted messages and not the refused one", info, err)
+	}
+
+	// Over HTTP: 429, Retry-After, the same error code.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.HTTPAddr()+"/api/v1/publish/ev.a", strings.NewReader("h"))
+	req.Header.Set("AI-Tenant", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "30" ||
+		!strings.Contains(body, fmt.Sprintf(`"err_code":%d`, semaq.ErrCodeOverloaded)) || !strings.Contains(body, "tenant acme") {
+		t.Fatalf("HTTP publish over quota: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+
+	waitMetrics(t, s,
+		`semaq_quota_refusals_total{quota="rpm",scope="tenant",tenant="acme"} 2`,
+		`semaq_ingress_rejected_total{reason="quota",subject="ev.>"} 2`,
+	)
+
+	// Past the Retry-After, one more (the refill of 30 s), not two.
+	clk.Add(30 * time.Second)
+	publish(t, c, "ev.a", "later", client.WithTenant("acme"))
+	_, err = c.Publish(ctx, "ev.a", []byte("again"), client.WithTenant("acme"))
+	quotaRefusal(t, err, "rpm")
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestQuotaTokens: tokens per minute count AI-Prompt-Tokens, or the
+// payload's estimate (4 bytes a token) when a message declares none; the
+// default applies to each tenant on its own; max_queued_tokens refuses a
+// request to a work queue while the tenant's requests waiting there would
+// pass it, and only then.
+func TestQuotaTokens(t *testing.T) {
+	clk := newStepClock()
+	s := startQuotaNode(t, clk, func(c *broker.Config) {
+		c.Quotas = quota.Config{
+			Default: quota.Limits{TPM: 1000},
+			Tenants: map[string]quota.Limits{"q": {MaxQueuedTokens: 1000}},
+		}
+	})
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	brokertest.AddStream(t, c, "EV", "ev.>")
+
+	publish(t, c, "ev.a", "x", client.WithTenant("acme"), client.WithPromptTokens(600))
+	_, err := c.Publish(ctx, "ev.a", []byte("x"), client.WithTenant("acme"), client.WithPromptTokens(600))
+	e := quotaRefusal(t, err, "tpm", "tenant acme is over its quota of 1000 prompt tokens per minute (tpm): this request has 600")
+	if e.RetryAfterMs != 12000 {
+		t.Fatalf("retry after %d ms, want 12000 (200 tokens short at 1000 a minute)", e.RetryAfterMs)
+	}
+	// 1604 bytes without AI-Prompt-Tokens count 401 tokens: over too.
+	_, err = c.Publish(ctx, "ev.a", make([]byte, 1604), client.WithTenant("acme"))
+	quotaRefusal(t, err, "tpm", "this request has 401")
+	publish(t, c, "ev.a", string(make([]byte, 1600)), client.WithTenant("acme")) // 400: fits exactly
+	// Another tenant under the default has its own minute.
+	publish(t, c, "ev.a", "x", client.WithTenant("beta"), client.WithPromptTokens(1000))
+
+	// Tenant q: a work queue without workers keeps what it is given.
+	if _, err := c.AddQueue(ctx, semaq.QueueConfig{Name: "WQ", Subjects: []string{"wq.>"}, Storage: "memory"}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "wq.a", "x", client.WithTenant("q"), client.WithPromptTokens(800))
+	waitUntil(t, func() bool { return broker.TenantQueued(s, "q") == 800 })
+	_, err = c.Publish(ctx, "wq.a", []byte("x"), client.WithTenant("q"), client.WithPromptTokens(300))
+	quotaRefusal(t, err, "max_queued_tokens", "tenant q is over its quota of 1000 queued prompt tokens (max_queued_tokens): 800 queued and 300 more asked")
+	publish(t, c, "wq.a", "x", client.WithTenant("q"), client.WithPromptTokens(200))
+	// Not a work queue: queued tokens do not apply.
+	publish(t, c, "ev.a", "x", client.WithTenant("q"), client.WithPromptTokens(900))
+	// Another tenant's queued tokens are its own.
+	publish(t, c, "wq.a", "x", client.WithTenant("other"), client.WithPromptTokens(900))
+}
+
+// TestQuotaRefundedWhenTheQueueRefuses: a request the work queue's own
+// admission control refuses is not stored, and costs no quota.
+func TestQuotaRefundedWhenTheQueueRefuses(t *testing.T) {
+	clk := newStepClock()
+	s := startQuotaNode(t, clk, func(c *broker.Config) {
+		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 2}}}
+	})
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddQueue(ctx, semaq.QueueConfig{Name: "WQ", Subjects: []string{"wq.>"}, Storage: "memory", MaxMessages: 1}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "wq.a", "x", client.WithTenant("acme"))
+	for range 5 {
+		_, err := c.Publish(ctx, "wq.a", []byte("x"), client.WithTenant("acme"))
+		if e, _ := errors.AsType[*semaq.APIError](err); e == nil || !errors.Is(err, semaq.ErrOverloaded) || e.Quota != "" {
+			t.Fatalf("err = %v, want the queue's own refusal", err)
+		}
+	}
+	if err := c.DeleteQueue(ctx, "WQ"); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.AddStream(t, c, "EV", "wq.>")
+	// The five refusals charged nothing: acme has one request left.
+	publish(t, c, "wq.a", "x", client.WithTenant("acme"))
+	_, err := c.Publish(ctx, "wq.a", []byte("x"), client.WithTenant("acme"))
+	quotaRefusal(t, err, "rpm")
+}
+
+// TestQuotaOffByDefault: with no quota configured the ingress has no
+// limiter: a tenant's flood passes as before.
+func TestQuotaOffByDefault(t *testing.T) {
+	s := brokertest.Start(t)
+	if broker.QuotaOn(s) {
+		t.Fatal("quotas checked with none configured")
+	}
+	c := brokertest.Connect(t, s)
+	brokertest.AddStream(t, c, "EV", "ev.>")
+	for i := range 300 {
+		publish(t, c, "ev.a", fmt.Sprint(i), client.WithTenant("acme"), client.WithPromptTokens(1_000_000))
+	}
+}
+
+// TestQuotaPerUser: a user's own quota (semaq user add --rpm) applies on
+// top of its tenant's, both must allow; a user without one is limited by
+// its tenant's only; a quota given to a user after start applies.
+func TestQuotaPerUser(t *testing.T) {
+	clk := newStepClock()
+	s := startQuotaNode(t, clk, func(c *broker.Config) {
+		c.Auth = true
+		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 4}}}
+	}, broker.WithQuotaUser(func(h nats.Header) string { return h.Get("Quota-Test-User") }))
+	admin := brokertest.ConnectKey(t, s, adminKey(t, s))
+	ctx := context.Background()
+	brokertest.AddStream(t, admin, "EV", "ev.>")
+	if _, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "alice", Tenant: "acme", Role: semaq.RolePublisher,
+		Subjects: []string{"ev.>"}, RPM: 1}); err != nil {
+		t.Fatal(err)
+	}
+	as := func(user string) client.PublishOption { return client.WithHeader("Quota-Test-User", user) }
+
+	publish(t, admin, "ev.a", "1", client.WithTenant("acme"), as("alice"))
+	_, err := admin.Publish(ctx, "ev.a", []byte("2"), client.WithTenant("acme"), as("alice"))
+	quotaRefusal(t, err, "rpm", "user alice (tenant acme) is over its quota of 1 requests per minute (rpm)", "retry after 1m0s")
+	// bob has no quota of his own: the tenant's 3 left are his.
+	for i := range 3 {
+		publish(t, admin, "ev.a", fmt.Sprint(i), client.WithTenant("acme"), as("bob"))
+	}
+	_, err = admin.Publish(ctx, "ev.a", []byte("x"), client.WithTenant("acme"), as("bob"))
+	quotaRefusal(t, err, "rpm", "tenant acme is over its quota of 4 requests per minute")
+
+	// A minute on: the tenant has 4 again, alice 1; her second is hers to lose.
+	clk.Add(time.Minute)
+	publish(t, admin, "ev.a", "1", client.WithTenant("acme"), as("alice"))
+	_, err = admin.Publish(ctx, "ev.a", []byte("2"), client.WithTenant("acme"), as("alice"))
+	quotaRefusal(t, err, "rpm", "user alice")
+
+	// A user added with a quota now is limited at once.
+	if _, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "carol", Tenant: "zeta", Role: semaq.RolePublisher,
+		Subjects: []string{"ev.>"}, TPM: 100}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, admin, "ev.a", "x", client.WithTenant("zeta"), as("carol"), client.WithPromptTokens(100))
+	_, err = admin.Publish(ctx, "ev.a", []byte("x"), client.WithTenant("zeta"), as("carol"), client.WithPromptTokens(1))
+	quotaRefusal(t, err, "tpm", "user carol (tenant zeta) is over its quota of 100 prompt tokens per minute")
+}
+
+func adminKey(t *testing.T, s *broker.Server) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.Config().DataDir, broker.AdminKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitUntil polls cond, with a deadline.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		<-tick.C
+	}
+}
+
+// TestQuotaConfigFile: the quotas of a config file, and a bad one refused
+// naming the setting.
+func TestQuotaConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "semaq.yaml")
+	if err := os.WriteFile(file, []byte("quotas:\n  default: {rpm: 600, tpm: 100000}\n  tenants:\n    acme: {rpm: 60, max_queued_tokens: 50000}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := broker.DefaultConfig()
+	if err := broker.LoadConfigFile(file, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Quotas.Default != (quota.Limits{RPM: 600, TPM: 100000}) || cfg.Quotas.Tenants["acme"] != (quota.Limits{RPM: 60, MaxQueuedTokens: 50000}) {
+		t.Fatalf("quotas read as %+v", cfg.Quotas)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Quotas.Tenants["acme"] = quota.Limits{TPM: -1}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "quotas.tenants.acme.tpm: -1 is negative") {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("quotas:\n  default: {rpms: 1}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := broker.LoadConfigFile(file, &cfg); err == nil || !strings.Contains(err.Error(), "rpms") {
+		t.Fatalf("a misspelt key: %v", err)
+	}
+}
