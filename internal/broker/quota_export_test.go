@@ -17,3 +17,12 @@ func TenantQueued(s *Server, tenant string) int64 {
 	n, _ := s.tenantQueued(tenant)
 	return n
 }
+
+// QuotaSizes is how many tenants and users the node keeps quota buckets for.
+func QuotaSizes(s *Server) (tenants, users int) {
+	q := s.ingress.quota.Load()
+	if q == nil {
+		return 0, 0
+	}
+	return q.lim.Sizes()
+}

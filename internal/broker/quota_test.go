@@ -330,3 +330,48 @@ func TestQuotaConfigFile(t *testing.T) {
 		t.Fatalf("a misspelt key: %v", err)
 	}
 }
+
+// TestQuotaHostileTenantNames: a publisher inventing a tenant name per
+// message, under a default quota, never grows the node's bucket table past
+// max_tenants; the names past it share one bucket, so the flood buys no
+// quota; a configured tenant keeps its own.
+func TestQuotaHostileTenantNames(t *testing.T) {
+	clk := newStepClock()
+	s := startQuotaNode(t, clk, func(c *broker.Config) {
+		c.Quotas = quota.Config{Default: quota.Limits{RPM: 50}, Tenants: map[string]quota.Limits{"acme": {RPM: 1}}, MaxTenants: 20}
+	})
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	brokertest.AddStream(t, c, "EV", "ev.>")
+	admitted, refused := 0, 0
+	for i := range 500 {
+		_, err := c.Publish(ctx, "ev.a", []byte("x"), client.WithTenant(fmt.Sprintf("made-up-%d", i)))
+		switch {
+		case err == nil:
+			admitted++
+		case errors.Is(err, semaq.ErrOverloaded):
+			if !strings.Contains(err.Error(), "sharing the quota of the tenants past the node's bound") {
+				t.Fatalf("refusal %q does not say the bucket is shared", err)
+			}
+			refused++
+		default:
+			t.Fatal(err)
+		}
+	}
+	// 20 names with their own bucket, then 50 a minute between all the others.
+	if admitted != 20+50 || refused != 500-70 {
+		t.Fatalf("%d admitted, %d refused; want 70 and 430", admitted, refused)
+	}
+	if n, _ := broker.QuotaSizes(s); n > 20 {
+		t.Fatalf("%d tenant buckets after the flood, bound 20", n)
+	}
+	publish(t, c, "ev.a", "x", client.WithTenant("acme"))
+	if n, _ := broker.QuotaSizes(s); n > 21 {
+		t.Fatalf("%d tenant buckets, bound 20 and the configured tenant", n)
+	}
+	// A 200 KB tenant name is the envelope's problem, refused before any quota.
+	_, err := c.Publish(ctx, "ev.a", []byte("x"), client.WithHeader(semaq.HdrTenant, strings.Repeat("t", 200<<10)))
+	if err == nil || errors.Is(err, semaq.ErrOverloaded) {
+		t.Fatalf("a 200 KB tenant: %v", err)
+	}
+}
