@@ -182,16 +182,15 @@ type Scheduler struct {
 // New returns an empty scheduler.
 func New(cfg Config) *Scheduler {
 	s := &Scheduler{
-		cfg:          cfg,
-		backlog:      make(map[string]int),
-		tenantTokens: make(map[string]int64),
-		counter:      make(map[string]float64),
-		delayed:      make(map[uint64]*Job),
-		held:         make(map[uint64]*Job),
-		bySeq:        make(map[uint64]*Job),
-		byID:         make(map[string]*Job),
-		workers:      make(map[string]*Worker),
-		holders:      make(map[string]int),
+		cfg:     cfg,
+		backlog: make(map[string]int),
+		counter: make(map[string]float64),
+		delayed: make(map[uint64]*Job),
+		held:    make(map[uint64]*Job),
+		bySeq:   make(map[uint64]*Job),
+		byID:    make(map[string]*Job),
+		workers: make(map[string]*Worker),
+		holders: make(map[string]int),
 	}
 	for i := range s.levels {
 		s.levels[i].tenants = make(map[string]*tenantList)
@@ -613,6 +612,9 @@ func (s *Scheduler) TenantTokensQueued(tenant string) int64 { return s.tenantTok
 // map is bounded by the requests held.
 func (s *Scheduler) addQueuedTokens(j *Job, n int64) {
 	s.tokensQueued += n
+	if s.tenantTokens == nil {
+		s.tenantTokens = make(map[string]int64)
+	}
 	if t := s.tenantTokens[j.Tenant] + n; t != 0 {
 		s.tenantTokens[j.Tenant] = t
 	} else {
