@@ -302,6 +302,7 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 			in.reject(&p, e)
 			return
 		}
+		p.user = who.User
 	}
 	p.obs.begin(in, m, env)
 	defer p.obs.end()

@@ -72,6 +72,7 @@ type publication struct {
 	env     semaq.Envelope
 	subject string         // the subject it is stored under; routing may change it
 	stream  *ingressStream // the stream that stores it; routing may change it
+	user    string         // the store user that sent it (auth on), for its quota
 	obs     msgObs
 }
 

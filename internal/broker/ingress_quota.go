@@ -1,38 +1,28 @@
 package broker
 
 import (
-	"github.com/nats-io/nats.go"
-
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/semaq"
 )
 
 // ingressQuota is the quota check of the admission step
-// (internal/broker/quota, docs/quotas.md): the node's limiter and how the
-// ingress learns who sent a message.
+// (internal/broker/quota, docs/quotas.md).
 type ingressQuota struct {
 	lim *quota.Limiter
-	// userOf names the store user that sent a message ("" for none): the
-	// message's principal with auth on, nil with auth off. It is asked
-	// only while some user has a quota (anyUser).
-	userOf  func(h nats.Header) string
-	anyUser func() bool
 }
 
-// quotaRequest is what p asks of the quotas: its tenant (AI-Tenant after
-// the envelope step), its user, and its prompt tokens as every other
-// token count of the broker reckons them.
+// request is what p asks of the quotas: its tenant (AI-Tenant as the
+// envelope step left it, stamped from the sender with auth on), its user
+// (the principal the envelope step read), and its prompt tokens as every
+// other token count of the broker reckons them.
 func (q *ingressQuota) request(p *publication, queued bool) quota.Request {
-	r := quota.Request{
+	return quota.Request{
 		Tenant: p.env.Tenant,
+		User:   p.user,
 		Tokens: dispatch.RequestTokens(int64(p.env.PromptTokens), len(p.m.Data)),
 		Queued: queued,
 	}
-	if q.userOf != nil && q.anyUser() {
-		r.User = q.userOf(p.m.Header)
-	}
-	return r
 }
 
 // quotaRefusal turns a quota's refusal into the ingress's: the overloaded

@@ -1,14 +1,5 @@
 package broker
 
-import "github.com/nats-io/nats.go"
-
-// WithQuotaUser charges each message to the user f names, in place of
-// the message's principal: the user quotas' tests, until store users
-// publish from accounts the principal can name.
-func WithQuotaUser(f func(nats.Header) string) Option {
-	return func(s *Server) { s.quotaUser = f }
-}
-
 // QuotaOn reports whether the ingress checks quotas at all.
 func QuotaOn(s *Server) bool { return s.ingress.quota.Load() != nil }
 

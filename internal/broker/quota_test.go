@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/quota"
@@ -234,48 +232,60 @@ func TestQuotaOffByDefault(t *testing.T) {
 	}
 }
 
-// TestQuotaPerUser: a user's own quota (semaq user add --rpm) applies on
-// top of its tenant's, both must allow; a user without one is limited by
-// its tenant's only; a quota given to a user after start applies.
+// TestQuotaPerUser: with auth on, a user's own quota (semaq user add
+// --rpm/--tpm) applies on top of its tenant's, both must allow; the
+// tenant's quota counts every user of the tenant, whatever AI-Tenant they
+// send (it is stamped from their identity); a user without a quota of its
+// own is limited by its tenant's only; a quota given to a user added after
+// start applies at once.
 func TestQuotaPerUser(t *testing.T) {
 	clk := newStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
 		c.Auth = true
 		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 4}}}
-	}, broker.WithQuotaUser(func(h nats.Header) string { return h.Get("Quota-Test-User") }))
+	})
 	admin := brokertest.ConnectKey(t, s, adminKey(t, s))
 	ctx := context.Background()
 	brokertest.AddStream(t, admin, "EV", "ev.>")
-	if _, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "alice", Tenant: "acme", Role: semaq.RolePublisher,
-		Subjects: []string{"ev.>"}, RPM: 1}); err != nil {
-		t.Fatal(err)
+	user := func(r semaq.UserAddRequest) *client.Client {
+		t.Helper()
+		r.Role, r.Subjects = semaq.RolePublisher, []string{"ev.>"}
+		resp, err := admin.AddUser(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return brokertest.ConnectKey(t, s, resp.Key)
 	}
-	as := func(user string) client.PublishOption { return client.WithHeader("Quota-Test-User", user) }
+	alice := user(semaq.UserAddRequest{Name: "alice", Tenant: "acme", RPM: 1})
+	bob := user(semaq.UserAddRequest{Name: "bob", Tenant: "acme"})
 
-	publish(t, admin, "ev.a", "1", client.WithTenant("acme"), as("alice"))
-	_, err := admin.Publish(ctx, "ev.a", []byte("2"), client.WithTenant("acme"), as("alice"))
-	quotaRefusal(t, err, "rpm", "user alice (tenant acme) is over its quota of 1 requests per minute (rpm)", "retry after 1m0s")
-	// bob has no quota of his own: the tenant's 3 left are his.
-	for i := range 3 {
-		publish(t, admin, "ev.a", fmt.Sprint(i), client.WithTenant("acme"), as("bob"))
-	}
-	_, err = admin.Publish(ctx, "ev.a", []byte("x"), client.WithTenant("acme"), as("bob"))
+	publish(t, alice, "ev.a", "1")
+	_, err := alice.Publish(ctx, "ev.a", []byte("2"))
+	quotaRefusal(t, err, "rpm", "quota: user alice (tenant acme) is over its quota of 1 requests per minute (rpm)", "retry after 1m0s")
+	// bob has no quota of his own: the tenant's 3 left are his, with or
+	// without AI-Tenant.
+	publish(t, bob, "ev.a", "1")
+	publish(t, bob, "ev.a", "2", client.WithTenant("acme"))
+	publish(t, bob, "ev.a", "3")
+	_, err = bob.Publish(ctx, "ev.a", []byte("4"))
 	quotaRefusal(t, err, "rpm", "tenant acme is over its quota of 4 requests per minute")
 
-	// A minute on: the tenant has 4 again, alice 1; her second is hers to lose.
+	// A minute on: the tenant has 4 again, alice 1 of them.
 	clk.Add(time.Minute)
-	publish(t, admin, "ev.a", "1", client.WithTenant("acme"), as("alice"))
-	_, err = admin.Publish(ctx, "ev.a", []byte("2"), client.WithTenant("acme"), as("alice"))
+	publish(t, alice, "ev.a", "1")
+	_, err = alice.Publish(ctx, "ev.a", []byte("2"))
 	quotaRefusal(t, err, "rpm", "user alice")
+	publish(t, bob, "ev.a", "1")
 
-	// A user added with a quota now is limited at once.
-	if _, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "carol", Tenant: "zeta", Role: semaq.RolePublisher,
-		Subjects: []string{"ev.>"}, TPM: 100}); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, admin, "ev.a", "x", client.WithTenant("zeta"), as("carol"), client.WithPromptTokens(100))
-	_, err = admin.Publish(ctx, "ev.a", []byte("x"), client.WithTenant("zeta"), as("carol"), client.WithPromptTokens(1))
+	// A user added now with a tpm, in a tenant without a quota.
+	carol := user(semaq.UserAddRequest{Name: "carol", Tenant: "zeta", TPM: 100})
+	publish(t, carol, "ev.a", "x", client.WithPromptTokens(100))
+	_, err = carol.Publish(ctx, "ev.a", []byte("x"), client.WithPromptTokens(1))
 	quotaRefusal(t, err, "tpm", "user carol (tenant zeta) is over its quota of 100 prompt tokens per minute")
+	// The admin, without a quota, is not limited by anyone's.
+	for i := range 10 {
+		publish(t, admin, "ev.a", fmt.Sprint(i), client.WithTenant("zeta"))
+	}
 }
 
 func adminKey(t *testing.T, s *broker.Server) string {

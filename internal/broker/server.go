@@ -85,10 +85,8 @@ type Server struct {
 
 	// syncFile replaces fsync in group commits; tests inject faults here.
 	syncFile func(*os.File) error
-	// quotaNow and quotaUser replace the quotas' clock and the user a
-	// message is charged to; tests set them (server_quota.go).
-	quotaNow  func() time.Time
-	quotaUser func(nats.Header) string
+	// quotaNow replaces the quotas' clock; tests step it (WithQuotaClock).
+	quotaNow func() time.Time
 }
 
 // New validates cfg and prepares a server. Nothing listens until Start.

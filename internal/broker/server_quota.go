@@ -3,9 +3,6 @@ package broker
 import (
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/quota"
 )
 
@@ -19,7 +16,6 @@ func (s *Server) startQuotas() error {
 		return nil
 	}
 	deps := quota.Deps{QueuedTokens: s.tenantQueued, Now: s.quotaNow}
-	q := &ingressQuota{}
 	if st := s.identities; st != nil {
 		deps.UserLimits = func(user string) quota.Limits {
 			u, err := st.Get(user)
@@ -28,17 +24,12 @@ func (s *Server) startQuotas() error {
 			}
 			return quota.Limits{RPM: u.RPM, TPM: u.TPM}
 		}
-		q.userOf, q.anyUser = s.quotaUser, st.AnyQuota
-		if q.userOf == nil {
-			q.userOf = s.storeUser
-		}
 	}
 	lim, err := quota.New(s.cfg.Quotas, deps)
 	if err != nil {
 		return err
 	}
-	q.lim = lim
-	s.ingress.quota.Store(q)
+	s.ingress.quota.Store(&ingressQuota{lim: lim})
 	return nil
 }
 
@@ -46,14 +37,6 @@ func (s *Server) startQuotas() error {
 // the wall clock, so a test can step time past a Retry-After.
 func WithQuotaClock(now func() time.Time) Option {
 	return func(s *Server) { s.quotaNow = now }
-}
-
-// storeUser names the store user that sent a message, "" when none did.
-func (s *Server) storeUser(h nats.Header) string {
-	if p := s.principal(h); p.Who == api.User {
-		return p.User
-	}
-	return ""
 }
 
 // tenantQueued sums tenant's prompt tokens waiting in the work queues this

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/brokertest"
@@ -17,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/worker"
+	"github.com/semaq/semaq/semaq"
 )
 
 // manualClock is the quotas' clock: it moves when the test says.
@@ -43,10 +45,35 @@ func (c *manualClock) Add(d time.Duration) {
 // Retry-After the tenant is served again.
 func TestGatewayQuota(t *testing.T) {
 	clk := &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	srv := startQuotaNode(t, clk, func(cfg *broker.Config) {
+		cfg.GatewayAPIKeys = map[string]string{"key-a": "acme", "key-b": "beta"}
+		cfg.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 1}}}
+	})
+	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: brokertest.Connect(t, srv)}
+	e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"sim-1"}, Sim: sim.Config{Tokens: 4, Seed: 1}})
+	ask := func(key string) (*http.Response, string) { return askModel(t, e, "sim-1", key) }
+
+	if resp, body := ask("key-a"); resp.StatusCode != 200 {
+		t.Fatalf("acme's first request: %d %s", resp.StatusCode, body)
+	}
+	resp, body := ask("key-a")
+	wantRateLimited(t, resp, body, "60", "tenant acme is over its quota of 1 requests per minute (rpm)")
+	if resp, body := ask("key-b"); resp.StatusCode != 200 {
+		t.Fatalf("beta, without a quota: %d %s", resp.StatusCode, body)
+	}
+	scrape(t, e.base, `semaq_quota_refusals_total{quota="rpm",scope="tenant",tenant="acme"} 1`)
+	clk.Add(time.Minute)
+	if resp, body := ask("key-a"); resp.StatusCode != 200 {
+		t.Fatalf("acme after the Retry-After: %d %s", resp.StatusCode, body)
+	}
+}
+
+// startQuotaNode runs a node whose quotas read clk.
+func startQuotaNode(t *testing.T, clk *manualClock, cfgFn func(*broker.Config)) *broker.Server {
+	t.Helper()
 	cfg := broker.DefaultConfig()
 	cfg.DataDir, cfg.Listen, cfg.HTTP = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
-	cfg.GatewayAPIKeys = map[string]string{"key-a": "acme", "key-b": "beta"}
-	cfg.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 1}}}
+	cfgFn(&cfg)
 	srv, err := node.New(cfg, nil, broker.WithQuotaClock(clk.Now))
 	if err != nil {
 		t.Fatal(err)
@@ -57,34 +84,93 @@ func TestGatewayQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: brokertest.Connect(t, srv)}
-	e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"sim-1"}, Sim: sim.Config{Tokens: 4, Seed: 1}})
+	return srv
+}
 
-	ask := func(key string) (*http.Response, string) {
-		resp := e.post(t, ctx, chatBody("sim-1", "hello", false, ""), http.Header{"Authorization": {"Bearer " + key}})
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp, string(b)
-	}
-	if resp, body := ask("key-a"); resp.StatusCode != 200 {
-		t.Fatalf("acme's first request: %d %s", resp.StatusCode, body)
-	}
-	resp, body := ask("key-a")
+// askModel sends one chat completion with key and returns the answer.
+func askModel(t *testing.T, e *env, model, key string) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp := e.post(t, ctx, chatBody(model, "hello", false, ""), http.Header{"Authorization": {"Bearer " + key}})
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// wantRateLimited asserts OpenAI's 429 for a quota: rate_limit_error,
+// rate_limit_exceeded, the Retry-After, a message saying says.
+func wantRateLimited(t *testing.T, resp *http.Response, body, retryAfter, says string) {
+	t.Helper()
 	var eb openai.ErrorBody
 	if err := json.Unmarshal([]byte(body), &eb); err != nil || eb.Error == nil {
-		t.Fatalf("acme's second request: %d %s", resp.StatusCode, body)
+		t.Fatalf("%d %s, want OpenAI's error shape", resp.StatusCode, body)
 	}
-	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != "60" ||
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") != retryAfter ||
 		eb.Error.Type != openai.TypeRateLimit || eb.Error.Code == nil || *eb.Error.Code != "rate_limit_exceeded" ||
-		!strings.Contains(eb.Error.Message, "tenant acme is over its quota of 1 requests per minute (rpm)") {
-		t.Fatalf("acme's second request: %d Retry-After %q %s", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		!strings.Contains(eb.Error.Message, says) {
+		t.Fatalf("%d Retry-After %q %s, want 429 rate_limit_exceeded after %s saying %q", resp.StatusCode,
+			resp.Header.Get("Retry-After"), body, retryAfter, says)
 	}
-	if resp, body := ask("key-b"); resp.StatusCode != 200 {
-		t.Fatalf("beta, without a quota: %d %s", resp.StatusCode, body)
+}
+
+// TestGatewayKeyQuota: with auth on, a key's user with a quota of its own
+// is refused past it with OpenAI's 429, while another key of the same
+// tenant is served.
+func TestGatewayKeyQuota(t *testing.T) {
+	clk := &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	srv := startQuotaNode(t, clk, func(cfg *broker.Config) { cfg.Auth = true })
+	adminKey := brokertest.AdminKey(t, srv)
+	admin := brokertest.ConnectKey(t, srv, adminKey)
+	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: admin}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	wc, err := client.Connect(ctx, srv.ClientURL(), client.WithKey(adminKey))
+	if err != nil {
+		t.Fatal(err)
 	}
-	scrape(t, e.base, `semaq_quota_refusals_total{quota="rpm",scope="tenant",tenant="acme"} 1`)
+	w, err := worker.New(wc, worker.Config{Upstream: "sim", Models: []string{"llama3"}, Sim: sim.Config{Tokens: 3, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done, ready := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.RunReady(runCtx, func() { close(ready) }); err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done; wc.Close() })
+	select {
+	case <-ready:
+	case <-done:
+		t.Fatal("worker stopped before serving")
+	case <-ctx.Done():
+		t.Fatal("worker not ready")
+	}
+	add := func(r semaq.UserAddRequest) string {
+		t.Helper()
+		resp, err := admin.AddUser(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Key
+	}
+	metered := add(semaq.UserAddRequest{Name: "metered", Tenant: "acme", Role: semaq.RoleService, Subjects: []string{"ai.infer.>"}, RPM: 1})
+	free := add(semaq.UserAddRequest{Name: "free", Tenant: "acme", Role: semaq.RoleService, Subjects: []string{"ai.infer.>"}})
+
+	if resp, body := askModel(t, e, "llama3", metered); resp.StatusCode != 200 {
+		t.Fatalf("first request: %d %s", resp.StatusCode, body)
+	}
+	resp, body := askModel(t, e, "llama3", metered)
+	wantRateLimited(t, resp, body, "60", "user metered (tenant acme) is over its quota of 1 requests per minute (rpm)")
+	if resp, body := askModel(t, e, "llama3", free); resp.StatusCode != 200 {
+		t.Fatalf("another key of the tenant: %d %s", resp.StatusCode, body)
+	}
 	clk.Add(time.Minute)
-	if resp, body := ask("key-a"); resp.StatusCode != 200 {
-		t.Fatalf("acme after the Retry-After: %d %s", resp.StatusCode, body)
+	if resp, body := askModel(t, e, "llama3", metered); resp.StatusCode != 200 {
+		t.Fatalf("after the Retry-After: %d %s", resp.StatusCode, body)
 	}
 }

@@ -61,7 +61,6 @@ type Store struct {
 type snapshot struct {
 	byName map[string]*User
 	byKey  map[string]*User // key ID → its user
-	quotas bool             // some user has a quota of its own
 }
 
 // Open creates the bucket when missing, loads every user and starts the
@@ -100,7 +99,6 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 			for _, k := range u.Keys {
 				s.byKey[k.ID] = u
 			}
-			s.quotas = s.quotas || u.RPM > 0 || u.TPM > 0
 		}
 		return s
 	}
@@ -152,10 +150,6 @@ func (s *Store) Get(name string) (*User, error) {
 	}
 	return nil, semaq.NewAPIError(semaq.ErrUserNotFound, "user %q not found", name)
 }
-
-// AnyQuota reports whether some user has a quota of its own, without
-// I/O: while none has, the ingress need not ask who sent a message.
-func (s *Store) AnyQuota() bool { return s.state.Load().quotas }
 
 // List returns every user, by name.
 func (s *Store) List() []*User {
