@@ -261,7 +261,7 @@ func TestQuotaPerUser(t *testing.T) {
 
 	publish(t, alice, "ev.a", "1")
 	_, err := alice.Publish(ctx, "ev.a", []byte("2"))
-	quotaRefusal(t, err, "rpm", "quota: user alice (tenant acme) is over its quota of 1 requests per minute (rpm)", "retry after 1m0s")
+	quotaRefusal(t, err, "rpm", "quota: user alice (tenant acme) is over its quota of 1 request per minute (rpm)", "retry after 1m0s")
 	// bob has no quota of his own: the tenant's 3 left are his, with or
 	// without AI-Tenant.
 	publish(t, bob, "ev.a", "1")

@@ -57,7 +57,7 @@ func TestGatewayQuota(t *testing.T) {
 		t.Fatalf("acme's first request: %d %s", resp.StatusCode, body)
 	}
 	resp, body := ask("key-a")
-	wantRateLimited(t, resp, body, "60", "tenant acme is over its quota of 1 requests per minute (rpm)")
+	wantRateLimited(t, resp, body, "60", "tenant acme is over its quota of 1 request per minute (rpm)")
 	if resp, body := ask("key-b"); resp.StatusCode != 200 {
 		t.Fatalf("beta, without a quota: %d %s", resp.StatusCode, body)
 	}
@@ -165,7 +165,7 @@ func TestGatewayKeyQuota(t *testing.T) {
 		t.Fatalf("first request: %d %s", resp.StatusCode, body)
 	}
 	resp, body := askModel(t, e, "llama3", metered)
-	wantRateLimited(t, resp, body, "60", "user metered (tenant acme) is over its quota of 1 requests per minute (rpm)")
+	wantRateLimited(t, resp, body, "60", "user metered (tenant acme) is over its quota of 1 request per minute (rpm)")
 	if resp, body := askModel(t, e, "llama3", free); resp.StatusCode != 200 {
 		t.Fatalf("another key of the tenant: %d %s", resp.StatusCode, body)
 	}

@@ -171,7 +171,7 @@ func (r *Refusal) Error() string {
 	var what string
 	switch r.Kind {
 	case KindRPM:
-		what = fmt.Sprintf("its quota of %d requests per minute (rpm)", r.Limit)
+		what = fmt.Sprintf("its quota of %d %s per minute (rpm)", r.Limit, plural(r.Limit, "request", "requests"))
 	case KindTPM:
 		what = fmt.Sprintf("its quota of %d prompt tokens per minute (tpm): this request has %d", r.Limit, r.Tokens)
 	case KindQueuedTokens:
@@ -188,6 +188,13 @@ func CeilMs(d time.Duration) time.Duration {
 		d += time.Millisecond - r
 	}
 	return d
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func tenantName(t string) string {
