@@ -67,3 +67,13 @@ func (c *Client) RotateKey(ctx context.Context, name string, expiresIn ...time.D
 	}
 	return &resp, nil
 }
+
+// SetUserQuota changes a user's own quotas (docs/quotas.md): a nil rpm or
+// tpm keeps its value, 0 removes the limit. It needs an admin's key.
+func (c *Client) SetUserQuota(ctx context.Context, name string, rpm, tpm *int64) (*semaq.UserInfo, error) {
+	var info semaq.UserInfo
+	if err := c.request(ctx, semaq.APIUserQuota, semaq.UserQuotaRequest{Name: name, RPM: rpm, TPM: tpm}, &info); err != nil {
+		return nil, err
+	}
+	return &info, nil
+}

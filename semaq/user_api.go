@@ -10,6 +10,7 @@ const (
 	APIUserInfoT  = "$SQ.API.USER.INFO.%s" // (empty) -> UserInfo
 	APIUserRemove = "$SQ.API.USER.RM"      // UserRemoveRequest -> UserRemoveResponse
 	APIUserRotate = "$SQ.API.USER.ROTATE"  // UserRotateRequest -> UserAddResponse (the new key, shown once)
+	APIUserQuota  = "$SQ.API.USER.QUOTA"   // UserQuotaRequest -> UserInfo
 )
 
 // UserInboxPrefix starts the reply inbox of an authenticated user:
@@ -117,4 +118,12 @@ type UserRotateRequest struct {
 	Name string `json:"name"`
 	// ExpiresIn is the new key's lifetime, as in UserAddRequest.
 	ExpiresIn time.Duration `json:"expires_in,omitempty"`
+}
+
+// UserQuotaRequest changes a user's own quotas (docs/quotas.md): a field
+// left out keeps its value, 0 removes the limit.
+type UserQuotaRequest struct {
+	Name string `json:"name"`
+	RPM  *int64 `json:"rpm,omitempty"`
+	TPM  *int64 `json:"tpm,omitempty"`
 }

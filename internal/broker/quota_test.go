@@ -236,8 +236,8 @@ func TestQuotaOffByDefault(t *testing.T) {
 // --rpm/--tpm) applies on top of its tenant's, both must allow; the
 // tenant's quota counts every user of the tenant, whatever AI-Tenant they
 // send (it is stamped from their identity); a user without a quota of its
-// own is limited by its tenant's only; a quota given to a user added after
-// start applies at once.
+// own is limited by its tenant's only; a quota changed or given to a user
+// added after start applies at once.
 func TestQuotaPerUser(t *testing.T) {
 	clk := newStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
@@ -276,6 +276,16 @@ func TestQuotaPerUser(t *testing.T) {
 	_, err = alice.Publish(ctx, "ev.a", []byte("2"))
 	quotaRefusal(t, err, "rpm", "user alice")
 	publish(t, bob, "ev.a", "1")
+	// Her own limit lifted (semaq user quota alice --rpm 0): the tenant's
+	// 2 left are hers too, and then the tenant's quota holds.
+	zero := int64(0)
+	if info, err := admin.SetUserQuota(ctx, "alice", &zero, nil); err != nil || info.RPM != 0 {
+		t.Fatalf("set quota: %+v %v", info, err)
+	}
+	publish(t, alice, "ev.a", "3")
+	publish(t, alice, "ev.a", "4")
+	_, err = alice.Publish(ctx, "ev.a", []byte("5"))
+	quotaRefusal(t, err, "rpm", "tenant acme")
 
 	// A user added now with a tpm, in a tenant without a quota.
 	carol := user(semaq.UserAddRequest{Name: "carol", Tenant: "zeta", TPM: 100})

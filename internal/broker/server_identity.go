@@ -152,7 +152,7 @@ func (s *Server) userHandlers() api.Handlers {
 			api.ReplyErr(s.log, m, semaq.NewAPIError(semaq.ErrBadRequest, "users: this broker runs without auth; start it with --auth (auth: true)"))
 		}
 		return api.Handlers{semaq.APIUserAdd: off, semaq.APIUserList: off, fmt.Sprintf(semaq.APIUserInfoT, "*"): off,
-			semaq.APIUserRemove: off, semaq.APIUserRotate: off}
+			semaq.APIUserRemove: off, semaq.APIUserRotate: off, semaq.APIUserQuota: off}
 	}
 	st := s.identities
 	return api.Handlers{
@@ -189,6 +189,7 @@ func (s *Server) userHandlers() api.Handlers {
 			s.log.Info("auth: user removed", "user", r.Name, "closed_connections", n)
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
+		semaq.APIUserQuota: s.userQuotaHandler(st),
 		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (out any, err error) {
 			defer s.audit(ctx, semaq.AuditOpKeyRotate, r.Name)(&out, &err)
 			defer s.revokingHere(r.Name)()

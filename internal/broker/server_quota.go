@@ -1,9 +1,15 @@
 package broker
 
 import (
+	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/quota"
+	"github.com/semaq/semaq/internal/identity"
+	"github.com/semaq/semaq/semaq"
 )
 
 // startQuotas gives the ingress the node's quotas (docs/quotas.md): the
@@ -37,6 +43,19 @@ func (s *Server) startQuotas() error {
 // the wall clock, so a test can step time past a Retry-After.
 func WithQuotaClock(now func() time.Time) Option {
 	return func(s *Server) { s.quotaNow = now }
+}
+
+// userQuotaHandler serves $SQ.API.USER.QUOTA: a user's own quotas
+// changed, charged by the ingress from the moment the answer is sent.
+func (s *Server) userQuotaHandler(st *identity.Store) nats.MsgHandler {
+	return api.Op(s.log, "user quota", func(ctx context.Context, r *semaq.UserQuotaRequest) (any, error) {
+		u, err := st.SetQuota(ctx, *r)
+		if err != nil {
+			return nil, err
+		}
+		s.log.Info("auth: user quota set", "user", u.Name, "rpm", u.RPM, "tpm", u.TPM)
+		return u.Info(), nil
+	}, nil)
 }
 
 // tenantQueued sums tenant's prompt tokens waiting in the work queues this

@@ -16,7 +16,7 @@ import (
 func newUserCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "user",
-		Short: "Manage the users of a broker started with --auth: add, ls, info, rm",
+		Short: "Manage the users of a broker started with --auth: add, ls, info, quota, rm",
 		Long: `Users authenticate the NATS door of a broker started with --auth, each with a
 key the broker shows once. A user has a role: admin (everything, users
 included), publisher (publish on its --subjects), reader (subscribe to and
@@ -28,6 +28,7 @@ need an admin's key (--key or $SEMAQ_KEY); see docs/security.md.`,
 	}
 	cmd.AddCommand(
 		newUserAddCmd(e),
+		newUserQuotaCmd(e),
 		listing[semaq.UserInfo]{
 			short:    "List the users",
 			noun:     "users",
@@ -106,6 +107,46 @@ tenant's (docs/quotas.md).`,
 	f.Int64Var(&r.TPM, "tpm", 0, "the user's quota of prompt tokens per minute (0: none)")
 	f.BoolVar(&asJSON, "json", false, "print the user and its key as JSON")
 	_ = cmd.MarkFlagRequired("role")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+// newUserQuotaCmd is `semaq user quota`: a user's own quotas changed.
+func newUserQuotaCmd(e *env) *cobra.Command {
+	var rpm, tpm int64
+	cmd := &cobra.Command{
+		Use:   "quota NAME [--rpm N] [--tpm N]",
+		Short: "Change a user's own quotas: requests and prompt tokens per minute",
+		Long: `Change the quotas a user has of its own, on top of its tenant's
+(docs/quotas.md): --rpm requests per minute, --tpm prompt tokens per minute.
+A flag left out keeps its value; 0 removes the limit. The node charges the new
+quota from the moment the command returns; the user keeps its key.`,
+		Example: `  semaq user quota chat-app --rpm 1200
+  semaq user quota chat-app --tpm 0`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var r, t *int64
+			if cmd.Flags().Changed("rpm") {
+				r = &rpm
+			}
+			if cmd.Flags().Changed("tpm") {
+				t = &tpm
+			}
+			if r == nil && t == nil {
+				return fmt.Errorf("user quota %s: give --rpm, --tpm or both", args[0])
+			}
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				u, err := c.SetUserQuota(ctx, args[0], r, t)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(e.stdout, "User %s: quota %s.\n", u.Name, dash(userQuota(*u)))
+				return err
+			})
+		},
+	}
+	cmd.Flags().Int64Var(&rpm, "rpm", 0, "requests per minute (0: no limit)")
+	cmd.Flags().Int64Var(&tpm, "tpm", 0, "prompt tokens per minute (0: no limit)")
 	e.addServerFlag(cmd)
 	return cmd
 }

@@ -73,6 +73,12 @@ func TestUserCommands(t *testing.T) {
 	if info := mustSemaq(t, srv.url, "", "user", "info", "gpu-7"); !strings.Contains(info, "Quota:    -") {
 		t.Errorf("user info of a user without quota:\n%s", info)
 	}
+	if out := mustSemaq(t, srv.url, "", "user", "quota", "alice", "--tpm", "0"); !strings.Contains(out, "User alice: quota 600 requests/min (rpm).") {
+		t.Errorf("user quota: %s", out)
+	}
+	mustFailSemaq(t, srv.url, "give --rpm, --tpm or both", "user", "quota", "alice")
+	mustFailSemaq(t, srv.url, "rpm: -5 is negative", "user", "quota", "alice", "--rpm", "-5")
+	mustFailSemaq(t, srv.url, "not found", "user", "quota", "nobody", "--rpm", "5")
 
 	// A publisher's key works for what it may do and not for the user API.
 	mustFailSemaq(t, srv.url, "", "user", "ls", "--key", ingest)
