@@ -163,13 +163,13 @@ func TestQuotaTokens(t *testing.T) {
 
 	publish(t, c, "ev.a", "x", client.WithTenant("acme"), client.WithPromptTokens(600))
 	_, err := c.Publish(ctx, "ev.a", []byte("x"), client.WithTenant("acme"), client.WithPromptTokens(600))
-	e := quotaRefusal(t, err, "tpm", "tenant acme is over its quota of 1000 prompt tokens per minute (tpm): this request has 600")
+	e := quotaRefusal(t, err, "tpm", "tenant acme is over its quota of 1000 tokens per minute (tpm): this request has 600 prompt tokens")
 	if e.RetryAfterMs != 12000 {
 		t.Fatalf("retry after %d ms, want 12000 (200 tokens short at 1000 a minute)", e.RetryAfterMs)
 	}
 	// 1604 bytes without AI-Prompt-Tokens count 401 tokens: over too.
 	_, err = c.Publish(ctx, "ev.a", make([]byte, 1604), client.WithTenant("acme"))
-	quotaRefusal(t, err, "tpm", "this request has 401")
+	quotaRefusal(t, err, "tpm", "this request has 401 prompt tokens")
 	publish(t, c, "ev.a", string(make([]byte, 1600)), client.WithTenant("acme")) // 400: fits exactly
 	// Another tenant under the default has its own minute.
 	publish(t, c, "ev.a", "x", client.WithTenant("beta"), client.WithPromptTokens(1000))
@@ -291,7 +291,7 @@ func TestQuotaPerUser(t *testing.T) {
 	carol := user(semaq.UserAddRequest{Name: "carol", Tenant: "zeta", TPM: 100})
 	publish(t, carol, "ev.a", "x", client.WithPromptTokens(100))
 	_, err = carol.Publish(ctx, "ev.a", []byte("x"), client.WithPromptTokens(1))
-	quotaRefusal(t, err, "tpm", "user carol (tenant zeta) is over its quota of 100 prompt tokens per minute")
+	quotaRefusal(t, err, "tpm", "user carol (tenant zeta) is over its quota of 100 tokens per minute")
 	// The admin, without a quota, is not limited by anyone's.
 	for i := range 10 {
 		publish(t, admin, "ev.a", fmt.Sprint(i), client.WithTenant("zeta"))

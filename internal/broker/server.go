@@ -574,6 +574,7 @@ func (s *Server) dispatchDeps() dispatch.Deps {
 		},
 		BindJob:  func(id, lease string) { s.tokens.BindJob(id, lease) },
 		EndJob:   func(id string, te *semaq.TokenError) { s.tokens.EndJob(id, te) },
+		Served:   s.quotaServed,
 		Observer: dispatchObserver{s},
 		Tracer:   s.dispatchTracer(),
 		Log:      s.log.With("component", "dispatch"),

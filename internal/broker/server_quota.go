@@ -58,6 +58,14 @@ func (s *Server) userQuotaHandler(st *identity.Store) nats.MsgHandler {
 	}, nil)
 }
 
+// quotaServed charges the output tokens a worker reported for a request
+// of tenant to the tenant's tokens per minute.
+func (s *Server) quotaServed(tenant string, outputTokens int64) {
+	if q := s.ingress.quota.Load(); q != nil {
+		q.lim.ChargeOutput(tenant, outputTokens)
+	}
+}
+
 // tenantQueued sums tenant's prompt tokens waiting in the work queues this
 // node dispatches, and their workers' token rates.
 func (s *Server) tenantQueued(tenant string) (tokens int64, rate float64) {

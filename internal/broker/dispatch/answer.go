@@ -66,6 +66,9 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 			}
 		}
 		d.sched.Charge(j.Tenant, rep.OutputTokens)
+		if rep.OutputTokens > 0 {
+			d.deps.Served(j.Tenant, rep.OutputTokens)
+		}
 		d.stats.observeService(now.Sub(j.Fetched), j.Tokens+rep.OutputTokens)
 		d.stats.acked++
 		d.stats.outputTokens += uint64(rep.OutputTokens)

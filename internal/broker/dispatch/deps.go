@@ -55,6 +55,10 @@ type Deps struct {
 	// EndJob ends the token stream of a cancelled request id with te,
 	// unless it has ended. Called without the lock. Nil: no token streams.
 	EndJob func(id string, te *semaq.TokenError)
+	// Served is told the output tokens a worker reported when it acked a
+	// request of tenant, for the tenants' token quotas. Called with the
+	// dispatcher's lock held. Nil: nobody is told.
+	Served func(tenant string, outputTokens int64)
 	// Observer is told what happens to requests, for metrics. Nil:
 	// nothing is recorded.
 	Observer Observer
@@ -116,6 +120,9 @@ func (deps Deps) withDefaults() Deps {
 	}
 	if deps.EndJob == nil {
 		deps.EndJob = func(string, *semaq.TokenError) {}
+	}
+	if deps.Served == nil {
+		deps.Served = func(string, int64) {}
 	}
 	if deps.Observer == nil {
 		deps.Observer = nopObserver{}

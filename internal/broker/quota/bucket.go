@@ -74,6 +74,11 @@ func (b *bucket) take(now, inc int64) (ok bool, wait time.Duration) {
 	return false, time.Duration(next - w - now)
 }
 
+// force charges inc whether it fits or not: tokens already spent. The
+// bucket may then owe more than a Window, and later charges wait the debt
+// out; one forced charge owes at most maxCharge.
+func (b *bucket) force(now, inc int64) { b.tat = max(b.tat, now) + inc }
+
 // refund gives back a charge of inc taken before. The bucket never holds
 // more than full: a TAT in the past is a full bucket.
 func (b *bucket) refund(inc int64) { b.tat -= inc }

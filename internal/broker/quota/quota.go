@@ -1,5 +1,5 @@
 // Package quota keeps the per-tenant and per-user quotas of a node
-// (docs/quotas.md): requests per minute and prompt tokens per minute, each
+// (docs/quotas.md): requests per minute and tokens per minute, each
 // a token bucket (bucket.go), and the prompt tokens a tenant may have
 // waiting in work queues. The ingress asks Admit for every message before
 // it is stored; a Refusal says which quota, whose, and when to retry.
@@ -20,8 +20,10 @@ import (
 type Limits struct {
 	// RPM is the requests (messages) per minute.
 	RPM int64 `json:"rpm,omitempty" yaml:"rpm"`
-	// TPM is the prompt tokens per minute: each message's AI-Prompt-Tokens,
-	// or its payload's estimate when it declares none.
+	// TPM is the tokens per minute: each message's prompt tokens
+	// (AI-Prompt-Tokens, or its payload's estimate when it declares none)
+	// at admission, and for a tenant the output tokens its work-queue
+	// requests' workers report (ChargeOutput).
 	TPM int64 `json:"tpm,omitempty" yaml:"tpm"`
 	// MaxQueuedTokens bounds the prompt tokens of a tenant's requests
 	// waiting in the node's work queues. Tenants only.
@@ -173,7 +175,7 @@ func (r *Refusal) Error() string {
 	case KindRPM:
 		what = fmt.Sprintf("its quota of %d %s per minute (rpm)", r.Limit, plural(r.Limit, "request", "requests"))
 	case KindTPM:
-		what = fmt.Sprintf("its quota of %d prompt tokens per minute (tpm): this request has %d", r.Limit, r.Tokens)
+		what = fmt.Sprintf("its quota of %d tokens per minute (tpm): this request has %d prompt tokens", r.Limit, r.Tokens)
 	case KindQueuedTokens:
 		what = fmt.Sprintf("its quota of %d queued prompt tokens (max_queued_tokens): %d queued and %d more asked",
 			r.Limit, r.Queued, r.Tokens)
@@ -325,6 +327,25 @@ func (l *Limiter) Admit(r Request) *Refusal {
 		}
 	}
 	return nil
+}
+
+// ChargeOutput charges a request's output tokens to its tenant's tokens
+// per minute once a worker has reported them (a work queue's ack):
+// spent, so never refused, they may put the bucket in debt, and the
+// tenant's next requests wait it out. Users are not charged: the worker's
+// report names the request's tenant, not who sent it.
+func (l *Limiter) ChargeOutput(tenant string, tokens int64) {
+	tl := l.TenantLimits(tenant)
+	if tl.TPM <= 0 || tokens <= 0 {
+		return
+	}
+	now := int64(l.deps.Now().Sub(l.epoch))
+	inc := charge(tokens, tl.TPM)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, pinned := l.cfg.Tenants[tenant]
+	e, _ := l.tenants.get(tenant, pinned, now)
+	e.tpm.force(now, inc)
 }
 
 // Refund gives back what Admit charged for r, when a later step refused

@@ -84,7 +84,7 @@ func TestTenantTPM(t *testing.T) {
 	if r.RetryAfter != 12*time.Second {
 		t.Fatalf("retry after %s, want 12s", r.RetryAfter)
 	}
-	if !strings.Contains(r.Error(), "1000 prompt tokens per minute (tpm): this request has 600") {
+	if !strings.Contains(r.Error(), "1000 tokens per minute (tpm): this request has 600 prompt tokens") {
 		t.Errorf("%q", r.Error())
 	}
 	// The default applies to every tenant on its own: b has its whole allowance.
@@ -317,5 +317,31 @@ func TestRefund(t *testing.T) {
 	}
 	if ref := l.Admit(r); ref == nil {
 		t.Fatal("refunds banked more than one minute's allowance")
+	}
+}
+
+func TestChargeOutput(t *testing.T) {
+	users := map[string]Limits{"alice": {TPM: 1000}}
+	l, c := newLimiter(t, Config{Default: Limits{TPM: 1000}}, Deps{UserLimits: func(u string) Limits { return users[u] }})
+	if r := l.Admit(Request{Tenant: "acme", User: "alice", Tokens: 100}); r != nil {
+		t.Fatal(r)
+	}
+	// The worker reports 1,400 output tokens: spent, charged whatever the
+	// bucket holds, to the tenant only.
+	l.ChargeOutput("acme", 1400)
+	r := l.Admit(Request{Tenant: "acme", User: "alice", Tokens: 1})
+	if r == nil || r.Scope != ScopeTenant || r.Kind != KindTPM || r.RetryAfter != 30*time.Second+60*time.Millisecond {
+		t.Fatalf("after 1,500 tokens at 1,000 tpm: %+v, want the tenant's tpm, 30.06s", r)
+	}
+	c.add(r.RetryAfter)
+	if r := l.Admit(Request{Tenant: "acme", User: "alice", Tokens: 1}); r != nil {
+		t.Fatal(r)
+	}
+	// A tenant without a tpm is not charged; nor is a report of nothing.
+	l2, _ := newLimiter(t, Config{Tenants: map[string]Limits{"rpm-only": {RPM: 5}}}, Deps{})
+	l2.ChargeOutput("rpm-only", 1<<40)
+	l2.ChargeOutput("other", 1<<40)
+	if n, _ := l2.Sizes(); n != 0 {
+		t.Fatalf("%d buckets made for tenants without a tpm", n)
 	}
 }
