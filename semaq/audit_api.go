@@ -27,6 +27,7 @@ const (
 	AuditOpUserAdd         = "user.add"
 	AuditOpUserRemove      = "user.rm"
 	AuditOpKeyRotate       = "key.rotate"
+	AuditOpUserQuota       = "user.quota"
 	AuditOpDLQPurge        = "dlq.purge"
 	AuditOpDLQReplay       = "dlq.replay"
 )
@@ -37,7 +38,7 @@ var AuditOps = []string{
 	AuditOpStreamCreate, AuditOpStreamDelete, AuditOpQueueCreate, AuditOpQueueDelete,
 	AuditOpSchemaRegister, AuditOpSchemaDelete, AuditOpSchemaConfigSet, AuditOpSchemaBind, AuditOpSchemaUnbind,
 	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
-	AuditOpDLQPurge, AuditOpDLQReplay,
+	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay,
 }
 
 // Outcomes of an audited change.

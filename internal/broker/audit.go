@@ -130,7 +130,7 @@ func (s *Server) auditReader(op string) func(ctx context.Context, target string)
 		return s.auditBinding
 	case semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete:
 		return s.auditRoute
-	case semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate:
+	case semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate, semaq.AuditOpUserQuota:
 		return s.auditUser
 	}
 	return nil

@@ -282,6 +282,12 @@ func TestQuotaPerUser(t *testing.T) {
 	if info, err := admin.SetUserQuota(ctx, "alice", &zero, nil); err != nil || info.RPM != 0 {
 		t.Fatalf("set quota: %+v %v", info, err)
 	}
+	// An admin change: audited with the user before and after.
+	recs, err := admin.Audit(ctx, semaq.AuditListRequest{Op: semaq.AuditOpUserQuota})
+	if err != nil || len(recs.Records) != 1 || recs.Records[0].Target != "alice" ||
+		!strings.Contains(string(recs.Records[0].Before), `"rpm":1`) || strings.Contains(string(recs.Records[0].After), `"rpm"`) {
+		t.Fatalf("audit of the quota change: %+v %v", recs, err)
+	}
 	publish(t, alice, "ev.a", "3")
 	publish(t, alice, "ev.a", "4")
 	_, err = alice.Publish(ctx, "ev.a", []byte("5"))

@@ -48,7 +48,8 @@ func WithQuotaClock(now func() time.Time) Option {
 // userQuotaHandler serves $SQ.API.USER.QUOTA: a user's own quotas
 // changed, charged by the ingress from the moment the answer is sent.
 func (s *Server) userQuotaHandler(st *identity.Store) nats.MsgHandler {
-	return api.Op(s.log, "user quota", func(ctx context.Context, r *semaq.UserQuotaRequest) (any, error) {
+	return api.Op(s.log, "user quota", func(ctx context.Context, r *semaq.UserQuotaRequest) (out any, err error) {
+		defer s.audit(ctx, semaq.AuditOpUserQuota, r.Name)(&out, &err)
 		u, err := st.SetQuota(ctx, *r)
 		if err != nil {
 			return nil, err
