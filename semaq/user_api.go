@@ -49,6 +49,10 @@ var (
 // UserAddRequest creates a user. Subjects are the NATS subjects (wildcards
 // allowed) a publisher, reader or service works on; Queues are globs over
 // queue names (path.Match syntax) a worker serves.
+//
+// A user gets a key, unless it authenticates by Nkey or CertSubject
+// instead (at most one of the two); then the store holds nothing secret
+// for it and no key is made.
 type UserAddRequest struct {
 	Name     string   `json:"name"`
 	Tenant   string   `json:"tenant,omitempty"`
@@ -62,6 +66,13 @@ type UserAddRequest struct {
 	// prompt tokens per minute, on top of its tenant's; 0 is no limit.
 	RPM int64 `json:"rpm,omitempty"`
 	TPM int64 `json:"tpm,omitempty"`
+	// Nkey is the user's public nkey (U…): the client signs the server's
+	// nonce with its seed.
+	Nkey string `json:"nkey,omitempty"`
+	// CertSubject is the subject of the user's TLS client certificates,
+	// an RFC 4514 distinguished name ("CN=gpu-7,O=acme"), on a broker
+	// that verifies client certificates (tls_client_ca).
+	CertSubject string `json:"cert_subject,omitempty"`
 }
 
 // MaxKeyLifetime bounds ExpiresIn.
@@ -79,6 +90,11 @@ type UserInfo struct {
 	Created  time.Time `json:"created"`
 	// Keys are the IDs (the public lookup handles) of the user's keys.
 	Keys []KeyInfo `json:"keys"`
+	// Nkey is the user's public nkey, if it authenticates by one.
+	Nkey string `json:"nkey,omitempty"`
+	// CertSubject is the canonical subject of the user's TLS client
+	// certificates, if it authenticates by one.
+	CertSubject string `json:"cert_subject,omitempty"`
 }
 
 // KeyInfo is the public part of one key.
@@ -90,10 +106,11 @@ type KeyInfo struct {
 }
 
 // UserAddResponse is the user and its key, which the broker shows this
-// once and never again.
+// once and never again. Key is empty for a user added with an nkey or a
+// certificate subject.
 type UserAddResponse struct {
 	User UserInfo `json:"user"`
-	Key  string   `json:"key"`
+	Key  string   `json:"key,omitempty"`
 }
 
 // UserListResponse lists the users, by name.

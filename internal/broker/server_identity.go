@@ -65,6 +65,7 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	}
 	s.identities = st
 	s.revokerStop = make(chan struct{})
+	st.ReserveNkeys(s.authn.IsNodeNkey)
 	path := filepath.Join(s.cfg.DataDir, AdminKeyFile)
 	created, err := st.Bootstrap(ctx, path)
 	if err != nil {

@@ -71,8 +71,12 @@ func ParseKey(s string) (Key, error) {
 	return Key{Name: name, ID: id, Secret: secret}, nil
 }
 
-// String is the key in its text form.
+// String is the key in its text form; "" for the zero Key (a user added
+// with an nkey or a certificate subject has no key).
 func (k Key) String() string {
+	if k.Name == "" {
+		return ""
+	}
 	return keyPrefix + k.Name + "_" + k.ID + "_" + base64.RawURLEncoding.EncodeToString(k.Secret)
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,12 +56,20 @@ type Store struct {
 	kv    jetstream.KeyValue
 	state *jsutil.Follower[*snapshot]
 	now   func() time.Time
+	// reservedNkey reports whether an nkey is the node's own (a node
+	// user's or an operator's); nil: none is.
+	reservedNkey atomic.Pointer[func(string) bool]
 }
 
 // snapshot is an immutable view of the bucket.
 type snapshot struct {
 	byName map[string]*User
 	byKey  map[string]*User // key ID → its user
+	// byNkey and byCert find the user of an nkey or a canonical
+	// certificate subject. Two users claiming the same one (two adds
+	// racing) map it to nil: it opens neither.
+	byNkey map[string]*User
+	byCert map[string]*User
 }
 
 // Open creates the bucket when missing, loads every user and starts the
@@ -100,6 +109,7 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 				s.byKey[k.ID] = u
 			}
 		}
+		s.indexCredentials()
 		return s
 	}
 	f, err := jsutil.Follow(ctx, kv, apply, snap)
@@ -185,6 +195,12 @@ func (s *Store) Add(ctx context.Context, r semaq.UserAddRequest) (*User, Key, er
 	now := s.now().UTC()
 	u := &User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Subjects: r.Subjects, Queues: r.Queues, RPM: r.RPM, TPM: r.TPM, Created: now,
 		Keys: []UserKey{newUserKey(k, now, r.ExpiresIn)}}
+	if r.Nkey != "" || r.CertSubject != "" {
+		if err := s.credential(u, r); err != nil {
+			return nil, Key{}, err
+		}
+		k = Key{} // the nkey or certificate is the user's credential
+	}
 	b, err := json.Marshal(u)
 	if err != nil {
 		return nil, Key{}, err

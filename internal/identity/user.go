@@ -29,6 +29,12 @@ type User struct {
 	TPM     int64     `json:"tpm,omitempty"`
 	Created time.Time `json:"created"`
 	Keys    []UserKey `json:"keys"`
+	// Nkey is the public nkey (U…) the user signs the server's nonce
+	// with; "" for none. Public: the seed stays with the user.
+	Nkey string `json:"nkey,omitempty"`
+	// CertSubject is the canonical subject (ParseDN) of the TLS client
+	// certificates that authenticate the user; "" for none.
+	CertSubject string `json:"cert_subject,omitempty"`
 }
 
 // UserKey is a stored key: its public ID and the SHA-256 of its secret.
@@ -46,6 +52,8 @@ func (u *User) Info() semaq.UserInfo {
 	for _, k := range u.Keys {
 		in.Keys = append(in.Keys, semaq.KeyInfo{ID: k.ID, Created: k.Created, Expires: k.Expires})
 	}
+	in.Nkey = u.Nkey
+	in.CertSubject = u.CertSubject
 	return in
 }
 
@@ -73,6 +81,9 @@ func Validate(r semaq.UserAddRequest) error {
 	}
 	if r.TPM < 0 {
 		return fmt.Errorf("tpm: %d is negative", r.TPM)
+	}
+	if err := validateCredential(r); err != nil {
+		return err
 	}
 	if len(r.Subjects) > maxGrants {
 		return fmt.Errorf("subjects: %d grants, at most %d", len(r.Subjects), maxGrants)

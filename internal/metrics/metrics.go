@@ -144,7 +144,7 @@ func New(o Options) *Metrics {
 	m.deadLetters = f.counter("semaq_dead_letters_total",
 		"Messages dead-lettered into SQ_DLQ, by stream and reason.", "stream", "reason")
 	m.authFailures = f.counter("semaq_auth_failures_total",
-		"NATS connections refused by authentication (auth on), by reason: nkey, no_key, bad_key, unknown_key.", "reason")
+		"NATS connections refused by authentication (auth on), by reason: nkey, no_key, bad_key, unknown_key, cert.", "reason")
 	m.auditRecords = f.counter("semaq_audit_records_total",
 		"Audit records stored in SQ_AUDIT, by outcome of the admin change: ok or refused.", "outcome")
 	m.auditRecords.WithLabelValues("ok")
@@ -233,7 +233,7 @@ func (m *Metrics) AuthFailure(reason string) {
 		return
 	}
 	switch reason {
-	case "nkey", "no_key", "bad_key", "unknown_key":
+	case "nkey", "no_key", "bad_key", "unknown_key", "cert":
 	default:
 		reason = Other
 	}

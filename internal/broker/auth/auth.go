@@ -7,7 +7,10 @@
 //     server's nonce, with the permissions they have without auth;
 //   - clients presenting a key of the identity store, as the connect token
 //     or as user <name> password <key>, with the permissions of their role
-//     (roles.go).
+//     (roles.go);
+//   - store users by their nkey signature, or by the subject of a TLS
+//     client certificate the server verified, when they present no key
+//     (credential.go).
 //
 // Everyone else is refused. Node users and operators stay in the
 // server's global account, where the broker lives; store users go to the
@@ -43,7 +46,7 @@ type Deps struct {
 	// Limiter slows down repeated failures; nil is DefaultLimiter().
 	Limiter *Limiter
 	// Failed counts one refused connection, reason "nkey", "no_key",
-	// "bad_key" or "unknown_key"; nil counts nothing.
+	// "bad_key", "unknown_key" or "cert"; nil counts nothing.
 	Failed func(reason string)
 	// Log gets refusals at debug level, never a key. Nil logs nothing.
 	Log *slog.Logger
@@ -103,7 +106,10 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 	o := c.GetOpts()
 	if o.Nkey != "" {
 		perms, ok := a.deps.NodeUsers[o.Nkey]
-		if !ok || !verifyNkey(o.Nkey, o.Sig, c.GetNonce()) {
+		if !ok {
+			return a.checkNkey(c, o) // a store user's nkey (credential.go)
+		}
+		if !verifyNkey(o.Nkey, o.Sig, c.GetNonce()) {
 			return "nkey"
 		}
 		c.RegisterUser(&server.User{Permissions: perms})
@@ -114,6 +120,9 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 		key = o.Password
 	}
 	if key == "" {
+		if cert := verifiedLeaf(c); cert != nil {
+			return a.checkCert(c, o, cert) // credential.go
+		}
 		return "no_key"
 	}
 	s := a.store.Load()
@@ -133,23 +142,34 @@ func (a *Authenticator) check(c server.ClientAuthentication) string {
 		// user/password: the user must be the key's.
 		return "unknown_key"
 	}
+	return a.admit(c, p, "unknown_key", func() bool {
+		_, err := s.Authenticate(key)
+		return err == nil
+	})
+}
+
+// admit registers c as store user p: its role's permissions, its
+// tenant's account, and its name, under which revocation finds the
+// connection. Every way of authenticating a store user ends here. still
+// reports whether the credential still opens p; reason is the refusal's.
+func (a *Authenticator) admit(c server.ClientAuthentication, p identity.Principal, reason string, still func() bool) string {
 	perms, err := a.deps.Rules.Permissions(p)
 	if err != nil {
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
-		return "unknown_key"
+		return reason
 	}
 	acc, err := a.deps.Account(p.Tenant)
 	if err != nil {
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
-		return "unknown_key"
+		return reason
 	}
 	// The server closes the connection when the key expires.
 	c.RegisterUser(&server.User{Username: p.User, Permissions: perms, Account: acc, ConnectionDeadline: p.Expires})
 	// A removal or rotation may have landed between the lookup and the
 	// registration: it closes the connections it finds by user name, so
 	// look again now that the name is set (docs/security.md, revocation).
-	if _, err := s.Authenticate(key); err != nil {
-		return "unknown_key"
+	if !still() {
+		return reason
 	}
 	return ""
 }
