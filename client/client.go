@@ -52,6 +52,10 @@ type connectOptions struct {
 	natsOpts       []nats.Option
 	timeout        time.Duration
 	tracerProvider trace.TracerProvider
+	// keyUser is the user of WithKey, user WithUser's name, nkey whether
+	// WithNkeySeed was given (credentials.go).
+	keyUser, user string
+	nkey          bool
 }
 
 // Option configures Connect. Options validate their arguments and may fail.
@@ -84,6 +88,7 @@ func WithKey(key string) Option {
 			return errors.New("client: WithKey: not a SemaQ key (sq_<name>_<id>_<secret>)")
 		}
 		o.natsOpts = append(o.natsOpts, nats.Token(key), nats.CustomInboxPrefix(semaq.UserInboxPrefix+k.Name))
+		o.keyUser = k.Name
 		return nil
 	}
 }
@@ -119,6 +124,9 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		if err := opt(&o); err != nil {
 			return nil, err
 		}
+	}
+	if err := o.checkCredentials(); err != nil {
+		return nil, err
 	}
 	if url == "" {
 		url = os.Getenv("SEMAQ_URL")

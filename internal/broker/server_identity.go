@@ -97,12 +97,24 @@ func (s *Server) revokingHere(name string) func() {
 // every other node of a cluster follows. It runs until the store stops.
 func (s *Server) closeRevoked(st *identity.Store) {
 	defer s.revoker.Done()
+	// A user's credentials: its key IDs, and its nkey and certificate
+	// subject (prefixed, so no key ID equals them). nkeys are the users'
+	// nkeys in the snapshot keys last read.
+	var nkeys map[string]string
 	keys := func() map[string]map[string]bool {
 		out := map[string]map[string]bool{}
+		nkeys = map[string]string{}
 		for _, u := range st.List() {
 			out[u.Name] = map[string]bool{}
 			for _, k := range u.Keys {
 				out[u.Name][k.ID] = true
+			}
+			if u.Nkey != "" {
+				out[u.Name]["nkey:"+u.Nkey] = true
+				nkeys[u.Name] = u.Nkey
+			}
+			if u.CertSubject != "" {
+				out[u.Name]["cert:"+u.CertSubject] = true
 			}
 		}
 		return out
@@ -116,6 +128,7 @@ func (s *Server) closeRevoked(st *identity.Store) {
 			return
 		}
 		changed = st.Changed()
+		prevNkeys := nkeys
 		cur := keys()
 		for name, ids := range prev {
 			if _, here := s.revoking.Load(name); here {
@@ -123,7 +136,7 @@ func (s *Server) closeRevoked(st *identity.Store) {
 			}
 			for id := range ids {
 				if !cur[name][id] {
-					if n := s.closeUserConns(name); n > 0 {
+					if n := s.closeUserConns(name, prevNkeys[name]); n > 0 {
 						s.log.Info("auth: closed the connections of a revoked key", "user", name, "key_id", id, "closed_connections", n)
 					}
 					break
@@ -183,10 +196,14 @@ func (s *Server) userHandlers() api.Handlers {
 		semaq.APIUserRemove: api.Op(s.log, "user rm", func(ctx context.Context, r *semaq.UserRemoveRequest) (out any, err error) {
 			defer s.audit(ctx, semaq.AuditOpUserRemove, r.Name)(&out, &err)
 			defer s.revokingHere(r.Name)()
+			var nkey string // the server lists nkey connections by their nkey
+			if u, err := st.Get(r.Name); err == nil {
+				nkey = u.Nkey
+			}
 			if err := st.Remove(ctx, r.Name); err != nil {
 				return nil, err
 			}
-			n := s.closeUserConns(r.Name)
+			n := s.closeUserConns(r.Name, nkey)
 			s.log.Info("auth: user removed", "user", r.Name, "closed_connections", n)
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
@@ -198,7 +215,7 @@ func (s *Server) userHandlers() api.Handlers {
 			if err != nil {
 				return nil, err
 			}
-			n := s.closeUserConns(r.Name)
+			n := s.closeUserConns(r.Name, u.Nkey)
 			s.log.Info("auth: key rotated", "user", u.Name, "key_id", k.ID, "closed_connections", n)
 			return semaq.UserAddResponse{User: u.Info(), Key: k.String()}, nil
 		}, nil),
@@ -206,23 +223,30 @@ func (s *Server) userHandlers() api.Handlers {
 }
 
 // closeUserConns closes the open connections of user name: those the
-// authenticator registered under that name. The store's snapshot no
-// longer admits the user's old keys when this runs, and the authenticator
-// looks again after registering a name, so a connection racing the
-// revocation is either found here or refused there.
-func (s *Server) closeUserConns(name string) int {
-	cz, err := s.ns.Connz(&server.ConnzOptions{User: name, State: server.ConnOpen, Username: true, Limit: 1 << 20})
-	if err != nil {
-		s.log.Warn("auth: listing the connections of a revoked user", "user", name, "err", err)
-		return 0
-	}
+// authenticator registered under that name, and, given the user's nkey,
+// those made with it (the NATS server lists a connection made with an
+// nkey by the nkey). The store's snapshot no longer admits the user's old
+// credentials when this runs, and the authenticator looks again after
+// registering a name, so a connection racing the revocation is either
+// found here or refused there.
+func (s *Server) closeUserConns(name, nkey string) int {
 	n := 0
-	for _, c := range cz.Conns {
-		if c.AuthorizedUser != name {
+	for _, id := range []string{name, nkey} {
+		if id == "" {
 			continue
 		}
-		if err := s.ns.DisconnectClientByID(c.Cid); err == nil {
-			n++
+		cz, err := s.ns.Connz(&server.ConnzOptions{User: id, State: server.ConnOpen, Username: true, Limit: 1 << 20})
+		if err != nil {
+			s.log.Warn("auth: listing the connections of a revoked user", "user", name, "err", err)
+			continue
+		}
+		for _, c := range cz.Conns {
+			if c.AuthorizedUser != id {
+				continue
+			}
+			if err := s.ns.DisconnectClientByID(c.Cid); err == nil {
+				n++
+			}
 		}
 	}
 	return n

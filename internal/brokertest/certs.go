@@ -86,6 +86,16 @@ func (ca *CA) Client(t testing.TB, name string) Pair {
 	})
 }
 
+// ClientSubject issues a client certificate with subject name.
+func (ca *CA) ClientSubject(t testing.TB, name pkix.Name) Pair {
+	t.Helper()
+	return ca.issue(t, &x509.Certificate{
+		Subject:     name,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotAfter:    time.Now().Add(24 * time.Hour),
+	})
+}
+
 // Expired issues a server certificate that expired an hour ago.
 func (ca *CA) Expired(t testing.TB) Pair {
 	t.Helper()

@@ -68,6 +68,9 @@ type env struct {
 	// key authenticates with a broker started with --auth: --key or
 	// $SEMAQ_KEY.
 	key string
+	// nkeySeed and user authenticate without a key (user.go): --nkey-seed
+	// or $SEMAQ_NKEY_SEED, --user or $SEMAQ_USER.
+	nkeySeed, user string
 }
 
 func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
@@ -125,6 +128,7 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	}
 	// No default shown: --help must not print $SEMAQ_KEY. connect reads it.
 	f.StringVar(&e.key, name, "", "key for a broker started with --auth (semaq user add prints one); default $SEMAQ_KEY")
+	e.addCredentialFlags(f)
 }
 
 // natsTLS are the NATS options of the --tls-* flags.
@@ -149,11 +153,8 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := e.key
-	if key == "" {
-		key = os.Getenv("SEMAQ_KEY")
-	}
-	c, err := client.Connect(ctx, e.server, client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...), client.WithKey(key))
+	c, err := client.Connect(ctx, e.server, append([]client.Option{client.WithName("semaq-cli"),
+		client.WithNATSOptions(tlsOpts...)}, e.credentials()...)...)
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)

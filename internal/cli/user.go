@@ -33,10 +33,10 @@ need an admin's key (--key or $SEMAQ_KEY); see docs/security.md.`,
 			short:    "List the users",
 			noun:     "users",
 			jsonHelp: "print the users as JSON",
-			header:   []string{"NAME", "ROLE", "TENANT", "GRANTS", "KEY IDS", "CREATED"},
+			header:   []string{"NAME", "ROLE", "TENANT", "GRANTS", "KEY IDS", "CREDENTIAL", "CREATED"},
 			fetch:    (*client.Client).Users,
 			row: func(u semaq.UserInfo) []string {
-				return []string{u.Name, u.Role, dash(u.Tenant), dash(grants(u)), dash(keyIDs(u)), u.Created.Format("2006-01-02 15:04:05")}
+				return []string{u.Name, u.Role, dash(u.Tenant), dash(grants(u)), dash(keyIDs(u)), credential(u), u.Created.Format("2006-01-02 15:04:05")}
 			},
 		}.command(e),
 		showing[*semaq.UserInfo]{
@@ -49,6 +49,12 @@ need an admin's key (--key or $SEMAQ_KEY); see docs/security.md.`,
 				_, err := fmt.Fprintf(e.stdout, "Name:     %s\nRole:     %s\nTenant:   %s\nSubjects: %s\nQueues:   %s\nQuota:    %s\nKeys:     %s\nCreated:  %s\n",
 					u.Name, u.Role, dash(u.Tenant), dash(strings.Join(u.Subjects, " ")), dash(strings.Join(u.Queues, " ")),
 					dash(userQuota(*u)), dash(keyIDs(*u)), u.Created.Format("2006-01-02 15:04:05 MST"))
+				if err == nil && u.Nkey != "" {
+					_, err = fmt.Fprintf(e.stdout, "Nkey:     %s\n", u.Nkey)
+				}
+				if err == nil && u.CertSubject != "" {
+					_, err = fmt.Fprintf(e.stdout, "Cert:     %s\n", u.CertSubject)
+				}
 				return err
 			},
 		}.command(e),
@@ -73,18 +79,27 @@ func newUserAddCmd(e *env) *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME --role ROLE [--tenant T] [--subjects S,...] [--queues GLOB,...] [--rpm N] [--tpm N]",
+		Use:   "add NAME --role ROLE [--tenant T] [--subjects S,...] [--queues GLOB,...] [--rpm N] [--tpm N] [--nkey U... | --cert-subject DN]",
 		Short: "Add a user and print its key, once",
 		Long: `Add a user and print its key. The key is shown this once: the broker keeps only
 its hash. Give it to the user's program (client.WithKey, or --key / $SEMAQ_KEY
 for this CLI). --subjects are NATS subjects (wildcards allowed, first token
 literal); --queues are globs over queue names (INFER_*, Q[0-9]). --rpm and --tpm
 are the user's own quotas, requests and prompt tokens per minute, on top of its
-tenant's (docs/quotas.md).`,
+tenant's (docs/quotas.md).
+
+Instead of a key, a user may authenticate by an nkey (--nkey, its public key
+U...: the user connects with the seed, --nkey-seed FILE) or by a TLS client
+certificate (--cert-subject, the certificate's subject as an RFC 4514 name,
+most specific first, as 'openssl x509 -noout -subject -nameopt RFC2253'
+prints it; the broker must verify client certificates, --tls-client-ca).
+Such a user gets no key, and connects with --auth-user NAME.`,
 		Example: `  semaq user add ingest-svc --tenant acme --role publisher --subjects 'ai.inference.>'
   semaq user add gpu-7 --role worker --queues 'INFER_*'
   semaq user add alice --tenant acme --role reader --subjects 'results.acme.>'
-  semaq user add chat-app --tenant acme --role service --subjects 'ai.infer.>' --rpm 600 --tpm 100000`,
+  semaq user add chat-app --tenant acme --role service --subjects 'ai.infer.>' --rpm 600 --tpm 100000
+  semaq user add gpu-8 --role worker --queues 'INFER_*' --nkey UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4
+  semaq user add etl --tenant acme --role publisher --subjects 'etl.>' --cert-subject 'CN=etl,O=acme'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			r.Name = args[0]
@@ -105,6 +120,8 @@ tenant's (docs/quotas.md).`,
 	f.DurationVar(&r.ExpiresIn, "expires", 0, "the key stops working this long from now, e.g. 720h (0: never)")
 	f.Int64Var(&r.RPM, "rpm", 0, "the user's quota of requests per minute (0: none)")
 	f.Int64Var(&r.TPM, "tpm", 0, "the user's quota of prompt tokens per minute (0: none)")
+	f.StringVar(&r.Nkey, "nkey", "", "the user's public nkey (U...): it authenticates by nkey, and gets no key")
+	f.StringVar(&r.CertSubject, "cert-subject", "", "subject `DN` of the user's TLS client certificates ('CN=gpu-7,O=acme'): it authenticates by certificate, and gets no key")
 	f.BoolVar(&asJSON, "json", false, "print the user and its key as JSON")
 	_ = cmd.MarkFlagRequired("role")
 	e.addServerFlag(cmd)
@@ -192,6 +209,11 @@ func (e *env) writeKey(resp *semaq.UserAddResponse, asJSON bool, what string) er
 	if asJSON {
 		return writeJSON(e.stdout, resp)
 	}
+	if resp.Key == "" {
+		_, err := fmt.Fprintf(e.stdout, "User %s (%s) %s. It has no key: it authenticates by %s; connect with --user %s.\n",
+			resp.User.Name, resp.User.Role, what, credential(resp.User), resp.User.Name)
+		return err
+	}
 	_, err := fmt.Fprintf(e.stdout, "User %s (%s) %s. Its key, which will not be shown again:\n\n  %s\n\n"+
 		"Keep it secret; connect with --key or $SEMAQ_KEY (CLI) or client.WithKey (SDK).\n",
 		resp.User.Name, resp.User.Role, what, resp.Key)
@@ -224,6 +246,18 @@ func keyIDs(u semaq.UserInfo) string {
 		ids = append(ids, id)
 	}
 	return strings.Join(ids, " ")
+}
+
+// credential says how u authenticates besides keys: its nkey or its
+// certificate subject.
+func credential(u semaq.UserInfo) string {
+	switch {
+	case u.Nkey != "":
+		return "nkey " + u.Nkey
+	case u.CertSubject != "":
+		return "cert " + u.CertSubject
+	}
+	return "-"
 }
 
 // dash is s, or "-" for nothing.

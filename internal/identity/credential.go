@@ -21,6 +21,11 @@ const maxNkeyLen = 64
 // validateCredential checks the nkey and certificate subject of a user to
 // add; the error names the field at fault.
 func validateCredential(r semaq.UserAddRequest) error {
+	if nkeys.IsValidPublicKey(r.Name) {
+		// The NATS server lists a connection made with an nkey under the
+		// nkey: revocation must not mistake one user for another.
+		return fmt.Errorf("name: %q is a public nkey; name the user otherwise", r.Name)
+	}
 	if r.Nkey != "" && r.CertSubject != "" {
 		return fmt.Errorf("nkey, cert_subject: give one way to authenticate, not both")
 	}

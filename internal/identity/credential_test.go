@@ -36,6 +36,7 @@ func TestValidateCredential(t *testing.T) {
 		{with(pub[:55]+"X", ""), "not a public nkey"},
 		{with(strings.Repeat("U", 100), ""), "longer than 64"},
 		{with(pub, "CN=x"), "not both"},
+		{semaq.UserAddRequest{Name: pub, Role: semaq.RoleAdmin}, "is a public nkey"},
 		{with("", "CN="), "cert_subject: "},
 		{with("", strings.Repeat("O=acme,", 200)), "cert_subject: longer than"},
 	} {
