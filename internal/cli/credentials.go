@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -24,7 +25,7 @@ func (e *env) addCredentialFlags(f *pflag.FlagSet) {
 // and $SEMAQ_NKEY_SEED are not read; otherwise $SEMAQ_KEY, then
 // $SEMAQ_NKEY_SEED. $SEMAQ_USER is read for a connection without a key.
 // Two credentials given as flags are refused by the client.
-func (e *env) credentials() []client.Option {
+func (e *env) credentials() ([]client.Option, error) {
 	key, seed, user := e.key, e.nkeySeed, e.user
 	if key == "" && seed == "" {
 		if key = os.Getenv("SEMAQ_KEY"); key == "" {
@@ -34,5 +35,8 @@ func (e *env) credentials() []client.Option {
 	if user == "" && key == "" {
 		user = os.Getenv("SEMAQ_USER")
 	}
-	return []client.Option{client.WithKey(key), client.WithNkeySeed(seed), client.WithUser(user)}
+	if seed != "" && key == "" && user == "" {
+		return nil, errors.New("--nkey-seed needs --user NAME (or $SEMAQ_USER): the broker lets a user listen on its own inbox only")
+	}
+	return []client.Option{client.WithKey(key), client.WithNkeySeed(seed), client.WithUser(user)}, nil
 }

@@ -153,8 +153,12 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	creds, err := e.credentials()
+	if err != nil {
+		return nil, err
+	}
 	c, err := client.Connect(ctx, e.server, append([]client.Option{client.WithName("semaq-cli"),
-		client.WithNATSOptions(tlsOpts...)}, e.credentials()...)...)
+		client.WithNATSOptions(tlsOpts...)}, creds...)...)
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)
