@@ -51,5 +51,5 @@ func TestNkeyAndCertUserCommands(t *testing.T) {
 	mustFailSemaq(t, url, "uthorization", "stream", "ls", "--user", "etl")
 	t.Setenv("SEMAQ_USER", "")
 	mustFailSemaq(t, url, "--nkey-seed needs --user", "stream", "ls")
-	mustFailSemaq(t, url, "not a file holding", "stream", "ls", "--nkey-seed", filepath.Join(t.TempDir(), "none"))
+	mustFailSemaq(t, url, "not a file holding", "stream", "ls", "--user", "ops", "--nkey-seed", filepath.Join(t.TempDir(), "none"))
 }
