@@ -29,6 +29,9 @@ func validateCredential(r semaq.UserAddRequest) error {
 	if r.Nkey != "" && r.CertSubject != "" {
 		return fmt.Errorf("nkey, cert_subject: give one way to authenticate, not both")
 	}
+	if (r.Nkey != "" || r.CertSubject != "") && r.ExpiresIn != 0 {
+		return fmt.Errorf("expires_in: a user with an nkey or a certificate subject has no key to expire")
+	}
 	if r.Nkey != "" {
 		if err := CheckNkey(r.Nkey); err != nil {
 			return fmt.Errorf("nkey: %w", err)

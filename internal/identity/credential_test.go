@@ -3,6 +3,7 @@ package identity
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nkeys"
 
@@ -36,6 +37,7 @@ func TestValidateCredential(t *testing.T) {
 		{with(pub[:55]+"X", ""), "not a public nkey"},
 		{with(strings.Repeat("U", 100), ""), "longer than 64"},
 		{with(pub, "CN=x"), "not both"},
+		{func() semaq.UserAddRequest { r := with(pub, ""); r.ExpiresIn = time.Hour; return r }(), "no key to expire"},
 		{semaq.UserAddRequest{Name: pub, Role: semaq.RoleAdmin}, "is a public nkey"},
 		{with("", "CN="), "cert_subject: "},
 		{with("", strings.Repeat("O=acme,", 200)), "cert_subject: longer than"},
