@@ -228,3 +228,49 @@ func TestNkeyOfTheNodeRefused(t *testing.T) {
 	}
 	nc.Close()
 }
+
+// Revocation follows the store for nkey users too: a removal written
+// straight into the bucket, as a peer node's write arrives, closes the
+// connection made with the nkey; a key rotation closes it as well.
+func TestNkeyRevocationFollowsTheStore(t *testing.T) {
+	e := newTenantEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, revoke := range []string{"rotate", "bucket delete"} {
+		t.Run(revoke, func(t *testing.T) {
+			name := "nk-" + strings.ReplaceAll(revoke, " ", "-")
+			pub, _, kp := newNkey(t)
+			if _, err := e.admin.AddUser(ctx, semaq.UserAddRequest{Name: name, Role: semaq.RoleReader, Subjects: []string{"orders.>"}, Nkey: pub}); err != nil {
+				t.Fatal(err)
+			}
+			closed := make(chan struct{})
+			nc, err := nats.Connect(e.url, nats.Nkey(pub, signer(kp)), nats.NoReconnect(), nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			if revoke == "rotate" {
+				if _, err := e.admin.RotateKey(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				js, err := jetstream.New(e.op)
+				if err != nil {
+					t.Fatal(err)
+				}
+				kv, err := js.KeyValue(ctx, reserved.UserBucket)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := kv.Delete(ctx, name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			select {
+			case <-closed:
+			case <-ctx.Done():
+				t.Fatal("the nkey connection is still open")
+			}
+		})
+	}
+}
