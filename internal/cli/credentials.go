@@ -9,18 +9,18 @@ import (
 	"github.com/semaq/semaq/client"
 )
 
-// addCredentialFlags adds --nkey-seed and --user beside --key: the
+// addCredentialFlags adds --nkey-seed and --auth-user beside --key: the
 // credentials of users without a key (docs/security.md).
 func (e *env) addCredentialFlags(f *pflag.FlagSet) {
 	if f.Lookup("nkey-seed") == nil {
-		f.StringVar(&e.nkeySeed, "nkey-seed", "", "`FILE` holding the nkey seed (SU...) of a user added with --nkey; default $SEMAQ_NKEY_SEED; needs --user")
+		f.StringVar(&e.nkeySeed, "nkey-seed", "", "`FILE` holding the nkey seed (SU...) of a user added with --nkey; default $SEMAQ_NKEY_SEED; needs --auth-user")
 	}
-	if f.Lookup("user") == nil {
-		f.StringVar(&e.user, "user", "", "the user `NAME` to connect as, with --nkey-seed or a --tls-cert mapped to a user; default $SEMAQ_USER")
+	if f.Lookup("auth-user") == nil {
+		f.StringVar(&e.user, "auth-user", "", "the user `NAME` to connect as, with --nkey-seed or a --tls-cert mapped to a user; default $SEMAQ_USER")
 	}
 }
 
-// credentials are the client options of --key, --nkey-seed and --user.
+// credentials are the client options of --key, --nkey-seed and --auth-user.
 // A flag wins over the variables: --key or --nkey-seed given, $SEMAQ_KEY
 // and $SEMAQ_NKEY_SEED are not read; otherwise $SEMAQ_KEY, then
 // $SEMAQ_NKEY_SEED. $SEMAQ_USER is read for a connection without a key.
@@ -36,7 +36,7 @@ func (e *env) credentials() ([]client.Option, error) {
 		user = os.Getenv("SEMAQ_USER")
 	}
 	if seed != "" && key == "" && user == "" {
-		return nil, errors.New("--nkey-seed needs --user NAME (or $SEMAQ_USER): the broker lets a user listen on its own inbox only")
+		return nil, errors.New("--nkey-seed needs --auth-user NAME (or $SEMAQ_USER): the broker lets a user listen on its own inbox only")
 	}
 	return []client.Option{client.WithKey(key), client.WithNkeySeed(seed), client.WithUser(user)}, nil
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // user add --nkey / --cert-subject, and a command connecting with
-// --nkey-seed and --user.
+// --nkey-seed and --auth-user.
 func TestNkeyAndCertUserCommands(t *testing.T) {
 	s := brokertest.Start(t, brokertest.WithAuth)
 	url := s.ClientURL()
@@ -43,13 +43,13 @@ func TestNkeyAndCertUserCommands(t *testing.T) {
 	mustFailSemaq(t, url, "cert_subject: ", "user", "add", "x", "--role", "admin", "--cert-subject", "CN=a;O=b")
 
 	// The nkey user, by flag or by variable; $SEMAQ_KEY is not read then.
-	mustSemaq(t, url, "", "user", "ls", "--nkey-seed", seedFile, "--user", "ops")
+	mustSemaq(t, url, "", "user", "ls", "--nkey-seed", seedFile, "--auth-user", "ops")
 	t.Setenv("SEMAQ_KEY", "")
 	t.Setenv("SEMAQ_NKEY_SEED", seedFile)
 	t.Setenv("SEMAQ_USER", "ops")
 	mustSemaq(t, url, "", "stream", "ls")
-	mustFailSemaq(t, url, "uthorization", "stream", "ls", "--user", "etl")
+	mustFailSemaq(t, url, "uthorization", "stream", "ls", "--auth-user", "etl")
 	t.Setenv("SEMAQ_USER", "")
-	mustFailSemaq(t, url, "--nkey-seed needs --user", "stream", "ls")
-	mustFailSemaq(t, url, "not a file holding", "stream", "ls", "--user", "ops", "--nkey-seed", filepath.Join(t.TempDir(), "none"))
+	mustFailSemaq(t, url, "--nkey-seed needs --auth-user", "stream", "ls")
+	mustFailSemaq(t, url, "not a file holding", "stream", "ls", "--auth-user", "ops", "--nkey-seed", filepath.Join(t.TempDir(), "none"))
 }

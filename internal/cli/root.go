@@ -69,7 +69,7 @@ type env struct {
 	// $SEMAQ_KEY.
 	key string
 	// nkeySeed and user authenticate without a key (user.go): --nkey-seed
-	// or $SEMAQ_NKEY_SEED, --user or $SEMAQ_USER.
+	// or $SEMAQ_NKEY_SEED, --auth-user or $SEMAQ_USER.
 	nkeySeed, user string
 }
 

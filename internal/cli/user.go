@@ -210,7 +210,7 @@ func (e *env) writeKey(resp *semaq.UserAddResponse, asJSON bool, what string) er
 		return writeJSON(e.stdout, resp)
 	}
 	if resp.Key == "" {
-		_, err := fmt.Fprintf(e.stdout, "User %s (%s) %s. It has no key: it authenticates by %s; connect with --user %s.\n",
+		_, err := fmt.Fprintf(e.stdout, "User %s (%s) %s. It has no key: it authenticates by %s; connect with --auth-user %s.\n",
 			resp.User.Name, resp.User.Role, what, credential(resp.User), resp.User.Name)
 		return err
 	}
