@@ -58,7 +58,7 @@ func (s *Server) startAgents(ctx context.Context) error {
 		// filling the disk (a full bucket refuses new ones).
 		MaxBytes: agentBucketBytes,
 		Storage:  jetstream.FileStorage,
-		Replicas: 1,
+		Replicas: s.ownReplicas(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)

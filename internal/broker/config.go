@@ -43,8 +43,17 @@ type Config struct {
 	// SyncEvery is the fsync period in interval mode; 0 means JetStream's
 	// default.
 	SyncEvery time.Duration `yaml:"sync_interval"`
-	// Name names the node; empty lets NATS pick one.
+	// Name names the node (--node); empty lets NATS pick one. A clustered
+	// node needs a name unique in its cluster (docs/cluster.md).
 	Name string `yaml:"name"`
+	// ClusterName names the cluster the node joins; set with ClusterListen.
+	ClusterName string `yaml:"cluster_name"`
+	// ClusterListen is the address, host:port, other nodes' routes reach
+	// this node on; it follows the loopback rule of Listen (cluster.go).
+	ClusterListen string `yaml:"cluster_listen"`
+	// Routes are the cluster addresses of the other nodes (nats://host:port);
+	// listing the node itself is allowed, so every node can share one list.
+	Routes []string `yaml:"routes"`
 	// MaxHeaderBytes bounds the header block of one message.
 	MaxHeaderBytes int `yaml:"max_header_bytes"`
 	// MaxPayload bounds one message (headers and data); 0 means 1 MiB.
@@ -238,7 +247,13 @@ func (c *Config) Validate() error {
 	if err := c.Quotas.Validate(); err != nil {
 		return err
 	}
+	if err := c.checkCluster(); err != nil {
+		return err
+	}
 	if err := c.checkExposure(); err != nil {
+		return err
+	}
+	if err := c.checkClusterExposure(); err != nil {
 		return err
 	}
 	if _, err := c.loadTLS(); err != nil {

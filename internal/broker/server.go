@@ -70,12 +70,13 @@ type Server struct {
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
-	frontDoor FrontDoorFunc // builds the HTTP front door (frontdoor.go)
-	policy    []PolicyStep  // the ingress's policy steps (ingress_pipeline.go)
-	operators []string      // public nkeys of operator users (WithOperator)
-	front     FrontDoor     // nil without HTTP
-	tls       tlsState      // certificates of both client ports (tls.go)
-	lock      *dataLock     // held on DataDir from Start to the end of stop
+	frontDoor FrontDoorFunc  // builds the HTTP front door (frontdoor.go)
+	policy    []PolicyStep   // the ingress's policy steps (ingress_pipeline.go)
+	operators []string       // public nkeys of operator users (WithOperator)
+	front     FrontDoor      // nil without HTTP
+	tls       tlsState       // certificates of both client ports (tls.go)
+	lock      *dataLock      // held on DataDir from Start to the end of stop
+	keeper    *replicaKeeper // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
 
 	shutdownOnce sync.Once
 
@@ -156,6 +157,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if err := s.waitJetStreamCluster(ctx); err != nil {
+		return err
+	}
 
 	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
 		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
@@ -188,7 +192,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	s.reg, err = registry.Open(ctx, s.js, registry.Config{Log: s.log.With("component", "registry")})
+	s.reg, err = registry.Open(ctx, s.js, registry.Config{Log: s.log.With("component", "registry"), Replicas: s.ownReplicas()})
 	if err != nil {
 		return fmt.Errorf("broker: schema registry: %w", err)
 	}
@@ -222,7 +226,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing})
+		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing})
 	if err != nil {
 		return err
 	}
@@ -244,7 +248,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.HTTPAddr(), "data", s.cfg.DataDir, "sync", s.cfg.Sync)
+	s.startReplicaKeeper()
+	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.HTTPAddr(), "data", s.cfg.DataDir, "sync", s.cfg.Sync,
+		"node", s.cfg.Name, "cluster", s.cfg.ClusterName)
 	return nil
 }
 
@@ -299,6 +305,9 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 	}
 	if tlsFiles != nil {
 		tlsFiles.setNATS(opts)
+	}
+	if err := s.cfg.setCluster(opts, tlsFiles); err != nil {
+		return nil, err
 	}
 	return opts, nil
 }
@@ -371,6 +380,7 @@ func (s *Server) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 		}
 	}
+	s.stopReplicaKeeper()
 	// Pumps publish on the internal connection: stop them before it drains.
 	if s.filters != nil {
 		if err := s.filters.Close(ctx); err != nil {

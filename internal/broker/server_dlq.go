@@ -20,6 +20,7 @@ func (s *Server) startDLQ(ctx context.Context) error {
 	d, err := dlq.Open(ctx, dlq.Deps{
 		Log:           s.log,
 		JS:            s.js,
+		Replicas:      s.ownReplicas(),
 		Conn:          s.nc,
 		IsSemaqStream: isSemaqStream,
 		OnDeadLetter:  s.metrics.DeadLetter,

@@ -59,7 +59,7 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	if !s.cfg.Auth {
 		return nil
 	}
-	st, err := identity.Open(ctx, s.js)
+	st, err := identity.Open(ctx, s.js, s.ownReplicas())
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}

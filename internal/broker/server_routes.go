@@ -21,10 +21,11 @@ import (
 // while the rules load.
 func (s *Server) startRoutes(ctx context.Context) error {
 	rt, err := routes.Open(ctx, routes.Deps{
-		Log:  s.log.With("component", "routes"),
-		JS:   s.js,
-		Conn: s.nc,
-		Expr: s.cfg.exprConfig(),
+		Log:      s.log.With("component", "routes"),
+		JS:       s.js,
+		Replicas: s.ownReplicas(),
+		Conn:     s.nc,
+		Expr:     s.cfg.exprConfig(),
 		StreamFor: func(subject string) string {
 			if st := s.ingress.streamFor(subject); st != nil {
 				return st.name

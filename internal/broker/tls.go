@@ -134,6 +134,30 @@ func (f *tlsFiles) setNATS(opts *server.Options) {
 	opts.TLSTimeout = natsTLSTimeout.Seconds()
 }
 
+// routeTLSTimeout bounds a route's TLS handshake: across hosts it may take
+// longer than a client's.
+const routeTLSTimeout = 5 * time.Second
+
+// routeConfig is the TLS of the cluster port, both ways: a node accepting a
+// route serves its certificate and, with tls_client_ca, requires one of that
+// CA from the other node; a node soliciting a route presents its certificate
+// and verifies the other's against tls_client_ca (the system roots without
+// it). With mutual TLS the certificate must allow both server and client
+// authentication (docs/cluster.md, Security).
+func (f *tlsFiles) routeConfig() *tls.Config {
+	c := f.config()
+	if f.clientCAs != nil {
+		c.RootCAs = f.clientCAs
+	}
+	return c
+}
+
+// setRoutes makes the cluster port of opts serve f.
+func (f *tlsFiles) setRoutes(opts *server.Options) {
+	opts.Cluster.TLSConfig = f.routeConfig()
+	opts.Cluster.TLSTimeout = routeTLSTimeout.Seconds()
+}
+
 // tlsState is the TLS of a running node: what ReloadTLS swaps. Open
 // connections keep the certificate they were made with.
 type tlsState struct {
@@ -174,7 +198,7 @@ func (t *tlsState) httpListener() *tls.Config {
 }
 
 // ReloadTLS reads tls_cert, tls_key and tls_client_ca again and serves them
-// to new connections on the NATS and HTTP ports; open connections stay as
+// to new connections on the NATS and HTTP ports and new routes; open connections stay as
 // they are. Files that do not pass the checks of Validate are refused with
 // an error and the certificates in service stay. semaq serve calls it on
 // SIGHUP.
@@ -196,6 +220,9 @@ func (s *Server) ReloadTLS() error {
 	}
 	opts := s.tls.nats.Clone()
 	f.setNATS(opts)
+	if opts.Cluster.TLSConfig != nil {
+		f.setRoutes(opts)
+	}
 	if err := s.ns.ReloadOptions(opts); err != nil {
 		return fmt.Errorf("broker: tls reload refused by the NATS server: %w", err)
 	}

@@ -74,15 +74,16 @@ type snapshot struct {
 
 // Open creates the bucket when missing, loads every user and starts the
 // watcher. js must be the internal connection's: it is the only writer of
-// SQ_USERS. ctx bounds the opening only.
-func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+// SQ_USERS. replicas is the bucket's replicas (0 means 1); a bucket with
+// fewer is raised to them. ctx bounds the opening only.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
 	kv, err := jsutil.Bucket(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      reserved.UserBucket,
 		Description: "SemaQ identities",
 		History:     1,
 		MaxBytes:    bucketBytes,
 		Storage:     jetstream.FileStorage,
-		Replicas:    1,
+		Replicas:    max(replicas, 1),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("identity: bucket %s: %w", reserved.UserBucket, err)

@@ -4,6 +4,7 @@ package jsutil
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -11,15 +12,80 @@ import (
 // Bucket opens the key-value bucket cfg names, creating it with cfg when it
 // does not exist. When another node creates it between the two steps, the
 // bucket that node made is opened: every node of a cluster can call Bucket
-// at start without coordinating.
+// at start without coordinating. A bucket with fewer replicas than
+// cfg.Replicas (made before the cluster grew) is raised to them; one with
+// more keeps its own. Transient cluster errors are retried (Retry).
 func Bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, cfg.Bucket)
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return kv, err
-	}
-	kv, err = js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) {
+	var kv jetstream.KeyValue
+	err := Retry(ctx, func(ctx context.Context) error {
+		var err error
 		kv, err = js.KeyValue(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) {
+				kv, err = js.KeyValue(ctx, cfg.Bucket)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	return kv, err
+	if _, err := RaiseReplicas(ctx, js, "KV_"+cfg.Bucket, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// EnsureStream creates the stream cfg names or updates it to cfg, keeping
+// its replicas when it has more than cfg asks (a node starting while the
+// cluster is short of nodes never lowers them). Transient cluster errors are
+// retried (Retry).
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	var st jetstream.Stream
+	err := Retry(ctx, func(ctx context.Context) error {
+		cur, err := js.Stream(ctx, cfg.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+		case err != nil:
+			return err
+		default:
+			if r := cur.CachedInfo().Config.Replicas; r > cfg.Replicas {
+				cfg.Replicas = r
+			}
+		}
+		st, err = js.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
+	return st, err
+}
+
+// RaiseReplicas gives stream at least replicas replicas, through a stream
+// update (JetStream copies the data to the new peers). It reports whether it
+// changed anything; a stream that does not exist is left alone.
+func RaiseReplicas(ctx context.Context, js jetstream.JetStream, stream string, replicas int) (bool, error) {
+	changed := false
+	err := Retry(ctx, func(ctx context.Context) error {
+		st, err := js.Stream(ctx, stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		cfg := st.CachedInfo().Config
+		if cfg.Replicas >= replicas {
+			return nil
+		}
+		cfg.Replicas = replicas
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return err
+		}
+		changed = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("raising %s to %d replicas: %w", stream, replicas, err)
+	}
+	return changed, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -65,7 +66,7 @@ var errNotSemaqStream = errors.New("not a SemaQ stream")
 
 // streamConfig is SQ_DLQ. It is not a SemaQ stream (no semaq.version
 // metadata): the ingress does not serve it and stream ls does not show it.
-func streamConfig() jetstream.StreamConfig {
+func streamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        semaq.DLQStream,
 		Description: "SemaQ dead letters: messages consumers gave up on, with payload, headers and reason",
@@ -76,7 +77,7 @@ func streamConfig() jetstream.StreamConfig {
 		MaxMsgs:     -1,
 		MaxBytes:    -1,
 		Duplicates:  duplicates,
-		Replicas:    1,
+		Replicas:    max(replicas, 1),
 		// Readers may fetch a dead letter too large for a JSON reply
 		// straight from the stream (the SDK does).
 		AllowDirect: true,
@@ -99,6 +100,9 @@ type Deps struct {
 	// JS creates SQ_DLQ, reads the streams dead letters come from and
 	// writes SQ_DLQ: the internal connection's JetStream.
 	JS jetstream.JetStream
+	// Replicas of SQ_DLQ (0 means 1); a stream with fewer is raised to
+	// them, one with more keeps its own.
+	Replicas int
 	// Conn follows the advisories (queue group semaq.dlq), sends raw
 	// JetStream API requests and replays dead letters through the ingress:
 	// the internal connection.
@@ -140,7 +144,7 @@ func Open(ctx context.Context, deps Deps) (*Store, error) {
 		deps.Audit = api.NoAudit
 	}
 	s := &Store{log: deps.Log, deps: deps, stop: make(chan struct{})}
-	if _, err := deps.JS.CreateOrUpdateStream(ctx, streamConfig()); err != nil {
+	if _, err := jsutil.EnsureStream(ctx, deps.JS, streamConfig(deps.Replicas)); err != nil {
 		return nil, fmt.Errorf("dead-letter stream %s: %w", semaq.DLQStream, err)
 	}
 	for _, prefix := range []string{advisoryMaxDeliveries, advisoryTerminated} {

@@ -48,6 +48,9 @@ type Deps struct {
 	// stored messages an adaptive split's error advisories point at: the
 	// internal connection's JetStream, which may write the bucket.
 	JS jetstream.JetStream
+	// Replicas of SQ_ROUTES (0 means 1); a bucket with fewer is raised to
+	// them.
+	Replicas int
 	// Conn subscribes to the consumer advisories and ack metrics adaptive
 	// splits follow: the internal connection.
 	Conn *nats.Conn
@@ -110,7 +113,7 @@ func Open(ctx context.Context, deps Deps) (*Router, error) {
 		History:     1,
 		MaxBytes:    bucketBytes, // a full bucket refuses new rules
 		Storage:     jetstream.FileStorage,
-		Replicas:    1,
+		Replicas:    max(deps.Replicas, 1),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("route rules: bucket %s: %w", reserved.RouteBucket, err)

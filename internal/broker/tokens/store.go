@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -61,6 +62,9 @@ type Deps struct {
 	// FileStorage keeps SQ_TOKENS on file; memory otherwise. A stream kept
 	// from an earlier run with the other storage keeps it.
 	FileStorage bool
+	// Replicas of SQ_TOKENS (0 means 1); a stream with fewer is raised to
+	// them, one with more keeps its own.
+	Replicas int
 	// QueuedJob reports whether a work queue of this node holds a request
 	// whose Nats-Msg-Id is id (queued, delayed or held): the status API's
 	// last resort. It must not block on the store. Nil: none is.
@@ -87,6 +91,7 @@ type Store struct {
 	egress    *nats.Conn // answers refusals; nil answers nothing
 	log       *slog.Logger
 	storage   jetstream.StorageType
+	replicas  int
 	queuedJob func(id string) bool
 	reply     func(string) string // nil keeps a writer's reply
 	metrics   *metrics.Metrics
@@ -119,14 +124,14 @@ func New(deps Deps) (*Store, error) {
 	if deps.FileStorage {
 		storage = jetstream.FileStorage
 	}
-	return &Store{js: deps.JS, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage,
+	return &Store{js: deps.JS, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
 		queuedJob: deps.QueuedJob, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
 }
 
 // streamConfig is SQ_TOKENS' configuration.
-func streamConfig(storage jetstream.StorageType, l Limits) jetstream.StreamConfig {
+func streamConfig(storage jetstream.StorageType, l Limits, replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        semaq.TokenStream,
 		Description: "SemaQ token streams",
@@ -143,7 +148,7 @@ func streamConfig(storage jetstream.StorageType, l Limits) jetstream.StreamConfi
 		// Full means new records are refused: evicting the oldest would
 		// cut other tenants' answers, possibly ones still being read.
 		Discard:  jetstream.DiscardNew,
-		Replicas: 1,
+		Replicas: max(replicas, 1),
 		// Chunks carry no Nats-Msg-Id; a short window keeps the dedup
 		// table empty.
 		Duplicates: time.Second,
@@ -157,9 +162,9 @@ func (ts *Store) Start(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ts.mu.Lock()
-	cfg := streamConfig(ts.storage, ts.limits)
+	cfg := streamConfig(ts.storage, ts.limits, ts.replicas)
 	ts.mu.Unlock()
-	st, err := ts.js.CreateOrUpdateStream(ctx, cfg)
+	st, err := jsutil.EnsureStream(ctx, ts.js, cfg)
 	if err != nil && strings.Contains(err.Error(), "storage type") {
 		// A stream kept from an earlier run with the other storage: keep
 		// its storage rather than refuse to start, but take the rest.
@@ -169,7 +174,7 @@ func (ts *Store) Start(ctx context.Context) error {
 		} else {
 			cfg.Storage = jetstream.FileStorage
 		}
-		st, err = ts.js.CreateOrUpdateStream(ctx, cfg)
+		st, err = jsutil.EnsureStream(ctx, ts.js, cfg)
 	}
 	if err != nil {
 		return fmt.Errorf("broker: token stream %s: %w", semaq.TokenStream, err)
@@ -323,7 +328,7 @@ func (ts *Store) SetLimits(ctx context.Context, l Limits) error {
 	if err != nil {
 		return fmt.Errorf("broker: token stream: %w", err)
 	}
-	if _, err := ts.js.UpdateStream(ctx, streamConfig(info.Config.Storage, l)); err != nil {
+	if _, err := ts.js.UpdateStream(ctx, streamConfig(info.Config.Storage, l, max(ts.replicas, info.Config.Replicas))); err != nil {
 		return fmt.Errorf("broker: token stream limits: %w", err)
 	}
 	ts.mu.Lock()
