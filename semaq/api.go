@@ -73,6 +73,9 @@ type StreamInfo struct {
 	Sync string `json:"sync"`
 	// Commit describes the group commits of an fsync stream on this node.
 	Commit *CommitStats `json:"commit,omitempty"`
+	// Cluster is where the stream's replicas are; nil on a node that is
+	// not clustered.
+	Cluster *StreamCluster `json:"cluster,omitempty"`
 }
 
 // CommitStats are the group-commit figures of one stream on one node since

@@ -75,7 +75,7 @@ func (c *Config) checkCluster() error {
 func parseRoute(r string) (*url.URL, error) {
 	u, err := url.Parse(r)
 	if err != nil {
-		return nil, fmt.Errorf("%q is not a URL: %w", r, err)
+		return nil, fmt.Errorf("%q is not a route URL: want nats://host:port (%w)", r, err)
 	}
 	switch u.Scheme {
 	case "nats", "nats-route", "tls":

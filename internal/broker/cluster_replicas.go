@@ -24,8 +24,13 @@ var ownStreams = []string{
 	semaq.TokenStream,
 }
 
-// replicasKeepInterval is how often a node checks whether the cluster grew.
-const replicasKeepInterval = time.Second
+// replicasKeepInterval is how often a node checks whether the cluster
+// grew; replicasRecheck how often the meta leader checks the replicas
+// anyway.
+const (
+	replicasKeepInterval = time.Second
+	replicasRecheck      = 10 * time.Second
+)
 
 // ownReplicas decides the replicas of SemaQ's own buckets and streams: 3
 // once the node sees 3 or more nodes of its cluster (itself and the nodes it
@@ -51,8 +56,9 @@ func (s *Server) clusterNodes() int {
 
 // replicaKeeper raises ownStreams to ownReplicas when the cluster grows to
 // 3 nodes after they were made (a node that started first, or a cluster
-// grown from one node): the node leading JetStream's meta group does it
-// when the number of nodes it reaches changes.
+// grown from one node): every node once after it starts, and the node
+// leading JetStream's meta group when the number of nodes it reaches
+// changes and every few seconds.
 type replicaKeeper struct {
 	stop chan struct{}
 	done chan struct{}
@@ -71,12 +77,18 @@ func (s *Server) startReplicaKeeper() {
 		defer close(k.done)
 		tick := time.NewTicker(replicasKeepInterval)
 		defer tick.Stop()
-		seen := 0 // nodes at the last complete check
+		started := false // this node checked once since it started
+		seen := 0        // nodes at the last complete check
+		var last time.Time
 		for {
-			if n := s.clusterNodes(); n != seen && s.ns.JetStreamIsLeader() {
-				if s.raiseOwnReplicas(k.stop) {
-					seen = n
-				}
+			// Each node checks once it reaches 3 nodes after its start
+			// (a cluster grown while it was down), then the meta leader
+			// whenever the count changes and every replicasRecheck (a
+			// node that left and came back between two ticks).
+			n := s.clusterNodes()
+			due := !started || n != seen || time.Since(last) >= replicasRecheck
+			if n >= 3 && due && (!started || s.ns.JetStreamIsLeader()) && s.raiseOwnReplicas(k.stop) {
+				started, seen, last = true, n, time.Now()
 			}
 			select {
 			case <-k.stop:

@@ -76,6 +76,7 @@ type Server struct {
 	front     FrontDoor      // nil without HTTP
 	tls       tlsState       // certificates of both client ports (tls.go)
 	lock      *dataLock      // held on DataDir from Start to the end of stop
+	started   time.Time      // when the cluster API started serving (cluster_status.go)
 	keeper    *replicaKeeper // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
 
 	shutdownOnce sync.Once
@@ -242,6 +243,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	if err := s.startAPI(); err != nil {
 		return err
+	}
+	if err := s.startClusterAPI(); err != nil {
+		return fmt.Errorf("broker: cluster api: %w", err)
 	}
 	if s.cfg.HTTP != "" {
 		if err := s.startFrontDoor(ctx); err != nil {

@@ -255,6 +255,7 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 			ConsumerCount: info.State.Consumers,
 		},
 		Created: info.Created,
+		Cluster: streamCluster(info.Cluster),
 	}
 	if s.reg != nil {
 		for _, b := range s.reg.Bindings() {

@@ -101,6 +101,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newWorkCmd(e),
 		newCancelCmd(e),
 		newUserCmd(e),
+		newClusterCmd(e),
 		newKeyCmd(e),
 		newAuditCmd(e),
 		newVersionCmd(e),

@@ -27,6 +27,7 @@ var configKeys = []string{
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins", "audit_max_age", "audit_max_bytes",
 	"tls_cert", "tls_key", "tls_client_ca", "insecure", "auth",
+	"cluster_name", "cluster_listen", "routes",
 }
 
 // shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
@@ -53,7 +54,11 @@ broker's user store (semaq user add; over HTTP as Authorization: Bearer <key>);
 at first start the broker creates the user admin and writes its key to
 <data>/admin.key (mode 0600). Without --auth every client is the public user,
 so --listen and --http must be loopback addresses unless --insecure is given
-(docs/security.md).`,
+(docs/security.md).
+
+With --cluster-name, --cluster-listen, --node and --routes the node joins a
+cluster of SemaQ nodes (docs/cluster.md); --cluster-listen follows the same
+loopback rule, and routes use the node's TLS settings.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := broker.DefaultConfig()
@@ -99,6 +104,18 @@ so --listen and --http must be loopback addresses unless --insecure is given
 			if f.Changed("auth") {
 				cfg.Auth = flags.Auth
 			}
+			if f.Changed("node") {
+				cfg.Name = flags.Name
+			}
+			if f.Changed("cluster-name") {
+				cfg.ClusterName = flags.ClusterName
+			}
+			if f.Changed("cluster-listen") {
+				cfg.ClusterListen = flags.ClusterListen
+			}
+			if f.Changed("routes") {
+				cfg.Routes = flags.Routes
+			}
 			return serve(cmd.Context(), e, cfg)
 		},
 	}
@@ -116,6 +133,10 @@ so --listen and --http must be loopback addresses unless --insecure is given
 	f.StringVar(&flags.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	f.StringVar(&flags.TLSClientCA, "tls-client-ca", "", "PEM CA file: require client certificates from it on both ports (mutual TLS)")
 	f.BoolVar(&flags.Insecure, "insecure", false, "allow --listen/--http on a non-loopback address although no authentication is configured")
+	f.StringVar(&flags.Name, "node", "", "node name, unique in the cluster (config key name; required with --cluster-name)")
+	f.StringVar(&flags.ClusterName, "cluster-name", "", "join the cluster of this name (docs/cluster.md)")
+	f.StringVar(&flags.ClusterListen, "cluster-listen", "", "cluster address host:port other nodes' routes reach (loopback unless --insecure, or --auth with --tls-client-ca)")
+	f.StringSliceVar(&flags.Routes, "routes", nil, "cluster addresses of the nodes, comma-separated: nats://host:port,... (this node's own may be listed)")
 	f.BoolVar(&flags.Auth, "auth", false, "authenticate every NATS client with a key of the user store (semaq user); lets --listen leave loopback")
 	return cmd
 }

@@ -167,6 +167,12 @@ func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
 	if cfg.Replicas > 0 {
 		fmt.Fprintf(tw, "  Replicas:\t%d\n", cfg.Replicas)
 	}
+	if c := info.Cluster; c != nil {
+		fmt.Fprintf(tw, "  Leader:\t%s\n", orDefault(c.Leader, "none (electing)"))
+		if len(c.Followers) > 0 {
+			fmt.Fprintf(tw, "  Followers:\t%s\n", followers(c.Followers))
+		}
+	}
 	fmt.Fprintf(tw, "  Durability:\t%s\n", describeSync(info.Sync))
 	if cfg.Schema != "" {
 		fmt.Fprintf(tw, "  Schema:\t%s (every message is validated on the way in)\n", cfg.Schema)

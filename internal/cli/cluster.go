@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/semaq"
+)
+
+func newClusterCmd(e *env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Inspect the cluster of SemaQ nodes: status",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newClusterStatusCmd(e))
+	return cmd
+}
+
+func newClusterStatusCmd(e *env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Nodes, versions, JetStream's meta leader, each stream's leader and replicas, and who dispatches each queue",
+		Long: `Describe the cluster the broker belongs to (docs/cluster.md). The node that
+answers asks every node for a report and waits up to two seconds; a node that
+did not answer is shown as not connected. Replica lag is counted in Raft
+operations, as each stream's leader sees it. A node that is not clustered
+describes itself alone.`,
+		Example: "  semaq cluster status\n  semaq cluster status --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+				st, err := c.ClusterStatus(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(e.stdout, st)
+				}
+				return writeClusterStatus(e.stdout, st)
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the cluster status as JSON")
+	e.addServerFlag(cmd)
+	return cmd
+}
+
+func writeClusterStatus(w io.Writer, st *semaq.ClusterStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if st.Name == "" {
+		fmt.Fprintf(tw, "Node %s is not clustered.\n", st.AnsweredBy)
+	} else {
+		fmt.Fprintf(tw, "Cluster %s (answered by %s)\n", st.Name, st.AnsweredBy)
+		fmt.Fprintf(tw, "  Meta leader:\t%s\n", orDefault(st.MetaLeader, "none (electing)"))
+	}
+	fmt.Fprintf(tw, "  SemaQ's own replicas:\t%d\n\n", st.Replicas)
+	fmt.Fprintln(tw, "NODE\tCONNECTED\tVERSION\tNATS\tJETSTREAM\tROUTES\tDISPATCHES")
+	for _, n := range st.Nodes {
+		js := "-"
+		switch {
+		case n.Meta != nil && n.Meta.Offline:
+			js = "offline"
+		case n.Meta != nil && !n.Meta.Current:
+			js = fmt.Sprintf("behind by %d", n.Meta.Lag)
+		case n.Connected && n.JetStreamCurrent:
+			js = "current"
+		case n.Connected:
+			js = "not current"
+		}
+		routes := make([]string, 0, len(n.Routes))
+		for _, r := range n.Routes {
+			routes = append(routes, r.Node)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, yesNo(n.Connected), orDefault(n.Version, "-"),
+			orDefault(n.NATSVersion, "-"), js, orDefault(strings.Join(routes, ","), "-"), orDefault(strings.Join(n.Dispatching, ","), "-"))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "STREAM\tREPLICAS\tLEADER\tFOLLOWERS")
+	for _, s := range st.Streams {
+		name := s.Stream
+		if s.Own {
+			name += " (semaq)"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", name, s.Replicas, orDefault(s.Leader, "-"), orDefault(followers(s.Followers), "-"))
+	}
+	if st.StreamsTruncated {
+		fmt.Fprintf(tw, "(the first %d streams only)\n", semaq.MaxClusterStreams)
+	}
+	if len(st.Queues) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "QUEUE\tDISPATCHED BY\tSTREAM LEADER")
+		for _, q := range st.Queues {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", q.Queue, orDefault(q.Node, "unknown (no node that answered runs it)"), orDefault(q.StreamLeader, "-"))
+		}
+	}
+	return tw.Flush()
+}
+
+// followers describes a stream's other replicas: name, then current, its
+// lag, or offline.
+func followers(ps []semaq.PeerStatus) string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		state := "current"
+		switch {
+		case p.Offline:
+			state = "offline"
+		case !p.Current:
+			state = fmt.Sprintf("lag %d", p.Lag)
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", p.Name, state))
+	}
+	return strings.Join(out, ", ")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
