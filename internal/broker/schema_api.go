@@ -44,9 +44,18 @@ func schemaOp[Req any](s *Server, name string, op func(ctx context.Context, reg 
 		if s.reg == nil {
 			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "schema registry not running")
 		}
-		return op(ctx, s.reg, req)
+		out, err := op(ctx, s.reg, req)
+		if err == nil && schemaWrites[name] {
+			// Enforced by every node's ingress before the change returns.
+			s.clusterSync(ctx, syncRequest{Schemas: true})
+		}
+		return out, err
 	}, schemaAPIError)
 }
+
+// schemaWrites are the schema operations that change what the ingress
+// enforces.
+var schemaWrites = map[string]bool{"register": true, "config set": true, "delete": true, "bind": true, "unbind": true}
 
 // schemaAPIError maps a registry error onto the API's error: its Confluent
 // code as err_code and that code's HTTP status as code.

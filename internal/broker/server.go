@@ -244,6 +244,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startAPI(); err != nil {
 		return err
 	}
+	if err := s.startClusterSync(); err != nil {
+		return fmt.Errorf("broker: cluster sync: %w", err)
+	}
 	if err := s.startClusterAPI(); err != nil {
 		return fmt.Errorf("broker: cluster api: %w", err)
 	}

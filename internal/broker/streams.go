@@ -322,6 +322,8 @@ func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamCo
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err)
 	}
 	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)
+	// Served, with its schema, by every node before the create returns.
+	s.clusterSync(ctx, syncRequest{Schemas: req.Schema != "", Streams: true})
 	return s.streamInfo(st.CachedInfo()), nil
 }
 

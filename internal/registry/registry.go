@@ -267,6 +267,11 @@ func (r *Registry) waitRev(ctx context.Context, rev uint64) error {
 	}
 }
 
+// CatchUp returns once the registry has applied everything its bucket
+// holds now: a node of a cluster calls it so that a change made through
+// another node is enforced here before that change returns.
+func (r *Registry) CatchUp(ctx context.Context) error { return r.catchUp(ctx) }
+
 // catchUp waits until the snapshot includes everything in the bucket now,
 // so a write decides on current data even when another node wrote last.
 func (r *Registry) catchUp(ctx context.Context) error {

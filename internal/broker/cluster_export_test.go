@@ -1,0 +1,14 @@
+package broker
+
+import "context"
+
+// ClusterSync asks every node this one reaches to apply the schema
+// registry and the streams as they are now, and returns the nodes that
+// had not when it gave up.
+func ClusterSync(ctx context.Context, s *Server) []string {
+	return s.clusterSync(ctx, syncRequest{Schemas: true, Streams: true})
+}
+
+// CloseRegistry stops the node's schema registry from following its
+// bucket, as a node that cannot keep up.
+func CloseRegistry(s *Server) error { return s.reg.Close() }

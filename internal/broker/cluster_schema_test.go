@@ -1,0 +1,87 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+// A schema and a stream bound to it, added through one node, are enforced
+// by every other node's ingress from the moment the add returns: the next
+// publish anywhere sees them, with no wait.
+func TestClusterSchemaEnforcedOnEveryNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	first := brokertest.Connect(t, c.Node(0))
+	others := []*client.Client{brokertest.Connect(t, c.Node(1)), brokertest.Connect(t, c.Node(2))}
+	const good = `{"model":"llama3","messages":[{"role":"user","content":"hi"}],"max_tokens":64}`
+	const bad = `{"messages":[]}`
+	// Several rounds: a race between the add and the other nodes would
+	// show in one of them.
+	for round := range 5 {
+		subject, stream := fmt.Sprintf("req-%d", round), fmt.Sprintf("AI%d", round)
+		if _, _, err := first.RegisterSchema(ctx, subject, requestSchema, client.WithSchemaType("JSON")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.AddStream(ctx, semaq.StreamConfig{Name: stream, Subjects: []string{fmt.Sprintf("ai%d.>", round)},
+			Schema: subject, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range others {
+			subj := fmt.Sprintf("ai%d.req", round)
+			if _, err := o.Publish(ctx, subj, []byte(bad)); !errors.Is(err, semaq.ErrSchema) {
+				t.Fatalf("round %d, node %d: invalid payload right after the add: %v, want ErrSchema", round, i+2, err)
+			}
+			if _, err := o.Publish(ctx, subj, []byte(good)); err != nil {
+				t.Fatalf("round %d, node %d: valid payload right after the add: %v", round, i+2, err)
+			}
+		}
+		// A new version, registered through the first node, is what
+		// every node enforces when the register returns: v2 drops the
+		// minimum of max_tokens, so 0 passes now.
+		v2 := strings.Replace(requestSchema, `"max_tokens": {"type": "integer", "minimum": 1}`, `"max_tokens": {"type": "integer"}`, 1)
+		if _, _, err := first.RegisterSchema(ctx, subject, v2, client.WithSchemaType("JSON")); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range others {
+			zero := `{"model":"m","messages":[],"max_tokens":0}`
+			if _, err := o.Publish(ctx, fmt.Sprintf("ai%d.req", round), []byte(zero)); err != nil {
+				t.Fatalf("round %d, node %d: payload valid under v2 right after its register: %v", round, i+2, err)
+			}
+		}
+	}
+}
+
+// A change returns naming the nodes that could not apply it.
+func TestClusterSyncNamesLaggingNodes(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if lag := broker.ClusterSync(ctx, c.Node(0)); len(lag) != 0 {
+		t.Fatalf("healthy cluster: lagging %v", lag)
+	}
+	if err := broker.CloseRegistry(c.Node(2)); err != nil {
+		t.Fatal(err)
+	}
+	if lag := broker.ClusterSync(ctx, c.Node(0)); len(lag) != 1 || lag[0] != "n3" {
+		t.Fatalf("with n3's registry stopped: lagging %v, want [n3]", lag)
+	}
+	// A node that is down is not waited for: it applies everything when
+	// it comes back, before it serves.
+	c.Stop(2)
+	c.Eventually(30*time.Second, "n3 gone from the routes", func() error {
+		if lag := broker.ClusterSync(ctx, c.Node(0)); len(lag) != 0 {
+			return fmt.Errorf("lagging %v", lag)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,146 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+)
+
+// A change made through one node (a schema, a binding, a stream) reaches
+// the others through JetStream: the registry's bucket watcher, the stream
+// advisories. Until a node has applied it, its ingress decides with what
+// it had. So a change returns only once every node it reaches has applied
+// it (clusterSync), or after syncTimeout naming the nodes that had not.
+const (
+	syncSubject     = "_SQ_SYNC.req"    // every node's internal connection listens
+	syncReplyPrefix = "_SQ_SYNC.reply." // the asking node's inbox
+	syncTimeout     = 5 * time.Second
+)
+
+// syncRequest says what the nodes must have applied.
+type syncRequest struct {
+	From    string `json:"from"`              // the asking node, which has applied it
+	Schemas bool   `json:"schemas,omitempty"` // the schema registry's bucket, as it is now
+	Streams bool   `json:"streams,omitempty"` // the streams JetStream has now
+}
+
+type syncReply struct {
+	Node string `json:"node"`
+	Err  string `json:"err,omitempty"`
+}
+
+// startClusterSync answers other nodes' sync requests. The subjects are
+// among the broker's inboxes (permissions.go): only the nodes' internal
+// users publish or listen there.
+func (s *Server) startClusterSync() error {
+	if !s.cfg.Clustered() {
+		return nil
+	}
+	sub, err := s.nc.Subscribe(syncSubject, func(m *nats.Msg) {
+		var req syncRequest
+		if json.Unmarshal(m.Data, &req) != nil || m.Reply == "" {
+			return
+		}
+		if req.From == s.ns.Name() {
+			s.replySync(m, nil)
+			return
+		}
+		// Catching up may wait; the subscription's goroutine must not.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+			defer cancel()
+			s.replySync(m, s.applyNow(ctx, req))
+		}()
+	})
+	if err != nil {
+		return err
+	}
+	s.apiSubs = append(s.apiSubs, sub)
+	return nil
+}
+
+// applyNow brings this node up to what JetStream holds now.
+func (s *Server) applyNow(ctx context.Context, req syncRequest) error {
+	if req.Schemas && s.reg != nil {
+		if err := s.reg.CatchUp(ctx); err != nil {
+			return err
+		}
+	}
+	if req.Streams {
+		return s.syncStreams(ctx)
+	}
+	return nil
+}
+
+func (s *Server) replySync(m *nats.Msg, err error) {
+	r := syncReply{Node: s.ns.Name()}
+	if err != nil {
+		r.Err = err.Error()
+	}
+	b, _ := json.Marshal(r)
+	_ = s.nc.Publish(m.Reply, b)
+}
+
+// clusterSync returns once every node this one reaches has applied req, or
+// after syncTimeout with the names of those that had not, sorted; the
+// change itself stands either way, and those nodes apply it late. Outside a
+// cluster it returns at once.
+func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
+	if !s.cfg.Clustered() {
+		return nil
+	}
+	req.From = s.ns.Name()
+	pending := map[string]bool{}
+	for _, n := range s.routedNodes() {
+		pending[n] = true
+	}
+	if len(pending) == 0 {
+		return nil
+	}
+	inbox := syncReplyPrefix + nuid.Next()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return names(pending)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	b, _ := json.Marshal(req)
+	if err := s.nc.PublishRequest(syncSubject, inbox, b); err != nil {
+		return names(pending)
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
+	for len(pending) > 0 {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break
+		}
+		var r syncReply
+		if json.Unmarshal(m.Data, &r) != nil {
+			continue
+		}
+		if r.Err != "" {
+			s.log.Warn("cluster: a node could not apply a change", "node", r.Node, "err", r.Err)
+			continue
+		}
+		delete(pending, r.Node)
+	}
+	lagging := names(pending)
+	if len(lagging) > 0 {
+		s.log.Warn("cluster: nodes had not applied a change when it returned; they apply it late",
+			"nodes", lagging, "schemas", req.Schemas, "streams", req.Streams)
+	}
+	return lagging
+}
+
+func names(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
