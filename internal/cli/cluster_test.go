@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Each cluster flag of serve reaches the configuration: a missing or bad
+// one is named.
+func TestServeClusterFlags(t *testing.T) {
+	t.Parallel()
+	base := []string{"serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--http", ""}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"--cluster-listen", "127.0.0.1:0"}, "cluster_name: cluster_listen is set but cluster_name is not"},
+		{[]string{"--cluster-name", "prod", "--cluster-listen", "127.0.0.1:0"}, "name: a clustered node needs a name"},
+		{[]string{"--cluster-name", "prod", "--cluster-listen", "127.0.0.1:0", "--node", "n1"}, "routes: a clustered node needs"},
+		{[]string{"--cluster-name", "prod", "--cluster-listen", "127.0.0.1:0", "--node", "n1", "--routes", "127.0.0.1:6223"}, "is not a route URL"},
+		{[]string{"--cluster-name", "prod", "--cluster-listen", "0.0.0.0:6222", "--node", "n1", "--routes", "nats://10.0.0.2:6222"}, "cluster_listen: 0.0.0.0:6222 is not a loopback address"},
+	} {
+		args := append(append([]string{}, base...), tc.args...)
+		var stdout, stderr bytes.Buffer
+		if code := Main(args, strings.NewReader(""), &stdout, &stderr); code == 0 {
+			t.Fatalf("%v: exit 0", args)
+		}
+		if msg := stderr.String(); !strings.HasPrefix(msg, "semaq: ") || strings.Count(msg, "\n") != 1 || !strings.Contains(msg, tc.says) {
+			t.Errorf("%v: stderr %q is not one line saying %q", tc.args, msg, tc.says)
+		}
+	}
+}
+
+// stream info names a replicated stream's leader and followers; cluster
+// status lists the nodes, the meta leader and the streams.
+func TestClusterStatusCommand(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	url := c.Node(0).ClientURL()
+	mustSemaq(t, url, "", "stream", "add", "AI", "--subjects", "ai.>", "--replicas", "3")
+	info := mustSemaq(t, url, "", "stream", "info", "AI")
+	if !strings.Contains(strings.Join(strings.Fields(info), " "), "Replicas: 3") {
+		t.Fatalf("stream info:\n%s", info)
+	}
+	var leader string
+	for _, line := range strings.Split(info, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "Leader:" {
+			leader = f[1]
+		}
+	}
+	if c.Index(leader) < 0 || !strings.Contains(info, "Followers:") || strings.Count(info, "(current)") != 2 {
+		t.Fatalf("stream info names leader %q:\n%s", leader, info)
+	}
+
+	out := mustSemaq(t, url, "", "cluster", "status")
+	lines := strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[0], "Cluster test (answered by n") || !strings.Contains(out, "Meta leader:") {
+		t.Fatalf("cluster status:\n%s", out)
+	}
+	for _, n := range []string{"n1", "n2", "n3"} {
+		found := false
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 4 && f[0] == n && f[1] == "yes" && f[4] == "current" {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("cluster status has no connected, current row for %s:\n%s", n, out)
+		}
+	}
+	found := false
+	for _, l := range lines {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "AI" && f[1] == "3" && f[2] == leader {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("cluster status has no row AI 3 %s:\n%s", leader, out)
+	}
+	var st semaq.ClusterStatus
+	if err := json.Unmarshal([]byte(mustSemaq(t, url, "", "cluster", "status", "--json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != "test" || len(st.Nodes) != 3 || st.MetaLeader == "" || st.Replicas != 3 {
+		t.Fatalf("cluster status --json: %+v", st)
+	}
+}
