@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
 )
@@ -87,5 +89,38 @@ func TestClusterStatusCommand(t *testing.T) {
 	}
 	if st.Name != "test" || len(st.Nodes) != 3 || st.MetaLeader == "" || st.Replicas != 3 {
 		t.Fatalf("cluster status --json: %+v", st)
+	}
+}
+
+// The example configurations of docs/cluster.md load and describe three
+// distinct nodes of one cluster with the same routes.
+func TestClusterExampleConfigs(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "cluster", "*.yaml"))
+	if err != nil || len(files) != 3 {
+		t.Fatalf("examples/cluster: %v %v, want 3 files", files, err)
+	}
+	names, ports := map[string]bool{}, map[string]bool{}
+	var routes string
+	for _, f := range files {
+		cfg := broker.DefaultConfig()
+		if err := broker.LoadConfigFile(f, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if cfg.ClusterName != "prod" || names[cfg.Name] || ports[cfg.Listen] || ports[cfg.HTTP] || ports[cfg.ClusterListen] {
+			t.Fatalf("%s: %+v repeats another node's name or address", f, cfg)
+		}
+		names[cfg.Name], ports[cfg.Listen], ports[cfg.HTTP], ports[cfg.ClusterListen] = true, true, true, true
+		if r := strings.Join(cfg.Routes, ","); routes != "" && r != routes {
+			t.Fatalf("%s: routes %s differ from %s", f, r, routes)
+		} else {
+			routes = r
+		}
+		if !strings.Contains(routes, cfg.ClusterListen) {
+			t.Fatalf("%s: its cluster address %s is not in the routes %s", f, cfg.ClusterListen, routes)
+		}
 	}
 }
