@@ -85,3 +85,39 @@ func TestClusterSyncNamesLaggingNodes(t *testing.T) {
 		return nil
 	})
 }
+
+// A route rule added through one node routes the next publish on every
+// other node; removed, it routes none.
+func TestClusterRouteInEffectOnEveryNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	first := brokertest.Connect(t, c.Node(0))
+	others := []*client.Client{brokertest.Connect(t, c.Node(1)), brokertest.Connect(t, c.Node(2))}
+	for _, st := range []semaq.StreamConfig{{Name: "AI", Subjects: []string{"ai.>"}}, {Name: "GPU", Subjects: []string{"gpu.>"}}} {
+		if _, err := first.AddStream(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 5 {
+		name := fmt.Sprintf("r%d", round)
+		if _, err := first.AddRoute(ctx, semaq.Route{Name: name, Subject: "ai.big", To: "gpu.big"}); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range others {
+			ack, err := o.Publish(ctx, "ai.big", []byte("x"))
+			if err != nil || ack.Stream != "GPU" {
+				t.Fatalf("round %d, node %d: right after the route add, stored in %+v (%v), want GPU", round, i+2, ack, err)
+			}
+		}
+		if err := first.DeleteRoute(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range others {
+			ack, err := o.Publish(ctx, "ai.big", []byte("x"))
+			if err != nil || ack.Stream != "AI" {
+				t.Fatalf("round %d, node %d: right after the route delete, stored in %+v (%v), want AI", round, i+2, ack, err)
+			}
+		}
+	}
+}

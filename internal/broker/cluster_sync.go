@@ -26,6 +26,7 @@ type syncRequest struct {
 	From    string `json:"from"`              // the asking node, which has applied it
 	Schemas bool   `json:"schemas,omitempty"` // the schema registry's bucket, as it is now
 	Streams bool   `json:"streams,omitempty"` // the streams JetStream has now
+	Routes  uint64 `json:"routes,omitempty"`  // the route rules' bucket revision
 }
 
 type syncReply struct {
@@ -67,6 +68,11 @@ func (s *Server) startClusterSync() error {
 func (s *Server) applyNow(ctx context.Context, req syncRequest) error {
 	if req.Schemas && s.reg != nil {
 		if err := s.reg.CatchUp(ctx); err != nil {
+			return err
+		}
+	}
+	if req.Routes > 0 && s.routes != nil {
+		if err := s.routes.WaitApplied(ctx, req.Routes); err != nil {
 			return err
 		}
 	}
@@ -131,7 +137,7 @@ func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
 	lagging := names(pending)
 	if len(lagging) > 0 {
 		s.log.Warn("cluster: nodes had not applied a change when it returned; they apply it late",
-			"nodes", lagging, "schemas", req.Schemas, "streams", req.Streams)
+			"nodes", lagging, "schemas", req.Schemas, "streams", req.Streams, "routes_revision", req.Routes)
 	}
 	return lagging
 }

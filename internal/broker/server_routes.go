@@ -36,6 +36,9 @@ func (s *Server) startRoutes(ctx context.Context) error {
 		StreamsCapturing: s.streamsCapturing,
 		Check:            s.routeCheck,
 		Audit:            s.audit,
+		Applied: func(ctx context.Context, rev uint64) {
+			s.clusterSync(ctx, syncRequest{Routes: rev})
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

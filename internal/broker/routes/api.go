@@ -68,6 +68,7 @@ func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (out any,
 	if err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route %s stored but not yet in effect on this node: %v", d.Name, err)
 	}
+	rt.applied(ctx, rev)
 	loaded := t.find(d.Name)
 	if loaded == nil || loaded.rev < rev {
 		// Someone deleted it already; report what was stored.
@@ -117,6 +118,7 @@ func (rt *Router) remove(ctx context.Context, req *semaq.RouteDeleteRequest) (ou
 	if _, err := rt.waitRev(ctx, bs.StreamInfo().State.LastSeq); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route %s deleted but still in effect on this node: %v", req.Name, err)
 	}
+	rt.applied(ctx, bs.StreamInfo().State.LastSeq)
 	rt.log.Info("route removed", "route", req.Name)
 	return semaq.RouteDeleteResponse{Success: true}, nil
 }

@@ -68,6 +68,11 @@ type Deps struct {
 	// served here) that capture a public subject: an added rule's targets
 	// must each have one.
 	StreamsCapturing func(ctx context.Context, subject string) ([]string, error)
+	// Applied, when set, is called after a rule change is in effect on
+	// this node and before the change is answered, with the bucket
+	// revision holding it: in a cluster the node waits there for the
+	// other nodes to apply it (WaitApplied on theirs).
+	Applied func(ctx context.Context, rev uint64)
 	// Check runs the ingress's checks short of routing (envelope, schema)
 	// on the message of a dry run ($SQ.API.ROUTE.TEST), which may change
 	// its headers as the ingress would: the refusal's description, "" when
@@ -148,6 +153,19 @@ func (rt *Router) Close(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("route rules: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// WaitApplied returns once this node's table includes bucket revision rev.
+func (rt *Router) WaitApplied(ctx context.Context, rev uint64) error {
+	_, err := rt.waitRev(ctx, rev)
+	return err
+}
+
+// applied reports a change in effect here (Deps.Applied).
+func (rt *Router) applied(ctx context.Context, rev uint64) {
+	if rt.deps.Applied != nil {
+		rt.deps.Applied(ctx, rev)
+	}
 }
 
 // waitRev returns once the table includes KV revision rev.
