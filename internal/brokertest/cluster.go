@@ -274,6 +274,28 @@ func (c *Cluster) MetaLeader() int {
 	return -1
 }
 
+// StreamLeader is the index of the running node leading stream's Raft
+// group, -1 when none does (an R1 stream's node is its leader).
+func (c *Cluster) StreamLeader(stream string) int {
+	for i, s := range c.nodes {
+		if s != nil && s.NATSServer().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ConsumerLeader is the index of the running node leading a consumer's
+// Raft group, -1 when none does.
+func (c *Cluster) ConsumerLeader(stream, consumer string) int {
+	for i, s := range c.nodes {
+		if s != nil && s.NATSServer().JetStreamIsConsumerLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream, consumer) {
+			return i
+		}
+	}
+	return -1
+}
+
 // Eventually polls cond until it returns nil, failing the test with its
 // last error when timeout passes.
 func (c *Cluster) Eventually(timeout time.Duration, what string, cond func() error) {
