@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,17 @@ func TestClusterRoutesMutualTLS(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3", Subjects: []string{"r3.>"}, Replicas: 3}); err != nil {
 		t.Fatalf("R3 stream over TLS routes: %v", err)
+	}
+
+	// SIGHUP's reload takes the routes' certificate too, and the cluster
+	// keeps working.
+	dir := filepath.Dir(certFile)
+	ca.Node(t, "node-renewed").Write(t, dir)
+	if err := c.Node(0).ReloadTLS(); err != nil {
+		t.Fatalf("reload on a clustered node: %v", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "R3B", Subjects: []string{"r3b.>"}, Replicas: 3}); err != nil {
+		t.Fatalf("R3 stream after the reload: %v", err)
 	}
 
 	rogue := brokertest.NewCA(t, "another CA").Node(t, "rogue")
