@@ -3,11 +3,15 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+
+	"github.com/semaq/semaq/internal/reserved"
 )
 
 // A change made through one node (a schema, a binding, a stream) reaches
@@ -27,6 +31,10 @@ type syncRequest struct {
 	Schemas bool   `json:"schemas,omitempty"` // the schema registry's bucket, as it is now
 	Streams bool   `json:"streams,omitempty"` // the streams JetStream has now
 	Routes  uint64 `json:"routes,omitempty"`  // the route rules' bucket revision
+	// Subjects are a new stream's public patterns: JetStream's interest in
+	// their storage subjects reaches the other nodes over the routes, and a
+	// message stored before it arrives would be dropped.
+	Subjects []string `json:"subjects,omitempty"`
 }
 
 type syncReply struct {
@@ -77,9 +85,50 @@ func (s *Server) applyNow(ctx context.Context, req syncRequest) error {
 		}
 	}
 	if req.Streams {
-		return s.syncStreams(ctx)
+		if err := s.syncStreams(ctx); err != nil {
+			return err
+		}
 	}
-	return nil
+	return s.waitStorageInterest(ctx, req.Subjects)
+}
+
+// waitStorageInterest returns once this node sees JetStream's interest in
+// the storage subjects of patterns (a subject each matches), so the
+// ingress's next write there reaches the stream wherever its leader is.
+func (s *Server) waitStorageInterest(ctx context.Context, patterns []string) error {
+	if len(patterns) == 0 {
+		return nil
+	}
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing := ""
+		for _, p := range patterns {
+			if subj := reserved.StoragePrefix + sampleSubject(p); !s.account().hasInterest(subj) {
+				missing = subj
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no interest in %s yet: %w", missing, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// sampleSubject is a literal subject pattern matches.
+func sampleSubject(pattern string) string {
+	tokens := strings.Split(pattern, ".")
+	for i, t := range tokens {
+		if t == "*" || t == ">" {
+			tokens[i] = "x"
+		}
+	}
+	return strings.Join(tokens, ".")
 }
 
 func (s *Server) replySync(m *nats.Msg, err error) {
@@ -100,6 +149,14 @@ func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
 		return nil
 	}
 	req.From = s.ns.Name()
+	// This node too: the stream's leader may be another node.
+	if err := func() error {
+		wctx, cancel := context.WithTimeout(ctx, syncTimeout)
+		defer cancel()
+		return s.waitStorageInterest(wctx, req.Subjects)
+	}(); err != nil {
+		s.log.Warn("cluster: a new stream's interest had not reached this node", "err", err)
+	}
 	pending := map[string]bool{}
 	for _, n := range s.routedNodes() {
 		pending[n] = true

@@ -323,7 +323,7 @@ func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamCo
 	}
 	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)
 	// Served, with its schema, by every node before the create returns.
-	s.clusterSync(ctx, syncRequest{Schemas: req.Schema != "", Streams: true})
+	s.clusterSync(ctx, syncRequest{Schemas: req.Schema != "", Streams: true, Subjects: req.Subjects})
 	return s.streamInfo(st.CachedInfo()), nil
 }
 
