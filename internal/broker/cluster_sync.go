@@ -176,6 +176,7 @@ func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 	defer cancel()
+	failed := map[string]bool{}
 	for len(pending) > 0 {
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
@@ -185,11 +186,14 @@ func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
 		if json.Unmarshal(m.Data, &r) != nil {
 			continue
 		}
-		if r.Err != "" {
+		if r.Err != "" && pending[r.Node] {
 			s.log.Warn("cluster: a node could not apply a change", "node", r.Node, "err", r.Err)
-			continue
+			failed[r.Node] = true
 		}
 		delete(pending, r.Node)
+	}
+	for n := range failed {
+		pending[n] = true
 	}
 	lagging := names(pending)
 	if len(lagging) > 0 {
