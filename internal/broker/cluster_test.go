@@ -264,6 +264,13 @@ func TestClusterStatus(t *testing.T) {
 		if len(st.Queues) != 1 || st.Queues[0].Node == "" {
 			return fmt.Errorf("queues %+v: no dispatcher yet", st.Queues)
 		}
+		// A node's own view of the meta group flickers as heartbeats come
+		// and go; a settled cluster shows every node current.
+		for _, n := range st.Nodes {
+			if !n.JetStreamCurrent || n.Meta == nil || !n.Meta.Current {
+				return fmt.Errorf("node %s not current yet (meta %+v)", n.Name, n.Meta)
+			}
+		}
 		return nil
 	})
 	if st.Name != brokertest.ClusterName || st.Replicas != 3 || c.Index(st.AnsweredBy) < 0 {

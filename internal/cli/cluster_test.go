@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
@@ -58,31 +60,32 @@ func TestClusterStatusCommand(t *testing.T) {
 		t.Fatalf("stream info names leader %q:\n%s", leader, info)
 	}
 
-	out := mustSemaq(t, url, "", "cluster", "status")
-	lines := strings.Split(out, "\n")
-	if !strings.HasPrefix(lines[0], "Cluster test (answered by n") || !strings.Contains(out, "Meta leader:") {
-		t.Fatalf("cluster status:\n%s", out)
-	}
-	for _, n := range []string{"n1", "n2", "n3"} {
-		found := false
-		for _, l := range lines {
-			if f := strings.Fields(l); len(f) > 4 && f[0] == n && f[1] == "yes" && f[4] == "current" {
-				found = true
+	// A node's view of the meta group flickers as heartbeats come and go:
+	// wait for a settled status.
+	c.Eventually(30*time.Second, "every node connected and current", func() error {
+		out := mustSemaq(t, url, "", "cluster", "status")
+		lines := strings.Split(out, "\n")
+		if !strings.HasPrefix(lines[0], "Cluster test (answered by n") || !strings.Contains(out, "Meta leader:") {
+			t.Fatalf("cluster status:\n%s", out)
+		}
+		for _, n := range []string{"n1", "n2", "n3"} {
+			found := false
+			for _, l := range lines {
+				if f := strings.Fields(l); len(f) > 4 && f[0] == n && f[1] == "yes" && f[4] == "current" {
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("no connected, current row for %s:\n%s", n, out)
 			}
 		}
-		if !found {
-			t.Fatalf("cluster status has no connected, current row for %s:\n%s", n, out)
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) >= 3 && f[0] == "AI" && f[1] == "3" && f[2] == leader {
+				return nil
+			}
 		}
-	}
-	found := false
-	for _, l := range lines {
-		if f := strings.Fields(l); len(f) >= 3 && f[0] == "AI" && f[1] == "3" && f[2] == leader {
-			found = true
-		}
-	}
-	if !found {
-		t.Fatalf("cluster status has no row AI 3 %s:\n%s", leader, out)
-	}
+		return fmt.Errorf("no row AI 3 %s:\n%s", leader, out)
+	})
 	var st semaq.ClusterStatus
 	if err := json.Unmarshal([]byte(mustSemaq(t, url, "", "cluster", "status", "--json")), &st); err != nil {
 		t.Fatal(err)
