@@ -226,10 +226,52 @@ func (c *Cluster) stopAll() {
 	wg.Wait()
 }
 
+// ownStreams are SemaQ's own buckets and streams (KV_SQ_USERS with auth).
+var ownStreams = []string{"KV_SQ_SCHEMAS", "KV_SQ_ROUTES", "KV_SQ_AGENTS", "KV_SQ_USERS", "SQ_DLQ", "SQ_TOKENS"}
+
 // WaitReady waits until JetStream's meta group has a leader, every running
 // node is current with it, and the leader sees every running node as a
-// current peer.
+// current peer; with 3 or more nodes running, also until SemaQ's own
+// streams have 3 replicas and a leader each, so a test does not race the
+// nodes raising them.
 func (c *Cluster) WaitReady() {
+	c.t.Helper()
+	c.waitMeta()
+	running := c.Nodes()
+	if len(running) < 3 {
+		return
+	}
+	c.Eventually(clusterReadyTimeout, "SemaQ's own streams at 3 replicas with a leader", func() error {
+		// Each node reports the streams it holds a replica of.
+		seen := map[string]server.StreamDetail{}
+		for _, s := range running {
+			jsz, err := s.NATSServer().Jsz(&server.JSzOptions{Account: server.DEFAULT_GLOBAL_ACCOUNT, Streams: true, Config: true})
+			if err != nil {
+				return err
+			}
+			for _, a := range jsz.AccountDetails {
+				for _, sd := range a.Streams {
+					if _, ok := seen[sd.Name]; !ok || sd.Cluster != nil && sd.Cluster.Leader != "" {
+						seen[sd.Name] = sd
+					}
+				}
+			}
+		}
+		for _, name := range ownStreams {
+			sd, ok := seen[name]
+			if !ok {
+				continue // not made (KV_SQ_USERS without auth)
+			}
+			if sd.Config == nil || sd.Config.Replicas < 3 || sd.Cluster == nil || sd.Cluster.Leader == "" {
+				return fmt.Errorf("%s: config %v, cluster %+v", name, sd.Config != nil && sd.Config.Replicas >= 3, sd.Cluster)
+			}
+		}
+		return nil
+	})
+}
+
+// waitMeta waits for the meta group (WaitReady).
+func (c *Cluster) waitMeta() {
 	c.t.Helper()
 	c.Eventually(clusterReadyTimeout, "the cluster to be whole", func() error {
 		running := c.Nodes()
