@@ -310,6 +310,9 @@ func (s *Server) apiQueueDelete(m *nats.Msg) {
 		if err := s.js.DeleteStream(ctx, name); err != nil {
 			return nil, err
 		}
+		if err := dispatch.DeleteLeases(ctx, s.js, name); err != nil {
+			s.log.Warn("queue removed; its lease store stays", "queue", name, "err", err)
+		}
 		s.log.Info("queue removed", "queue", name)
 		return semaq.QueueDeleteResponse{Deleted: true}, nil
 	}, api.Error("queue "+name))(m)

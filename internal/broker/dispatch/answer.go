@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
@@ -43,13 +44,24 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 		out   []*outMsg
 		ships []*shipment
 		dead  []deadJob
-		done  *removal
+		ack   *semaq.JobAckReport
+		wpi   *leaseRecord
 	)
 	d.mu.Lock()
 	j := d.sched.HeldJob(seq)
-	if j == nil || !leaseMatches(j.Lease, lease) {
+	if j == nil || !leaseMatches(j, lease) {
+		repeat := j == nil && verb == semaq.JobAck && d.finishedAck(seq, lease)
 		d.mu.Unlock()
+		if repeat {
+			d.answer(m, nil) // acked before this dispatcher started; its answer was lost
+			return
+		}
 		d.answer(m, semaq.NewAPIError(semaq.ErrLeaseLost, "queue %s: job %d is no longer held by this worker (ack wait passed, cancelled, or answered already)", d.name, seq))
+		return
+	}
+	if j.Acking {
+		d.mu.Unlock()
+		d.answer(m, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: job %d: its ack is being confirmed; ask again", d.name, seq))
 		return
 	}
 	if w := d.sched.Worker(j.Worker); w != nil && now.Add(10*time.Second).After(w.Expires) {
@@ -65,17 +77,11 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 				return
 			}
 		}
-		d.sched.Charge(j.Tenant, rep.OutputTokens)
-		if rep.OutputTokens > 0 {
-			d.deps.Served(j.Tenant, rep.OutputTokens)
-		}
-		d.stats.observeService(now.Sub(j.Fetched), j.Tokens+rep.OutputTokens)
-		d.stats.acked++
-		d.stats.outputTokens += uint64(rep.OutputTokens)
-		rm := d.removal(j)
-		done = &rm
-		d.unbindLease(j)
-		d.sched.Forget(j)
+		// Done once JetStream confirms the request left the stream
+		// (ackDone): an ack answered ok is never served again, whichever
+		// dispatcher serves the queue next.
+		j.Acking = true
+		ack = &rep
 	case semaq.JobNak:
 		var delay time.Duration
 		if arg != "" {
@@ -103,6 +109,8 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 		}
 	case semaq.JobInProgress:
 		j.LeaseUntil = now.Add(d.cfg.AckWait)
+		rec := record(j)
+		wpi = &rec
 	case semaq.JobTerm:
 		reason := semaq.DLQReasonTerminated
 		if arg = strings.TrimSpace(arg); arg != "" {
@@ -115,15 +123,64 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 			semaq.JobAck, semaq.JobNak, semaq.JobInProgress, semaq.JobTerm))
 		return
 	}
+	var rm removal
+	if ack != nil {
+		rm = d.removal(j)
+	}
 	d.publishDepth(usage{})
 	d.mu.Unlock()
-	d.answer(m, nil) // the worker waits on this; JetStream does not
-	if done != nil {
-		d.remove(*done)
+	switch {
+	case ack != nil:
+		d.ackDone(m, j, rm, *ack)
+		return
+	case wpi != nil:
+		// The new end is stored before the worker hears it: a dispatcher
+		// taking over honours it.
+		ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
+		err := d.leases.put(ctx, seq, *wpi)
+		cancel()
+		if err != nil {
+			d.log.Warn("lease extension not stored; it holds on this node only", "seq", seq, "err", err)
+		}
 	}
+	d.answer(m, nil) // the worker waits on this; JetStream does not
 	d.send(out)
 	d.ship(ships)
 	d.deadLetter(dead)
+}
+
+// ackDone takes an acked job out of the stream, waiting for JetStream to
+// confirm it, then out of the index, and answers the worker: ok once the
+// request is gone; unavailable (the job still held, under the same lease)
+// when JetStream could not be reached, so that the worker asks again.
+func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rm removal, rep semaq.JobAckReport) {
+	err := d.removeSync(rm)
+	d.mu.Lock()
+	if err != nil {
+		if j.State == sched.JobHeld {
+			j.Acking = false
+		}
+		d.mu.Unlock()
+		d.log.Warn("ack not confirmed by JetStream; the worker is told to ask again", "seq", j.Seq, "err", err)
+		d.answer(m, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: job %d: the ack could not be stored (%v); ask again", d.name, j.Seq, err))
+		return
+	}
+	if j.State == sched.JobHeld {
+		now := time.Now()
+		d.sched.Charge(j.Tenant, rep.OutputTokens)
+		if rep.OutputTokens > 0 {
+			d.deps.Served(j.Tenant, rep.OutputTokens)
+		}
+		d.stats.observeService(now.Sub(j.Fetched), j.Tokens+rep.OutputTokens)
+		d.stats.acked++
+		d.stats.outputTokens += uint64(rep.OutputTokens)
+		d.unbindLease(j)
+		d.sched.Forget(j)
+		d.publishDepth(usage{})
+	} // else cancelled meanwhile: gone either way
+	d.mu.Unlock()
+	d.leases.drop(j.Seq)
+	d.answer(m, nil)
 }
 
 func (d *Dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
@@ -178,6 +235,7 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 	d.obs.Cancelled(j)
 	d.unbindLease(j)
 	d.sched.Forget(j)
+	d.removing[j.Seq] = true
 	d.publishDepth(usage{})
 	id := j.ID
 	d.mu.Unlock()
@@ -205,26 +263,76 @@ func (d *Dispatcher) reply(m *nats.Msg, body []byte) {
 type removal struct {
 	seq   uint64
 	reply string // ack subject of a delivery by the current consumer; "" to delete by sequence
+	lease bool   // it has a record in the lease store
 }
 
 // removal says how j, done, leaves the stream. mu is held.
 func (d *Dispatcher) removal(j *sched.Job) removal {
+	rm := removal{seq: j.Seq, lease: j.Deliveries > 0}
 	if j.ReplyGen == d.gen {
-		return removal{seq: j.Seq, reply: j.JSReply}
+		rm.reply = j.JSReply
 	}
-	return removal{seq: j.Seq}
+	return rm
 }
 
-// remove takes a done request out of the stream: an ack to the current
-// consumer's delivery (the workqueue stream drops it), or, when its latest
-// delivery was by a consumer that is gone, a delete by sequence. mu is not
+// ackTimeout bounds the wait for JetStream to confirm an ack to the
+// consumer; past it the request is deleted by sequence instead.
+const ackTimeout = 2 * time.Second
+
+// removeSync takes a done request out of the stream and returns once
+// JetStream has confirmed it: an ack to the current consumer's delivery,
+// answered (the workqueue stream drops the request), or, when that fails
+// or its latest delivery was by a consumer that is gone, a delete by
+// sequence. A request already gone is no error. mu is not held.
+func (d *Dispatcher) removeSync(rm removal) error {
+	if rm.reply != "" {
+		if _, err := d.nc.Request(rm.reply, []byte("+ACK"), ackTimeout); err == nil {
+			return nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
+	defer cancel()
+	if err := d.stream.DeleteMsg(ctx, rm.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return err
+	}
+	return nil
+}
+
+// remove takes a request that is out of the index (and in removing) out
+// of the stream and its lease record out of the lease store. One JetStream
+// did not confirm stays in removing, for the loop to try again
+// (retryRemovals): until then a delivery of it is left alone. mu is not
 // held.
 func (d *Dispatcher) remove(rm removal) {
-	if rm.reply != "" {
-		_ = d.nc.Publish(rm.reply, []byte("+ACK"))
+	if err := d.removeSync(rm); err != nil {
+		d.log.Warn("done request not removed from the stream yet; trying again", "seq", rm.seq, "err", err)
 		return
 	}
-	d.removeBySeq(rm.seq)
+	d.mu.Lock()
+	delete(d.removing, rm.seq)
+	d.mu.Unlock()
+	if rm.lease {
+		d.leases.drop(rm.seq)
+	}
+}
+
+// retryRemovals tries again to remove what remove could not. It runs on
+// the loop's goroutine.
+func (d *Dispatcher) retryRemovals() {
+	d.mu.Lock()
+	var seqs []uint64
+	for seq := range d.removing {
+		seqs = append(seqs, seq)
+	}
+	d.mu.Unlock()
+	for _, seq := range seqs {
+		select {
+		case <-d.stop:
+			return
+		default:
+		}
+		d.remove(removal{seq: seq, lease: true})
+	}
 }
 
 // dead takes j out of the index on its way to the dead-letter queue; it
@@ -291,11 +399,10 @@ func (d *Dispatcher) deadLetter(dead []deadJob) {
 		if rm.reply != "" && d.gen != dj.j.ReplyGen {
 			rm.reply = "" // the consumer changed meanwhile
 		}
+		delete(d.leaving, j.Seq)
+		d.removing[j.Seq] = true
 		d.mu.Unlock()
 		d.remove(rm)
-		d.mu.Lock()
-		delete(d.leaving, j.Seq)
-		d.mu.Unlock()
 		d.log.Debug("request dead-lettered", "seq", j.Seq, "reason", dj.reason)
 	}
 }

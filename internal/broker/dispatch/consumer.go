@@ -159,14 +159,3 @@ func (d *Dispatcher) checkConsumer() {
 	d.stats.consumerRecoveries++
 	d.mu.Unlock()
 }
-
-// removeBySeq deletes a done request from the stream by sequence: its
-// latest delivery came from a consumer that is gone, so an ack would not
-// reach JetStream.
-func (d *Dispatcher) removeBySeq(seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-	defer cancel()
-	if err := d.stream.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		d.log.Warn("done request could not be removed from the stream", "seq", seq, "err", err)
-	}
-}

@@ -38,8 +38,8 @@ import (
 // the callbacks of its two connections (subscriptions and the consumer's
 // deliveries). Close waits for all of them.
 //
-// Locking: mu guards sched, parked, gen, maxIndexed, leaving and the
-// statistics; then adm.mu (admission.go). consMu guards cons and consume.
+// Locking: mu guards sched, parked, gen, leaving, removing, restored,
+// finished and the statistics; then adm.mu (admission.go). consMu guards cons and consume.
 // NATS messages are built under mu and sent after it is released;
 // JetStream calls (reads, dead letters, removals) are made without it.
 // Its exported methods are safe for concurrent use.
@@ -60,13 +60,22 @@ type Dispatcher struct {
 	stats  queueStats
 	closed bool
 	// gen numbers the consumers made; deliveries of an older one are
-	// ignored. maxIndexed is the highest sequence ever indexed: a
-	// redelivered sequence at or below it that is not indexed is done.
-	// leaving holds sequences out of the index but still in the stream on
-	// purpose (being dead-lettered, or failed to be).
-	gen        uint64
-	maxIndexed uint64
-	leaving    map[uint64]bool
+	// ignored. leaving holds sequences out of the index but still in the
+	// stream on purpose (being dead-lettered, or failed to be); removing,
+	// sequences done whose removal from the stream JetStream has not
+	// confirmed yet (retried by the loop). A delivery of either is left
+	// alone; any other sequence the index lacks is new.
+	gen      uint64
+	leaving  map[uint64]bool
+	removing map[uint64]bool
+	// restored holds the lease store's records (leases.go) of requests
+	// the consumer has not delivered yet, until it has caught up; finished,
+	// those it never delivered (done), until their lease ends.
+	restored map[uint64]leaseRecord
+	finished map[uint64]leaseRecord
+	leases   *leaseStore
+	// heldRestored counts the held jobs restored at start (logged).
+	heldRestored int
 	// caughtUp: the consumer has delivered what the stream held at start
 	// (till then admission counts what the stream held, adm.floor).
 	caughtUp bool
@@ -113,7 +122,8 @@ const tick = 20 * time.Millisecond
 // Start serves the work queue cfg: it reads the queue's stream (named
 // cfg.Name, which must exist) from its first request and starts serving
 // workers. The consumer is made anew each time: every request still in
-// the stream is one not yet done, and comes back queued. Close stops it.
+// the stream is one not yet done, and comes back queued, or held by the
+// worker the lease store says holds it (leases.go). Close stops it.
 func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, error) {
 	if err := deps.check(); err != nil {
 		return nil, err
@@ -128,6 +138,8 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		log:       deps.Log.With("queue", cfg.Name),
 		sched:     newScheduler(cfg, deps.Match),
 		leaving:   make(map[uint64]bool),
+		removing:  make(map[uint64]bool),
+		finished:  make(map[uint64]leaseRecord),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -177,6 +189,13 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	if err := d.ensureStreamLimits(ctx, js); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
+	info := d.stream.CachedInfo()
+	if d.leases, err = openLeases(ctx, js, d.nc, info, leaseRecords(d.cfg)); err != nil {
+		return fmt.Errorf("queue %s: %w", d.name, err)
+	}
+	if d.restored, err = d.leases.load(ctx); err != nil {
+		return fmt.Errorf("queue %s: %w", d.name, err)
+	}
 	if d.payloads, err = newPayloadReader(d.nc, d.name); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
@@ -199,11 +218,23 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	if err := d.openConsumer(ctx); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
+	if info.State.Msgs == 0 {
+		// Nothing to deliver, so no delivery will say it caught up.
+		d.mu.Lock()
+		d.caughtUp = true
+		d.mu.Unlock()
+	}
 	if err := d.nc.Flush(); err != nil {
 		return err
 	}
 	go d.loop()
 	return nil
+}
+
+// leaseRecords bounds a queue's lease store: twice the requests it may
+// hold, and room for the purge markers of those done.
+func leaseRecords(cfg semaq.QueueConfig) int64 {
+	return min(cfg.MaxMessages*2+1024, 1<<30)
 }
 
 // ensureStreamLimits gives the queue's stream its limits: JetStream's
@@ -328,6 +359,7 @@ func (d *Dispatcher) loop() {
 			}
 			if now.Sub(lastCheck) >= consumerCheck {
 				d.checkConsumer()
+				d.retryRemovals()
 				lastCheck = time.Now()
 			}
 		}
@@ -351,6 +383,9 @@ func (d *Dispatcher) onTick(now time.Time) {
 		d.sched.Undelay(j)
 	}
 	for _, j := range lapsed {
+		if j.Acking {
+			continue // JetStream is confirming its ack
+		}
 		out = append(out, d.cancelNotice(j, "ack wait of "+d.cfg.AckWait.String()+" passed"))
 		if d.exhausted(j) {
 			dead = append(dead, d.dead(j, "dispatch", semaq.DLQReasonMaxDeliveries))
@@ -361,10 +396,18 @@ func (d *Dispatcher) onTick(now time.Time) {
 		d.sched.Requeue(j)
 	}
 	d.sched.ExpireWorkers(now)
+	var stale []uint64
+	if d.caughtUp && d.restored != nil {
+		// Every delivery up to the one that caught up has been indexed
+		// (each under mu, in order).
+		stale = d.caughtUpWith()
+	}
+	d.pruneFinished(now)
 	out2, ships := d.serveParked(now)
 	out = append(out, out2...)
 	d.publishDepth(usage{})
 	d.mu.Unlock()
+	d.dropStale(stale)
 	d.send(out)
 	d.ship(ships)
 	d.deadLetter(dead)
@@ -408,20 +451,19 @@ func (d *Dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 		d.mu.Unlock()
 		return
 	}
-	if seq <= d.maxIndexed {
-		leaving := d.leaving[seq]
+	if d.leaving[seq] || d.removing[seq] {
 		d.mu.Unlock()
-		if !leaving {
-			// Done while its ack went to a consumer that is gone.
-			_ = jm.Ack()
-		}
 		return
 	}
-	d.maxIndexed = seq
 	j := newJob(md, jm, d.cfg)
 	j.ReplyGen = gen
 	var dead []deadJob
-	if d.sched.Add(j) {
+	rec, held := d.restored[seq]
+	if held {
+		delete(d.restored, seq)
+		held = d.restore(j, rec)
+	}
+	if !held && d.sched.Add(j) {
 		d.stats.arrivals++
 		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 			d.stats.expired++
@@ -660,7 +702,7 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs))}
 	leases := newLeases(len(jobs))
 	for i, j := range jobs {
-		j.Lease = leases[i]
+		j.Lease, j.LeaseSum = leases[i], leaseSum(leases[i])
 		extra := []string{
 			semaq.HdrQueue, d.name,
 			semaq.HdrQueueSeq, strconv.FormatUint(j.Seq, 10),
@@ -680,7 +722,7 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		d.stats.observeWait(now.Sub(j.Arrived))
 		d.bindLease(j)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
-			deliveries: j.Deliveries, extra: extra}
+			deliveries: j.Deliveries, extra: extra, rec: record(j)}
 	}
 	return sh
 }

@@ -1,8 +1,8 @@
 package dispatch
 
 import (
+	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -184,12 +184,6 @@ func newLeases(n int) []string {
 	return out
 }
 
-// leaseMatches compares a lease a worker presents with the job's in
-// constant time.
-func leaseMatches(have, got string) bool {
-	return have != "" && subtle.ConstantTimeCompare([]byte(have), []byte(got)) == 1
-}
-
 // shipment is a fetch's reply on its way: the jobs leased to it, to be
 // read back from the stream and framed once mu is released.
 type shipment struct {
@@ -207,23 +201,39 @@ type shipJob struct {
 	arrived    time.Time
 	deliveries int
 	extra      []string
+	rec        leaseRecord // for the lease store, written before it ships
 }
 
-// ship reads the jobs of the shipments back from the stream, frames them
-// and sends each fetch its reply. A job that cannot be read goes back to
-// the queue, or out of the index when it has left the stream. mu is not
-// held.
+// ship records the leases of the shipments' jobs in the lease store and
+// reads the jobs back from the stream, both in flight at once, then frames
+// them and sends each fetch its reply. A job is shipped only once its
+// lease is stored: a dispatcher that takes over knows every lease a
+// worker may hold. A job whose lease cannot be stored, or that cannot be
+// read, goes back to the queue (out of the index when it has left the
+// stream). mu is not held.
 func (d *Dispatcher) ship(ships []*shipment) {
 	if len(ships) == 0 {
 		return
 	}
-	var seqs []uint64
+	var (
+		seqs []uint64
+		recs []leaseRecord
+	)
 	for _, sh := range ships {
 		for _, sj := range sh.jobs {
 			seqs = append(seqs, sj.seq)
+			recs = append(recs, sj.rec)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
+	defer cancel()
+	stored := d.leases.begin(seqs, recs)
 	got := d.payloads.read(seqs)
+	for i, err := range stored.wait(ctx) {
+		if err != nil && got[i].err == nil {
+			got[i].err = fmt.Errorf("recording its lease: %w", err)
+		}
+	}
 	var (
 		out    []*outMsg
 		failed []shipJob
@@ -278,7 +288,7 @@ func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 	d.mu.Lock()
 	for i, sj := range failed {
 		j := sj.j
-		if j.State != sched.JobHeld || j.Lease != sj.lease {
+		if j.State != sched.JobHeld || j.Lease != sj.lease || j.Acking {
 			continue // cancelled meanwhile
 		}
 		if errors.Is(errs[i], errPayloadGone) {

@@ -72,9 +72,9 @@ const (
 // stored headers stay in the stream; the dispatcher reads them back by
 // sequence when it hands the request out. The caller fills the fields up
 // to Deadline before Add; the scheduler keeps State and the fields after
-// it. JSReply, ReplyGen, Estimate, HasDL and Lease are the dispatcher's:
-// the scheduler carries them (and clears Lease on release) without reading
-// them.
+// it. JSReply, ReplyGen, Estimate, HasDL, Lease, LeaseSum and Acking are
+// the dispatcher's: the scheduler carries them (and clears Lease, LeaseSum
+// and Acking on release) without reading them.
 type Job struct {
 	Seq      uint64
 	ID       string // Nats-Msg-Id, may be empty
@@ -96,7 +96,9 @@ type Job struct {
 	State      State
 	Deliveries int
 	NotBefore  time.Time // delayed until
-	Lease      string
+	Lease      string    // the lease's secret; "" for a lease restored from the lease store
+	LeaseSum   string    // SHA-256 of the lease, what answers are checked against
+	Acking     bool      // an ack of it is being confirmed by JetStream
 	Worker     string
 	Fetched    time.Time
 	LeaseUntil time.Time
@@ -137,7 +139,7 @@ func (w *Worker) has(list []string, v string) bool {
 // Retained is the bytes of strings the index keeps for j.
 func (j *Job) Retained() int {
 	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Adapter) +
-		len(j.Lease) + len(j.Worker)
+		len(j.Lease) + len(j.LeaseSum) + len(j.Worker)
 }
 
 // splitLabel reads a comma-separated label value.
@@ -319,7 +321,30 @@ func (s *Scheduler) release(j *Job) {
 	if w := s.workers[j.Worker]; w != nil {
 		w.Held--
 	}
-	j.Lease, j.Worker = "", ""
+	j.Lease, j.LeaseSum, j.Acking, j.Worker = "", "", false, ""
+}
+
+// AddHeld takes in a request that a worker holds already: a lease made
+// before a restart or by another node, restored by the dispatcher with its
+// holder, deliveries and end (LeaseSum, Worker, Deliveries, Fetched and
+// LeaseUntil set by the caller). The worker is live until its lease ends.
+// It reports false for a sequence it holds already.
+func (s *Scheduler) AddHeld(j *Job) bool {
+	if _, ok := s.bySeq[j.Seq]; ok {
+		return false
+	}
+	j.deadlineIdx = -1
+	s.bySeq[j.Seq] = j
+	s.bytes += j.Bytes
+	if j.ID != "" {
+		s.byID[j.ID] = j
+	}
+	w := s.TouchWorker(j.Worker, nil, j.LeaseUntil)
+	j.State = JobHeld
+	s.held[j.Seq] = j
+	s.tokensHeld += j.Tokens
+	w.Held++
+	return true
 }
 
 // Delay gives a held request back, to be queued again at until.

@@ -1,0 +1,94 @@
+package broker_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+// A stream a user named like a queue's lease store is neither taken over
+// nor redefined: adding the queue fails, naming it.
+func TestQueueLeaseStoreNameTaken(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "KV_SQ_LEASES_Q", Subjects: []string{"mine.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.AddQueue(ctx, semaq.QueueConfig{Name: "Q", Subjects: []string{"infer.>"}})
+	if err == nil || !strings.Contains(err.Error(), "KV_SQ_LEASES_Q exists and is not a lease store") {
+		t.Fatalf("adding queue Q next to a stream KV_SQ_LEASES_Q: %v, want a refusal naming it", err)
+	}
+	info, err := c.StreamInfo(ctx, "KV_SQ_LEASES_Q")
+	if err != nil || len(info.Config.Subjects) != 1 || info.Config.Subjects[0] != "mine.>" {
+		t.Fatalf("the user's stream after the refusal: %+v, %v", info, err)
+	}
+	if _, err := c.Publish(ctx, "mine.x", []byte("still mine")); err != nil {
+		t.Fatalf("publishing to the user's stream: %v", err)
+	}
+}
+
+// The lease store says who holds what, never a lease's secret, and a
+// client cannot write it: a forged record does not let it answer a job it
+// was not given.
+func TestQueueLeaseStoreHoldsNoSecretAndRefusesForgery(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	addQueue(t, c, semaq.QueueConfig{Name: "Q"})
+	pubReq(t, c, "r0")
+	waitQueued(t, c, "Q", 1)
+	jobs := fetch(t, c, "Q")
+	if len(jobs) != 1 {
+		t.Fatalf("fetch got %d jobs", len(jobs))
+	}
+	_, lease := leaseOf(t, jobs[0].AckSubject())
+	js := internalJS(t, s)
+	kv, err := js.KeyValue(context.Background(), "SQ_LEASES_Q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(context.Background(), "1")
+	if err != nil {
+		t.Fatalf("the lease record of the held job: %v", err)
+	}
+	if strings.Contains(string(e.Value()), lease) {
+		t.Fatalf("the lease store holds the lease's secret: %s", e.Value())
+	}
+
+	// A client forges a record with a lease of its own choosing.
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const forged = "AAAAAAAAAAAAAAAAAAAAAA"
+	_ = nc.Publish("$KV.SQ_LEASES_Q.1", []byte(`{"h":"`+forged+`","w":"mallory","d":1,"f":0,"u":99999999999999}`))
+	_ = nc.Flush()
+	after, err := kv.Get(context.Background(), "1")
+	if err != nil || after.Revision() != e.Revision() {
+		t.Fatalf("the lease record changed after a client's publish: %v (revision %d, was %d)", err, after.Revision(), e.Revision())
+	}
+	// Not even by a dispatcher that reads the store afresh.
+	if err := broker.RestartDispatcher(s, "Q"); err != nil {
+		t.Fatal(err)
+	}
+	if r := answerRaw(t, nc, "$SQ.QA.Q.1."+forged, semaq.JobAck); !leaseLost(r) {
+		t.Fatalf("ack under a forged lease: %+v, want lease lost", r)
+	}
+	if err := jobs[0].Ack(context.Background(), client.AckOutputTokens(1)); err != nil {
+		t.Fatalf("the holder's ack: %v", err)
+	}
+	waitFor(t, "the record of the acked job to go", func() bool {
+		_, err := kv.Get(context.Background(), "1")
+		return err != nil
+	})
+}
