@@ -92,6 +92,9 @@ type QueueConfig struct {
 	Description string   `json:"description,omitempty"`
 	Subjects    []string `json:"subjects"`
 	Storage     string   `json:"storage,omitempty"` // file (default), memory
+	// Replicas is how many nodes of a cluster store the queue (1 to 5, 0
+	// means 1); its lease store takes the same (docs/queues.md).
+	Replicas int `json:"replicas,omitempty"`
 	// MaxMessages, MaxBytes and MaxTokens bound what the queue holds
 	// (queued plus held by workers); past them a publish is refused with
 	// ErrOverloaded. 0 means the default (DefaultQueueMaxMessages,

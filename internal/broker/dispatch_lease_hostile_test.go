@@ -92,3 +92,29 @@ func TestQueueLeaseStoreHoldsNoSecretAndRefusesForgery(t *testing.T) {
 		return err != nil
 	})
 }
+
+// The subjects other nodes reach a dispatcher on are the broker's own: a
+// client can neither reserve a queue's capacity with forged admission
+// checks nor read its status there.
+func TestQueueRemoteSubjectsClosed(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	addQueue(t, c, semaq.QueueConfig{Name: "Q", MaxTokens: 1000})
+	pubReq(t, c, "first", client.WithPromptTokens(10))
+	waitQueued(t, c, "Q", 1)
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for range 3 { // each would reserve 985 of the 1000 tokens
+		if m, err := nc.Request("_SQ_Q.adm.Q", []byte(`{"t":985,"b":0}`), 200*time.Millisecond); err == nil {
+			t.Fatalf("a client's admission check was answered: %q", m.Data)
+		}
+	}
+	if m, err := nc.Request("_SQ_Q.info.Q", nil, 200*time.Millisecond); err == nil {
+		t.Fatalf("a client's status request was answered: %q", m.Data)
+	}
+	// Nothing was reserved: a request that fits is admitted.
+	pubReq(t, c, "second", client.WithPromptTokens(10))
+}

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
-	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/metrics"
@@ -61,9 +60,10 @@ type ingress struct {
 	routes *routes.Router
 	served atomic.Pointer[[]*ingressStream]
 
-	// queues maps a queue's stream name to its dispatcher, for admission
-	// control (queue.go); copy-on-write.
-	queues atomic.Pointer[map[string]*dispatch.Dispatcher]
+	// queues maps a queue's stream name to its admission control: its
+	// dispatcher, or the node dispatching it (queue.go,
+	// queue_cluster.go); copy-on-write.
+	queues atomic.Pointer[map[string]queueAdmitter]
 	// quota is the tenants' and users' quotas (ingress_quota.go); nil
 	// when the node has none.
 	quota atomic.Pointer[ingressQuota]

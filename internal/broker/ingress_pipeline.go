@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/internal/broker/api"
-	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
@@ -219,7 +218,7 @@ func (in *ingress) routeStep(p *publication, sp trace.Span) *semaq.APIError {
 // admissionStep: the quotas, then the admission control of the queue the
 // message is for. A message the queue refuses gets its quota back.
 func (in *ingress) admissionStep(p *publication) *semaq.APIError {
-	var d *dispatch.Dispatcher
+	var d queueAdmitter // this node's dispatcher, or the node dispatching the queue
 	if qs := in.queues.Load(); qs != nil {
 		d = (*qs)[p.stream.name]
 	}

@@ -28,6 +28,11 @@ import (
 type queues struct {
 	mu  sync.Mutex
 	all map[string]*dispatch.Dispatcher
+	// remote are the queues another node of the cluster dispatches
+	// (queue_cluster.go).
+	remote  map[string]*remoteQueue
+	retry   *time.Timer // a syncStreams to come (retryQueueSync)
+	stopped bool
 }
 
 // queueHandlers are the $SQ.API.QUEUE.* management handlers. Fetch and
@@ -75,7 +80,7 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	}
 	full := qc.WithDefaults()
 	jc, err := s.jsConfig(&semaq.StreamConfig{
-		Name: qc.Name, Description: qc.Description, Subjects: qc.Subjects, Storage: full.Storage,
+		Name: qc.Name, Description: qc.Description, Subjects: qc.Subjects, Storage: full.Storage, Replicas: qc.Replicas,
 		Retention: "workqueue", MaxMsgs: full.MaxMessages, MaxBytes: dispatch.StreamMaxBytes(full, s.nc.MaxPayload()),
 	})
 	if err != nil {
@@ -95,18 +100,63 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	if err := s.overlapping(ctx, "queue", qc.Name, qc.Subjects); err != nil {
 		return nil, err
 	}
-	if _, err := s.js.CreateStream(ctx, jc); err != nil {
+	st, err := s.js.CreateStream(ctx, jc)
+	if err != nil {
 		return nil, api.JSError(err, "queue %s", qc.Name)
 	}
-	if err := s.serveQueue(ctx, qc); err != nil {
+	info, err := s.streamLeader(ctx, st)
+	if err != nil {
 		_ = s.js.DeleteStream(ctx, qc.Name)
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: %v", qc.Name, err)
+	}
+	if s.isQueueLeader(info) {
+		if err := s.serveQueue(ctx, qc); err != nil {
+			_ = s.js.DeleteStream(ctx, qc.Name)
+			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: %v", qc.Name, err)
+		}
+	} else {
+		// Its leader's node dispatches it, once JetStream's advisory
+		// reaches it.
+		s.queues.mu.Lock()
+		if s.queues.remote == nil {
+			s.queues.remote = make(map[string]*remoteQueue)
+		}
+		s.queues.remote[qc.Name] = &remoteQueue{name: qc.Name, nc: s.nc, log: s.log.Debug}
+		s.publishQueues()
+		s.queues.mu.Unlock()
 	}
 	if err := s.serveStream(qc.Name, qc.Subjects, s.durability(&jc)); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s created but not served: %v", qc.Name, err)
 	}
 	s.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)
-	return s.queueInfo(qc.Name)
+	for {
+		qi, err := s.queueInfo(ctx, qc.Name)
+		if err == nil || !errors.Is(err, semaq.ErrUnavailable) || ctx.Err() != nil {
+			return qi, err
+		}
+		select { // the leader's dispatcher is starting
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// streamLeader is the info of a stream just made once it has a leader: in
+// a cluster JetStream elects one after the create returns.
+func (s *Server) streamLeader(ctx context.Context, st jetstream.Stream) (*jetstream.StreamInfo, error) {
+	info := st.CachedInfo()
+	for s.cfg.Clustered() && (info.Cluster == nil || info.Cluster.Leader == "") {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no leader elected: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		var err error
+		if info, err = st.Info(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return info, nil
 }
 
 // overlapping names the stream (queue or not) that already captures one of
@@ -160,7 +210,7 @@ func (s *Server) serveQueue(ctx context.Context, qc semaq.QueueConfig) error {
 	if s.queues.all == nil {
 		s.queues.all = make(map[string]*dispatch.Dispatcher)
 	}
-	if _, ok := s.queues.all[qc.Name]; ok {
+	if _, ok := s.queues.all[qc.Name]; ok || s.queues.stopped {
 		return nil
 	}
 	d, err := dispatch.Start(ctx, qc, s.dispatchDeps())
@@ -168,7 +218,9 @@ func (s *Server) serveQueue(ctx context.Context, qc semaq.QueueConfig) error {
 		return err
 	}
 	s.queues.all[qc.Name] = d
+	delete(s.queues.remote, qc.Name)
 	s.publishQueues()
+	s.log.Info("dispatching queue", "queue", qc.Name)
 	return nil
 }
 
@@ -180,6 +232,7 @@ func (s *Server) unserveQueue(name string) {
 	s.publishQueues()
 	s.queues.mu.Unlock()
 	if d != nil {
+		s.log.Info("no longer dispatching queue", "queue", name)
 		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 		defer cancel()
 		if err := d.Close(ctx); err != nil {
@@ -188,10 +241,14 @@ func (s *Server) unserveQueue(name string) {
 	}
 }
 
-// publishQueues gives the ingress a fresh copy of the dispatcher table for
-// admission control. queues.mu is held.
+// publishQueues gives the ingress a fresh copy of the admission table:
+// this node's dispatchers and the queues dispatched elsewhere. queues.mu
+// is held.
 func (s *Server) publishQueues() {
-	m := make(map[string]*dispatch.Dispatcher, len(s.queues.all))
+	m := make(map[string]queueAdmitter, len(s.queues.all)+len(s.queues.remote))
+	for k, v := range s.queues.remote {
+		m[k] = v
+	}
 	for k, v := range s.queues.all {
 		m[k] = v
 	}
@@ -199,15 +256,10 @@ func (s *Server) publishQueues() {
 }
 
 // syncQueues runs the dispatchers of the queues in have (stream name ->
-// queue config) that this node leads and stops the others. streamsMu is
-// held.
-func (s *Server) syncQueues(ctx context.Context, have map[string]semaq.QueueConfig) error {
-	var errs []error
-	for _, qc := range have {
-		if err := s.serveQueue(ctx, qc); err != nil {
-			errs = append(errs, err)
-		}
-	}
+// queue config), those this node leads, and stops the others; remote are
+// the queues other nodes dispatch. A dispatcher that fails to start is
+// tried again soon. streamsMu is held.
+func (s *Server) syncQueues(ctx context.Context, have, remote map[string]semaq.QueueConfig) error {
 	s.queues.mu.Lock()
 	var gone []string
 	for name := range s.queues.all {
@@ -215,10 +267,28 @@ func (s *Server) syncQueues(ctx context.Context, have map[string]semaq.QueueConf
 			gone = append(gone, name)
 		}
 	}
+	s.queues.remote = make(map[string]*remoteQueue, len(remote)+len(gone))
+	for name := range remote {
+		s.queues.remote[name] = &remoteQueue{name: name, nc: s.nc, log: s.log.Debug}
+	}
 	s.queues.mu.Unlock()
+	// Those no longer led here go first: the new leader's dispatcher
+	// takes over their consumer.
 	for _, name := range gone {
 		s.unserveQueue(name)
 	}
+	var errs []error
+	for _, qc := range have {
+		if err := s.serveQueue(ctx, qc); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.queues.mu.Lock()
+	if len(errs) > 0 {
+		s.retryQueueSync()
+	}
+	s.publishQueues()
+	s.queues.mu.Unlock()
 	return errors.Join(errs...)
 }
 
@@ -228,6 +298,11 @@ func (s *Server) stopQueues(ctx context.Context) error {
 	s.queues.mu.Lock()
 	all := s.queues.all
 	s.queues.all = nil
+	s.queues.stopped = true
+	if s.queues.retry != nil {
+		s.queues.retry.Stop()
+		s.queues.retry = nil
+	}
 	s.queues.mu.Unlock()
 	var errs []error
 	for _, d := range all {
@@ -255,9 +330,12 @@ func (s *Server) dispatcherOf(name string) *dispatch.Dispatcher {
 	return s.queues.all[name]
 }
 
-func (s *Server) queueInfo(name string) (*semaq.QueueInfo, error) {
+func (s *Server) queueInfo(ctx context.Context, name string) (*semaq.QueueInfo, error) {
 	d := s.dispatcherOf(name)
 	if d == nil {
+		if s.remoteQueueNamed(name) {
+			return s.remoteQueueInfo(ctx, name)
+		}
 		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found", name)
 	}
 	return &semaq.QueueInfo{Config: d.Config(), Status: d.Status(time.Now())}, nil
@@ -266,22 +344,26 @@ func (s *Server) queueInfo(name string) (*semaq.QueueInfo, error) {
 func (s *Server) apiQueueInfo(m *nats.Msg) {
 	name := api.LastToken(m.Subject)
 	api.Op(s.log, "queue info", func(ctx context.Context, _ *struct{}) (any, error) {
-		return s.queueInfo(name)
+		return s.queueInfo(ctx, name)
 	}, api.Error("queue "+name))(m)
 }
 
 func (s *Server) apiQueueList(m *nats.Msg) {
 	api.Op(s.log, "queue list", func(ctx context.Context, _ *struct{}) (any, error) {
 		s.queues.mu.Lock()
-		names := make([]string, 0, len(s.queues.all))
+		names := make([]string, 0, len(s.queues.all)+len(s.queues.remote))
 		for n := range s.queues.all {
+			names = append(names, n)
+		}
+		for n := range s.queues.remote {
 			names = append(names, n)
 		}
 		s.queues.mu.Unlock()
 		slices.Sort(names)
+		names = slices.Compact(names)
 		out := semaq.QueueListResponse{Queues: []semaq.QueueInfo{}}
 		for _, n := range names {
-			if qi, err := s.queueInfo(n); err == nil {
+			if qi, err := s.queueInfo(ctx, n); err == nil {
 				out.Queues = append(out.Queues, *qi)
 			}
 		}
@@ -319,10 +401,15 @@ func (s *Server) apiQueueDelete(m *nats.Msg) {
 }
 
 // isQueueLeader reports whether this node should dispatch a queue: the
-// leader of its stream in a cluster, always on a single node.
+// leader of its stream in a cluster, always on a single node. While a
+// cluster elects the stream's leader, a node keeps doing what it did:
+// starting dispatchers on a view without a leader would run several.
 func (s *Server) isQueueLeader(info *jetstream.StreamInfo) bool {
-	if info.Cluster == nil || info.Cluster.Leader == "" {
+	if !s.cfg.Clustered() {
 		return true
+	}
+	if info.Cluster == nil || info.Cluster.Leader == "" {
+		return s.dispatcherOf(info.Config.Name) != nil
 	}
 	return strings.EqualFold(info.Cluster.Leader, s.ns.Name())
 }

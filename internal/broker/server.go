@@ -594,6 +594,7 @@ func (s *Server) dispatchDeps() dispatch.Deps {
 		Served:   s.quotaServed,
 		Observer: dispatchObserver{s},
 		Tracer:   s.dispatchTracer(),
+		Node:     s.ns.Name(),
 		Log:      s.log.With("component", "dispatch"),
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
@@ -74,7 +75,11 @@ func (s *Server) tenantQueued(tenant string) (tokens int64, rate float64) {
 	if qs == nil {
 		return 0, 0
 	}
-	for _, d := range *qs {
+	for _, a := range *qs {
+		d, ok := a.(*dispatch.Dispatcher)
+		if !ok {
+			continue // dispatched by another node
+		}
 		n, r := d.TenantQueued(tenant)
 		tokens += n
 		rate += r

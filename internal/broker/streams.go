@@ -75,6 +75,7 @@ func (s *Server) syncStreams(ctx context.Context) error {
 	defer s.streamsMu.Unlock()
 	have := make(map[string]bool)
 	queued := make(map[string]semaq.QueueConfig)
+	remote := make(map[string]semaq.QueueConfig) // queues another node dispatches
 	lister := s.js.ListStreams(ctx)
 	for info := range lister.Info() {
 		if !isSemaqStream(&info.Config) {
@@ -83,6 +84,8 @@ func (s *Server) syncStreams(ctx context.Context) error {
 		have[info.Config.Name] = true
 		if qc, ok := queueConfigOf(&info.Config); ok && s.isQueueLeader(info) {
 			queued[info.Config.Name] = qc
+		} else if ok {
+			remote[info.Config.Name] = qc
 		}
 		if err := s.serveStream(info.Config.Name, publicSubjects(&info.Config), s.durability(&info.Config)); err != nil {
 			return err
@@ -96,7 +99,7 @@ func (s *Server) syncStreams(ctx context.Context) error {
 			s.ingress.remove(name)
 		}
 	}
-	return s.syncQueues(ctx, queued)
+	return s.syncQueues(ctx, queued, remote)
 }
 
 // serveStream makes the ingress serve stream name on its public subjects,

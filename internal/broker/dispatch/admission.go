@@ -109,7 +109,13 @@ func (a *admission) pending() int64 {
 // limits at once; an ErrOverloaded error refuses it, with a retry-after.
 // It takes one short lock: it runs on the ingress's hot path.
 func (d *Dispatcher) Admit(env *semaq.Envelope, dataLen int) *semaq.APIError {
-	u := requestUsage(int64(env.PromptTokens), dataLen)
+	return d.admit(int64(env.PromptTokens), dataLen)
+}
+
+// admit is Admit of a request of tokens prompt tokens (-1: estimated from
+// the payload) and dataLen bytes of payload.
+func (d *Dispatcher) admit(tokens int64, dataLen int) *semaq.APIError {
+	u := requestUsage(tokens, dataLen)
 	d.adm.mu.Lock()
 	why := d.overLimit(d.adm.held(), u)
 	if why == "" {

@@ -51,9 +51,14 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	j := d.sched.HeldJob(seq)
 	if j == nil || !leaseMatches(j, lease) {
 		repeat := j == nil && verb == semaq.JobAck && d.finishedAck(seq, lease)
+		starting := j == nil && d.restoredLease(seq, lease)
 		d.mu.Unlock()
 		if repeat {
 			d.answer(m, nil) // acked before this dispatcher started; its answer was lost
+			return
+		}
+		if starting {
+			d.answer(m, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: the dispatcher is starting and has not read job %d back yet; ask again", d.name, seq))
 			return
 		}
 		d.answer(m, semaq.NewAPIError(semaq.ErrLeaseLost, "queue %s: job %d is no longer held by this worker (ack wait passed, cancelled, or answered already)", d.name, seq))
@@ -218,6 +223,11 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 		if seq, err := strconv.ParseUint(req.ID, 10, 64); err == nil {
 			j = d.sched.BySeq(seq)
 		}
+	}
+	if j == nil && !d.caughtUp {
+		d.mu.Unlock()
+		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: the dispatcher is starting and has not read every request back yet; ask again", d.name)))
+		return
 	}
 	if j == nil {
 		d.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
 )
 
@@ -33,6 +34,13 @@ import (
 // consumerCheck is how often the dispatcher asks JetStream about its
 // consumer, besides reacting to the consumer's own errors at once.
 const consumerCheck = time.Second
+
+// consumeExpiry and consumeHeartbeat are the dispatcher's pull requests'
+// life and heartbeat.
+const (
+	consumeExpiry    = 5 * time.Second
+	consumeHeartbeat = time.Second
+)
 
 // dispatchAckWait: the dispatcher acks when a request is done, however
 // long it waits; a redelivery after this is recognised by sequence.
@@ -69,22 +77,36 @@ func (d *Dispatcher) intact(c *jetstream.ConsumerConfig) bool {
 // generation. One of the same name is deleted first: left by a previous
 // run, or altered behind the dispatcher's back.
 func (d *Dispatcher) openConsumer(ctx context.Context) error {
-	if err := d.stream.DeleteConsumer(ctx, reserved.DispatchConsumer); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := jsutil.Retry(ctx, func(ctx context.Context) error {
+		err := d.stream.DeleteConsumer(ctx, reserved.DispatchConsumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil
+		}
+		return err
+	}); err != nil {
 		return fmt.Errorf("resetting dispatch consumer: %w", err)
 	}
-	cons, err := d.stream.CreateConsumer(ctx, d.consumerConfig())
-	if err != nil {
+	var cons jetstream.Consumer
+	if err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
+		cons, err = d.stream.CreateConsumer(ctx, d.consumerConfig())
+		return err
+	}); err != nil {
 		return fmt.Errorf("dispatch consumer: %w", err)
 	}
 	d.mu.Lock()
 	d.gen++
 	gen := d.gen
 	d.mu.Unlock()
+	// Short pulls with frequent heartbeats: a pull request is state of the
+	// consumer's leader and goes with it when the leadership moves; the
+	// consume loop notices the missing heartbeats and pulls again within
+	// about consumeHeartbeat × 2 rather than JetStream's default minute.
 	cc, err := cons.Consume(handle(d, func(jm jetstream.Msg) { d.onRequest(gen, jm) }), jetstream.PullMaxMessages(1024),
+		jetstream.PullExpiry(consumeExpiry), jetstream.PullHeartbeat(consumeHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			switch {
 			case errors.Is(err, jetstream.ErrConsumerDeleted), errors.Is(err, jetstream.ErrConsumerNotFound),
-				errors.Is(err, jetstream.ErrNoHeartbeat):
+				errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, jetstream.ErrConsumerLeadershipChanged):
 				d.kickCheck()
 			default:
 				d.log.Debug("dispatch consumer", "err", err)
@@ -96,6 +118,8 @@ func (d *Dispatcher) openConsumer(ctx context.Context) error {
 	d.consMu.Lock()
 	d.cons, d.consume = cons, cc
 	d.consMu.Unlock()
+	d.consSince = time.Time{}
+	d.leaderMoved(cons.CachedInfo().Cluster) // its leader when made, if elected already
 	return nil
 }
 
@@ -141,9 +165,19 @@ func (d *Dispatcher) checkConsumer() {
 			why = "paused"
 		case !d.intact(&info.Config):
 			why = "redefined"
+		case d.leaderMoved(info.Cluster):
+			// Deliveries the former leader sent as it went may never
+			// have arrived, and the new one will not send them again
+			// (dispatchAckWait): a consumer made anew delivers every
+			// request in the stream, and the index keeps what it holds.
+			why = "its leader moved"
 		}
 	}
 	if why == "" {
+		return
+	}
+	if !d.leadsStream(ctx) {
+		d.log.Info("dispatch consumer lost, but this node no longer leads the queue's stream; leaving it to the leader's dispatcher", "reason", why)
 		return
 	}
 	d.log.Warn("dispatch consumer lost; making it anew (held jobs keep their leases)", "reason", why)
@@ -158,4 +192,32 @@ func (d *Dispatcher) checkConsumer() {
 	d.mu.Lock()
 	d.stats.consumerRecoveries++
 	d.mu.Unlock()
+}
+
+// leaderMoved reports whether the consumer's Raft leadership changed
+// since it was last seen (a new leader, or a new term of the same one),
+// and remembers the new one. The consumer's leader may differ from the
+// stream's: nothing requires them on one node, since the dispatcher's
+// pulls and acks reach the consumer's leader wherever it is. Runs on the
+// loop's goroutine (or in start, before it).
+func (d *Dispatcher) leaderMoved(ci *jetstream.ClusterInfo) bool {
+	if ci == nil || ci.Leader == "" || ci.LeaderSince == nil {
+		return false
+	}
+	prev := d.consSince
+	d.consSince = *ci.LeaderSince
+	return !prev.IsZero() && !prev.Equal(*ci.LeaderSince)
+}
+
+// leadsStream reports whether this node leads the queue's stream, or
+// cannot tell (single node, no name, JetStream not answering).
+func (d *Dispatcher) leadsStream(ctx context.Context) bool {
+	if d.deps.Node == "" {
+		return true
+	}
+	info, err := d.stream.Info(ctx)
+	if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+		return true
+	}
+	return info.Cluster.Leader == d.deps.Node
 }

@@ -65,6 +65,12 @@ type Deps struct {
 	// Tracer starts the dispatch span of a request that carries a trace
 	// context (from its arrival to its dispatch). Nil: no spans.
 	Tracer trace.Tracer
+	// Node is the name of this node's NATS server. In a cluster a
+	// dispatcher makes its consumer anew only while this node leads the
+	// queue's stream, so that a dispatcher about to be stopped (its node
+	// lost the lead) does not fight the new leader's over the consumer.
+	// "": always.
+	Node string
 	// Log is the dispatcher's logger; nil discards.
 	Log *slog.Logger
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -86,6 +87,8 @@ type Dispatcher struct {
 	retryAfterMs   atomic.Int64
 	admitted       atomic.Uint64
 	refused        atomic.Uint64
+
+	consSince time.Time // when the consumer's Raft leader was elected, as last seen (loop only)
 
 	consMu  sync.Mutex
 	cons    jetstream.Consumer
@@ -183,7 +186,12 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
-	if d.stream, err = js.Stream(ctx, d.name); err != nil {
+	// JetStream calls at start are retried while a cluster elects leaders
+	// (jsutil.Retry): a dispatcher often starts just after one.
+	if err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
+		d.stream, err = js.Stream(ctx, d.name)
+		return err
+	}); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	if err := d.ensureStreamLimits(ctx, js); err != nil {
@@ -193,7 +201,10 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	if d.leases, err = openLeases(ctx, js, d.nc, info, leaseRecords(d.cfg)); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
-	if d.restored, err = d.leases.load(ctx); err != nil {
+	if err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
+		d.restored, err = d.leases.load(ctx)
+		return err
+	}); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	if d.payloads, err = newPayloadReader(d.nc, d.name); err != nil {
@@ -224,6 +235,16 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 		d.caughtUp = true
 		d.mu.Unlock()
 	}
+	// Other nodes ask admission and status once the dispatcher is whole:
+	// till then they find none (dispatch/remote.go).
+	for subj, h := range d.remoteSubs() {
+		sub, err := d.nc.Subscribe(subj, handle(d, h))
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", d.name, err)
+		}
+		_ = sub.SetPendingLimits(-1, -1)
+		d.subs = append(d.subs, sub)
+	}
 	if err := d.nc.Flush(); err != nil {
 		return err
 	}
@@ -250,7 +271,11 @@ func (d *Dispatcher) ensureStreamLimits(ctx context.Context, js jetstream.JetStr
 		return nil
 	}
 	jc.MaxBytes, jc.Discard, jc.AllowDirect = want, jetstream.DiscardNew, true
-	st, err := js.UpdateStream(ctx, jc)
+	var st jetstream.Stream
+	err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
+		st, err = js.UpdateStream(ctx, jc)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("setting the stream's limits: %w", err)
 	}

@@ -39,6 +39,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/jsutil"
 )
 
 // LeaseBucket is the name of queue's lease store, a KV bucket whose
@@ -96,16 +97,20 @@ func openLeases(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, info
 		AllowDirect:       true,
 		Duplicates:        2 * time.Minute,
 	}
-	// A stream of that name that is not a lease store (a user's stream
-	// named so) is refused, never redefined.
-	if st, err := js.Stream(ctx, cfg.Name); err == nil {
-		if have := st.CachedInfo().Config.Subjects; len(have) != 1 || have[0] != cfg.Subjects[0] {
-			return nil, fmt.Errorf("lease store %s: stream %s exists and is not a lease store (subjects %v); rename it", bucket, cfg.Name, have)
+	err := jsutil.Retry(ctx, func(ctx context.Context) error {
+		// A stream of that name that is not a lease store (a user's
+		// stream named so) is refused, never redefined.
+		if st, err := js.Stream(ctx, cfg.Name); err == nil {
+			if have := st.CachedInfo().Config.Subjects; len(have) != 1 || have[0] != cfg.Subjects[0] {
+				return fmt.Errorf("stream %s exists and is not a lease store (subjects %v); rename it", cfg.Name, have)
+			}
+		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
 		}
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("lease store %s: %w", bucket, err)
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		_, err := js.CreateOrUpdateStream(ctx, cfg)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("lease store %s: %w", bucket, err)
 	}
 	return &leaseStore{js: js, nc: nc, bucket: bucket, prefix: "$KV." + bucket + "."}, nil
@@ -254,6 +259,14 @@ func (d *Dispatcher) dropStale(stale []uint64) {
 		d.log.Debug("dropping lease records of requests no longer in the stream", "count", len(stale))
 		d.leases.drop(stale...)
 	}
+}
+
+// restoredLease reports whether the lease store names lease as the one
+// of seq, a request the consumer has not delivered again yet: the
+// dispatcher is starting. mu is held.
+func (d *Dispatcher) restoredLease(seq uint64, lease string) bool {
+	rec, ok := d.restored[seq]
+	return ok && subtle.ConstantTimeCompare([]byte(rec.Sum), []byte(leaseSum(lease))) == 1
 }
 
 // finishedAck reports whether an ack of seq with lease is a repeat of an
