@@ -479,7 +479,9 @@ func (w *Worker) handle(job *client.Job, q *modelQueue) {
 		if cerr := tw.Close(bg, semaq.TokenFinal{FinishReason: out.FinishReason, Usage: &u}); cerr != nil {
 			log.Warn("closing the token stream", "err", cerr)
 		}
-		if aerr := job.Ack(bg, client.AckOutputTokens(int64(u.Completion))); aerr != nil {
+		if aerr := retryAnswer(bg, time.Now().Add(ackWait), func(ctx context.Context) error {
+			return job.Ack(ctx, client.AckOutputTokens(int64(u.Completion)))
+		}); aerr != nil {
 			log.Warn("acking", "err", aerr)
 		}
 		w.jobs.Add(1)

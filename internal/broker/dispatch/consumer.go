@@ -18,18 +18,29 @@ import (
 // only when the request is done) so JetStream keeps it: a broker restart
 // loses nothing queued.
 //
+// It is made anew at every start: its deliveries rebuild the index from
+// what the stream holds, JetStream's own record of what is not done, and
+// the lease store (leases.go) says which of those a worker holds. Keeping
+// a consumer across starts would hide the requests it had delivered to
+// the previous dispatcher until its ack wait (a day), and reading them
+// back by sequence would ship every payload to rebuild a headers-only
+// index.
+//
 // If the consumer goes (deleted, paused, redefined by someone with the
-// rights to, or lost with its heartbeats), the dispatcher notices within
-// consumerCheck, logs it at warn and makes the consumer anew. The new one
-// delivers again every request still in the stream; each delivery gets a
-// generation number, and the dispatcher recognises a request by sequence:
+// rights to, lost with its heartbeats, or its Raft leader moved, which may
+// drop deliveries in flight), the dispatcher notices within consumerCheck,
+// logs it at warn and makes the consumer anew. The new one delivers again
+// every request still in the stream; each delivery gets a generation
+// number, and the dispatcher recognises a request by sequence:
 //   - indexed already (queued, delayed or held by a worker): it keeps its
 //     place and its lease; only its ack subject is brought up to date;
-//   - below the highest sequence ever indexed and not indexed: it is done
-//     (its ack went to the lost consumer), so the dispatcher acks it now;
+//   - done, or being dead-lettered, and its removal from the stream not
+//     yet confirmed (removing, leaving): left alone;
 //   - otherwise it is new.
-// A done request whose latest delivery came from a consumer that is gone
-// is removed by sequence (stream message delete) rather than acked.
+// A request leaves the index as done only once JetStream has confirmed
+// its removal (ack with reply, or delete by sequence when its latest
+// delivery came from a consumer that is gone), so a done request is never
+// delivered again as new.
 
 // consumerCheck is how often the dispatcher asks JetStream about its
 // consumer, besides reacting to the consumer's own errors at once.

@@ -101,8 +101,12 @@ func openLeases(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, info
 		// A stream of that name that is not a lease store (a user's
 		// stream named so) is refused, never redefined.
 		if st, err := js.Stream(ctx, cfg.Name); err == nil {
-			if have := st.CachedInfo().Config.Subjects; len(have) != 1 || have[0] != cfg.Subjects[0] {
-				return fmt.Errorf("stream %s exists and is not a lease store (subjects %v); rename it", cfg.Name, have)
+			have := &st.CachedInfo().Config
+			if len(have.Subjects) != 1 || have.Subjects[0] != cfg.Subjects[0] {
+				return fmt.Errorf("stream %s exists and is not a lease store (subjects %v); rename it", cfg.Name, have.Subjects)
+			}
+			if have.MaxMsgs == cfg.MaxMsgs && have.Replicas >= cfg.Replicas && have.Storage == cfg.Storage {
+				return nil // as it should be: no update, no advisory to every node
 			}
 		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return err
