@@ -184,8 +184,10 @@ func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rm removal, rep semaq.Jo
 		d.publishDepth(usage{})
 	} // else cancelled meanwhile: gone either way
 	d.mu.Unlock()
-	d.leases.drop(j.Seq)
+	// The worker hears first: if the node goes between the two, the
+	// record left makes the next dispatcher answer the repeated ack ok.
 	d.answer(m, nil)
+	d.leases.drop(j.Seq)
 }
 
 func (d *Dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
