@@ -136,7 +136,13 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	d.mu.Unlock()
 	switch {
 	case ack != nil:
-		d.ackDone(m, j, rm, *ack)
+		// Confirmed on a goroutine of its own: answers keep flowing while
+		// JetStream confirms (Close waits for it).
+		d.acking.Add(1)
+		go func() {
+			defer d.acking.Done()
+			d.ackDone(m, j, rm, *ack)
+		}()
 		return
 	case wpi != nil:
 		// The new end is stored before the worker hears it: a dispatcher

@@ -35,8 +35,9 @@ import (
 // job frames, answer and cancel replies), each checked with
 // semaq.CheckReplySubject first. out cannot reach JetStream or $SQ.
 //
-// Goroutines: one of its own, the loop (timers and consumer checks), and
-// the callbacks of its two connections (subscriptions and the consumer's
+// Goroutines: one of its own, the loop (timers and consumer checks), one
+// per ack being confirmed by JetStream (at most one per held job), and the
+// callbacks of its two connections (subscriptions and the consumer's
 // deliveries). Close waits for all of them.
 //
 // Locking: mu guards sched, parked, gen, leaving, removing, restored,
@@ -106,6 +107,9 @@ type Dispatcher struct {
 	cbMu     sync.Mutex
 	cbClosed bool
 	cbs      sync.WaitGroup
+	// acking counts acks being confirmed by JetStream (answer.go),
+	// started by callbacks: Close waits for them after the callbacks.
+	acking sync.WaitGroup
 }
 
 // parkedFetch is a fetch waiting for work.
@@ -318,6 +322,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	d.cbClosed = true
 	d.cbMu.Unlock()
 	d.cbs.Wait()
+	d.acking.Wait()
 	d.payloads.close()
 	drain(d.out)
 	drain(d.nc)
