@@ -2,11 +2,15 @@ package broker_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
@@ -56,40 +60,46 @@ func TestQueueLeaseStoreHoldsNoSecretAndRefusesForgery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kv.Get(context.Background(), "1")
+	keys, err := kv.Keys(context.Background())
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("lease store keys %v, %v; want the fetch's record", keys, err)
+	}
+	e, err := kv.Get(context.Background(), keys[0])
 	if err != nil {
 		t.Fatalf("the lease record of the held job: %v", err)
 	}
-	if strings.Contains(string(e.Value()), lease) {
-		t.Fatalf("the lease store holds the lease's secret: %s", e.Value())
+	if !strings.Contains(string(e.Value()), `"s":1`) || strings.Contains(string(e.Value()), lease) {
+		t.Fatalf("the lease record names job 1 without its secret? %s", e.Value())
 	}
 
-	// A client forges a record with a lease of its own choosing.
+	// A client forges a record with a later delivery of job 1 under a lease
+	// of its own choosing.
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	const forged = "AAAAAAAAAAAAAAAAAAAAAA"
-	_ = nc.Publish("$KV.SQ_LEASES_Q.1", []byte(`{"h":"`+forged+`","w":"mallory","d":1,"f":0,"u":99999999999999}`))
+	sum := sha256.Sum256([]byte(forged))
+	_ = nc.Publish("$KV.SQ_LEASES_Q.bforged", []byte(`{"w":"mallory","f":0,"u":99999999999999,"j":[{"s":1,"d":99,"h":"`+
+		base64.RawURLEncoding.EncodeToString(sum[:])+`"}]}`))
 	_ = nc.Flush()
-	after, err := kv.Get(context.Background(), "1")
-	if err != nil || after.Revision() != e.Revision() {
-		t.Fatalf("the lease record changed after a client's publish: %v (revision %d, was %d)", err, after.Revision(), e.Revision())
-	}
-	// Not even by a dispatcher that reads the store afresh.
+	// Not even a dispatcher that reads the store afresh takes it.
 	if err := broker.RestartDispatcher(s, "Q"); err != nil {
 		t.Fatal(err)
 	}
 	if r := answerRaw(t, nc, "$SQ.QA.Q.1."+forged, semaq.JobAck); !leaseLost(r) {
 		t.Fatalf("ack under a forged lease: %+v, want lease lost", r)
 	}
+	if keys, _ := kv.Keys(context.Background()); len(keys) != 1 {
+		t.Fatalf("lease store keys after a client's publish: %v", keys)
+	}
 	if err := jobs[0].Ack(context.Background(), client.AckOutputTokens(1)); err != nil {
 		t.Fatalf("the holder's ack: %v", err)
 	}
 	waitFor(t, "the record of the acked job to go", func() bool {
-		_, err := kv.Get(context.Background(), "1")
-		return err != nil
+		keys, err := kv.Keys(context.Background())
+		return errors.Is(err, jetstream.ErrNoKeysFound) || err == nil && len(keys) == 0
 	})
 }
 

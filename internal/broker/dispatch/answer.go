@@ -116,6 +116,7 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 		j.LeaseUntil = now.Add(d.cfg.AckWait)
 		rec := record(j)
 		wpi = &rec
+		d.extended[seq] = true
 	case semaq.JobTerm:
 		reason := semaq.DLQReasonTerminated
 		if arg = strings.TrimSpace(arg); arg != "" {
@@ -193,7 +194,9 @@ func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rm removal, rep semaq.Jo
 	// The worker hears first: if the node goes between the two, the
 	// record left makes the next dispatcher answer the repeated ack ok.
 	d.answer(m, nil)
-	d.leases.drop(j.Seq)
+	d.mu.Lock()
+	d.leaseDone(j.Seq)
+	d.mu.Unlock()
 }
 
 func (d *Dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
@@ -281,12 +284,11 @@ func (d *Dispatcher) reply(m *nats.Msg, body []byte) {
 type removal struct {
 	seq   uint64
 	reply string // ack subject of a delivery by the current consumer; "" to delete by sequence
-	lease bool   // it has a record in the lease store
 }
 
 // removal says how j, done, leaves the stream. mu is held.
 func (d *Dispatcher) removal(j *sched.Job) removal {
-	rm := removal{seq: j.Seq, lease: j.Deliveries > 0}
+	rm := removal{seq: j.Seq}
 	if j.ReplyGen == d.gen {
 		rm.reply = j.JSReply
 	}
@@ -328,10 +330,8 @@ func (d *Dispatcher) remove(rm removal) {
 	}
 	d.mu.Lock()
 	delete(d.removing, rm.seq)
+	d.leaseDone(rm.seq)
 	d.mu.Unlock()
-	if rm.lease {
-		d.leases.drop(rm.seq)
-	}
 }
 
 // retryRemovals tries again to remove what remove could not. It runs on
@@ -349,7 +349,7 @@ func (d *Dispatcher) retryRemovals() {
 			return
 		default:
 		}
-		d.remove(removal{seq: seq, lease: true})
+		d.remove(removal{seq: seq})
 	}
 }
 
@@ -393,6 +393,7 @@ func (d *Dispatcher) deadLetter(dead []deadJob) {
 			d.log.Warn("request to dead-letter left the stream behind the dispatcher's back", "seq", j.Seq, "reason", dj.reason)
 			d.mu.Lock()
 			delete(d.leaving, j.Seq)
+			d.leaseDone(j.Seq)
 			d.mu.Unlock()
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jsutil"
@@ -76,6 +77,14 @@ type Dispatcher struct {
 	restored map[uint64]leaseRecord
 	finished map[uint64]leaseRecord
 	leases   *leaseStore
+	// leaseKey is the lease store's record of each job's latest lease,
+	// leaseRefs how many jobs' latest lease each record holds (it goes at
+	// 0), extended the jobs with an extension record, storedKeys the
+	// records found at start, until the consumer has caught up (leases.go).
+	leaseKey   map[uint64]string
+	leaseRefs  map[string]int
+	extended   map[uint64]bool
+	storedKeys []string
 	// heldRestored counts the held jobs restored at start (logged).
 	heldRestored int
 	// caughtUp: the consumer has delivered what the stream held at start
@@ -147,6 +156,9 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		leaving:   make(map[uint64]bool),
 		removing:  make(map[uint64]bool),
 		finished:  make(map[uint64]leaseRecord),
+		leaseKey:  make(map[uint64]string),
+		leaseRefs: make(map[string]int),
+		extended:  make(map[uint64]bool),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -206,7 +218,7 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	if err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
-		d.restored, err = d.leases.load(ctx)
+		d.restored, d.storedKeys, err = d.leases.load(ctx)
 		return err
 	}); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
@@ -426,7 +438,7 @@ func (d *Dispatcher) onTick(now time.Time) {
 		d.sched.Requeue(j)
 	}
 	d.sched.ExpireWorkers(now)
-	var stale []uint64
+	var stale []string
 	if d.caughtUp && d.restored != nil {
 		// Every delivery up to the one that caught up has been indexed
 		// (each under mu, in order).
@@ -650,7 +662,7 @@ func (d *Dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
 // body is a batch frame of the jobs (semaq.ParseJobFrame), built by ship
 // once the jobs are read back; pick kept it within frameLimit. mu is held.
 func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *shipment {
-	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs))}
+	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs)), key: "b" + nuid.Next()}
 	leases := newLeases(len(jobs))
 	for i, j := range jobs {
 		j.Lease, j.LeaseSum = leases[i], leaseSum(leases[i])
@@ -672,6 +684,7 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		d.obs.Dispatched(j, now) // metrics; the span when it is shipped (span.go)
 		d.stats.observeWait(now.Sub(j.Arrived))
 		d.bindLease(j)
+		d.leaseMoved(j.Seq, sh.key)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
 			deliveries: j.Deliveries, extra: extra, rec: record(j)}
 	}

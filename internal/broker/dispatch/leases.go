@@ -7,17 +7,20 @@ package dispatch
 // The stream holds every request until it is done, and the dispatch
 // consumer, made anew at each start, delivers all of them again; what it
 // cannot say is which are with a worker, under which lease, until when,
-// and how often each was delivered. Each lease is recorded, before its
-// job is shipped, in a KV-shaped stream of the queue's own
-// (KV_SQ_LEASES_<queue>, key = the request's sequence, history 1), with
-// the queue stream's storage and replicas: a worker that holds a job can
-// answer it whichever dispatcher takes the answer. Recorded per lease:
-// the SHA-256 of its secret (the secret itself never leaves the
-// dispatcher's memory, so readers of the record learn nothing they could
-// answer with), the worker, the delivery count, and when the lease ends
-// (wall-clock time, so the nodes' clocks must agree to well within an
-// ack wait). An in-progress answer rewrites the record with its new end;
-// a done request's record is replaced by a purge marker.
+// and how often each was delivered. The leases of a fetch's jobs are
+// recorded, before the jobs are shipped, in one record of a KV-shaped
+// stream of the queue's own (KV_SQ_LEASES_<queue>, key b<unique id>,
+// history 1), with the queue stream's storage and replicas: a worker that
+// holds a job can answer it whichever dispatcher takes the answer.
+// Recorded: the worker, when the jobs were handed out and when their
+// leases end (wall-clock time, so the nodes' clocks must agree to well
+// within an ack wait), and per job its sequence, delivery count and the
+// SHA-256 of its lease (the secret itself never leaves the dispatcher's
+// memory, so readers of the record learn nothing they could answer with).
+// An in-progress answer records the job's new end under s<sequence>. Of
+// several records naming a job, the one with the most deliveries, then
+// the latest end, counts. A record is replaced by a purge marker once
+// every job it names is done or was handed out again.
 //
 // The records are written from the internal connection only: $KV.> is
 // reserved for the broker (docs/security.md), so a client can neither
@@ -46,13 +49,34 @@ import (
 // stream is "KV_" + LeaseBucket(queue).
 func LeaseBucket(queue string) string { return "SQ_LEASES_" + queue }
 
-// leaseRecord is one held job in the lease store.
+// leaseRecord is one held job as the lease store says.
 type leaseRecord struct {
-	Sum        string `json:"h"` // SHA-256 of the lease, base64url
-	Worker     string `json:"w"` // its holder
-	Deliveries int    `json:"d"` // deliveries so far, this one included
-	Fetched    int64  `json:"f"` // when it was handed out, Unix ms
-	Until      int64  `json:"u"` // when the lease ends, Unix ms
+	Sum        string // SHA-256 of the lease, base64url
+	Worker     string // its holder
+	Deliveries int    // deliveries so far, this one included
+	Fetched    int64  // when it was handed out, Unix ms
+	Until      int64  // when the lease ends, Unix ms
+	key        string // of the stored record that says so
+}
+
+// storedLeases is one stored record: the jobs of one fetch (key b<id>), or
+// one job's extended lease (key s<sequence>).
+type storedLeases struct {
+	Worker  string      `json:"w"`
+	Fetched int64       `json:"f"`
+	Until   int64       `json:"u"`
+	Jobs    []storedJob `json:"j"`
+}
+
+type storedJob struct {
+	Seq        uint64 `json:"s"`
+	Deliveries int    `json:"d"`
+	Sum        string `json:"h"`
+}
+
+// better reports whether a is a later lease of its job than b.
+func (a *leaseRecord) better(b leaseRecord) bool {
+	return a.Deliveries > b.Deliveries || a.Deliveries == b.Deliveries && a.Until > b.Until
 }
 
 // leaseSum is what the store keeps of a lease's secret.
@@ -120,32 +144,40 @@ func openLeases(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, info
 	return &leaseStore{js: js, nc: nc, bucket: bucket, prefix: "$KV." + bucket + "."}, nil
 }
 
-// load reads every record of the store: sequence -> record.
-func (ls *leaseStore) load(ctx context.Context) (map[uint64]leaseRecord, error) {
+// load reads every record of the store: the latest lease of each job it
+// names (sequence -> record), and the keys of all records.
+func (ls *leaseStore) load(ctx context.Context) (map[uint64]leaseRecord, []string, error) {
 	kv, err := ls.js.KeyValue(ctx, ls.bucket)
 	if err != nil {
-		return nil, fmt.Errorf("lease store %s: %w", ls.bucket, err)
+		return nil, nil, fmt.Errorf("lease store %s: %w", ls.bucket, err)
 	}
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("lease store %s: %w", ls.bucket, err)
+		return nil, nil, fmt.Errorf("lease store %s: %w", ls.bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
 	out := make(map[uint64]leaseRecord)
+	var keys []string
 	for {
 		select {
 		case e := <-w.Updates():
 			if e == nil {
-				return out, nil // everything stored has been read
+				return out, keys, nil // everything stored has been read
 			}
-			seq, err := strconv.ParseUint(e.Key(), 10, 64)
-			var rec leaseRecord
-			if err != nil || json.Unmarshal(e.Value(), &rec) != nil || rec.Sum == "" {
-				continue // not ours: ignored, and dropped when the store is cleaned
+			keys = append(keys, e.Key()) // one not ours is dropped with the stale ones
+			var st storedLeases
+			if json.Unmarshal(e.Value(), &st) != nil {
+				continue
 			}
-			out[seq] = rec
+			for _, sj := range st.Jobs {
+				rec := leaseRecord{Sum: sj.Sum, Worker: st.Worker, Deliveries: sj.Deliveries, Fetched: st.Fetched,
+					Until: st.Until, key: e.Key()}
+				if have, ok := out[sj.Seq]; sj.Sum != "" && (!ok || rec.better(have)) {
+					out[sj.Seq] = rec
+				}
+			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("lease store %s: reading: %w", ls.bucket, ctx.Err())
+			return nil, nil, fmt.Errorf("lease store %s: reading: %w", ls.bucket, ctx.Err())
 		}
 	}
 }
@@ -156,9 +188,15 @@ func record(j *sched.Job) leaseRecord {
 		Fetched: j.Fetched.UnixMilli(), Until: j.LeaseUntil.UnixMilli()}
 }
 
-func (ls *leaseStore) msg(seq uint64, rec leaseRecord) *nats.Msg {
-	body, _ := json.Marshal(rec)
-	return &nats.Msg{Subject: ls.prefix + strconv.FormatUint(seq, 10), Data: body}
+// msg is the stored record of recs under key: one worker's, handed out
+// and ending at once.
+func (ls *leaseStore) msg(key string, seqs []uint64, recs []leaseRecord) *nats.Msg {
+	st := storedLeases{Worker: recs[0].Worker, Fetched: recs[0].Fetched, Until: recs[0].Until, Jobs: make([]storedJob, len(recs))}
+	for i, r := range recs {
+		st.Jobs[i] = storedJob{Seq: seqs[i], Deliveries: r.Deliveries, Sum: r.Sum}
+	}
+	body, _ := json.Marshal(st)
+	return &nats.Msg{Subject: ls.prefix + key, Data: body}
 }
 
 // leaseWrites are records on their way to the store.
@@ -167,12 +205,16 @@ type leaseWrites struct {
 	errs []error
 }
 
-// begin sends records (seqs[i] -> recs[i]) to the store, all in flight at
-// once; wait says which JetStream stored.
-func (ls *leaseStore) begin(seqs []uint64, recs []leaseRecord) *leaseWrites {
-	w := &leaseWrites{futs: make([]jetstream.PubAckFuture, len(seqs)), errs: make([]error, len(seqs))}
-	for i, seq := range seqs {
-		w.futs[i], w.errs[i] = ls.js.PublishMsgAsync(ls.msg(seq, recs[i]))
+// begin sends the records of shipments to the store, one a shipment, all
+// in flight at once; wait says which JetStream stored.
+func (ls *leaseStore) begin(ships []*shipment) *leaseWrites {
+	w := &leaseWrites{futs: make([]jetstream.PubAckFuture, len(ships)), errs: make([]error, len(ships))}
+	for i, sh := range ships {
+		seqs, recs := make([]uint64, len(sh.jobs)), make([]leaseRecord, len(sh.jobs))
+		for k, sj := range sh.jobs {
+			seqs[k], recs[k] = sj.seq, sj.rec
+		}
+		w.futs[i], w.errs[i] = ls.js.PublishMsgAsync(ls.msg(sh.key, seqs, recs))
 	}
 	return w
 }
@@ -194,18 +236,21 @@ func (w *leaseWrites) wait(ctx context.Context) []error {
 	return w.errs
 }
 
-// put stores one record and waits for JetStream to have it.
+// extKey is the key of job seq's extended lease.
+func extKey(seq uint64) string { return "s" + strconv.FormatUint(seq, 10) }
+
+// put stores job seq's extended lease and waits for JetStream to have it.
 func (ls *leaseStore) put(ctx context.Context, seq uint64, rec leaseRecord) error {
-	_, err := ls.js.PublishMsg(ctx, ls.msg(seq, rec))
+	_, err := ls.js.PublishMsg(ctx, ls.msg(extKey(seq), []uint64{seq}, []leaseRecord{rec}))
 	return err
 }
 
-// drop replaces the records of seqs, whose requests are done, by purge
-// markers. Nothing waits for JetStream: a record left behind names a
-// request that is no longer in the stream, and the next start drops it.
-func (ls *leaseStore) drop(seqs ...uint64) {
-	for _, seq := range seqs {
-		m := &nats.Msg{Subject: ls.prefix + strconv.FormatUint(seq, 10), Header: nats.Header{}}
+// drop replaces the records of keys by purge markers. Nothing waits for
+// JetStream: a record left behind names requests that are done or leased
+// again, and the next start drops it.
+func (ls *leaseStore) drop(keys ...string) {
+	for _, key := range keys {
+		m := &nats.Msg{Subject: ls.prefix + key, Header: nats.Header{}}
 		m.Header.Set("KV-Operation", "PURGE")
 		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 		_ = ls.nc.PublishMsg(m)
@@ -233,7 +278,42 @@ func (d *Dispatcher) restore(j *sched.Job, rec leaseRecord) bool {
 		return false
 	}
 	d.heldRestored++
+	d.leaseMoved(j.Seq, rec.key)
+	if rec.key == extKey(j.Seq) {
+		d.extended[j.Seq] = true
+	}
 	return true
+}
+
+// leaseMoved records that job seq's latest lease is in the record key, and
+// lets the record of its previous one go once no job needs it. mu is held.
+func (d *Dispatcher) leaseMoved(seq uint64, key string) {
+	d.leaseGone(seq)
+	d.leaseKey[seq] = key
+	d.leaseRefs[key]++
+}
+
+// leaseDone records that job seq is done: its records go once no job
+// needs them. mu is held; the purge markers are sent under it (a publish
+// only buffers).
+func (d *Dispatcher) leaseDone(seq uint64) {
+	d.leaseGone(seq)
+	if d.extended[seq] {
+		delete(d.extended, seq)
+		d.leases.drop(extKey(seq))
+	}
+}
+
+func (d *Dispatcher) leaseGone(seq uint64) {
+	key, ok := d.leaseKey[seq]
+	if !ok {
+		return
+	}
+	delete(d.leaseKey, seq)
+	if d.leaseRefs[key]--; d.leaseRefs[key] <= 0 {
+		delete(d.leaseRefs, key)
+		d.leases.drop(key)
+	}
 }
 
 // caughtUpWith is called once the consumer has delivered what the stream
@@ -243,22 +323,26 @@ func (d *Dispatcher) restore(j *sched.Job, rec leaseRecord) bool {
 // that a worker repeating an ack the earlier dispatcher confirmed but
 // could not answer hears that it is done rather than that its lease is
 // lost. mu is held; the records to drop are returned.
-func (d *Dispatcher) caughtUpWith() []uint64 {
-	var stale []uint64
+func (d *Dispatcher) caughtUpWith() []string {
 	for seq, rec := range d.restored {
-		stale = append(stale, seq)
 		d.finished[seq] = rec
 	}
-	d.restored = nil
-	if d.heldRestored > 0 || len(stale) > 0 {
-		d.log.Info("jobs held by workers kept their leases", "held", d.heldRestored, "done", len(stale))
+	var stale []string
+	for _, key := range d.storedKeys {
+		if d.leaseRefs[key] == 0 {
+			stale = append(stale, key)
+		}
 	}
+	if d.heldRestored > 0 || len(d.restored) > 0 {
+		d.log.Info("jobs held by workers kept their leases", "held", d.heldRestored, "done", len(d.restored))
+	}
+	d.restored, d.storedKeys = nil, nil
 	return stale
 }
 
-// dropStale drops records of requests no longer in the stream. mu is not
+// dropStale drops records that name no job held or queued. mu is not
 // held.
-func (d *Dispatcher) dropStale(stale []uint64) {
+func (d *Dispatcher) dropStale(stale []string) {
 	if len(stale) > 0 {
 		d.log.Debug("dropping lease records of requests no longer in the stream", "count", len(stale))
 		d.leases.drop(stale...)

@@ -190,6 +190,7 @@ type shipment struct {
 	reply string
 	now   time.Time
 	jobs  []shipJob
+	key   string // of its record in the lease store
 }
 
 // shipJob is what a leased job's frame needs, copied under mu.
@@ -215,31 +216,31 @@ func (d *Dispatcher) ship(ships []*shipment) {
 	if len(ships) == 0 {
 		return
 	}
-	var (
-		seqs []uint64
-		recs []leaseRecord
-	)
+	var seqs []uint64
 	for _, sh := range ships {
 		for _, sj := range sh.jobs {
 			seqs = append(seqs, sj.seq)
-			recs = append(recs, sj.rec)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
 	defer cancel()
-	stored := d.leases.begin(seqs, recs)
+	stored := d.leases.begin(ships)
 	got := d.payloads.read(seqs)
+	k := 0
 	for i, err := range stored.wait(ctx) {
-		if err != nil && got[i].err == nil {
-			got[i].err = fmt.Errorf("recording its lease: %w", err)
+		for range ships[i].jobs {
+			if err != nil && got[k].err == nil {
+				got[k].err = fmt.Errorf("recording its lease: %w", err)
+			}
+			k++
 		}
 	}
 	var (
 		out    []*outMsg
 		failed []shipJob
 		errs   []error
-		k      int
 	)
+	k = 0
 	for _, sh := range ships {
 		frame := semaq.AppendJobFrameHeader(make([]byte, 0, 64+d.shipSize(sh, got[k:])))
 		n := 0
@@ -294,6 +295,7 @@ func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 		if errors.Is(errs[i], errPayloadGone) {
 			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.Seq)
 			d.sched.Forget(j)
+			d.leaseDone(j.Seq)
 			continue
 		}
 		d.log.Warn("request could not be read; it goes back to the queue", "seq", j.Seq, "err", errs[i])
