@@ -179,6 +179,9 @@ func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rm removal, rep semaq.Jo
 	}
 	if j.State == sched.JobHeld {
 		now := time.Now()
+		// A worker that did not hear this answer in time asks again:
+		// it hears ok until the lease would have ended.
+		d.finished[j.Seq] = leaseRecord{Sum: j.LeaseSum, Until: max(j.LeaseUntil.UnixMilli(), now.Add(d.cfg.AckWait).UnixMilli())}
 		d.sched.Charge(j.Tenant, rep.OutputTokens)
 		if rep.OutputTokens > 0 {
 			d.deps.Served(j.Tenant, rep.OutputTokens)

@@ -318,11 +318,11 @@ func (d *Dispatcher) leaseGone(seq uint64) {
 
 // caughtUpWith is called once the consumer has delivered what the stream
 // held at start: the restored records left name requests that are done
-// (acked by an earlier dispatcher, whose purge marker was lost). They are
-// dropped from the store, and kept in memory until their lease ends, so
-// that a worker repeating an ack the earlier dispatcher confirmed but
-// could not answer hears that it is done rather than that its lease is
-// lost. mu is held; the records to drop are returned.
+// (acked by an earlier dispatcher). They are kept in memory until their
+// lease ends (finished, with the acks this dispatcher confirms), so that
+// a worker repeating an ack that was confirmed but not answered in time
+// hears that it is done rather than that its lease is lost. mu is held;
+// the store's records that name no job any more are returned, to drop.
 func (d *Dispatcher) caughtUpWith() []string {
 	for seq, rec := range d.restored {
 		d.finished[seq] = rec
@@ -358,7 +358,8 @@ func (d *Dispatcher) restoredLease(seq uint64, lease string) bool {
 }
 
 // finishedAck reports whether an ack of seq with lease is a repeat of an
-// ack confirmed before this dispatcher started. mu is held.
+// ack confirmed already: by this dispatcher, or by one before it. mu is
+// held.
 func (d *Dispatcher) finishedAck(seq uint64, lease string) bool {
 	rec, ok := d.finished[seq]
 	return ok && subtle.ConstantTimeCompare([]byte(rec.Sum), []byte(leaseSum(lease))) == 1
