@@ -58,8 +58,8 @@ func TestClusterQueueFailover(t *testing.T) {
 	leadJobs := rawFetch(t, onLead, "Q", 3)
 	// A worker on a surviving node dies holding 2.
 	dying := brokertest.Connect(t, far[1])
+	deadAt := time.Now() // their lease starts after this
 	deadJobs := fetch(t, dying, "Q", client.FetchMax(2))
-	deadAt := time.Now()
 	dying.Close()
 	// Another has acked 5 before the node stops.
 	w1, w2 := brokertest.Connect(t, far[0]), brokertest.Connect(t, far[1])

@@ -184,8 +184,9 @@ func (ls *leaseStore) load(ctx context.Context) (map[uint64]leaseRecord, []strin
 
 // record is the lease record of j, held. mu is held.
 func record(j *sched.Job) leaseRecord {
+	// The end rounded up: a restored lease never ends before the one given.
 	return leaseRecord{Sum: j.LeaseSum, Worker: j.Worker, Deliveries: j.Deliveries,
-		Fetched: j.Fetched.UnixMilli(), Until: j.LeaseUntil.UnixMilli()}
+		Fetched: j.Fetched.UnixMilli(), Until: (j.LeaseUntil.UnixNano() + 999_999) / 1_000_000}
 }
 
 // msg is the stored record of recs under key: one worker's, handed out
