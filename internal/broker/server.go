@@ -595,6 +595,11 @@ func (s *Server) dispatchDeps() dispatch.Deps {
 		Observer: dispatchObserver{s},
 		Tracer:   s.dispatchTracer(),
 		Node:     s.ns.Name(),
-		Log:      s.log.With("component", "dispatch"),
+		Resync: func() {
+			s.queues.mu.Lock()
+			s.retryQueueSync()
+			s.queues.mu.Unlock()
+		},
+		Log: s.log.With("component", "dispatch"),
 	}
 }

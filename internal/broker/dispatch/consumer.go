@@ -161,6 +161,11 @@ func (d *Dispatcher) checkConsumer() {
 	d.consMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
+	if d.deps.Node != "" && d.deps.Resync != nil && !d.leadsStream(ctx) {
+		// Started on a view of the cluster that has changed: the node
+		// stops this dispatcher once it sees the stream's new leader.
+		d.deps.Resync()
+	}
 	var why string
 	if cons == nil {
 		why = "not running (an earlier attempt failed)"

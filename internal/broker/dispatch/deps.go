@@ -65,6 +65,10 @@ type Deps struct {
 	// Tracer starts the dispatch span of a request that carries a trace
 	// context (from its arrival to its dispatch). Nil: no spans.
 	Tracer trace.Tracer
+	// Resync asks the node to check which queues it should dispatch: the
+	// dispatcher calls it when it finds that its node no longer leads the
+	// queue's stream. Nil: never.
+	Resync func()
 	// Node is the name of this node's NATS server. In a cluster a
 	// dispatcher makes its consumer anew only while this node leads the
 	// queue's stream, so that a dispatcher about to be stopped (its node
