@@ -65,10 +65,15 @@ func TestHTTPQueueWorkerFlow(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("answer: %d %s", r.status, r.body)
 	}
-	// Answering twice: the job is no longer held.
+	// Acks are idempotent (docs/queues.md): the same ack again answers ok;
+	// any other answer to the job is refused, the job no longer held.
 	r = e.do(t, "POST", "/api/v1/queues/INFER/answer", jsonHdr(), fmt.Appendf(nil, `{"ack_subject":%q,"action":"ack"}`, ack))
+	if r.status != 200 {
+		t.Fatalf("the same ack again: %d %s", r.status, r.body)
+	}
+	r = e.do(t, "POST", "/api/v1/queues/INFER/answer", jsonHdr(), fmt.Appendf(nil, `{"ack_subject":%q,"action":"nak"}`, ack))
 	if r.status != 409 || !strings.Contains(string(r.body), "no longer held") {
-		t.Fatalf("second answer: %d %s", r.status, r.body)
+		t.Fatalf("a nak after the ack: %d %s", r.status, r.body)
 	}
 	r = e.do(t, "POST", "/api/v1/queues/INFER/cancel/a", jsonHdr(), nil)
 	if r.status != 200 || !strings.Contains(string(r.body), `"removed"`) {
