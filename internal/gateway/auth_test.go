@@ -1,13 +1,11 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
@@ -27,41 +25,9 @@ func TestGatewayWithAuth(t *testing.T) {
 	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: admin}
 
 	// The worker runs with the admin's key.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	wc, err := client.Connect(ctx, srv.ClientURL(), client.WithKey(adminKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(wc, worker.Config{Upstream: "sim", Models: []string{"llama3"}, Sim: sim.Config{Tokens: 3, Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done, ready := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.RunReady(runCtx, func() { close(ready) }); err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	t.Cleanup(func() { stop(); <-done; wc.Close() })
-	select {
-	case <-ready:
-	case <-done:
-		t.Fatal("worker stopped before serving")
-	case <-ctx.Done():
-		t.Fatal("worker not ready")
-	}
+	e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"llama3"}, Sim: sim.Config{Tokens: 3, Seed: 1}}, client.WithKey(adminKey))
 
-	add := func(r semaq.UserAddRequest) string {
-		t.Helper()
-		resp, err := admin.AddUser(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Key
-	}
+	add := func(r semaq.UserAddRequest) string { return e.addUser(t, r) }
 	svc := add(semaq.UserAddRequest{Name: "app", Tenant: "acme", Role: semaq.RoleService, Subjects: []string{"ai.infer.>"}})
 	other := add(semaq.UserAddRequest{Name: "other", Tenant: "acme", Role: semaq.RoleService, Subjects: []string{"svc.>"}})
 

@@ -56,11 +56,13 @@ func (rw *runningWorker) kill() {
 	rw.stop()
 }
 
-func (e *env) startWorker(t *testing.T, cfg worker.Config) *runningWorker {
+// startWorker runs a worker on a connection of its own (opts: its key,
+// with auth on) until the test ends.
+func (e *env) startWorker(t *testing.T, cfg worker.Config, opts ...client.Option) *runningWorker {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := client.Connect(ctx, e.srv.ClientURL())
+	c, err := client.Connect(ctx, e.srv.ClientURL(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,19 @@ func (e *env) startWorker(t *testing.T, cfg worker.Config) *runningWorker {
 		c.Close()
 	})
 	return rw
+}
+
+// addUser adds a user with e's client (an admin's, with auth on) and
+// returns its key.
+func (e *env) addUser(t *testing.T, r semaq.UserAddRequest) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := e.c.AddUser(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Key
 }
 
 func chatBody(model, prompt string, stream bool, extra string) []byte {

@@ -125,40 +125,8 @@ func TestGatewayKeyQuota(t *testing.T) {
 	admin := brokertest.ConnectKey(t, srv, adminKey)
 	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: admin}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	wc, err := client.Connect(ctx, srv.ClientURL(), client.WithKey(adminKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(wc, worker.Config{Upstream: "sim", Models: []string{"llama3"}, Sim: sim.Config{Tokens: 3, Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done, ready := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := w.RunReady(runCtx, func() { close(ready) }); err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	t.Cleanup(func() { stop(); <-done; wc.Close() })
-	select {
-	case <-ready:
-	case <-done:
-		t.Fatal("worker stopped before serving")
-	case <-ctx.Done():
-		t.Fatal("worker not ready")
-	}
-	add := func(r semaq.UserAddRequest) string {
-		t.Helper()
-		resp, err := admin.AddUser(ctx, r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Key
-	}
+	e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"llama3"}, Sim: sim.Config{Tokens: 3, Seed: 1}}, client.WithKey(adminKey))
+	add := func(r semaq.UserAddRequest) string { return e.addUser(t, r) }
 	metered := add(semaq.UserAddRequest{Name: "metered", Tenant: "acme", Role: semaq.RoleService, Subjects: []string{"ai.infer.>"}, RPM: 1})
 	free := add(semaq.UserAddRequest{Name: "free", Tenant: "acme", Role: semaq.RoleService, Subjects: []string{"ai.infer.>"}})
 
