@@ -59,6 +59,7 @@ func newQueueAddCmd(e *env) *cobra.Command {
 	f.StringSliceVar(&qc.Subjects, "subjects", nil, "subjects the queue captures, `PATTERN[,PATTERN]`")
 	f.StringVar(&qc.Description, "description", "", "what the queue is for")
 	f.StringVar(&qc.Storage, "storage", "file", "file or memory")
+	f.IntVar(&qc.Replicas, "replicas", 0, "nodes of a cluster that store the queue and its leases, 1 to 5 (0: 1)")
 	f.Int64Var(&qc.MaxTokens, "max-tokens", 0, "refuse publishes past this many prompt tokens held (0: the default, bytes/4; -1: no limit)")
 	f.Int64Var(&qc.MaxBytes, "max-bytes", 0, "refuse publishes past this many bytes held (0: 1 GiB on file, 256 MiB in memory; -1: no limit)")
 	f.Int64Var(&qc.MaxMessages, "max-messages", semaq.DefaultQueueMaxMessages, "refuse publishes past this many requests held")
