@@ -299,18 +299,13 @@ func (t *jsonTape) array(i, depth int) (int, bool) {
 				return i, false
 			}
 			n++
-			i = jsonSkipSpace(d, i)
-			if i >= len(d) {
+			var done bool
+			if i, done, ok = t.next(i, ']'); !ok {
 				return i, false
 			}
-			if d[i] == ']' {
-				i++
+			if done {
 				break
 			}
-			if d[i] != ',' {
-				return i, false
-			}
-			i = jsonSkipSpace(d, i+1)
 		}
 	}
 	tok := &t.toks[at]
@@ -348,23 +343,35 @@ func (t *jsonTape) object(i, depth int) (int, bool) {
 				return i, false
 			}
 			n++
-			i = jsonSkipSpace(d, i)
-			if i >= len(d) {
+			var done bool
+			if i, done, ok = t.next(i, '}'); !ok {
 				return i, false
 			}
-			if d[i] == '}' {
-				i++
+			if done {
 				break
 			}
-			if d[i] != ',' {
-				return i, false
-			}
-			i = jsonSkipSpace(d, i+1)
 		}
 	}
 	tok := &t.toks[at]
 	tok.end, tok.next, tok.n = int32(i), int32(len(t.toks)), n
 	return i, true
+}
+
+// next reads what follows a member of an array or object: its closing
+// byte (done) or a comma and the space after it; ok is false for
+// anything else.
+func (t *jsonTape) next(i int, closing byte) (_ int, done, ok bool) {
+	d := t.data
+	i = jsonSkipSpace(d, i)
+	switch {
+	case i >= len(d):
+		return i, false, false
+	case d[i] == closing:
+		return i + 1, true, true
+	case d[i] != ',':
+		return i, false, false
+	}
+	return jsonSkipSpace(d, i+1), false, true
 }
 
 // newKey reports false when the key at token index key repeats one of the
