@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,52 +16,13 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/brokertest"
-	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/semaq"
 )
 
-// stepClock is the quotas' clock in these tests: time moves only when the
-// test says.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newStepClock() *stepClock { return &stepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // startQuotaNode runs a node (with its HTTP door) whose quotas read clk.
-func startQuotaNode(t *testing.T, clk *stepClock, cfgFn func(*broker.Config), opts ...broker.Option) *broker.Server {
+func startQuotaNode(t *testing.T, clk *brokertest.StepClock, cfgFn func(*broker.Config), opts ...broker.Option) *broker.Server {
 	t.Helper()
-	cfg := broker.DefaultConfig()
-	cfg.DataDir, cfg.Listen, cfg.HTTP = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
-	cfgFn(&cfg)
-	s, err := node.New(cfg, nil, append(opts, broker.WithQuotaClock(clk.Now))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	return s
+	return brokertest.StartWith(t, append(opts, broker.WithQuotaClock(clk.Now)), cfgFn)
 }
 
 // quotaRefusal asserts err is a quota's overloaded refusal of kind whose
@@ -86,7 +46,7 @@ func quotaRefusal(t *testing.T, err error, kind string, says ...string) *semaq.A
 // retry, and nothing is stored; another tenant passes meanwhile; the
 // refusals are counted; after the Retry-After the tenant passes again.
 func TestQuotaTenantRPM(t *testing.T) {
-	clk := newStepClock()
+	clk := brokertest.NewStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
 		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 2}}}
 	})
@@ -150,7 +110,7 @@ func readAll(t *testing.T, resp *http.Response) string {
 // request to a work queue while the tenant's requests waiting there would
 // pass it, and only then.
 func TestQuotaTokens(t *testing.T) {
-	clk := newStepClock()
+	clk := brokertest.NewStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
 		c.Quotas = quota.Config{
 			Default: quota.Limits{TPM: 1000},
@@ -192,7 +152,7 @@ func TestQuotaTokens(t *testing.T) {
 // TestQuotaRefundedWhenTheQueueRefuses: a request the work queue's own
 // admission control refuses is not stored, and costs no quota.
 func TestQuotaRefundedWhenTheQueueRefuses(t *testing.T) {
-	clk := newStepClock()
+	clk := brokertest.NewStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
 		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 2}}}
 	})
@@ -239,7 +199,7 @@ func TestQuotaOffByDefault(t *testing.T) {
 // own is limited by its tenant's only; a quota changed or given to a user
 // added after start applies at once.
 func TestQuotaPerUser(t *testing.T) {
-	clk := newStepClock()
+	clk := brokertest.NewStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
 		c.Auth = true
 		c.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 4}}}
@@ -362,7 +322,7 @@ func TestQuotaConfigFile(t *testing.T) {
 // max_tenants; the names past it share one bucket, so the flood buys no
 // quota; a configured tenant keeps its own.
 func TestQuotaHostileTenantNames(t *testing.T) {
-	clk := newStepClock()
+	clk := brokertest.NewStepClock()
 	s := startQuotaNode(t, clk, func(c *broker.Config) {
 		c.Quotas = quota.Config{Default: quota.Limits{RPM: 50}, Tenants: map[string]quota.Limits{"acme": {RPM: 1}}, MaxTenants: 20}
 	})

@@ -24,6 +24,12 @@ import (
 // it starts (the data directory, NATS and HTTP addresses are already set).
 func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Server {
 	t.Helper()
+	return StartWith(t, nil, opts...)
+}
+
+// StartWith is Start with broker options too (broker.WithQuotaClock, …).
+func StartWith(t testing.TB, brokerOpts []broker.Option, opts ...func(*broker.Config)) *broker.Server {
+	t.Helper()
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
@@ -35,7 +41,7 @@ func Start(t testing.TB, opts ...func(*broker.Config)) *broker.Server {
 	if err != nil {
 		t.Fatalf("brokertest: %v", err)
 	}
-	s, err := node.New(cfg, nil, op.Option())
+	s, err := node.New(cfg, nil, append([]broker.Option{op.Option()}, brokerOpts...)...)
 	if err != nil {
 		t.Fatalf("brokertest: %v", err)
 	}
@@ -122,4 +128,28 @@ func ConnectKey(t testing.TB, s *broker.Server, key string) *client.Client {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// StepClock is a clock for a node's time-driven parts (quotas): it moves
+// only when the test says. Safe for concurrent use.
+type StepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewStepClock starts at 2026-01-01 00:00 UTC.
+func NewStepClock() *StepClock { return &StepClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+
+// Now is the clock's time.
+func (c *StepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d.
+func (c *StepClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,37 +13,18 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/brokertest"
-	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/worker"
 	"github.com/semaq/semaq/semaq"
 )
 
-// manualClock is the quotas' clock: it moves when the test says.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // TestGatewayQuota: a tenant over its requests per minute gets OpenAI's
 // 429 (rate_limit_error, code rate_limit_exceeded) with the broker's
 // Retry-After, while another tenant's key is served; past the
 // Retry-After the tenant is served again.
 func TestGatewayQuota(t *testing.T) {
-	clk := &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := brokertest.NewStepClock()
 	srv := startQuotaNode(t, clk, func(cfg *broker.Config) {
 		cfg.GatewayAPIKeys = map[string]string{"key-a": "acme", "key-b": "beta"}
 		cfg.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {RPM: 1}}}
@@ -69,22 +49,9 @@ func TestGatewayQuota(t *testing.T) {
 }
 
 // startQuotaNode runs a node whose quotas read clk.
-func startQuotaNode(t *testing.T, clk *manualClock, cfgFn func(*broker.Config)) *broker.Server {
+func startQuotaNode(t *testing.T, clk *brokertest.StepClock, cfgFn func(*broker.Config)) *broker.Server {
 	t.Helper()
-	cfg := broker.DefaultConfig()
-	cfg.DataDir, cfg.Listen, cfg.HTTP = t.TempDir(), "127.0.0.1:0", "127.0.0.1:0"
-	cfgFn(&cfg)
-	srv, err := node.New(cfg, nil, broker.WithQuotaClock(clk.Now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	return srv
+	return brokertest.StartWith(t, []broker.Option{broker.WithQuotaClock(clk.Now)}, cfgFn)
 }
 
 // askModel sends one chat completion with key and returns the answer.
@@ -119,7 +86,7 @@ func wantRateLimited(t *testing.T, resp *http.Response, body, retryAfter, says s
 // is refused past it with OpenAI's 429, while another key of the same
 // tenant is served.
 func TestGatewayKeyQuota(t *testing.T) {
-	clk := &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := brokertest.NewStepClock()
 	srv := startQuotaNode(t, clk, func(cfg *broker.Config) { cfg.Auth = true })
 	adminKey := brokertest.AdminKey(t, srv)
 	admin := brokertest.ConnectKey(t, srv, adminKey)
@@ -149,7 +116,7 @@ func TestGatewayKeyQuota(t *testing.T) {
 // tenant whose answers used up the minute is refused with
 // rate_limit_exceeded until the debt is waited out.
 func TestGatewayTokenQuota(t *testing.T) {
-	clk := &manualClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clk := brokertest.NewStepClock()
 	srv := startQuotaNode(t, clk, func(cfg *broker.Config) {
 		cfg.GatewayAPIKeys = map[string]string{"key-a": "acme"}
 		cfg.Quotas = quota.Config{Tenants: map[string]quota.Limits{"acme": {TPM: 40}}}
