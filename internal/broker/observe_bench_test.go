@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/reserved"
@@ -44,24 +45,7 @@ func BenchmarkIngressObserved(b *testing.B) {
 			}
 			s := brokertest.Start(b, opts...)
 			c := brokertest.Connect(b, s)
-			ctx := context.Background()
-			if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}, Storage: "memory"}); err != nil {
-				b.Fatal(err)
-			}
-			nc := c.Conn()
-			subject := "ai.inference.llm"
-			if bc.raw {
-				var err error
-				if nc, err = brokertest.DialOperator(s); err != nil {
-					b.Fatal(err)
-				}
-				defer nc.Close()
-				subject = reserved.StoragePrefix + subject
-			}
-			js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-			if err != nil {
-				b.Fatal(err)
-			}
+			js, subject := benchPublisher(b, s, c, bc.raw)
 			msg := func(i int) *nats.Msg {
 				h := nats.Header{semaq.HdrModel: {"llama3-70b"}, semaq.HdrTenant: {"acme"}, semaq.HdrPromptTokens: {"512"}}
 				if bc.parent {
@@ -90,4 +74,29 @@ func BenchmarkIngressObserved(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchPublisher makes a memory stream AI on ai.> and returns an async
+// JetStream publisher and its subject: through the ingress on c, or, raw,
+// straight into storage as the node's operator.
+func benchPublisher(b *testing.B, s *broker.Server, c *client.Client, raw bool) (jetstream.JetStream, string) {
+	b.Helper()
+	if _, err := c.AddStream(context.Background(), semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}, Storage: "memory"}); err != nil {
+		b.Fatal(err)
+	}
+	nc := c.Conn()
+	subject := "ai.inference.llm"
+	if raw {
+		var err error
+		if nc, err = brokertest.DialOperator(s); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(nc.Close)
+		subject = reserved.StoragePrefix + subject
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return js, subject
 }

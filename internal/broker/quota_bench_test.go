@@ -1,7 +1,6 @@
 package broker_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/brokertest"
-	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -33,23 +31,7 @@ func BenchmarkIngressQuota(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			s := brokertest.Start(b, func(c *broker.Config) { c.Quotas = bc.quotas })
 			c := brokertest.Connect(b, s)
-			if _, err := c.AddStream(context.Background(), semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}, Storage: "memory"}); err != nil {
-				b.Fatal(err)
-			}
-			nc := c.Conn()
-			subject := "ai.inference.llm"
-			if bc.raw {
-				var err error
-				if nc, err = brokertest.DialOperator(s); err != nil {
-					b.Fatal(err)
-				}
-				defer nc.Close()
-				subject = reserved.StoragePrefix + subject
-			}
-			js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-			if err != nil {
-				b.Fatal(err)
-			}
+			js, subject := benchPublisher(b, s, c, bc.raw)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
