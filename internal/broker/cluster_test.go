@@ -18,22 +18,6 @@ import (
 // ownStreams are SemaQ's own buckets and streams a node without auth makes.
 var ownStreams = []string{"KV_SQ_SCHEMAS", "KV_SQ_ROUTES", "KV_SQ_AGENTS", semaq.DLQStream, semaq.TokenStream}
 
-// operatorJS is JetStream below the semantic layer on node s, for looking
-// at storage.
-func operatorJS(t *testing.T, s *broker.Server) jetstream.JetStream {
-	t.Helper()
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 // replicasOf is each stream's replicas as JetStream has them.
 func replicasOf(ctx context.Context, js jetstream.JetStream, names []string) (map[string]int, error) {
 	out := map[string]int{}
@@ -82,7 +66,7 @@ func TestClusterIngressEveryNode(t *testing.T) {
 		})
 	}
 	for i, s := range c.Nodes() {
-		st, err := operatorJS(t, s).Stream(ctx, "AI")
+		st, err := internalJS(t, s).Stream(ctx, "AI")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +105,7 @@ func TestClusterOwnStreamsR3(t *testing.T) {
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	js := operatorJS(t, c.Node(0))
+	js := internalJS(t, c.Node(0))
 	c.Eventually(30*time.Second, "SemaQ's streams to be R3", func() error { return allReplicas(ctx, js, ownStreams, 3) })
 
 	// As a cluster that grew from one node has them.
@@ -217,7 +201,7 @@ func TestClusterStreamSurvivesLeaderLoss(t *testing.T) {
 	t.Logf("longest wait for an acknowledged publish after the leader's node began to shut down: %s", gap.Round(time.Millisecond))
 	// Every message, once, on each surviving node.
 	for _, s := range c.Nodes() {
-		ojs := operatorJS(t, s)
+		ojs := internalJS(t, s)
 		var st jetstream.Stream
 		c.Eventually(30*time.Second, "the stream to report every message", func() error {
 			st, err = ojs.Stream(ctx, "AI")
