@@ -206,9 +206,11 @@ func TestWorkerStoppingIsLogged(t *testing.T) {
 		resp.Body.Close()
 		answered <- resp.StatusCode
 	}()
+	// Held by the broker is not yet running in the worker: wait for both,
+	// so the stop begins with the request in flight.
 	waitFor(t, func() bool {
 		qi, err := e.c.QueueInfo(ctx, semaq.InferQueue("slow"))
-		return err == nil && qi.Status.Held == 1
+		return err == nil && qi.Status.Held == 1 && rw.w.Stats().InFlight == 1
 	})
 	rw.stop()
 	<-rw.done

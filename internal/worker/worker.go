@@ -140,6 +140,7 @@ type Stats struct {
 	Failed    uint64 // upstream failures
 	Lost      uint64 // requests found half-streamed by a worker that died
 	Tokens    uint64 // tokens streamed
+	InFlight  int64  // requests running now
 }
 
 // Worker serves inference requests. Run it once.
@@ -195,7 +196,8 @@ func (w *Worker) ID() string { return w.cfg.ID }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
-	return Stats{Jobs: w.jobs.Load(), Cancelled: w.cancelled.Load(), Failed: w.failed.Load(), Lost: w.lost.Load(), Tokens: w.tokens.Load()}
+	return Stats{Jobs: w.jobs.Load(), Cancelled: w.cancelled.Load(), Failed: w.failed.Load(), Lost: w.lost.Load(), Tokens: w.tokens.Load(),
+		InFlight: w.inFlight.Load()}
 }
 
 // Run creates the queues of the worker's models, announces the worker and
