@@ -202,6 +202,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	s.ingress.syncFile = s.syncFile
+	s.ingress.jetstreamSyncs = s.jetstreamSyncs()
 	s.ingress.reg = s.reg
 	if s.cfg.Auth {
 		s.ingress.principal = s.principal
@@ -278,10 +279,14 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		MaxPayload: int32(s.cfg.MaxPayload),
 		MaxConn:    s.cfg.MaxConnections,
 		MaxSubs:    s.cfg.MaxSubscriptions,
-		// JetStream never fsyncs per message: streams with durability
-		// fsync are group-committed by the ingress (groupcommit/), the
-		// rest rely on JetStream's periodic sync.
+		// A single node never has JetStream fsync per message: streams
+		// with durability fsync are group-committed by the ingress
+		// (groupcommit/), the rest rely on JetStream's periodic sync. A
+		// clustered node with --sync always runs JetStream's sync_always:
+		// its Raft log is fsynced on a quorum before an ack, which the
+		// ingress's committer cannot arrange (docs/durability.md).
 		SyncInterval: s.cfg.SyncEvery,
+		SyncAlways:   s.jetstreamSyncs(),
 		// The semantic layer authenticates with a key made for this process;
 		// everyone else is the public user, whose permissions keep them out
 		// of storage.

@@ -186,6 +186,9 @@ func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error)
 	default:
 		return jc, fmt.Errorf("durability %q is not one of fsync, interval", c.Durability)
 	}
+	if err := s.checkClusterDurability(c.Durability); err != nil {
+		return jc, err
+	}
 	switch c.Retention {
 	case "", "limits":
 		jc.Retention = jetstream.LimitsPolicy
