@@ -22,29 +22,44 @@ import (
 // operator writing into the same stream's storage subject, no ingress), for
 // each node sync mode (interval; always, which is JetStream's sync_always on
 // a cluster) and each replica count, 1 and 3. Publishers connect to a node
-// that does not lead the stream, as two clients in three do. Per case:
+// that does not lead the stream, as two clients in three do. Each case
+// publishes b.N messages per target in 4 rounds, raw and SemaQ alternating
+// (raw first in rounds 1 and 3, SemaQ first in 2 and 4), so both meet the
+// same moments of a shared machine:
 //
-//   - async: publishes with at most 256 unacknowledged; msgs/s, and for
-//     SemaQ x-raw, its throughput as a multiple of raw's in the same run;
-//   - seq: one publish at a time; p50-µs and p99-µs publish→ack, and for
-//     SemaQ p50-x-raw and p99-x-raw.
+//   - async: at most 256 unacknowledged; msgs/s of each, and x-raw, SemaQ's
+//     throughput as a multiple of raw's;
+//   - seq: one publish at a time; p50 and p99 publish→ack in µs of each, and
+//     SemaQ's minus raw's.
 //
 // 1 KiB messages with an inference envelope (model, tenant, priority,
 // prompt tokens), no traceparent. Run with a fixed count of messages, e.g.
-// -benchtime 3000x: a cluster takes seconds to start.
+// -benchtime 4000x: a cluster takes seconds to start.
 func BenchmarkClusterIngest(b *testing.B) {
 	for _, sync := range []string{broker.SyncInterval, broker.SyncAlways} {
 		b.Run("sync="+sync, func(b *testing.B) {
 			c := brokertest.StartCluster(b, 3, func(cfg *broker.Config) { cfg.Sync = sync })
 			for _, replicas := range []int{1, 3} {
-				b.Run(fmt.Sprintf("R%d", replicas), func(b *testing.B) { benchClusterStream(b, c, replicas) })
+				b.Run(fmt.Sprintf("R%d", replicas), func(b *testing.B) {
+					targets := clusterTargets(b, c, replicas)
+					b.Run("async", func(b *testing.B) { benchClusterAsync(b, targets) })
+					b.Run("seq", func(b *testing.B) { benchClusterSeq(b, targets) })
+				})
 			}
 		})
 	}
 }
 
-func benchClusterStream(b *testing.B, c *brokertest.Cluster, replicas int) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+// clusterTarget is one way into the benchmark's stream.
+type clusterTarget struct {
+	nc      *nats.Conn
+	subject string
+}
+
+// clusterTargets makes an R<replicas> stream and returns raw JetStream's
+// way into it, then SemaQ's, both through a node that does not lead it.
+func clusterTargets(b *testing.B, c *brokertest.Cluster, replicas int) [2]clusterTarget {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("BENCH_R%d", replicas)
 	subject := fmt.Sprintf("bench.r%d.ingest", replicas)
@@ -60,49 +75,18 @@ func benchClusterStream(b *testing.B, c *brokertest.Cluster, replicas int) {
 		return nil
 	})
 	via := c.Node((leader + 1) % c.N())
-
 	semaqConn := brokertest.Connect(b, via).Conn()
 	rawConn, err := brokertest.DialOperator(via)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(rawConn.Close)
-	targets := []struct {
-		name    string
-		nc      *nats.Conn
-		subject string
-	}{
-		{"raw", rawConn, reserved.StoragePrefix + subject},
-		{"semaq", semaqConn, subject},
-	}
 	// The publishing node learns of the stream from JetStream's advisory.
 	c.Eventually(30*time.Second, "the ingress of the publishing node to serve "+name, func() error {
 		_, err := semaqConn.Request(subject, []byte(`{}`), 5*time.Second)
 		return err
 	})
-
-	var rawMsgsPerSec, rawP50, rawP99 float64
-	for _, t := range targets {
-		b.Run(t.name+"/async", func(b *testing.B) {
-			msgsPerSec := benchClusterAsync(b, t.nc, t.subject)
-			if t.name == "raw" {
-				rawMsgsPerSec = msgsPerSec
-			} else if rawMsgsPerSec > 0 {
-				b.ReportMetric(msgsPerSec/rawMsgsPerSec, "x-raw")
-			}
-		})
-	}
-	for _, t := range targets {
-		b.Run(t.name+"/seq", func(b *testing.B) {
-			p50, p99 := benchClusterSeq(b, t.nc, t.subject)
-			if t.name == "raw" {
-				rawP50, rawP99 = p50, p99
-			} else if rawP50 > 0 {
-				b.ReportMetric(p50/rawP50, "p50-x-raw")
-				b.ReportMetric(p99/rawP99, "p99-x-raw")
-			}
-		})
-	}
+	return [2]clusterTarget{{rawConn, reserved.StoragePrefix + subject}, {semaqConn, subject}}
 }
 
 func clusterBenchMsg(subject string) *nats.Msg {
@@ -110,61 +94,96 @@ func clusterBenchMsg(subject string) *nats.Msg {
 	return &nats.Msg{Subject: subject, Header: h, Data: make([]byte, 1024)}
 }
 
-// benchClusterAsync publishes b.N messages with at most 256 unacknowledged
-// and returns the rate at which they were acknowledged.
-func benchClusterAsync(b *testing.B, nc *nats.Conn, subject string) float64 {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
-	if err != nil {
-		b.Fatal(err)
-	}
-	msg := clusterBenchMsg(subject)
-	b.SetBytes(int64(len(msg.Data)))
-	start := time.Now()
-	for b.Loop() {
-		for {
-			_, err := js.PublishMsgAsync(msg)
-			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				continue
-			}
-			if err != nil {
-				b.Fatal(err)
-			}
-			break
+// clusterRounds runs b.N messages per target in 4 rounds, alternating which
+// target goes first; do publishes n messages to target t.
+func clusterRounds(b *testing.B, do func(t, n int)) {
+	b.StopTimer()
+	for round := range 4 {
+		n := b.N / 4
+		if round == 3 {
+			n = b.N - 3*(b.N/4)
 		}
+		first := round % 2
+		do(first, n)
+		do(1-first, n)
 	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		b.Fatalf("%d messages unacknowledged", js.PublishAsyncPending())
-	}
-	rate := float64(b.N) / time.Since(start).Seconds()
-	b.ReportMetric(rate, "msgs/s")
-	return rate
 }
 
-// benchClusterSeq publishes b.N messages one at a time and returns the
-// median and 99th percentile publish→ack time in µs.
-func benchClusterSeq(b *testing.B, nc *nats.Conn, subject string) (p50, p99 float64) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		b.Fatal(err)
-	}
-	msg := clusterBenchMsg(subject)
-	ctx := context.Background()
-	took := make([]time.Duration, 0, b.N)
-	for b.Loop() {
-		start := time.Now()
-		if _, err := js.PublishMsg(ctx, msg); err != nil {
+// benchClusterAsync publishes with at most 256 unacknowledged and reports
+// the rate at which each target's messages were acknowledged.
+func benchClusterAsync(b *testing.B, targets [2]clusterTarget) {
+	var js [2]jetstream.JetStream
+	var msgs [2]*nats.Msg
+	for i, t := range targets {
+		var err error
+		if js[i], err = jetstream.New(t.nc, jetstream.WithPublishAsyncMaxPending(256)); err != nil {
 			b.Fatal(err)
 		}
-		took = append(took, time.Since(start))
+		msgs[i] = clusterBenchMsg(t.subject)
 	}
-	slices.Sort(took)
-	at := func(q float64) float64 {
-		return float64(took[min(len(took)-1, int(q*float64(len(took))))]) / float64(time.Microsecond)
+	var took [2]time.Duration
+	clusterRounds(b, func(t, n int) {
+		start := time.Now()
+		for range n {
+			for {
+				_, err := js[t].PublishMsgAsync(msgs[t])
+				if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+					continue
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				break
+			}
+		}
+		select {
+		case <-js[t].PublishAsyncComplete():
+		case <-time.After(time.Minute):
+			b.Fatalf("%d messages unacknowledged", js[t].PublishAsyncPending())
+		}
+		took[t] += time.Since(start)
+	})
+	raw, sq := float64(b.N)/took[0].Seconds(), float64(b.N)/took[1].Seconds()
+	b.ReportMetric(raw, "raw-msgs/s")
+	b.ReportMetric(sq, "semaq-msgs/s")
+	b.ReportMetric(sq/raw, "x-raw")
+}
+
+// benchClusterSeq publishes one message at a time and reports each
+// target's median and 99th percentile publish→ack time.
+func benchClusterSeq(b *testing.B, targets [2]clusterTarget) {
+	var js [2]jetstream.JetStream
+	var msgs [2]*nats.Msg
+	for i, t := range targets {
+		var err error
+		if js[i], err = jetstream.New(t.nc); err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = clusterBenchMsg(t.subject)
 	}
-	p50, p99 = at(0.50), at(0.99)
-	b.ReportMetric(p50, "p50-µs")
-	b.ReportMetric(p99, "p99-µs")
-	return p50, p99
+	ctx := context.Background()
+	var took [2][]time.Duration
+	clusterRounds(b, func(t, n int) {
+		for range n {
+			start := time.Now()
+			if _, err := js[t].PublishMsg(ctx, msgs[t]); err != nil {
+				b.Fatal(err)
+			}
+			took[t] = append(took[t], time.Since(start))
+		}
+	})
+	var p50, p99 [2]float64
+	for t := range took {
+		slices.Sort(took[t])
+		at := func(q float64) float64 {
+			return float64(took[t][min(len(took[t])-1, int(q*float64(len(took[t]))))]) / float64(time.Microsecond)
+		}
+		p50[t], p99[t] = at(0.50), at(0.99)
+	}
+	b.ReportMetric(p50[0], "raw-p50-µs")
+	b.ReportMetric(p99[0], "raw-p99-µs")
+	b.ReportMetric(p50[1], "semaq-p50-µs")
+	b.ReportMetric(p99[1], "semaq-p99-µs")
+	b.ReportMetric(p50[1]-p50[0], "p50-added-µs")
+	b.ReportMetric(p99[1]-p99[0], "p99-added-µs")
 }

@@ -125,7 +125,7 @@ loopback rule, and routes use the node's TLS settings.`,
 	f.StringVar(&flags.DataDir, "data", def.DataDir, "data directory")
 	f.StringVar(&flags.Listen, "listen", def.Listen, "NATS client address host:port (port 0 picks one)")
 	f.StringVar(&flags.HTTP, "http", def.HTTP, `HTTP address host:port ("" disables HTTP)`)
-	f.StringVar(&flags.Sync, "sync", def.Sync, "default stream durability: always (an ack means fsynced; group-committed) or interval (periodic fsync)")
+	f.StringVar(&flags.Sync, "sync", def.Sync, "default stream durability: always (an ack means fsynced; group-committed; on a cluster every stream, by JetStream sync_always) or interval (periodic fsync)")
 	f.StringVar(&flags.LogLevel, "log-level", def.LogLevel, "debug, info, warn or error")
 	f.StringVar(&flags.OTLPEndpoint, "otlp-endpoint", def.OTLPEndpoint, "export traces over OTLP/HTTP to this collector URL, e.g. http://127.0.0.1:4318 (empty: no tracing)")
 	f.Float64Var(&flags.TraceSample, "trace-sample", def.TraceSample, "fraction (0..1) of messages and requests without a traceparent that start a trace")
