@@ -35,6 +35,11 @@ import (
 // The block files are JetStream's file store layout:
 // <data>/jetstream/<account>/streams/<stream>/msgs/<n>.blk, numbered upwards.
 // TestGroupCommitFindsBlockFiles guards that assumption.
+//
+// All of this is for a single node. On a cluster the node a publisher
+// reached may hold no replica of the stream, and a replicated stream's
+// durable copy is JetStream's Raft log, so a clustered node makes no
+// committer and relies on JetStream's sync_always (broker/durability.go).
 
 // maxCommitBatch bounds the acks released by one fsync, so one huge batch
 // cannot delay the next publishers without limit.
