@@ -15,7 +15,10 @@ import "fmt"
 // fsync unless sync_always is on. So a clustered node with --sync always runs
 // JetStream with sync_always, and every file stream on it is fsynced per
 // write (an R1 stream per message, an R3 stream per Raft append); a clustered
-// node with --sync interval fsyncs none. See docs/durability.md.
+// node with --sync interval fsyncs none. A clustered node makes no committer
+// at all: a stream whose recorded durability its mode does not give (one made
+// before the node joined a cluster) is served at the node's mode, which its
+// stream info reports. See docs/durability.md.
 
 // jetstreamSyncs reports whether JetStream fsyncs every write itself.
 func (s *Server) jetstreamSyncs() bool {

@@ -45,9 +45,9 @@ type ingress struct {
 	reg      *registry.Registry         // schema-on-write; nil disables it
 	storeDir func(stream string) string // a stream's block-file directory
 	syncFile func(*os.File) error       // fsync; replaced by fault-injection tests
-	// jetstreamSyncs: JetStream fsyncs every write itself (a clustered
-	// node with --sync always), so fsync streams need no committer.
-	jetstreamSyncs bool
+	// clustered: a clustered node makes no committer; JetStream's own
+	// sync_always makes fsync streams durable there (durability.go).
+	clustered bool
 
 	mu      sync.Mutex
 	streams map[string]*ingressStream // by stream name
@@ -138,7 +138,7 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 		in.removeLocked(cur)
 	}
 	st := &ingressStream{name: name, subjects: slices.Clone(subjects), durability: durability}
-	if durability == DurabilityFsync && !in.jetstreamSyncs {
+	if durability == DurabilityFsync && !in.clustered {
 		st.commit = groupcommit.New(groupcommit.Config{Stream: name, Dir: in.storeDir(name), Conn: in.out, Log: in.log, Sync: in.syncFile})
 		in.publishCommitters(name, st.commit)
 	}

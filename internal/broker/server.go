@@ -202,7 +202,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		return err
 	}
 	s.ingress.syncFile = s.syncFile
-	s.ingress.jetstreamSyncs = s.jetstreamSyncs()
+	s.ingress.clustered = s.cfg.Clustered()
 	s.ingress.reg = s.reg
 	if s.cfg.Auth {
 		s.ingress.principal = s.principal

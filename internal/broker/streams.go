@@ -280,6 +280,9 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 	default:
 		out.Sync = SyncInterval
 	}
+	if s.cfg.Clustered() && out.Sync != "memory" {
+		out.Sync = s.cfg.Sync // the node's JetStream decides (durability.go)
+	}
 	return out
 }
 
