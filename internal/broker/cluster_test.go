@@ -130,9 +130,18 @@ func TestClusterOwnStreamsR3(t *testing.T) {
 
 // An R3 stream keeps taking publishes from a stock JetStream client that
 // knows every node when its leader's node shuts down: every acknowledged
-// message is in the stream exactly once.
+// message is in the stream exactly once. Likewise on --sync always nodes,
+// where every ack waited for fsyncs on a quorum (durability.go).
 func TestClusterStreamSurvivesLeaderLoss(t *testing.T) {
-	c := brokertest.StartCluster(t, 3)
+	for _, sync := range []string{broker.SyncInterval, broker.SyncAlways} {
+		t.Run("sync="+sync, func(t *testing.T) {
+			streamSurvivesLeaderLoss(t, func(cfg *broker.Config) { cfg.Sync = sync })
+		})
+	}
+}
+
+func streamSurvivesLeaderLoss(t *testing.T, opts ...func(*broker.Config)) {
+	c := brokertest.StartCluster(t, 3, opts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
 	info, err := brokertest.Connect(t, c.Node(0)).AddStream(ctx, semaq.StreamConfig{Name: "AI", Subjects: []string{"ai.>"}, Replicas: 3})
