@@ -81,6 +81,9 @@ func TestRunIngest(t *testing.T) {
 		if res.Errors != 0 {
 			t.Errorf("%s: %d errors, first: %s", name, res.Errors, res.FirstError)
 		}
+		if _, ok := processCPU(); ok && (res.ThroughputCPUCores <= 0 || res.ThroughputCPUPerMsgUS <= 0) {
+			t.Errorf("%s: throughput phase used %.2f cores, %.1f µs/msg: the CPU was not measured", name, res.ThroughputCPUCores, res.ThroughputCPUPerMsgUS)
+		}
 	}
 	semaq := rep.Result(TargetSemaq)
 	if semaq.RatioVsJetStream == nil || *semaq.RatioVsJetStream <= 0 || semaq.LatencyDeltaUS == nil {
@@ -131,7 +134,11 @@ func TestRunIngest(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"semaq", "jetstream", "semaq vs jetstream", "goals: throughput ≥ 0.85×", "paced:", "jetstream on the broker's nats-server (JetStream sync_always false)"} {
+	wants := []string{"semaq", "jetstream", "semaq vs jetstream", "goals: throughput ≥ 0.85×", "paced:", "jetstream on the broker's nats-server (JetStream sync_always false)"}
+	if _, ok := processCPU(); ok {
+		wants = append(wants, "process CPU in the throughput phase (of ")
+	}
+	for _, want := range wants {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

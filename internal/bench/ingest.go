@@ -29,6 +29,7 @@ type run struct {
 	elapsed time.Duration // throughput phase, drain included
 	rounds  []float64     // msgs/s of each throughput slice
 	commits commitCounts  // group commits of the throughput phase
+	cpu     time.Duration // process CPU of the throughput phase; -1: not measured
 	lat     *Histogram
 
 	pacer *pacer
@@ -161,9 +162,15 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			if err != nil {
 				return nil, err
 			}
+			cpuBefore, cpuOK := processCPU()
 			acked, elapsed, err := throughputSlice(ctx, rn.pubs, slice)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: throughput: %w", rn.t.Name, err)
+			}
+			if cpuAfter, ok := processCPU(); ok && cpuOK && rn.cpu >= 0 {
+				rn.cpu += cpuAfter - cpuBefore
+			} else {
+				rn.cpu = -1
 			}
 			after, err := r.commitCounts(ctx, rn.t)
 			if err != nil {
@@ -219,6 +226,10 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		res.ThroughputMsgsPerS = Round1(float64(rn.acked) / secs)
 		res.ThroughputMBPerS = Round1(float64(rn.acked) * float64(len(data)) / secs / 1e6)
 		res.ThroughputAcksPerFsync = rn.commits.perFsync()
+		if rn.cpu > 0 {
+			res.ThroughputCPUCores = Round1(rn.cpu.Seconds()/secs*10) / 10
+			res.ThroughputCPUPerMsgUS = Round1(float64(rn.cpu.Microseconds()) / float64(rn.acked))
+		}
 		for _, pr := range rn.paced {
 			if pr.counts.acked == 0 {
 				return nil, fmt.Errorf("%w by target %s in the paced phase at %d msgs/s (%d skipped, %d failed, first: %v)",

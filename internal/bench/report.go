@@ -210,6 +210,14 @@ type Result struct {
 	RatioVsJetStream *float64 `json:"ratio_vs_jetstream,omitempty"`
 	// LatencyDeltaUS is this target's latency minus raw JetStream's.
 	LatencyDeltaUS *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+	// ThroughputCPUCores is the CPU the whole process used during this
+	// target's throughput phase, in cores (CPU seconds per second), and
+	// ThroughputCPUPerMsgUS that CPU per acknowledged message. A target
+	// that is CPU-bound on an idle machine uses about every core; one
+	// that used far fewer while its CPU per message stayed the same was
+	// starved by other jobs. Both are 0 where not measured.
+	ThroughputCPUCores    float64 `json:"throughput_cpu_cores,omitempty"`
+	ThroughputCPUPerMsgUS float64 `json:"throughput_cpu_us_per_msg,omitempty"`
 	// ThroughputAcksPerFsync is the mean group-commit batch of the
 	// throughput phase; set for an fsync stream.
 	ThroughputAcksPerFsync float64 `json:"throughput_acks_per_fsync,omitempty"`
@@ -411,6 +419,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 				fmt.Fprintf(&b, " %.0f", v)
 			}
 			b.WriteString(";")
+		}
+		b.WriteString("\n")
+	}
+	if len(r.Results) > 0 && r.Results[0].ThroughputCPUCores > 0 {
+		fmt.Fprintf(&b, "process CPU in the throughput phase (of %d cores):", runtime.NumCPU())
+		for _, res := range r.Results {
+			fmt.Fprintf(&b, " %s %.2f cores, %.1f µs/msg;", res.Target, res.ThroughputCPUCores, res.ThroughputCPUPerMsgUS)
 		}
 		b.WriteString("\n")
 	}

@@ -4,5 +4,5 @@ package bench
 
 import "time"
 
-// processCPU is not measured here: the cpu-µs/msg metric is left out.
+// processCPU is not measured here: the CPU figures are left out.
 func processCPU() (time.Duration, bool) { return 0, false }
