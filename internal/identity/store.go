@@ -289,11 +289,19 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 // Bootstrap makes sure an admin exists. When none does, it creates the
 // user "admin" and writes its key to path with mode 0600; it reports
 // whether it did. The key is never logged: the caller logs the path.
+//
+// Nodes of a cluster starting together on an empty store all find no
+// admin; the bucket's create-if-absent lets exactly one make it. The
+// others find the winner's admin in the bucket and report false: the only
+// key is the one the winner wrote to its own path.
 func (s *Store) Bootstrap(ctx context.Context, path string) (bool, error) {
 	if s.HasRole(semaq.RoleAdmin) {
 		return false, nil
 	}
 	_, k, err := s.Add(ctx, semaq.UserAddRequest{Name: "admin", Role: semaq.RoleAdmin})
+	if errors.Is(err, semaq.ErrUserExists) {
+		return false, s.bootstrappedElsewhere(ctx)
+	}
 	if err != nil {
 		return false, fmt.Errorf("identity: bootstrap admin: %w", err)
 	}
@@ -314,4 +322,23 @@ func (s *Store) Bootstrap(ctx context.Context, path string) (bool, error) {
 		return false, fmt.Errorf("identity: writing the admin key: %w", err)
 	}
 	return true, nil
+}
+
+// bootstrappedElsewhere checks, after a bootstrap found the name admin
+// taken, that the user holding it is an admin (another node's bootstrap
+// won the race), reading the bucket rather than this node's snapshot,
+// which may not show it yet.
+func (s *Store) bootstrappedElsewhere(ctx context.Context) error {
+	e, err := s.kv.Get(ctx, "admin")
+	if err != nil {
+		return fmt.Errorf("identity: bootstrap admin: reading the user admin another node made: %w", err)
+	}
+	var u User
+	if err := json.Unmarshal(e.Value(), &u); err != nil {
+		return fmt.Errorf("identity: bootstrap admin: user admin: %w", err)
+	}
+	if u.Role != semaq.RoleAdmin {
+		return fmt.Errorf("identity: bootstrap admin: no user has the admin role and the name admin is taken by a user with role %s", u.Role)
+	}
+	return nil
 }
