@@ -31,6 +31,7 @@ type syncRequest struct {
 	Schemas bool   `json:"schemas,omitempty"` // the schema registry's bucket, as it is now
 	Streams bool   `json:"streams,omitempty"` // the streams JetStream has now
 	Routes  uint64 `json:"routes,omitempty"`  // the route rules' bucket revision
+	Users   uint64 `json:"users,omitempty"`   // the identity store's bucket revision
 	// Subjects are a new stream's public patterns: JetStream's interest in
 	// their storage subjects reaches the other nodes over the routes, and a
 	// message stored before it arrives would be dropped.
@@ -81,6 +82,14 @@ func (s *Server) applyNow(ctx context.Context, req syncRequest) error {
 	}
 	if req.Routes > 0 && s.routes != nil {
 		if err := s.routes.WaitApplied(ctx, req.Routes); err != nil {
+			return err
+		}
+	}
+	if req.Users > 0 && s.identities != nil {
+		if err := s.identities.WaitRevision(ctx, req.Users); err != nil {
+			return err
+		}
+		if err := s.tenancy.ensureTenants(s.ns, s.identities.Tenants()); err != nil {
 			return err
 		}
 	}
@@ -198,7 +207,7 @@ func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
 	lagging := names(pending)
 	if len(lagging) > 0 {
 		s.log.Warn("cluster: nodes had not applied a change when it returned; they apply it late",
-			"nodes", lagging, "schemas", req.Schemas, "streams", req.Streams, "routes_revision", req.Routes)
+			"nodes", lagging, "schemas", req.Schemas, "streams", req.Streams, "routes_revision", req.Routes, "users_revision", req.Users)
 	}
 	return lagging
 }

@@ -44,12 +44,13 @@ func (s *Server) newAuthenticator() *auth.Authenticator {
 	})
 }
 
-// userAccount is the NATS account of tenant's users (tenancy.go).
-func (s *Server) userAccount(tenant string) (*server.Account, error) {
+// userAccount is the NATS account of tenant's users, ready for user
+// (tenancy.go).
+func (s *Server) userAccount(tenant, user string) (*server.Account, error) {
 	if s.tenancy == nil {
 		return nil, fmt.Errorf("broker: no user accounts before the server runs")
 	}
-	return s.tenancy.account(s.ns, tenant)
+	return s.tenancy.account(s.ns, tenant, user)
 }
 
 // startIdentity opens the identity store and hands it to the
@@ -74,6 +75,10 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	if created {
 		s.log.Warn("auth: created user admin; its key is in the file named here, shown nowhere else: "+
 			"keep it, then delete the file", "file", path)
+	}
+	// Every tenant's account before any user connects (ensureTenants).
+	if err := s.tenancy.ensureTenants(s.ns, st.Tenants()); err != nil {
+		return err
 	}
 	s.authn.SetStore(st)
 	s.revoker.Add(1)
@@ -128,6 +133,9 @@ func (s *Server) closeRevoked(st *identity.Store) {
 			return
 		}
 		changed = st.Changed()
+		if err := s.tenancy.ensureTenants(s.ns, st.Tenants()); err != nil {
+			s.log.Warn("auth: making the accounts of new tenants", "err", err)
+		}
 		prevNkeys := nkeys
 		cur := keys()
 		for name, ids := range prev {
@@ -176,6 +184,7 @@ func (s *Server) userHandlers() api.Handlers {
 			if err != nil {
 				return nil, err
 			}
+			s.syncUsers(ctx)
 			s.log.Info("auth: user added", "user", u.Name, "role", u.Role, "key_id", k.ID)
 			return semaq.UserAddResponse{User: u.Info(), Key: k.String()}, nil
 		}, nil),
@@ -204,6 +213,7 @@ func (s *Server) userHandlers() api.Handlers {
 				return nil, err
 			}
 			n := s.closeUserConns(r.Name, nkey)
+			s.syncUsers(ctx)
 			s.log.Info("auth: user removed", "user", r.Name, "closed_connections", n)
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
@@ -216,6 +226,7 @@ func (s *Server) userHandlers() api.Handlers {
 				return nil, err
 			}
 			n := s.closeUserConns(r.Name, u.Nkey)
+			s.syncUsers(ctx)
 			s.log.Info("auth: key rotated", "user", u.Name, "key_id", k.ID, "closed_connections", n)
 			return semaq.UserAddResponse{User: u.Info(), Key: k.String()}, nil
 		}, nil),
@@ -250,4 +261,20 @@ func (s *Server) closeUserConns(name, nkey string) int {
 		}
 	}
 	return n
+}
+
+// syncUsers returns once every node this one reaches authenticates as the
+// identity store now says (and has the accounts of its tenants), so a
+// user added through this node connects to any node, and a revoked key
+// opens none, when the write returns (clusterSync).
+func (s *Server) syncUsers(ctx context.Context) {
+	if !s.cfg.Clustered() {
+		return
+	}
+	rev, err := s.identities.Revision(ctx)
+	if err != nil {
+		s.log.Warn("cluster: the identity store's revision, to wait for the other nodes", "err", err)
+		return
+	}
+	s.clusterSync(ctx, syncRequest{Users: rev})
 }

@@ -18,9 +18,19 @@ import (
 // imports with sharing on, so every message and request a user sends
 // arrives at the broker with the NATS server's Nats-Request-Info: the
 // account and user that sent it, which the client cannot forge
-// (principal.go). What the node's account publishes reaches tenant
-// accounts through one stream import of everything, filtered by each
-// user's subscribe permissions.
+// (principal.go). What the node's account sends users reaches their
+// accounts through stream imports of exactly the subjects it sends them
+// on (userDeliveries and each user's inbox), filtered by each user's
+// subscribe permissions.
+//
+// Not one stream import of everything: the NATS server does not hand a
+// message that reached the node's account through a service import on
+// to stream imports, but only on the node it arrived at. Carried over a
+// route to another node, it is an ordinary message of the node's
+// account there, and an import of everything would deliver one tenant's
+// publish on orders.x to another tenant's subscriber of orders.> on that
+// node. No user can publish on the imported subjects (stream subjects
+// start with neither '$' nor '_').
 //
 // The imports are exactly the broker's surface, so none overlaps another
 // (an overlap would deliver a message twice):
@@ -91,6 +101,10 @@ var brokerServices = []brokerService{
 	{subject: semaq.TokenWritePrefix + ">"},
 }
 
+// userDeliveries are the subjects the broker sends every user's account
+// on, besides the users' inboxes: token republishes and cancel notices.
+var userDeliveries = []string{semaq.TokenLivePrefix + ">", semaq.QueueCancelPrefix + ">"}
+
 // tenancy keeps the user accounts of a node with auth on. Safe for
 // concurrent use.
 type tenancy struct {
@@ -99,11 +113,16 @@ type tenancy struct {
 	mu       sync.Mutex
 	accounts map[string]*server.Account // user accounts by name
 	streams  []string                   // public stream subjects imported, in order
+	// inboxes are the inboxes imported, by account and user: one per
+	// user that connected since the node started, so at most the users
+	// the store has held (an import cannot be taken back; a removed
+	// user's stays, and no other user may subscribe to it).
+	inboxes map[[2]string]bool
 }
 
 // newTenancy exports the broker's surface from the node's account.
 func newTenancy(ns *server.Server) (*tenancy, error) {
-	t := &tenancy{node: ns.GlobalAccount(), accounts: make(map[string]*server.Account)}
+	t := &tenancy{node: ns.GlobalAccount(), accounts: make(map[string]*server.Account), inboxes: make(map[[2]string]bool)}
 	for _, b := range brokerServices {
 		rt := server.Singleton
 		if b.streamed {
@@ -113,7 +132,7 @@ func newTenancy(ns *server.Server) (*tenancy, error) {
 			return nil, fmt.Errorf("broker: exporting %s to user accounts: %w", b.subject, err)
 		}
 	}
-	if err := t.node.AddStreamExport(">", nil); err != nil {
+	if err := t.node.AddStreamExport(">", nil); err != nil { // the imports pick their subjects
 		return nil, fmt.Errorf("broker: exporting the node's subjects to user accounts: %w", err)
 	}
 	return t, nil
@@ -141,11 +160,29 @@ func (t *tenancy) tenantOf(account string) string {
 }
 
 // account is the account of tenant's users, made with its imports on
-// first use.
-func (t *tenancy) account(ns *server.Server, tenant string) (*server.Account, error) {
-	name := accountName(tenant)
+// first use, with user's inbox imported.
+func (t *tenancy) account(ns *server.Server, tenant, user string) (*server.Account, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	acc, err := t.tenantAccount(ns, tenant)
+	if err != nil {
+		return nil, err
+	}
+	key := [2]string{acc.Name, user}
+	if t.inboxes[key] {
+		return acc, nil
+	}
+	inbox := semaq.UserInboxPrefix + user + ".>"
+	if err := acc.AddStreamImport(t.node, inbox, ""); err != nil {
+		return nil, fmt.Errorf("broker: account %s: importing the inbox of %s: %w", acc.Name, user, err)
+	}
+	t.inboxes[key] = true
+	return acc, nil
+}
+
+// tenantAccount is the account of tenant's users. t.mu is held.
+func (t *tenancy) tenantAccount(ns *server.Server, tenant string) (*server.Account, error) {
+	name := accountName(tenant)
 	if acc, ok := t.accounts[name]; ok {
 		return acc, nil
 	}
@@ -163,8 +200,10 @@ func (t *tenancy) account(ns *server.Server, tenant string) (*server.Account, er
 			return nil, err
 		}
 	}
-	if err := acc.AddStreamImport(t.node, ">", ""); err != nil {
-		return nil, fmt.Errorf("broker: account %s: importing the node's subjects: %w", name, err)
+	for _, subj := range userDeliveries {
+		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
+			return nil, fmt.Errorf("broker: account %s: importing %s: %w", name, subj, err)
+		}
 	}
 	t.accounts[name] = acc
 	return acc, nil
@@ -235,4 +274,21 @@ func (t *tenancy) newSubjects(subjects []string) ([]string, error) {
 		}
 	}
 	return add, nil
+}
+
+// ensureTenants makes the accounts of tenants, and of users without a
+// tenant, ahead of their users' first connection to this node. The NATS
+// server drops a route's interest in an account it does not know yet and
+// never asks for it again, so a node must know a tenant's account before
+// a user of that tenant subscribes on another node, or that user misses
+// the tenant's core messages published here (docs/cluster.md, auth).
+func (t *tenancy) ensureTenants(ns *server.Server, tenants []string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tenant := range append([]string{""}, tenants...) {
+		if _, err := t.tenantAccount(ns, tenant); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -342,3 +342,37 @@ func (s *Store) bootstrappedElsewhere(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Revision is the bucket's last revision: once a node's store has
+// applied it (WaitRevision), that node authenticates as every write made
+// before Revision was read says.
+func (s *Store) Revision(ctx context.Context) (uint64, error) {
+	st, err := s.kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("identity: bucket status: %w", err)
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok || bs.StreamInfo() == nil {
+		return 0, fmt.Errorf("identity: bucket status without its stream")
+	}
+	return bs.StreamInfo().State.LastSeq, nil
+}
+
+// WaitRevision returns once this store's snapshot includes bucket
+// revision rev.
+func (s *Store) WaitRevision(ctx context.Context, rev uint64) error {
+	_, err := s.state.WaitRev(ctx, rev)
+	return err
+}
+
+// Tenants are the tenants of the store's users, sorted, without "".
+func (s *Store) Tenants() []string {
+	var out []string
+	for _, u := range s.state.Load().byName {
+		if u.Tenant != "" && !slices.Contains(out, u.Tenant) {
+			out = append(out, u.Tenant)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -39,10 +39,11 @@ type Deps struct {
 	NodeUsers map[string]*server.Permissions
 	// Rules make the permissions of store users.
 	Rules Rules
-	// Account is the NATS account of a tenant's users ("": users
-	// without a tenant); never the node's own account. Nil keeps store
-	// users in the account the server gives them (tests of roles alone).
-	Account func(tenant string) (*server.Account, error)
+	// Account is the NATS account of user's tenant ("": users without
+	// a tenant), made ready for user (its inbox); never the node's own
+	// account. Nil keeps store users in the account the server gives
+	// them (tests of roles alone).
+	Account func(tenant, user string) (*server.Account, error)
 	// Limiter slows down repeated failures; nil is DefaultLimiter().
 	Limiter *Limiter
 	// Failed counts one refused connection, reason "nkey", "no_key",
@@ -68,7 +69,7 @@ func New(deps Deps) *Authenticator {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	if deps.Account == nil {
-		deps.Account = func(string) (*server.Account, error) { return nil, nil }
+		deps.Account = func(string, string) (*server.Account, error) { return nil, nil }
 	}
 	return &Authenticator{deps: deps}
 }
@@ -158,7 +159,7 @@ func (a *Authenticator) admit(c server.ClientAuthentication, p identity.Principa
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
 		return reason
 	}
-	acc, err := a.deps.Account(p.Tenant)
+	acc, err := a.deps.Account(p.Tenant, p.User)
 	if err != nil {
 		a.deps.Log.Warn("user not admitted", "user", p.User, "err", err)
 		return reason
