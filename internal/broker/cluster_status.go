@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/reserved"
@@ -18,6 +20,14 @@ import (
 // gatherTimeout bounds how long a cluster status waits for the nodes'
 // reports; a node that has not answered by then is shown unconnected.
 const gatherTimeout = 2 * time.Second
+
+// The nodes ask each other for their reports among the broker's inboxes
+// (permissions.go), on their internal connections: no client reads a
+// report meant for a node or answers in a node's name.
+const (
+	nodeReportSubject     = "_SQ_NODE.req"
+	nodeReportReplyPrefix = "_SQ_NODE.reply."
+)
 
 // nodeReport is what a node answers on $SQ.API.CLUSTER.NODE: itself, and
 // the meta group's peers when it leads it (the leader's view is the one
@@ -44,6 +54,22 @@ func (s *Server) startClusterAPI() error {
 		return err
 	}
 	s.apiSubs = append(s.apiSubs, sub)
+	sub, err = s.nc.Subscribe(nodeReportSubject, func(m *nats.Msg) {
+		if !strings.HasPrefix(m.Reply, nodeReportReplyPrefix) {
+			return
+		}
+		b, err := json.Marshal(s.nodeReport())
+		if err == nil {
+			_ = s.nc.Publish(m.Reply, b)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	s.apiSubs = append(s.apiSubs, sub)
+	if err := s.nc.Flush(); err != nil {
+		return err
+	}
 	return s.egress.Flush()
 }
 
@@ -94,7 +120,7 @@ func peerStatus(name string, current, offline bool, active time.Duration, lag ui
 func (s *Server) gatherNodes(ctx context.Context) map[string]nodeReport {
 	out := map[string]nodeReport{}
 	want := s.clusterNodes()
-	inbox := s.nc.NewRespInbox()
+	inbox := nodeReportReplyPrefix + nuid.Next()
 	sub, err := s.nc.SubscribeSync(inbox)
 	if err != nil {
 		return out
@@ -102,7 +128,7 @@ func (s *Server) gatherNodes(ctx context.Context) map[string]nodeReport {
 	defer func() { _ = sub.Unsubscribe() }()
 	// Bound the replies kept: one per node, and no more nodes than routes.
 	_ = sub.SetPendingLimits(MaxRoutes+1, 64<<20)
-	if err := s.nc.PublishRequest(semaq.APIClusterNode, inbox, nil); err != nil {
+	if err := s.nc.PublishRequest(nodeReportSubject, inbox, nil); err != nil {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(ctx, gatherTimeout)

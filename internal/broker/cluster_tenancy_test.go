@@ -103,6 +103,29 @@ func TestClusterAuthUsersEveryNode(t *testing.T) {
 	for i := range 3 {
 		brokertest.ConnectKey(t, a.c.Node(i), a.keys["admin"])
 	}
+	// The nodes' reports to each other are on the broker's own inbox:
+	// no user may listen there, the admin included.
+	a.add(semaq.UserAddRequest{Name: "watcher", Tenant: "acme", Role: semaq.RoleReader, Subjects: []string{"orders.>"}})
+	for _, name := range []string{"watcher", "admin"} {
+		errs := make(chan error, 4)
+		nc, err := nats.Connect(a.c.Node(1).ClientURL(), nats.UserInfo(name, a.keys[name]),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.SubscribeSync("_SQ_NODE.>"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-errs:
+			if !strings.Contains(err.Error(), "Permissions Violation") {
+				t.Fatalf("%s subscribing to the node reports: %v", name, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s subscribed to the node reports", name)
+		}
+		nc.Close()
+	}
 	// Several users, each tried on the other nodes right after its add
 	// returned: a race with the other nodes' stores would show.
 	for _, name := range []string{"u1", "u2", "u3", "u4", "u5"} {

@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -258,6 +259,30 @@ func TestClusterStatus(t *testing.T) {
 	if _, err := cl.AddQueue(ctx, semaq.QueueConfig{Name: "JOBS", Subjects: []string{"jobs.>"}}); err != nil {
 		t.Fatal(err)
 	}
+	// A client without credentials listening on every inbox: the nodes'
+	// reports to each other travel among the broker's own inboxes, which
+	// no client may read (or answer in a node's name).
+	spy, err := nats.Connect(c.Node(0).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spy.Close()
+	spied := make(chan string, 64)
+	for _, subj := range []string{"_INBOX.>", "_SQ_NODE.>"} {
+		if _, err := spy.Subscribe(subj, func(m *nats.Msg) {
+			var fields map[string]json.RawMessage
+			if m.Subject == "_INBOX.marker" {
+				spied <- "marker"
+			} else if json.Unmarshal(m.Data, &fields) == nil && fields["nats_version"] != nil {
+				spied <- "node report on " + m.Subject
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	var st *semaq.ClusterStatus
 	c.Eventually(30*time.Second, "a complete status", func() error {
 		var err error
@@ -276,6 +301,14 @@ func TestClusterStatus(t *testing.T) {
 		}
 		return nil
 	})
+	// n1's report to the asking node went out on n1, where the spy is,
+	// before the status returned, so before this marker.
+	if err := spy.Publish("_INBOX.marker", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-spied; got != "marker" {
+		t.Fatalf("a client without credentials read %s", got)
+	}
 	if st.Name != brokertest.ClusterName || st.Replicas != 3 || c.Index(st.AnsweredBy) < 0 {
 		t.Fatalf("status %s answered by %q, replicas %d", st.Name, st.AnsweredBy, st.Replicas)
 	}

@@ -92,7 +92,7 @@ func reservedForBroker() []string {
 // brokerInboxes are the broker's own reply inboxes: JetStream answers it
 // there (acks it forwards, sampled latencies, payload reads of the
 // dispatcher). Nobody else may publish there, and nobody else may listen.
-var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", dispatch.RemotePrefix + ">"}
+var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">"}
 
 // consumerVerbs are the JetStream API calls that change a consumer or take
 // its messages, with %s for the stream and %s for the consumer.
