@@ -12,6 +12,12 @@ const (
 	APIClusterNode = "$SQ.API.CLUSTER.NODE"
 )
 
+// HdrClusterLagging, on the answer to a change (an API reply's header, an
+// HTTP response's header), names the nodes of a cluster that had not
+// confirmed applying it when it returned, comma-separated: they apply it
+// late (docs/cluster.md). Absent when every node did.
+const HdrClusterLagging = "SemaQ-Cluster-Lagging"
+
 // ClusterStatus is the state of a SemaQ cluster as one node sees it.
 type ClusterStatus struct {
 	// Name is the cluster's name; empty for a node that is not clustered.

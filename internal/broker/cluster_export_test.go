@@ -12,3 +12,14 @@ func ClusterSync(ctx context.Context, s *Server) []string {
 // CloseRegistry stops the node's schema registry from following its
 // bucket, as a node that cannot keep up.
 func CloseRegistry(s *Server) error { return s.reg.Close() }
+
+// StopSyncReplies makes the node deaf to other nodes' sync requests, as a
+// node that cannot keep up.
+func StopSyncReplies(s *Server) error {
+	for _, sub := range s.apiSubs {
+		if sub.Subject == syncSubject {
+			return sub.Unsubscribe()
+		}
+	}
+	return nil
+}

@@ -1,12 +1,18 @@
 package broker_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
@@ -74,11 +80,53 @@ func TestClusterSyncNamesLaggingNodes(t *testing.T) {
 		}
 		return nil
 	})
+	// The answer to a change names the nodes that lag, over NATS and
+	// over HTTP; none when every node applied it.
+	nc, err := nats.Connect(c.Node(0).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	register := func(subject string) (natsLag, httpLag string) {
+		t.Helper()
+		body, _ := json.Marshal(semaq.SchemaRegisterRequest{Subject: subject, Schema: requestSchema, SchemaType: "JSON"})
+		var m *nats.Msg
+		// Any node of the API's queue group may answer; n3, with its
+		// registry stopped, refuses: ask until another node answers.
+		for range 20 {
+			if m, err = nc.Request(semaq.APISchemaRegister, body, 20*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(m.Data), "the registry is closed") {
+				break
+			}
+		}
+		if strings.Contains(string(m.Data), `"error"`) {
+			t.Fatalf("register %s over NATS: %s", subject, m.Data)
+		}
+		hb, _ := json.Marshal(map[string]string{"schema": requestSchema, "schemaType": "JSON"})
+		resp, err := http.Post("http://"+c.Node(0).HTTPAddr()+"/subjects/"+subject+"-http/versions",
+			"application/vnd.schemaregistry.v1+json", bytes.NewReader(hb))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id"`) {
+			t.Fatalf("register %s over HTTP: %s %s", subject, resp.Status, b)
+		}
+		return m.Header.Get(semaq.HdrClusterLagging), resp.Header.Get(semaq.HdrClusterLagging)
+	}
+	if natsLag, httpLag := register("healthy"); natsLag != "" || httpLag != "" {
+		t.Fatalf("every node applied it, yet lagging %q over NATS, %q over HTTP", natsLag, httpLag)
+	}
 	if err := broker.CloseRegistry(c.Node(2)); err != nil {
 		t.Fatal(err)
 	}
 	if lag := broker.ClusterSync(ctx, c.Node(0)); len(lag) != 1 || lag[0] != "n3" {
 		t.Fatalf("with n3's registry stopped: lagging %v, want [n3]", lag)
+	}
+	if natsLag, httpLag := register("lagged"); natsLag != "n3" || httpLag != "n3" {
+		t.Fatalf("with n3's registry stopped: lagging %q over NATS, %q over HTTP; want n3", natsLag, httpLag)
 	}
 	// A node that is down is not waited for: it applies everything when
 	// it comes back, before it serves.

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/reserved"
 )
 
@@ -205,6 +206,7 @@ func (s *Server) clusterSync(ctx context.Context, req syncRequest) []string {
 		pending[n] = true
 	}
 	lagging := names(pending)
+	api.NoteLagging(ctx, lagging)
 	if len(lagging) > 0 {
 		s.log.Warn("cluster: nodes had not applied a change when it returned; they apply it late",
 			"nodes", lagging, "schemas", req.Schemas, "streams", req.Streams, "routes_revision", req.Routes, "users_revision", req.Users)

@@ -129,6 +129,9 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s created but not served: %v", qc.Name, err)
 	}
 	s.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)
+	// Served by every node's ingress, and its dispatcher started by its
+	// leader's node, before the add returns (cluster_sync.go).
+	s.clusterSync(ctx, syncRequest{Streams: true, Subjects: qc.Subjects})
 	for {
 		qi, err := s.queueInfo(ctx, qc.Name)
 		if err == nil || !errors.Is(err, semaq.ErrUnavailable) || ctx.Err() != nil {

@@ -2,12 +2,14 @@ package broker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
@@ -201,4 +203,65 @@ func TestClusterQueueEveryNode(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A queue added through one node is served by every node's ingress the
+// moment the add returns, as a stream is: the next publish anywhere is
+// stored.
+func TestClusterQueueAddServedEveryNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	first := brokertest.Connect(t, c.Node(0))
+	others := []*client.Client{brokertest.Connect(t, c.Node(1)), brokertest.Connect(t, c.Node(2))}
+	// Several rounds: a race between the add and the other nodes would
+	// show in one of them.
+	for round := range 5 {
+		name, subj := fmt.Sprintf("Q%d", round), fmt.Sprintf("q%d.req", round)
+		if _, err := first.AddQueue(ctx, semaq.QueueConfig{Name: name, Subjects: []string{subj}}); err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range others {
+			ack, err := o.Publish(ctx, subj, []byte(`{}`))
+			if err != nil || ack.Stream != name {
+				t.Fatalf("round %d, node %d, right after the add: %+v, %v", round, i+2, ack, err)
+			}
+		}
+	}
+}
+
+// A queue add waits for every node, and its answer names a node that did
+// not confirm (semaq.HdrClusterLagging).
+func TestClusterQueueAddNamesLaggingNodes(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	nc, err := nats.Connect(c.Node(0).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := broker.StopSyncReplies(c.Node(2)); err != nil {
+		t.Fatal(err)
+	}
+	// Any node of the API's queue group may answer; n3 itself does not
+	// wait for itself. Ask until another node answers.
+	for round := range 8 {
+		name := fmt.Sprintf("Q%d", round)
+		body, _ := json.Marshal(semaq.QueueConfig{Name: name, Subjects: []string{fmt.Sprintf("q%d.req", round)}})
+		m, err := nc.Request(fmt.Sprintf(semaq.APIQueueCreateT, name), body, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r semaq.ErrorReply
+		if json.Unmarshal(m.Data, &r) != nil || r.Error != nil {
+			t.Fatalf("queue add: %s", m.Data)
+		}
+		switch lag := m.Header.Get(semaq.HdrClusterLagging); lag {
+		case "n3":
+			return
+		case "":
+		default:
+			t.Fatalf("queue add named %q lagging, want n3", lag)
+		}
+	}
+	t.Fatal("no queue add named n3, deaf to sync requests, as lagging")
 }

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -62,13 +64,68 @@ func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req
 		}
 		ctx, cancel := context.WithTimeout(WithRequestHeader(context.Background(), m.Header), Timeout)
 		defer cancel()
+		ctx, lag := withLagging(ctx)
 		out, err := op(ctx, &req)
 		if err != nil {
 			ReplyErr(log, m, mapErr(err))
 			return
 		}
-		ReplyJSON(log, m, out)
+		replyJSON(log, m, out, lag.header())
 	}
+}
+
+// lagging collects the nodes a handler's cluster sync found lagging.
+type lagging struct {
+	mu    sync.Mutex
+	nodes []string
+}
+
+type laggingKey struct{}
+
+func withLagging(ctx context.Context) (context.Context, *lagging) {
+	l := &lagging{}
+	return context.WithValue(ctx, laggingKey{}, l), l
+}
+
+// NoteLagging records, for the answer of the request ctx serves, the
+// nodes that had not applied its change (semaq.HdrClusterLagging).
+func NoteLagging(ctx context.Context, nodes []string) {
+	l, ok := ctx.Value(laggingKey{}).(*lagging)
+	if !ok || len(nodes) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range nodes {
+		if !slices.Contains(l.nodes, n) {
+			l.nodes = append(l.nodes, n)
+		}
+	}
+	slices.Sort(l.nodes)
+}
+
+// LaggingHeader is the semaq.HdrClusterLagging value of what was noted
+// for ctx's request, "" when nothing was; ctx must come from
+// WithLaggingNote.
+func LaggingHeader(ctx context.Context) string {
+	l, _ := ctx.Value(laggingKey{}).(*lagging)
+	return l.header()
+}
+
+// WithLaggingNote prepares ctx, of a request served outside Op (the
+// registry's REST API), for NoteLagging.
+func WithLaggingNote(ctx context.Context) context.Context {
+	ctx, _ = withLagging(ctx)
+	return ctx
+}
+
+func (l *lagging) header() string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.nodes, ",")
 }
 
 // AuditFunc records one admin change (docs/security.md, Audit). A handler
@@ -159,7 +216,11 @@ func CheckedReply(log *slog.Logger, h nats.MsgHandler) nats.MsgHandler {
 
 // ReplyJSON answers m with v encoded as JSON; a request without a reply
 // subject gets nothing.
-func ReplyJSON(log *slog.Logger, m *nats.Msg, v any) {
+func ReplyJSON(log *slog.Logger, m *nats.Msg, v any) { replyJSON(log, m, v, "") }
+
+// replyJSON is ReplyJSON with the nodes that lag, if any, in the
+// reply's semaq.HdrClusterLagging.
+func replyJSON(log *slog.Logger, m *nats.Msg, v any, lagging string) {
 	if m.Reply == "" {
 		return
 	}
@@ -168,7 +229,11 @@ func ReplyJSON(log *slog.Logger, m *nats.Msg, v any) {
 		ReplyErr(log, m, semaq.NewAPIError(semaq.ErrUnavailable, "encoding reply: %v", err))
 		return
 	}
-	if err := m.Respond(b); err != nil {
+	r := &nats.Msg{Data: b}
+	if lagging != "" {
+		r.Header = nats.Header{semaq.HdrClusterLagging: {lagging}}
+	}
+	if err := m.RespondMsg(r); err != nil {
 		log.Warn("api reply", "subject", m.Subject, "err", err)
 	}
 }
