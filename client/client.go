@@ -46,6 +46,8 @@ type Client struct {
 	tracerProvider trace.TracerProvider
 	// denied fails requests the server's permissions refuse (denied.go).
 	denied *denials
+	// onLagging hears of changes some nodes had not applied (WithLagging).
+	onLagging func(subject string, nodes []string)
 }
 
 type connectOptions struct {
@@ -56,6 +58,7 @@ type connectOptions struct {
 	// WithNkeySeed was given (credentials.go).
 	keyUser, user string
 	nkey          bool
+	onLagging     func(subject string, nodes []string)
 }
 
 // Option configures Connect. Options validate their arguments and may fail.
@@ -89,6 +92,21 @@ func WithKey(key string) Option {
 		}
 		o.natsOpts = append(o.natsOpts, nats.Token(key), nats.CustomInboxPrefix(semaq.UserInboxPrefix+k.Name))
 		o.keyUser = k.Name
+		return nil
+	}
+}
+
+// WithLagging calls fn when the broker answers a management call (a
+// stream or queue add, a schema write, a route rule, a user change) that
+// some nodes of a cluster had not applied when it returned: they apply it
+// late (semaq.HdrClusterLagging). The call itself succeeded. fn runs on
+// the caller's goroutine, before the call returns.
+func WithLagging(fn func(subject string, nodes []string)) Option {
+	return func(o *connectOptions) error {
+		if fn == nil {
+			return errors.New("client: WithLagging: nil function")
+		}
+		o.onLagging = fn
 		return nil
 	}
 }
@@ -169,7 +187,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		r.nc.Close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider, denied: denied}, nil
+	return &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider, denied: denied, onLagging: o.onLagging}, nil
 }
 
 // Conn is the underlying NATS connection, for features the SDK does not

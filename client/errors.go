@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -44,7 +45,13 @@ func (c *Client) request(ctx context.Context, subj string, body any, out any) er
 		}
 		return transportError(err, subj)
 	}
-	return decodeReply(m.Data, out)
+	if err := decodeReply(m.Data, out); err != nil {
+		return err
+	}
+	if lag := m.Header.Get(semaq.HdrClusterLagging); lag != "" && c.onLagging != nil {
+		c.onLagging(subj, strings.Split(lag, ","))
+	}
+	return nil
 }
 
 func decodeReply(data []byte, out any) error {

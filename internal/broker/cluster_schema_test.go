@@ -128,6 +128,27 @@ func TestClusterSyncNamesLaggingNodes(t *testing.T) {
 	if natsLag, httpLag := register("lagged"); natsLag != "n3" || httpLag != "n3" {
 		t.Fatalf("with n3's registry stopped: lagging %q over NATS, %q over HTTP; want n3", natsLag, httpLag)
 	}
+	// The SDK tells its caller.
+	heard := make(chan []string, 1)
+	sdk, err := client.Connect(ctx, c.Node(0).ClientURL(), client.WithLagging(func(_ string, nodes []string) { heard <- nodes }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdk.Close()
+	for i := 0; len(heard) == 0 && i < 20; i++ {
+		_, _, err := sdk.RegisterSchema(ctx, "lagged-sdk", requestSchema, client.WithSchemaType("JSON"))
+		if err != nil && !strings.Contains(err.Error(), "the registry is closed") {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case nodes := <-heard:
+		if len(nodes) != 1 || nodes[0] != "n3" {
+			t.Fatalf("the SDK heard %v lagging, want [n3]", nodes)
+		}
+	default:
+		t.Fatal("the SDK's lagging handler was never called")
+	}
 	// A node that is down is not waited for: it applies everything when
 	// it comes back, before it serves.
 	c.Stop(2)

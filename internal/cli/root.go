@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
@@ -158,8 +159,12 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	lagging := client.WithLagging(func(_ string, nodes []string) {
+		fmt.Fprintf(e.stderr, "semaq: warning: nodes %s had not applied the change when it returned; they apply it late\n",
+			strings.Join(nodes, ", "))
+	})
 	c, err := client.Connect(ctx, e.server, append([]client.Option{client.WithName("semaq-cli"),
-		client.WithNATSOptions(tlsOpts...)}, creds...)...)
+		client.WithNATSOptions(tlsOpts...), lagging}, creds...)...)
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)

@@ -25,6 +25,12 @@ func Bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueC
 			if errors.Is(err, jetstream.ErrBucketExists) {
 				kv, err = js.KeyValue(ctx, cfg.Bucket)
 			}
+			// Nodes of a cluster starting together create the bucket
+			// at once: the loser's create finds the stream in use, and
+			// the stream it then reads may not be reachable yet.
+			if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+				err = retryable{err}
+			}
 		}
 		return err
 	})

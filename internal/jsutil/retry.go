@@ -56,8 +56,16 @@ func Retry(ctx context.Context, fn func(ctx context.Context) error) error {
 	}
 }
 
+// retryable marks an error its caller knows to be transient.
+type retryable struct{ error }
+
+func (r retryable) Unwrap() error { return r.error }
+
 // transient reports whether err may pass on its own in a cluster.
 func transient(err error) bool {
+	if errors.As(err, new(retryable)) {
+		return true
+	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 		return true
