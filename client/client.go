@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,10 @@ type Client struct {
 	denied *denials
 	// onLagging hears of changes some nodes had not applied (WithLagging).
 	onLagging func(subject string, nodes []string)
+	// tokenTenant is the tenant token this client reads token streams
+	// under, once the broker said (tokens_read.go).
+	tokenTenantMu sync.Mutex
+	tokenTenant   string
 }
 
 type connectOptions struct {

@@ -22,6 +22,10 @@ import (
 type denials struct {
 	mu      sync.Mutex
 	waiting map[string]map[*denialWait]struct{}
+	// matching are the requests whose subject nats.go chooses (an
+	// ordered consumer's create names a consumer of its own): a refused
+	// subject their func accepts fails them.
+	matching map[*denialWait]func(subj string) bool
 }
 
 type denialWait struct{ cancel context.CancelCauseFunc }
@@ -52,6 +56,24 @@ func (d *denials) watch(ctx context.Context, subj string) (context.Context, func
 	}
 }
 
+// watchMatch is watch for requests on whatever subject match accepts.
+func (d *denials) watchMatch(ctx context.Context, match func(subj string) bool) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	w := &denialWait{cancel: cancel}
+	d.mu.Lock()
+	if d.matching == nil {
+		d.matching = make(map[*denialWait]func(string) bool)
+	}
+	d.matching[w] = match
+	d.mu.Unlock()
+	return ctx, func() {
+		d.mu.Lock()
+		delete(d.matching, w)
+		d.mu.Unlock()
+		cancel(nil)
+	}
+}
+
 // violation fails the requests in flight on the subject err names, when
 // err is the server's refusal of a publish.
 func (d *denials) violation(err error) {
@@ -63,6 +85,11 @@ func (d *denials) violation(err error) {
 	d.mu.Lock()
 	for w := range d.waiting[subj] {
 		w.cancel(cause)
+	}
+	for w, match := range d.matching {
+		if match(subj) {
+			w.cancel(cause)
+		}
 	}
 	d.mu.Unlock()
 }

@@ -516,8 +516,9 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 // error record follows the last record stored (it is record 1 of a stream
 // that has none). A stream that already ended is left as it is. The broker
 // takes the record only from the stream's writer: pass its key with
-// WithWriterKey (a redelivered job's worker: Job.AbortTokenStream); other
-// options are ignored.
+// WithWriterKey (a redelivered job's worker: Job.AbortTokenStream);
+// WithStreamRequest names the request's tenant, which the stream is stored
+// under; other options are ignored.
 func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.TokenError, opts ...TokenStreamOption) error {
 	if err := semaq.CheckRequestID(id); err != nil {
 		return semaq.NewAPIError(semaq.ErrBadRequest, "client: AbortTokenStream: %v", err)
@@ -537,7 +538,17 @@ func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.Toke
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	last, err := c.LastTokenRecord(ctx, id)
+	// The stream is stored under its request's tenant (WithStreamRequest
+	// names it), else under this connection's.
+	tenant := semaq.TokenTenant(o.tenant)
+	if o.tenant == "" {
+		t, err := c.readTenant(ctx)
+		if err != nil {
+			return err
+		}
+		tenant = t
+	}
+	last, err := c.lastTokenRecord(ctx, tenant, id)
 	if err != nil {
 		return err
 	}
@@ -559,33 +570,41 @@ func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.Toke
 }
 
 // LastTokenRecord returns the last record stored for request id, nil when
-// there is none.
+// there is none. It reads under the tenant the broker gives this
+// connection (see ForTenant).
 func (c *Client) LastTokenRecord(ctx context.Context, id string) (*semaq.TokenChunk, error) {
 	if err := semaq.CheckRequestID(id); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: LastTokenRecord: %v", err)
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	tenant, err := c.readTenant(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.lastTokenRecord(ctx, tenant, id)
+}
+
+// lastTokenRecord is LastTokenRecord under tenant (a tenant token or
+// semaq.TokenAnyTenant).
+func (c *Client) lastTokenRecord(ctx context.Context, tenant, id string) (*semaq.TokenChunk, error) {
 	st, err := c.js.Stream(ctx, semaq.TokenStream)
 	if err != nil {
 		return nil, fmt.Errorf("client: token streams: %w", err)
 	}
-	var last *semaq.TokenChunk
-	for _, subj := range []string{semaq.TokenEndSubject(id), semaq.TokenChunkSubject(id)} {
-		m, err := st.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("client: token stream %s: %w", id, err)
-		}
-		rec, err := semaq.ParseTokenChunk(m.Data)
-		if err != nil {
-			return nil, fmt.Errorf("client: token stream %s: %w", id, err)
-		}
-		if last == nil || rec.Seq > last.Seq {
-			last = rec
-		}
+	// The stream's last record is its highest: the terminal one once it
+	// has ended.
+	m, err := st.GetLastMsgForSubject(ctx, semaq.TokenSubjectFilter(tenant, id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
 	}
-	return last, nil
+	if err != nil {
+		return nil, fmt.Errorf("client: token stream %s: %w", id, err)
+	}
+	rec, err := semaq.ParseTokenChunk(m.Data)
+	if err != nil {
+		return nil, fmt.Errorf("client: token stream %s: %w", id, err)
+	}
+	rec.RequestID = id
+	return rec, nil
 }

@@ -42,6 +42,7 @@ func (e *TokenGapError) Error() string {
 func (e *TokenGapError) Is(target error) bool { return target == ErrTokenGap }
 
 type tokenReadOptions struct {
+	tenant     string // tenant token; "" asks the broker
 	fromSeq    uint64
 	fromOffset uint64
 	window     int
@@ -51,6 +52,48 @@ type tokenReadOptions struct {
 
 // TokenReadOption configures ReadTokens.
 type TokenReadOption func(*tokenReadOptions) error
+
+// ForTenant reads the stream of a request of tenant ("" for a request
+// made without one). By default a reader reads under the tenant the broker
+// gives its connection (ServerInfo's TokenTenant): its user's tenant, or
+// every tenant for services and admins (and with auth off); a service
+// names the tenant to read one tenant's streams only, and saves asking.
+func ForTenant(tenant string) TokenReadOption {
+	return func(o *tokenReadOptions) error {
+		if tenant == "" {
+			o.tenant = semaq.TokenNoTenant
+			return nil
+		}
+		if err := semaq.CheckName(tenant); err != nil {
+			return fmt.Errorf("client: ForTenant: tenant %v", err)
+		}
+		o.tenant = tenant
+		return nil
+	}
+}
+
+// readTenant is the tenant token this client reads token streams under,
+// as the broker says (asked once per client).
+func (c *Client) readTenant(ctx context.Context) (string, error) {
+	c.tokenTenantMu.Lock()
+	t := c.tokenTenant
+	c.tokenTenantMu.Unlock()
+	if t != "" {
+		return t, nil
+	}
+	info, err := c.ServerInfo(ctx)
+	if err != nil {
+		return "", fmt.Errorf("client: token streams: asking the broker for this connection's tenant: %w", err)
+	}
+	t = info.TokenTenant
+	if t == "" {
+		t = semaq.TokenAnyTenant // a broker from before tenants in token subjects
+	}
+	c.tokenTenantMu.Lock()
+	c.tokenTenant = t
+	c.tokenTenantMu.Unlock()
+	return t, nil
+}
 
 // FromSeq starts reading at record seq (1 is the first): a reader that
 // saw records up to n resumes with FromSeq(n+1).
@@ -117,14 +160,15 @@ func WithLiveStart() TokenReadOption {
 // blocked Next return. A slow reader holds back only itself: records stay
 // in the stream until it asks for them.
 type TokenReader struct {
-	js    jetstream.JetStream
-	id    string
-	opts  tokenReadOptions
-	cons  jetstream.Consumer        // nil while reading live
-	it    jetstream.MessagesContext // nil while reading live
-	live  *nats.Subscription        // WithLiveStart, until a gap
-	liveQ *liveQueue                // what live delivers
-	done  chan struct{}             // closed by Close
+	js     jetstream.JetStream
+	denied *denials
+	id     string
+	opts   tokenReadOptions
+	cons   jetstream.Consumer        // nil while reading live
+	it     jetstream.MessagesContext // nil while reading live
+	live   *nats.Subscription        // WithLiveStart, until a gap
+	liveQ  *liveQueue                // what live delivers
+	done   chan struct{}             // closed by Close
 	// srcMu guards cons, it and live against Close from another
 	// goroutine; nobody blocks while holding it.
 	srcMu sync.Mutex
@@ -152,18 +196,25 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
 		}
 	}
+	if o.tenant == "" {
+		t, err := c.readTenant(ctx)
+		if err != nil {
+			return nil, err
+		}
+		o.tenant = t
+	}
 	want := uint64(1)
 	if o.fromSeq > 0 {
 		want = o.fromSeq
 	}
-	r := &TokenReader{js: c.js, id: id, opts: o, want: want, ahead: map[uint64]*semaq.TokenChunk{}, done: make(chan struct{})}
+	r := &TokenReader{js: c.js, denied: c.denied, id: id, opts: o, want: want, ahead: map[uint64]*semaq.TokenChunk{}, done: make(chan struct{})}
 	if o.live {
 		// A handler and a queue of our own, not SubscribeSync: a sync
 		// subscription allocates a 64k-slot channel, a cost per request.
 		q := &liveQueue{ready: make(chan struct{}, 1)}
 		// What JetStream republishes once stored: only records the
 		// broker's relay accepted.
-		sub, err := c.nc.Subscribe(semaq.TokenLiveFilter(id), q.push)
+		sub, err := c.nc.Subscribe(semaq.TokenLiveFilter(o.tenant, id), q.push)
 		if err != nil {
 			return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
 		}
@@ -181,8 +232,19 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 func (r *TokenReader) openConsumer(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	filter := semaq.TokenSubjectFilter(r.opts.tenant, r.id)
+	if r.denied != nil {
+		// The create's subject names the filter after a consumer name
+		// nats.go draws: a refusal of the create ends the wait at once.
+		create := "$JS.API.CONSUMER.CREATE." + semaq.TokenStream + "."
+		var done func()
+		ctx, done = r.denied.watchMatch(ctx, func(subj string) bool {
+			return strings.HasPrefix(subj, create) && strings.HasSuffix(subj, "."+filter)
+		})
+		defer done()
+	}
 	cons, err := r.js.OrderedConsumer(ctx, semaq.TokenStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{semaq.TokenSubjectFilter(r.id)},
+		FilterSubjects: []string{filter},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		// A reader that vanished without Close frees the broker soon.
 		InactiveThreshold: 10 * time.Second,
@@ -190,6 +252,9 @@ func (r *TokenReader) openConsumer(ctx context.Context) error {
 	if err != nil {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return semaq.NewAPIError(semaq.ErrUnavailable, "token stream store %s not found: is this a SemaQ broker?", semaq.TokenStream)
+		}
+		if cause := deniedCause(ctx); cause != nil {
+			return fmt.Errorf("client: reading token stream %s under tenant %s: %w", r.id, r.opts.tenant, cause)
 		}
 		return fmt.Errorf("client: reading token stream %s: %w", r.id, err)
 	}

@@ -34,9 +34,10 @@ func rawRecord(t *testing.T, s *broker.Server, id string, rec semaq.TokenChunk) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	subj := reserved.TokenStorePrefix + id + ".c"
+	// Stored as the relay stores a request made without a tenant.
+	subj := reserved.TokenStorePrefix + semaq.TokenNoTenant + "." + id + ".c"
 	if rec.Terminal() {
-		subj = reserved.TokenStorePrefix + id + ".end"
+		subj = reserved.TokenStorePrefix + semaq.TokenNoTenant + "." + id + ".end"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -123,6 +123,15 @@ type ServerInfo struct {
 	HTTPAddr  string `json:"http_addr,omitempty"`
 	Sync      string `json:"sync"`
 	JetStream bool   `json:"jetstream"`
+	// Who asked, with auth on: the store user, its role and tenant
+	// (empty for the broker's own clients and with auth off).
+	User   string `json:"user,omitempty"`
+	Role   string `json:"role,omitempty"`
+	Tenant string `json:"tenant,omitempty"`
+	// TokenTenant is the tenant token the caller reads token streams under
+	// (TokenSubjectFilter): its tenant's, TokenNoTenant, or TokenAnyTenant
+	// for a caller that may read every tenant's (docs/tokens.md).
+	TokenTenant string `json:"token_tenant,omitempty"`
 }
 
 // APIError is the error object of the management API and of the ingress. Its

@@ -5,21 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
 
 // Token streams (docs/tokens.md). A writer — usually a worker running a
 // model — streams the output of one request as records in the JetStream
-// stream TokenStream: content chunks on TokenChunkSubject(id), then one
-// terminal record (final or error) on TokenEndSubject(id). Readers consume
-// TokenSubjectFilter(id) and put records in order by Seq.
+// stream TokenStream: content chunks on TokenChunkSubject(tenant, id), then
+// one terminal record (final or error) on TokenEndSubject(tenant, id).
+// Readers consume TokenSubjectFilter(tenant, id) and put records in order
+// by Seq. The tenant is the requesting tenant's, which the broker sets
+// (writers do not name it), so NATS permissions on the tenant token keep
+// each tenant to its own streams (docs/security.md).
 const (
 	// TokenStream is the stream every token record is kept in.
 	TokenStream = "SQ_TOKENS"
-	// TokenPrefix starts every token subject: $SQ.tok.<request id>.c for
-	// chunks and $SQ.tok.<request id>.end for the terminal record.
+	// TokenPrefix starts every token subject: $SQ.tok.<tenant>.<request
+	// id>.c for chunks and $SQ.tok.<tenant>.<request id>.end for the
+	// terminal record.
 	TokenPrefix = "$SQ.tok."
+	// TokenNoTenant is the tenant token of a request made without a
+	// tenant. No tenant can be named so ('$' is not allowed in a name).
+	TokenNoTenant = "$none"
+	// TokenAnyTenant, as the tenant of TokenSubjectFilter or
+	// TokenLiveFilter, matches every tenant: for readers that may read
+	// every tenant's streams (services, admins, the broker; docs/security.md).
+	TokenAnyTenant = "*"
 
 	// DefaultTokenRetention is how long a closed token stream stays
 	// readable when its writer names no retention.
@@ -43,8 +55,9 @@ const (
 // stores under TokenPrefix. JetStream republishes every stored record on
 // TokenLivePrefix for live readers. Only the broker may publish there or
 // in its store (both in the storage namespace $SQ.w., under a first token
-// starting with '$', so no user stream can name them); stored subjects, and so readers' filters, stay
-// TokenPrefix+"<id>.c|end".
+// starting with '$', so no user stream can name them); stored subjects, and so readers' filters, are
+// TokenPrefix+"<tenant>.<id>.c|end": the relay puts the requesting tenant
+// there (TokenTenant), which the writer does not choose.
 const (
 	// TokenWritePrefix starts the subjects writers publish records to:
 	// $SQ.TW.<request id>.c and $SQ.TW.<request id>.end.
@@ -105,13 +118,36 @@ var (
 	ErrTokenBusy = &APIError{Code: 503, ErrCode: ErrCodeTokenBusy, Description: "too many token streams"}
 )
 
-// TokenChunkSubject is the subject the content chunks of request id are
-// stored under.
-func TokenChunkSubject(id string) string { return TokenPrefix + id + ".c" }
+// TokenTenant is the tenant token of token subjects for tenant: the name
+// itself, or TokenNoTenant for none (or for a name that is not a valid
+// tenant name: with auth off, AI-Tenant is whatever a publisher wrote).
+func TokenTenant(tenant string) string {
+	if CheckName(tenant) != nil {
+		return TokenNoTenant
+	}
+	return tenant
+}
 
-// TokenEndSubject is the subject the terminal record of request id is
-// stored under.
-func TokenEndSubject(id string) string { return TokenPrefix + id + ".end" }
+// tokenSegment is tenant as the reader side names it: TokenAnyTenant
+// stays a wildcard, anything else is TokenTenant's.
+func tokenSegment(tenant string) string {
+	if tenant == TokenAnyTenant {
+		return tenant
+	}
+	return TokenTenant(tenant)
+}
+
+// TokenChunkSubject is the subject the content chunks of request id of
+// tenant are stored under.
+func TokenChunkSubject(tenant, id string) string {
+	return TokenPrefix + TokenTenant(tenant) + "." + id + ".c"
+}
+
+// TokenEndSubject is the subject the terminal record of request id of
+// tenant is stored under.
+func TokenEndSubject(tenant, id string) string {
+	return TokenPrefix + TokenTenant(tenant) + "." + id + ".end"
+}
 
 // TokenWriteChunkSubject is where a writer sends the chunks of request id.
 func TokenWriteChunkSubject(id string) string { return TokenWritePrefix + id + ".c" }
@@ -119,9 +155,11 @@ func TokenWriteChunkSubject(id string) string { return TokenWritePrefix + id + "
 // TokenWriteEndSubject is where a writer sends the terminal record.
 func TokenWriteEndSubject(id string) string { return TokenWritePrefix + id + ".end" }
 
-// TokenLiveFilter matches the records of request id as JetStream
-// republishes them once stored.
-func TokenLiveFilter(id string) string { return TokenLivePrefix + id + ".*" }
+// TokenLiveFilter matches the records of request id of tenant (or of any
+// tenant: TokenAnyTenant) as JetStream republishes them once stored.
+func TokenLiveFilter(tenant, id string) string {
+	return TokenLivePrefix + tokenSegment(tenant) + "." + id + ".*"
+}
 
 // CheckTokenKey accepts writer keys: MinTokenKey to MaxTokenKey letters,
 // digits, '-' and '_' (a job's lease is one).
@@ -138,8 +176,39 @@ func CheckTokenKey(key string) error {
 	return nil
 }
 
-// TokenSubjectFilter matches every record of request id.
-func TokenSubjectFilter(id string) string { return TokenPrefix + id + ".*" }
+// TokenSubjectFilter matches every stored record of request id of tenant
+// (or of any tenant: TokenAnyTenant).
+func TokenSubjectFilter(tenant, id string) string {
+	return TokenPrefix + tokenSegment(tenant) + "." + id + ".*"
+}
+
+// ParseTokenSubject splits a stored token subject, $SQ.tok.<tenant>.<id>.c
+// or .end (or the same under TokenLivePrefix), into the tenant token, the
+// request id and whether it is the terminal record's.
+func ParseTokenSubject(subj string) (tenant, id string, end, ok bool) {
+	rest, found := strings.CutPrefix(subj, TokenPrefix)
+	if !found {
+		if rest, found = strings.CutPrefix(subj, TokenLivePrefix); !found {
+			return "", "", false, false
+		}
+	}
+	tenant, rest, found = strings.Cut(rest, ".")
+	if !found || tenant != TokenNoTenant && CheckName(tenant) != nil {
+		return "", "", false, false
+	}
+	switch {
+	case strings.HasSuffix(rest, ".c"):
+		id = rest[:len(rest)-2]
+	case strings.HasSuffix(rest, ".end"):
+		id, end = rest[:len(rest)-4], true
+	default:
+		return "", "", false, false
+	}
+	if CheckRequestID(id) != nil {
+		return "", "", false, false
+	}
+	return tenant, id, end, true
+}
 
 // CheckRequestID accepts request ids that are safe as one subject token and
 // in a URL path: 1 to MaxRequestID letters, digits, '-' and '_'.

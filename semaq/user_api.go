@@ -1,6 +1,9 @@
 package semaq
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The user API: identities of a node started with auth on
 // (docs/security.md, Identities). Only the admin role may call it.
@@ -18,6 +21,28 @@ const (
 // inbox. The SDK sets nats.CustomInboxPrefix(UserInboxPrefix+name) when
 // given a key.
 const UserInboxPrefix = "_INBOX_"
+
+// MaxNameLen bounds a user or tenant name.
+const MaxNameLen = 64
+
+// CheckName checks a user or tenant name: 1 to MaxNameLen letters, digits,
+// '_' and '-', so the name is one NATS subject token (of the user's
+// inbox, of a tenant's token streams).
+func CheckName(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty")
+	}
+	if len(s) > MaxNameLen {
+		return fmt.Errorf("longer than %d characters", MaxNameLen)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("%q has %q: use letters, digits, '_' and '-'", s, c)
+		}
+	}
+	return nil
+}
 
 // Roles of a user.
 const (

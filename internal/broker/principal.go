@@ -35,6 +35,22 @@ func (s *Server) principal(h nats.Header) api.Principal {
 	return p
 }
 
+// tokenTenant is the tenant whose token streams the sender of a message
+// with headers h may read and write without naming one (its own, or none),
+// and whether it may act for every tenant: services, admins, the node, and
+// everyone with auth off (docs/security.md, Tenant isolation). The token
+// relay and status API ask it (tokens.Deps.Tenant); INFO reports it.
+func (s *Server) tokenTenant(h nats.Header) (tenant string, anyTenant bool) {
+	return tokenTenantOf(s.principal(h))
+}
+
+func tokenTenantOf(p api.Principal) (tenant string, anyTenant bool) {
+	if p.Who != api.User || p.Role == semaq.RoleAdmin || p.Role == semaq.RoleService {
+		return p.Tenant, true
+	}
+	return p.Tenant, false
+}
+
 // authorizeRead says whether the sender of the request ctx serves may run
 // a filtered subscription or key-shared member on subject, delivered to
 // deliver: the broker reads the stream with its own rights, so it checks

@@ -228,7 +228,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing})
+		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing,
+		Tenant: s.tokenTenant})
 	if err != nil {
 		return err
 	}
@@ -594,8 +595,8 @@ func (s *Server) dispatchDeps() dispatch.Deps {
 			_, err := s.storeDeadLetter(ctx, ev, dl, hdr, data)
 			return err
 		},
-		BindJob:  func(id, lease string) { s.tokens.BindJob(id, lease) },
-		EndJob:   func(id string, te *semaq.TokenError) { s.tokens.EndJob(id, te) },
+		BindJob:  func(id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) },
+		EndJob:   func(id, tenant string, te *semaq.TokenError) { s.tokens.EndJob(id, tenant, te) },
 		Served:   s.quotaServed,
 		Observer: dispatchObserver{s},
 		Tracer:   s.dispatchTracer(),

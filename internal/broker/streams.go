@@ -414,15 +414,24 @@ func (s *Server) apiLookup(ctx context.Context, req *semaq.StreamLookupRequest) 
 	}
 }
 
-func (s *Server) apiServerInfo(context.Context, *anyBody) (any, error) {
-	return semaq.ServerInfo{
-		Version:   Version,
-		Name:      s.ns.Name(),
-		NATSURL:   s.ClientURL(),
-		HTTPAddr:  s.HTTPAddr(),
-		Sync:      s.cfg.Sync,
-		JetStream: s.ns.JetStreamEnabled(),
-	}, nil
+func (s *Server) apiServerInfo(ctx context.Context, _ *anyBody) (any, error) {
+	info := semaq.ServerInfo{
+		Version:     Version,
+		Name:        s.ns.Name(),
+		NATSURL:     s.ClientURL(),
+		HTTPAddr:    s.HTTPAddr(),
+		Sync:        s.cfg.Sync,
+		JetStream:   s.ns.JetStreamEnabled(),
+		TokenTenant: semaq.TokenAnyTenant,
+	}
+	p := s.principal(api.RequestHeader(ctx))
+	if p.Who == api.User {
+		info.User, info.Role, info.Tenant = p.User, p.Role, p.Tenant
+	}
+	if tenant, anyTenant := tokenTenantOf(p); !anyTenant {
+		info.TokenTenant = semaq.TokenTenant(tenant)
+	}
+	return info, nil
 }
 
 // semaqStream returns the info of a SemaQ-managed stream; internal streams

@@ -17,8 +17,9 @@ func SetTokenLimits(ctx context.Context, s *Server, tl TokenLimits) error {
 }
 
 // BindTokenJob does what the dispatcher does when it hands a job out: it
-// makes the lease the only writer key of the job's token stream.
-func BindTokenJob(s *Server, id, lease string) { s.tokens.BindJob(id, lease) }
+// makes the lease the only writer key of the job's token stream, stored
+// under the job's tenant.
+func BindTokenJob(s *Server, id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) }
 
 // TokenRelayRefused is how many records the relay has refused.
 func TokenRelayRefused(s *Server) uint64 { return s.tokens.Stats().Refused }

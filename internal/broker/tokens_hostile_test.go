@@ -185,12 +185,12 @@ func TestTokenHostileForgedChunk(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, subj := range []string{
-		semaq.TokenChunkSubject(v.id),                      // where records are stored: nothing captures it now
-		reserved.TokenStorePrefix + v.id + ".c",            // storage: denied to the public user
-		semaq.TokenLivePrefix + v.id + ".c",                // live readers' subject: denied too
-		"$SQ.w.$tok." + v.id + ".c",                        // spelled out
-		semaq.TokenWritePrefix + v.id + ".c.x",             // not a write subject
-		semaq.TokenWritePrefix + "victim-chunk.c" + ".end", // nor this
+		semaq.TokenChunkSubject("", v.id),                                   // where records are stored: nothing captures it now
+		reserved.TokenStorePrefix + semaq.TokenNoTenant + "." + v.id + ".c", // storage: denied to the public user
+		semaq.TokenLivePrefix + semaq.TokenNoTenant + "." + v.id + ".c",     // live readers' subject: denied too
+		"$SQ.w.$tok.$none." + v.id + ".c",                                   // spelled out
+		semaq.TokenWritePrefix + v.id + ".c.x",                              // not a write subject
+		semaq.TokenWritePrefix + "victim-chunk.c" + ".end",                  // nor this
 	} {
 		if err := a.nc.Publish(subj, forged); err != nil {
 			t.Fatal(err)
@@ -210,7 +210,7 @@ func TestTokenHostileForgedChunk(t *testing.T) {
 	wantRefused(t, "short key", a.send(semaq.TokenWriteChunkSubject(v.id), "k", forged), semaq.ErrCodeTokenWriter, "writer key")
 	// Straight onto the stored subject: public users may not publish there
 	// (the server refuses it, so no answer comes), and no stream takes it.
-	if err := a.send(semaq.TokenChunkSubject(v.id), "", forged); err == nil {
+	if err := a.send(semaq.TokenChunkSubject("", v.id), "", forged); err == nil {
 		t.Fatal("a record published on the stored subject was acked")
 	}
 	v.write(t, " and", " more")
@@ -460,7 +460,7 @@ func TestTokenHostileBoundJob(t *testing.T) {
 			t.Fatal(err)
 		}
 		const lease = "LeaseOfTheJob0123456789"
-		broker.BindTokenJob(s, id, lease)
+		broker.BindTokenJob(s, id, "", lease)
 		wantRefused(t, "attacker after the bind", a.send(semaq.TokenWriteChunkSubject(id), akey, rec(semaq.TokenChunk{Seq: 1, N: 1, Text: "EVIL"})),
 			semaq.ErrCodeTokenWriter, "another writer")
 		w, err := c.OpenTokenStream(ctx, id, client.WithWriterKey(lease))
@@ -489,7 +489,7 @@ func TestTokenHostileBoundJob(t *testing.T) {
 	t.Run("bound first, then redelivered", func(t *testing.T) {
 		id := "job-redelivered"
 		const lease1, lease2 = "FirstLease0123456789AB", "SecondLease0123456789A"
-		broker.BindTokenJob(s, id, lease1)
+		broker.BindTokenJob(s, id, "", lease1)
 		wantRefused(t, "attacker on a bound id", a.send(semaq.TokenWriteChunkSubject(id), akey, rec(semaq.TokenChunk{Seq: 1, N: 1, Text: "EVIL"})),
 			semaq.ErrCodeTokenWriter, "another writer")
 		w, err := c.OpenTokenStream(ctx, id, client.WithWriterKey(lease1), client.WithWriteWindow(1))
@@ -514,7 +514,7 @@ func TestTokenHostileBoundJob(t *testing.T) {
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
-		broker.BindTokenJob(s, id, lease2)
+		broker.BindTokenJob(s, id, "", lease2)
 		if err := w.Write(ctx, "late"); err != nil {
 			t.Fatal(err)
 		}

@@ -308,8 +308,8 @@ func TestInternalSubjectsClosed(t *testing.T) {
 		reserved.StoragePrefix + "victim.x",
 		semaq.DLQPrefix + "Q.x",
 		"$KV.SQ_ROUTES.r1",
-		semaq.TokenPrefix + "victim.c",
-		semaq.TokenPrefix + "victim.end",
+		semaq.TokenChunkSubject("", "victim"),
+		semaq.TokenEndSubject("acme", "victim"),
 	} {
 		if err := a.nc.Publish(subj, []byte(`{}`)); err != nil {
 			t.Fatal(err)

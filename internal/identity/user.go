@@ -13,7 +13,7 @@ import (
 // Bounds on what one user may hold: each grant becomes NATS permissions
 // checked on every publish and subscribe of the user's connections.
 const (
-	maxNameLen = 64
+	maxNameLen = semaq.MaxNameLen
 	maxGrants  = 64
 )
 
@@ -124,23 +124,10 @@ func Validate(r semaq.UserAddRequest) error {
 	return nil
 }
 
-// checkName checks a user or tenant name: a NATS-safe token, since the
-// name is part of the user's inbox subject.
-func checkName(s string) error {
-	if s == "" {
-		return fmt.Errorf("empty")
-	}
-	if len(s) > maxNameLen {
-		return fmt.Errorf("longer than %d characters", maxNameLen)
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("%q has %q: use letters, digits, '_' and '-'", s, c)
-		}
-	}
-	return nil
-}
+// checkName checks a user or tenant name (semaq.CheckName): a NATS-safe
+// token, since the name is part of the user's inbox subject and of the
+// tenant's token subjects.
+func checkName(s string) error { return semaq.CheckName(s) }
 
 // checkGrant checks a subject grant: NATS subject syntax, and a first
 // token that is literal and public. A grant of ">" or "$SQ.>" would match

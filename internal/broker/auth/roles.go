@@ -43,20 +43,23 @@ var readerAPI = []string{
 
 // tokenReader is how a client reads the token stream of a request it
 // made (docs/tokens.md): an ordered consumer of SQ_TOKENS filtered to one
-// request, the live republish, and the status API. Publishers, readers
-// and services have it. The filter is any request's: token streams are
-// told apart by their request IDs, not by who asked (docs/security.md,
-// gaps).
-var tokenReader = struct{ pub, sub []string }{
-	pub: []string{
+// request of tenant (a tenant token, or semaq.TokenAnyTenant), the live
+// republish, and the status API. Publishers, readers and
+// services have it: publishers and readers for their own tenant's
+// requests (semaq.TokenNoTenant for a user without one), services for
+// every tenant's. The tenant is a literal token of each grant, so a filter
+// naming another tenant, or '*' in its place, is refused by the NATS
+// server (docs/security.md, Tenant isolation).
+func tokenReader(tenant string) (pub, sub []string) {
+	pub = []string{
 		semaq.APITokenStatus,
-		"$JS.API.CONSUMER.CREATE." + semaq.TokenStream + ".*." + semaq.TokenPrefix + "*.*",
+		"$JS.API.CONSUMER.CREATE." + semaq.TokenStream + ".*." + semaq.TokenSubjectFilter(tenant, "*"),
 		"$JS.API.CONSUMER.MSG.NEXT." + semaq.TokenStream + ".*",
 		"$JS.API.CONSUMER.INFO." + semaq.TokenStream + ".*",
 		"$JS.API.CONSUMER.DELETE." + semaq.TokenStream + ".*",
 		"$JS.FC." + semaq.TokenStream + ".>",
-	},
-	sub: []string{semaq.TokenLivePrefix + "*.*"},
+	}
+	return pub, []string{semaq.TokenLiveFilter(tenant, "*")}
 }
 
 // agentAPI is how a worker announces itself in the agent registry and
@@ -111,14 +114,17 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	sub = append(sub, Inbox(p.User))
 	switch p.Role {
 	case semaq.RolePublisher:
-		pub = slices.Concat(p.Subjects, readOnlyAPI, tokenReader.pub)
-		sub = append(sub, tokenReader.sub...)
+		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
+		pub = slices.Concat(p.Subjects, readOnlyAPI, tpub)
+		sub = append(sub, tsub...)
 	case semaq.RoleReader:
-		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tokenReader.pub)
-		sub = slices.Concat(sub, p.Subjects, tokenReader.sub)
+		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub)
+		sub = slices.Concat(sub, p.Subjects, tsub)
 	case semaq.RoleService:
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tokenReader.pub)
-		sub = slices.Concat(sub, p.Subjects, tokenReader.sub)
+		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub)
+		sub = slices.Concat(sub, p.Subjects, tsub)
 	case semaq.RoleWorker:
 		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants)
 		// Token streams: a writer's records go to $SQ.TW.<writer key>.

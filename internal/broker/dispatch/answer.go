@@ -261,12 +261,12 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 	d.sched.Forget(j)
 	d.removing[j.Seq] = true
 	d.publishDepth(usage{})
-	id := j.ID
+	id, tenant := j.ID, j.Tenant
 	d.mu.Unlock()
 	d.remove(rm)
 	d.send(out)
 	if req.EndStream != nil {
-		d.deps.EndJob(id, req.EndStream)
+		d.deps.EndJob(id, tenant, req.EndStream)
 	}
 	body, _ := json.Marshal(resp)
 	d.reply(m, body)
@@ -435,7 +435,7 @@ func (d *Dispatcher) deadLetter(dead []deadJob) {
 // right. mu is held; BindJob takes only its own lock.
 func (d *Dispatcher) bindLease(j *sched.Job) {
 	if j.ID != "" {
-		d.deps.BindJob(j.ID, j.Lease)
+		d.deps.BindJob(j.ID, j.Tenant, j.Lease)
 	}
 }
 

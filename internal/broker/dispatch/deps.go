@@ -49,12 +49,14 @@ type Deps struct {
 	// Required.
 	StoreDeadLetter func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error
 	// BindJob makes the holder of lease the only writer of the token
-	// stream of request id, ending the previous holder's right. Called
-	// with the dispatcher's lock held. Nil: no token streams.
-	BindJob func(id, lease string)
-	// EndJob ends the token stream of a cancelled request id with te,
-	// unless it has ended. Called without the lock. Nil: no token streams.
-	EndJob func(id string, te *semaq.TokenError)
+	// stream of request id of tenant (the job's AI-Tenant), ending the
+	// previous holder's right. Called with the dispatcher's lock held.
+	// Nil: no token streams.
+	BindJob func(id, tenant, lease string)
+	// EndJob ends the token stream of a cancelled request id of tenant
+	// with te, unless it has ended. Called without the lock. Nil: no
+	// token streams.
+	EndJob func(id, tenant string, te *semaq.TokenError)
 	// Served is told the output tokens a worker reported when it acked a
 	// request of tenant, for the tenants' token quotas. Called with the
 	// dispatcher's lock held. Nil: nobody is told.
@@ -126,10 +128,10 @@ func (deps Deps) withDefaults() Deps {
 		deps.Interest = func(string) bool { return true }
 	}
 	if deps.BindJob == nil {
-		deps.BindJob = func(string, string) {}
+		deps.BindJob = func(string, string, string) {}
 	}
 	if deps.EndJob == nil {
-		deps.EndJob = func(string, *semaq.TokenError) {}
+		deps.EndJob = func(string, string, *semaq.TokenError) {}
 	}
 	if deps.Served == nil {
 		deps.Served = func(string, int64) {}

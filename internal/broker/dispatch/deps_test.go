@@ -56,8 +56,8 @@ func (f *fakeNode) deps(ns *server.Server) Deps {
 			f.mu.Unlock()
 			return nil
 		},
-		BindJob:  func(id, lease string) { f.mu.Lock(); f.bound[id] = lease; f.mu.Unlock() },
-		EndJob:   func(id string, te *semaq.TokenError) { f.mu.Lock(); f.ended[id] = te; f.mu.Unlock() },
+		BindJob:  func(id, _, lease string) { f.mu.Lock(); f.bound[id] = lease; f.mu.Unlock() },
+		EndJob:   func(id, _ string, te *semaq.TokenError) { f.mu.Lock(); f.ended[id] = te; f.mu.Unlock() },
 		Observer: f,
 	}
 }

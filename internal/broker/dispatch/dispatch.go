@@ -745,9 +745,12 @@ func (d *Dispatcher) Each(fn func(j *sched.Job)) {
 }
 
 // Holds reports whether the queue holds a request whose Nats-Msg-Id is id
-// (queued, delayed or held).
-func (d *Dispatcher) Holds(id string) bool {
+// (queued, delayed or held), and if so its tenant (AI-Tenant).
+func (d *Dispatcher) Holds(id string) (tenant string, ok bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.sched.ByID(id) != nil
+	if j := d.sched.ByID(id); j != nil {
+		return j.Tenant, true
+	}
+	return "", false
 }

@@ -17,7 +17,8 @@ import (
 // the id: records in SQ_TOKENS, a claim or job binding in the relay, or a
 // queued or held job with that Nats-Msg-Id (Deps.QueuedJob). A front door
 // asks before it opens a reader, so a typo is a 404 rather than a stream
-// that waits forever.
+// that waits forever. A caller of one tenant learns only of its tenant's
+// streams: another tenant's id is unknown to it, as it is to its reads.
 
 // Handlers is the store's part of $SQ.API. The node serves it on every
 // node, like the rest of $SQ.API (requests and replies on the egress
@@ -28,37 +29,47 @@ func (ts *Store) Handlers() api.Handlers {
 			if err := semaq.CheckRequestID(req.ID); err != nil {
 				return nil, semaq.NewAPIError(semaq.ErrBadRequest, "token status: %v", err)
 			}
-			return ts.status(ctx, req.ID)
+			tenant := semaq.TokenAnyTenant
+			if ts.tenantOf != nil {
+				if own, anyTenant := ts.tenantOf(api.RequestHeader(ctx)); !anyTenant {
+					tenant = semaq.TokenTenant(own)
+				}
+			}
+			return ts.status(ctx, req.ID, tenant)
 		}, api.Error("token status")),
 	}
 }
 
-// status looks id up: stored records first (they also say how far the
-// stream got), then the relay's claims, then the queues' jobs.
-func (ts *Store) status(ctx context.Context, id string) (*semaq.TokenStatus, error) {
+// status looks id up for a caller reading tenant's streams (a tenant token,
+// or semaq.TokenAnyTenant): stored records first (they also say how far
+// the stream got), then the relay's claims, then the queues' jobs.
+func (ts *Store) status(ctx context.Context, id, tenant string) (*semaq.TokenStatus, error) {
 	st := &semaq.TokenStatus{ID: id}
 	if ts.stream == nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "token status: token streams are not started")
 	}
-	for _, subj := range []string{semaq.TokenEndSubject(id), semaq.TokenChunkSubject(id)} {
-		m, err := ts.stream.GetLastMsgForSubject(ctx, subj)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, api.JSError(err, "token status %s", id)
-		}
+	// The last record of the stream is its highest: the terminal one once
+	// it has ended.
+	m, err := ts.stream.GetLastMsgForSubject(ctx, semaq.TokenSubjectFilter(tenant, id))
+	switch {
+	case err == nil:
 		st.Known = true
-		st.Ended = subj == semaq.TokenEndSubject(id)
+		_, _, st.Ended, _ = semaq.ParseTokenSubject(m.Subject)
 		if rec, err := semaq.ParseTokenChunk(m.Data); err == nil {
 			st.Records = rec.Seq
 		}
 		return st, nil
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, api.JSError(err, "token status %s", id)
 	}
-	if known, ended := ts.claimOf(id); known {
+	mine := func(t string) bool { return tenant == semaq.TokenAnyTenant || t == tenant }
+	if t, known, ended := ts.claimOf(id); known && mine(t) {
 		st.Known, st.Ended = true, ended
 		return st, nil
 	}
-	st.Known = ts.queuedJob != nil && ts.queuedJob(id)
+	if ts.queuedJob != nil {
+		t, ok := ts.queuedJob(id)
+		st.Known = ok && mine(semaq.TokenTenant(t))
+	}
 	return st, nil
 }

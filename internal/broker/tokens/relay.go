@@ -20,7 +20,8 @@ import (
 // SQ_TOKENS. Writers publish records on $SQ.TW.<id>.c|end with their writer
 // key in SQ-Token-Key; the relay checks the key against the stream's claim,
 // the record's form, order and the request's limits, and stores it on
-// $SQ.w.$tok.<id>.c|end with the writer's reply subject, so JetStream's
+// $SQ.w.$tok.<tenant>.<id>.c|end (the claim's tenant: the job's, or the
+// first writer's) with the writer's reply subject, so JetStream's
 // PubAck goes straight back to the writer and the relay never waits on
 // storage. Refusals are answered, JetStream-shaped, on the egress
 // connection.
@@ -89,6 +90,7 @@ const barrier = "$barrier"
 // in Store.claims, under its mu.
 type claim struct {
 	key     string
+	tenant  string // tenant token of the stored subjects (semaq.TokenTenant)
 	bound   bool   // the dispatcher tied it to a job's lease (BindJob)
 	legacy  bool   // stored before this relay started: no writer known
 	next    uint64 // seq the next record must have; 0: the first sets it
@@ -225,7 +227,14 @@ func (ts *Store) relay(m *nats.Msg) {
 		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s: %v", id, err))
 		return
 	}
-	out := &nats.Msg{Subject: reserved.TokenStorePrefix + m.Subject[len(semaq.TokenWritePrefix):], Reply: m.Reply, Data: m.Data}
+	// Only a first record may claim a stream no job binds: the tenant it
+	// would claim it for (asked outside mu: it may read the identity store).
+	var tenant string
+	var tenantErr error
+	if rec.Seq == 1 {
+		tenant, tenantErr = ts.writerTenant(m.Header)
+	}
+	out := &nats.Msg{Reply: m.Reply, Data: m.Data}
 	if out.Reply != "" && ts.reply != nil {
 		out.Reply = ts.reply(out.Reply)
 	}
@@ -239,9 +248,15 @@ func (ts *Store) relay(m *nats.Msg) {
 		}
 	}
 	ts.mu.Lock()
-	e := ts.admit(id, key, end, rec, len(m.Data))
+	var e *semaq.APIError
+	if tenantErr != nil && ts.claims[id] == nil {
+		e = semaq.NewAPIError(semaq.ErrTokenWriter, "token stream %s: %v", id, tenantErr)
+	} else {
+		e = ts.admit(id, tenant, key, end, rec, len(m.Data))
+	}
 	if e == nil {
 		c := ts.claims[id]
+		out.Subject = storeSubject(c.tenant, id, end)
 		if c.purging {
 			c.held = append(c.held, out)
 		} else {
@@ -258,9 +273,39 @@ func (ts *Store) relay(m *nats.Msg) {
 	}
 }
 
+// storeSubject is where the relay stores a record of request id of tenant
+// (a tenant token): SQ_TOKENS stores it under semaq.TokenChunkSubject or
+// semaq.TokenEndSubject.
+func storeSubject(tenant, id string, end bool) string {
+	kind := ".c"
+	if end {
+		kind = ".end"
+	}
+	return reserved.TokenStorePrefix + tenant + "." + id + kind
+}
+
+// writerTenant is the tenant token a writer's first record claims a
+// stream no job binds for: the writer's own tenant, or, for a writer that
+// may act for every tenant, the AI-Tenant the record names (none without
+// it). A writer of one tenant naming another is refused.
+func (ts *Store) writerTenant(h nats.Header) (string, error) {
+	named := h.Get(semaq.HdrTenant)
+	if ts.tenantOf == nil {
+		return semaq.TokenTenant(named), nil
+	}
+	own, anyTenant := ts.tenantOf(h)
+	switch {
+	case anyTenant && named != "":
+		return semaq.TokenTenant(named), nil
+	case anyTenant || named == "" || named == own:
+		return semaq.TokenTenant(own), nil
+	}
+	return "", fmt.Errorf("a writer of tenant %q may not write for tenant %q (%s)", own, named, semaq.HdrTenant)
+}
+
 // admit decides whether the record may be stored and, if so, advances the
-// stream's claim. mu is held.
-func (ts *Store) admit(id, key string, end bool, rec *semaq.TokenChunk, size int) *semaq.APIError {
+// stream's claim; a new claim is tenant's. mu is held.
+func (ts *Store) admit(id, tenant, key string, end bool, rec *semaq.TokenChunk, size int) *semaq.APIError {
 	if ts.closed {
 		return semaq.NewAPIError(semaq.ErrUnavailable, "token stream %s: the broker is stopping", id)
 	}
@@ -275,7 +320,7 @@ func (ts *Store) admit(id, key string, end bool, rec *semaq.TokenChunk, size int
 			return semaq.NewAPIError(semaq.ErrTokenBusy,
 				"token stream %s: the broker tracks %d token streams already (limit); retry later", id, ts.limits.MaxStreams)
 		}
-		c = &claim{key: key, next: 1}
+		c = &claim{key: key, tenant: tenant, next: 1}
 		ts.claims[id] = c
 	}
 	switch {
@@ -336,12 +381,14 @@ func (ts *Store) debug(msg string, args ...any) {
 }
 
 // BindJob makes the holder of a job's lease the only writer of the job's
-// token stream: the dispatcher calls it with the job's request id and
-// lease before it hands the job out. A redelivered job is bound again with
-// its new lease and the stream continues (the previous holder can write no
-// more). If another writer claimed the id first, what it wrote is purged
-// before the holder's first record is stored.
-func (ts *Store) BindJob(id, key string) {
+// token stream: the dispatcher calls it with the job's request id, tenant
+// (its AI-Tenant, which the ingress stamps from the publisher's identity)
+// and lease before it hands the job out. The stream is stored under that
+// tenant. A redelivered job is bound again with its new lease and the
+// stream continues (the previous holder can write no more). If another
+// writer claimed the id first, what it wrote is purged before the holder's
+// first record is stored.
+func (ts *Store) BindJob(id, tenant, key string) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || semaq.CheckTokenKey(key) != nil {
 		return
 	}
@@ -350,6 +397,7 @@ func (ts *Store) BindJob(id, key string) {
 	if ts.closed {
 		return
 	}
+	tenant = semaq.TokenTenant(tenant)
 	c := ts.claims[id]
 	switch {
 	case c == nil:
@@ -359,19 +407,22 @@ func (ts *Store) BindJob(id, key string) {
 		if len(ts.claims) >= 2*ts.limits.MaxStreams {
 			return
 		}
-		ts.claims[id] = &claim{key: key, bound: true, next: 1, touched: time.Now()}
+		ts.claims[id] = &claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now()}
 	case c.legacy && !c.bound:
 		// Stored before a restart: the job's holder continues it from
-		// wherever it is (its first record sets the order).
+		// wherever it is (its first record sets the order), under the
+		// tenant it is stored under.
 		c.key, c.bound, c.next, c.touched = key, true, 0, time.Now()
 	case c.bound:
 		c.key, c.touched = key, time.Now()
-	case subtle.ConstantTimeCompare([]byte(c.key), []byte(key)) == 1:
+	case subtle.ConstantTimeCompare([]byte(c.key), []byte(key)) == 1 && c.tenant == tenant:
 		c.bound = true
 	default:
-		// Records of the foreign writer held by an earlier purge are
-		// dropped with the rest of what it wrote.
-		*c = claim{key: key, bound: true, next: 1, touched: time.Now(), purging: true}
+		// A foreign writer's claim, or the holder's own first records
+		// stored under another tenant than the job's: purged. Records of
+		// the foreign writer held by an earlier purge are dropped with the
+		// rest of what it wrote.
+		*c = claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now(), purging: true}
 		ts.work.Add(1) // under mu while open: Close waits for it
 		go ts.purgeForeign(id, c)
 	}
@@ -388,7 +439,7 @@ func (ts *Store) purgeForeign(id string, c *claim) {
 	// same stream) proves they are in, so the purge gets them all.
 	_, err := ts.js.Publish(ctx, reserved.TokenStorePrefix+barrier+".x", nil)
 	if err == nil {
-		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(id)))
+		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(semaq.TokenAnyTenant, id)))
 	}
 	if err == nil {
 		err = ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenPrefix+barrier+".>"))
@@ -451,24 +502,26 @@ func (ts *Store) loadLegacy(ctx context.Context) error {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	for subj := range info.State.Subjects {
-		rest := strings.TrimPrefix(subj, semaq.TokenPrefix)
-		i := strings.LastIndexByte(rest, '.')
-		if i <= 0 || semaq.CheckRequestID(rest[:i]) != nil {
+		tenant, id, _, ok := semaq.ParseTokenSubject(subj)
+		if !ok {
+			// Not a stream's record: a barrier, or a record stored under
+			// an older layout, which its MaxAge removes.
 			continue
 		}
-		if ts.claims[rest[:i]] == nil {
-			ts.claims[rest[:i]] = &claim{legacy: true, touched: now}
+		if ts.claims[id] == nil {
+			ts.claims[id] = &claim{legacy: true, tenant: tenant, touched: now}
 		}
 	}
 	return nil
 }
 
-// EndJob ends the token stream of a cancelled job with te, on the broker's
-// behalf, unless it has ended: when the worker that held the job is gone,
-// nobody else could end it (only the lease holder may write), and readers
-// replaying the stream would wait for its retention. A stream nobody has
-// claimed is claimed for the broker alone, so no writer can add to it.
-func (ts *Store) EndJob(id string, te *semaq.TokenError) {
+// EndJob ends the token stream of a cancelled job of tenant with te, on
+// the broker's behalf, unless it has ended: when the worker that held the
+// job is gone, nobody else could end it (only the lease holder may write),
+// and readers replaying the stream would wait for its retention. A stream
+// nobody has claimed is claimed for the broker alone, so no writer can add
+// to it.
+func (ts *Store) EndJob(id, tenant string, te *semaq.TokenError) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || te == nil {
 		return
 	}
@@ -484,7 +537,7 @@ func (ts *Store) EndJob(id string, te *semaq.TokenError) {
 			return
 		}
 		// An empty key matches no writer's (CheckTokenKey wants 16 bytes).
-		c = &claim{next: 1, touched: time.Now()}
+		c = &claim{tenant: semaq.TokenTenant(tenant), next: 1, touched: time.Now()}
 		ts.claims[id] = c
 	}
 	if c.ended {
@@ -492,7 +545,7 @@ func (ts *Store) EndJob(id string, te *semaq.TokenError) {
 		return
 	}
 	rec := semaq.TokenChunk{Seq: max(c.next, 1), Offset: c.offset, Error: te}
-	out := &nats.Msg{Subject: reserved.TokenStorePrefix + id + ".end", Header: nats.Header{}, Data: semaq.AppendTokenChunk(nil, &rec)}
+	out := &nats.Msg{Subject: storeSubject(c.tenant, id, true), Header: nats.Header{}, Data: semaq.AppendTokenChunk(nil, &rec)}
 	c.next, c.ended, c.touched = rec.Seq+1, true, time.Now()
 	c.records++
 	c.bytes += int64(len(out.Data))
@@ -511,14 +564,14 @@ func (ts *Store) EndJob(id string, te *semaq.TokenError) {
 }
 
 // claimOf reports what the relay holds for id: whether any claim or job
-// binding exists, and if so whether its stream has ended. Read-only, for
-// the status API (api.go).
-func (ts *Store) claimOf(id string) (known, ended bool) {
+// binding exists, and if so its tenant token and whether its stream has
+// ended. Read-only, for the status API (api.go).
+func (ts *Store) claimOf(id string) (tenant string, known, ended bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	c := ts.claims[id]
 	if c == nil {
-		return false, false
+		return "", false, false
 	}
-	return true, c.ended
+	return c.tenant, true, c.ended
 }

@@ -81,9 +81,9 @@ func FuzzTokenRelayClaims(f *testing.F) {
 				rec = &semaq.TokenChunk{Seq: seq, Offset: offset, Final: &semaq.TokenFinal{FinishReason: "stop"}}
 			}
 			if op&0x40 != 0 {
-				ts.BindJob("job", good) // the dispatcher, at any time
+				ts.BindJob("job", "acme", good) // the dispatcher, at any time
 			}
-			e := ts.admit("job", key, end, rec, 20)
+			e := ts.admit("job", "acme", key, end, rec, 20)
 			if e == nil {
 				if first && key == evil {
 					// Trust on first write: the attacker claimed an unbound
@@ -137,7 +137,7 @@ func TestTokenClaimSweep(t *testing.T) {
 	if fmt.Sprint(left) != "[bound-fresh ended-timing legacy writing]" {
 		t.Fatalf("claims left %v", left)
 	}
-	ts.BindJob("one-more", "lease-0123456789abcdef") // 4 claims, twice the limit: not bound
+	ts.BindJob("one-more", "acme", "lease-0123456789abcdef") // 4 claims, twice the limit: not bound
 	if ts.claims["one-more"] != nil {
 		t.Fatal("bound a job past twice the stream limit")
 	}

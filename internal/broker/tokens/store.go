@@ -6,10 +6,12 @@
 // Writers (workers, through client.OpenTokenStream) send records to the
 // relay (relay.go), which checks each record's writer key, form and limits
 // and stores it with the writer's reply subject, so the writer gets
-// JetStream's PubAck directly. SQ_TOKENS captures $SQ.w.$tok.> and stores
-// under $SQ.tok.>, so readers' consumer filters name the stored subjects;
-// it republishes each stored record on $SQ.w.$tokl.> for live readers, who
-// so see only what was stored. The store also enforces retention: when the
+// JetStream's PubAck directly. The relay names the stream's tenant in the
+// subject it stores under ($SQ.w.$tok.<tenant>.<id>.c|end); SQ_TOKENS
+// captures $SQ.w.$tok.> and stores under $SQ.tok.>, so readers' consumer
+// filters name the stored subjects, and NATS permissions on the tenant
+// token keep each tenant to its own; it republishes each stored record on
+// $SQ.w.$tokl.> for live readers, who so see only what was stored. The store also enforces retention: when the
 // relay stores a terminal record it schedules the purge of the stream's
 // subjects once the retention after close has passed. Timers and claims
 // live in memory; the stream's MaxAge (semaq.MaxTokenAge) removes what a
@@ -66,9 +68,17 @@ type Deps struct {
 	// them, one with more keeps its own.
 	Replicas int
 	// QueuedJob reports whether a work queue of this node holds a request
-	// whose Nats-Msg-Id is id (queued, delayed or held): the status API's
-	// last resort. It must not block on the store. Nil: none is.
-	QueuedJob func(id string) bool
+	// whose Nats-Msg-Id is id (queued, delayed or held), and its tenant:
+	// the status API's last resort. It must not block on the store. Nil:
+	// none is.
+	QueuedJob func(id string) (tenant string, ok bool)
+	// Tenant says, from the headers of a record or status request, the
+	// tenant its sender acts for and whether it may act for every tenant
+	// (services, admins, the broker, anyone with auth off). A stream's
+	// tenant is its job's (BindJob); a writer no job binds writes under its
+	// own, or, acting for every tenant, under the AI-Tenant it names. Nil:
+	// every sender acts for every tenant.
+	Tenant func(h nats.Header) (tenant string, anyTenant bool)
 	// Metrics and Tracing, when set, measure every stream from its
 	// terminal record (observe.go).
 	Metrics *metrics.Metrics
@@ -92,7 +102,8 @@ type Store struct {
 	log       *slog.Logger
 	storage   jetstream.StorageType
 	replicas  int
-	queuedJob func(id string) bool
+	queuedJob func(id string) (string, bool)
+	tenantOf  func(h nats.Header) (string, bool)
 	reply     func(string) string // nil keeps a writer's reply
 	metrics   *metrics.Metrics
 	tracing   *telemetry.Tracing
@@ -125,7 +136,7 @@ func New(deps Deps) (*Store, error) {
 		storage = jetstream.FileStorage
 	}
 	return &Store{js: deps.JS, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
-		queuedJob: deps.QueuedJob, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
+		queuedJob: deps.QueuedJob, tenantOf: deps.Tenant, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
 }
@@ -251,7 +262,7 @@ func (ts *Store) purge(id string, logf func(string, ...any)) {
 	defer ts.work.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(id))); err != nil {
+	if err := ts.stream.Purge(ctx, jetstream.WithPurgeSubject(semaq.TokenSubjectFilter(semaq.TokenAnyTenant, id))); err != nil {
 		if !errors.Is(err, nats.ErrConnectionClosed) {
 			logf("token stream: purge after retention", "id", id, "err", err)
 		}

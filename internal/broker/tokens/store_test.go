@@ -58,7 +58,7 @@ func TestStoreThroughDeps(t *testing.T) {
 	nc, js := jstest.Start(t)
 	ctx := t.Context()
 	st, err := New(Deps{JS: js, Conn: nc, Egress: nc, Metrics: metrics.New(metrics.Options{NoRuntime: true}),
-		QueuedJob: func(id string) bool { return id == "queued-1" }})
+		QueuedJob: func(id string) (string, bool) { return "acme", id == "queued-1" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestStoreThroughDeps(t *testing.T) {
 
 	// A job bound to req-1 with another lease purges what the first
 	// writer stored, on a goroutine Close must wait for.
-	st.BindJob("req-1", foreign)
+	st.BindJob("req-1", "", foreign)
 	if err := st.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestStoreThroughDeps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stream.GetLastMsgForSubject(ctx, semaq.TokenChunkSubject("req-1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := stream.GetLastMsgForSubject(ctx, semaq.TokenSubjectFilter(semaq.TokenAnyTenant, "req-1")); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("after Close, req-1's records: %v; want them purged", err)
 	}
 	if s := st.Stats(); s.PendingPurges != 0 {
@@ -156,13 +156,13 @@ func TestCloseUnstarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.status(t.Context(), "req-1"); err == nil {
+	if _, err := st.status(t.Context(), "req-1", semaq.TokenAnyTenant); err == nil {
 		t.Fatal("status answered before Start")
 	}
 	if err := st.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	st.BindJob("req-1", "writer-key-0123456789") // closed: nothing started
+	st.BindJob("req-1", "", "writer-key-0123456789") // closed: nothing started
 	if s := st.Stats(); s.Claims != 0 {
 		t.Fatalf("closed store bound a job: %+v", s)
 	}
