@@ -178,3 +178,76 @@ func TestInferQueue(t *testing.T) {
 		t.Error("CheckModel")
 	}
 }
+
+func TestTokenSubjects(t *testing.T) {
+	for _, tc := range []struct {
+		tenant, want string
+	}{
+		{"acme", "$SQ.tok.acme.req-1.c"},
+		{"", "$SQ.tok.$none.req-1.c"},
+		{"not a name", "$SQ.tok.$none.req-1.c"}, // auth off: AI-Tenant is anything
+		{"*", "$SQ.tok.$none.req-1.c"},          // a wildcard is never a stored tenant
+		{">", "$SQ.tok.$none.req-1.c"},
+	} {
+		if got := TokenChunkSubject(tc.tenant, "req-1"); got != tc.want {
+			t.Errorf("TokenChunkSubject(%q): %s, want %s", tc.tenant, got, tc.want)
+		}
+	}
+	if got := TokenSubjectFilter(TokenAnyTenant, "req-1"); got != "$SQ.tok.*.req-1.*" {
+		t.Errorf("any tenant's filter: %s", got)
+	}
+	if got := TokenLiveFilter("acme", "req-1"); got != "$SQ.w.$tokl.acme.req-1.*" {
+		t.Errorf("live filter: %s", got)
+	}
+	for subj, want := range map[string]bool{
+		"$SQ.tok.acme.req-1.c":         true,
+		"$SQ.tok.$none.req-1.end":      true,
+		"$SQ.w.$tokl.acme.req-1.end":   true,
+		"$SQ.tok.req-1.c":              false, // the layout before tenants
+		"$SQ.tok.$barrier.x":           false,
+		"$SQ.tok.a.b.c.d":              false,
+		"$SQ.tok.*.req-1.c":            false,
+		"$SQ.tok.$other.req-1.c":       false,
+		"$SQ.tok.acme.req-1.x":         false,
+		"$SQ.tok.acme.req.1.c":         false,
+		"ai.tok.acme.req-1.c":          false,
+		"$SQ.tok.acme..c":              false,
+		"$SQ.tok." + longName + ".x.c": false,
+	} {
+		if _, _, _, ok := ParseTokenSubject(subj); ok != want {
+			t.Errorf("ParseTokenSubject(%q) ok=%v, want %v", subj, ok, want)
+		}
+	}
+}
+
+var longName = strings.Repeat("a", MaxNameLen+1)
+
+// FuzzParseTokenSubject: what parses is one stream's stored subject, and
+// building it again gives the same subject.
+func FuzzParseTokenSubject(f *testing.F) {
+	for _, s := range []string{"$SQ.tok.acme.req-1.c", "$SQ.tok.$none.r.end", "$SQ.w.$tokl.t.r.c", "$SQ.tok.r.c", "$SQ.tok.a.b.c.d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, subj string) {
+		tenant, id, end, ok := ParseTokenSubject(subj)
+		if !ok {
+			return
+		}
+		if CheckRequestID(id) != nil || tenant != TokenNoTenant && CheckName(tenant) != nil {
+			t.Fatalf("%q parsed to tenant %q id %q", subj, tenant, id)
+		}
+		if TokenTenant(tenant) != tenant {
+			t.Fatalf("%q: tenant %q is not a stored tenant token", subj, tenant)
+		}
+		again := TokenChunkSubject(tenant, id)
+		if end {
+			again = TokenEndSubject(tenant, id)
+		}
+		if strings.HasPrefix(subj, TokenLivePrefix) {
+			again = TokenLivePrefix + strings.TrimPrefix(again, TokenPrefix)
+		}
+		if again != subj {
+			t.Fatalf("%q parsed and built again is %q", subj, again)
+		}
+	})
+}
