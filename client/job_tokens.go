@@ -29,7 +29,8 @@ func (j *Job) tokenKey() (string, error) {
 }
 
 // OpenTokenStream starts writing the token stream of the job's request
-// (its ID), keyed by the job's lease. Options as for
+// (its ID), keyed by the job's lease, for the job's tenant
+// (WithStreamRequest of its headers). Options as for
 // Client.OpenTokenStream; a WithWriterKey among them is overridden.
 func (j *Job) OpenTokenStream(ctx context.Context, opts ...TokenStreamOption) (*TokenWriter, error) {
 	key, err := j.tokenKey()
@@ -39,7 +40,9 @@ func (j *Job) OpenTokenStream(ctx context.Context, opts ...TokenStreamOption) (*
 	if j.ID == "" {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: job %s has no request id (Nats-Msg-Id) to stream tokens under", j.key())
 	}
-	return j.c.OpenTokenStream(ctx, j.ID, append(opts[:len(opts):len(opts)], WithWriterKey(key))...)
+	all := make([]TokenStreamOption, 0, len(opts)+2)
+	all = append(append(append(all, WithStreamRequest(j.Header)), opts...), WithWriterKey(key))
+	return j.c.OpenTokenStream(ctx, j.ID, all...)
 }
 
 // AbortTokenStream ends the token stream of the job's request with an

@@ -383,6 +383,17 @@ func (w *TokenWriter) publish(subject string, c *semaq.TokenChunk, hdr nats.Head
 		return semaq.NewAPIError(semaq.ErrTokenLimit, "client: token stream %s: record %d has %d bytes; a record is at most %d (a single token or function call fragment too large)",
 			w.id, c.Seq, len(w.buf), semaq.MaxTokenRecordBytes)
 	}
+	if c.Seq == 1 && w.opts.tenant != "" {
+		// Record 1 names the request's tenant: the broker stores the
+		// stream under it until the job's binding confirms it
+		// (docs/tokens.md, Tenant).
+		h := make(nats.Header, len(hdr)+1)
+		for k, v := range hdr {
+			h[k] = v
+		}
+		h.Set(semaq.HdrTenant, w.opts.tenant)
+		hdr = h
+	}
 	m := &nats.Msg{Subject: subject, Data: append([]byte(nil), w.buf...), Header: hdr}
 	// Forget what is acknowledged; wait for the oldest while the window
 	// is full.

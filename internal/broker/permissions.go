@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/semaq/semaq/internal/broker/dispatch"
+	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -92,7 +93,7 @@ func reservedForBroker() []string {
 // brokerInboxes are the broker's own reply inboxes: JetStream answers it
 // there (acks it forwards, sampled latencies, payload reads of the
 // dispatcher). Nobody else may publish there, and nobody else may listen.
-var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">"}
+var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">", tokens.BindSubject}
 
 // consumerVerbs are the JetStream API calls that change a consumer or take
 // its messages, with %s for the stream and %s for the consumer.
@@ -148,6 +149,7 @@ func publicPermissions() *server.Permissions {
 		Subscribe: &server.SubjectPermission{Deny: append([]string{
 			semaq.QueueAckPrefix + ">",
 			semaq.TokenWritePrefix + ">", // token writes carry the writer's key
+			tokens.NodeWritePrefixAll + ">",
 			"$SYS.>",
 		}, brokerInboxes...)},
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
 )
@@ -35,15 +36,17 @@ func (s *Server) principal(h nats.Header) api.Principal {
 	return p
 }
 
-// tokenTenant is the tenant whose token streams the sender of a message
-// with headers h may read and write without naming one (its own, or none),
-// and whether it may act for every tenant: services, admins, the node, and
-// everyone with auth off (docs/security.md, Tenant isolation). The token
-// relay and status API ask it (tokens.Deps.Tenant); INFO reports it.
-func (s *Server) tokenTenant(h nats.Header) (tenant string, anyTenant bool) {
-	return tokenTenantOf(s.principal(h))
+// tokenSender is who sent a token record or status request with headers
+// h (tokens.Deps.Sender; docs/security.md, Tenant isolation).
+func (s *Server) tokenSender(h nats.Header) tokens.Sender {
+	p := s.principal(h)
+	tenant, anyTenant := tokenTenantOf(p)
+	return tokens.Sender{Tenant: tenant, AnyTenant: anyTenant, Worker: p.Who == api.User && p.Role == semaq.RoleWorker}
 }
 
+// tokenTenantOf is the tenant whose token streams p reads (its own, or
+// none), and whether it reads every tenant's: services, admins, the node,
+// and everyone with auth off. INFO reports it.
 func tokenTenantOf(p api.Principal) (tenant string, anyTenant bool) {
 	if p.Who != api.User || p.Role == semaq.RoleAdmin || p.Role == semaq.RoleService {
 		return p.Tenant, true

@@ -225,11 +225,17 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startAgents(ctx); err != nil {
 		return err
 	}
+	// Each node's relay takes the records of the writers connected to it
+	// (tokens/bind.go).
+	tokenWrites := tokens.NodeWritePrefix(s.ns.Name())
+	if err := s.ns.GlobalAccount().AddMapping(semaq.TokenWritePrefix+">", tokenWrites+">"); err != nil {
+		return fmt.Errorf("broker: token writes: %w", err)
+	}
 	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
 		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing,
-		Tenant: s.tokenTenant})
+		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites})
 	if err != nil {
 		return err
 	}

@@ -30,9 +30,9 @@ func (ts *Store) Handlers() api.Handlers {
 				return nil, semaq.NewAPIError(semaq.ErrBadRequest, "token status: %v", err)
 			}
 			tenant := semaq.TokenAnyTenant
-			if ts.tenantOf != nil {
-				if own, anyTenant := ts.tenantOf(api.RequestHeader(ctx)); !anyTenant {
-					tenant = semaq.TokenTenant(own)
+			if ts.sender != nil {
+				if s := ts.sender(api.RequestHeader(ctx)); !s.AnyTenant {
+					tenant = semaq.TokenTenant(s.Tenant)
 				}
 			}
 			return ts.status(ctx, req.ID, tenant)

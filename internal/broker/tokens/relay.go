@@ -104,6 +104,10 @@ type claim struct {
 	// rightful writer's records wait here, already checked.
 	purging bool
 	held    []*nats.Msg
+
+	// In a cluster, records of another key than an unbound claim's wait
+	// here for a job's binding from another node (bind.go).
+	waiting []*waiting
 }
 
 // relayStats counts what the relay did, for tests and metrics.
@@ -114,7 +118,7 @@ type relayStats struct {
 
 // startRelay subscribes the relay on every node (one queue group).
 func (ts *Store) startRelay() error {
-	sub, err := ts.nc.QueueSubscribe(semaq.TokenWritePrefix+">", "semaq.tokens.relay", ts.relay)
+	sub, err := ts.nc.Subscribe(ts.writePrefix+">", ts.relay)
 	if err != nil {
 		return fmt.Errorf("broker: token relay: %w", err)
 	}
@@ -182,9 +186,10 @@ func checkTokenRecord(end bool, data []byte) (*semaq.TokenChunk, error) {
 	return rec, nil
 }
 
-// parseWriteSubject splits $SQ.TW.<id>.c|end.
-func parseWriteSubject(subj string) (id string, end, ok bool) {
-	rest, found := strings.CutPrefix(subj, semaq.TokenWritePrefix)
+// parseWriteSubject splits $SQ.TW.<id>.c|end as it reaches the relay,
+// under prefix (the node's, NodeWritePrefix).
+func parseWriteSubject(prefix, subj string) (id string, end, ok bool) {
+	rest, found := strings.CutPrefix(subj, prefix)
 	if !found {
 		return "", false, false
 	}
@@ -206,7 +211,7 @@ func (ts *Store) relay(m *nats.Msg) {
 		ts.stats.refused.Add(1)
 		return
 	}
-	id, end, ok := parseWriteSubject(m.Subject)
+	id, end, ok := parseWriteSubject(ts.writePrefix, m.Subject)
 	if !ok {
 		ts.refuse(m, semaq.NewAPIError(semaq.ErrTokenRecord,
 			"token record on %q: write to %s<request id>.c or .end", m.Subject, semaq.TokenWritePrefix))
@@ -235,6 +240,8 @@ func (ts *Store) relay(m *nats.Msg) {
 		tenant, tenantErr = ts.writerTenant(m.Header)
 	}
 	out := &nats.Msg{Reply: m.Reply, Data: m.Data}
+	// Refusals name the subject the writer used.
+	m.Subject = semaq.TokenWritePrefix + m.Subject[len(ts.writePrefix):]
 	if out.Reply != "" && ts.reply != nil {
 		out.Reply = ts.reply(out.Reply)
 	}
@@ -248,6 +255,10 @@ func (ts *Store) relay(m *nats.Msg) {
 		}
 	}
 	ts.mu.Lock()
+	if ts.awaitBind(id, &waiting{m: m, out: out, key: key, tenant: tenant, end: end, rec: rec}) {
+		ts.mu.Unlock()
+		return
+	}
 	var e *semaq.APIError
 	if tenantErr != nil && ts.claims[id] == nil {
 		e = semaq.NewAPIError(semaq.ErrTokenWriter, "token stream %s: %v", id, tenantErr)
@@ -285,22 +296,24 @@ func storeSubject(tenant, id string, end bool) string {
 }
 
 // writerTenant is the tenant token a writer's first record claims a
-// stream no job binds for: the writer's own tenant, or, for a writer that
-// may act for every tenant, the AI-Tenant the record names (none without
-// it). A writer of one tenant naming another is refused.
+// stream no job binds (yet, on this node) for: the writer's own tenant,
+// or, for a writer that may write for any (Sender.AnyTenant, Sender.Worker),
+// the AI-Tenant the record names (none without it). A writer of one tenant
+// naming another is refused. A job's binding, when it comes, keeps the
+// claim only if key and tenant are the job's (BindJob).
 func (ts *Store) writerTenant(h nats.Header) (string, error) {
 	named := h.Get(semaq.HdrTenant)
-	if ts.tenantOf == nil {
+	if ts.sender == nil {
 		return semaq.TokenTenant(named), nil
 	}
-	own, anyTenant := ts.tenantOf(h)
+	s := ts.sender(h)
 	switch {
-	case anyTenant && named != "":
+	case (s.AnyTenant || s.Worker && s.Tenant == "") && named != "":
 		return semaq.TokenTenant(named), nil
-	case anyTenant || named == "" || named == own:
-		return semaq.TokenTenant(own), nil
+	case named == "" || named == s.Tenant:
+		return semaq.TokenTenant(s.Tenant), nil
 	}
-	return "", fmt.Errorf("a writer of tenant %q may not write for tenant %q (%s)", own, named, semaq.HdrTenant)
+	return "", fmt.Errorf("a writer of tenant %q may not write for tenant %q (%s)", s.Tenant, named, semaq.HdrTenant)
 }
 
 // admit decides whether the record may be stored and, if so, advances the
@@ -387,11 +400,20 @@ func (ts *Store) debug(msg string, args ...any) {
 // tenant. A redelivered job is bound again with its new lease and the
 // stream continues (the previous holder can write no more). If another
 // writer claimed the id first, what it wrote is purged before the holder's
-// first record is stored.
+// first record is stored. In a cluster every node's relay is told
+// (bind.go).
 func (ts *Store) BindJob(id, tenant, key string) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || semaq.CheckTokenKey(key) != nil {
 		return
 	}
+	ts.bind(id, tenant, key, false)
+	ts.shareBind(id, tenant, key)
+}
+
+// bind is BindJob on this node. A binding from another node (remote) lets
+// the holder's first record here set where the stream goes on: its writer
+// may have written the records before it through another node.
+func (ts *Store) bind(id, tenant, key string, remote bool) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.closed {
@@ -407,7 +429,11 @@ func (ts *Store) BindJob(id, tenant, key string) {
 		if len(ts.claims) >= 2*ts.limits.MaxStreams {
 			return
 		}
-		ts.claims[id] = &claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now()}
+		c = &claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now()}
+		if remote {
+			c.next = 0
+		}
+		ts.claims[id] = c
 	case c.legacy && !c.bound:
 		// Stored before a restart: the job's holder continues it from
 		// wherever it is (its first record sets the order), under the
@@ -421,8 +447,11 @@ func (ts *Store) BindJob(id, tenant, key string) {
 		// A foreign writer's claim, or the holder's own first records
 		// stored under another tenant than the job's: purged. Records of
 		// the foreign writer held by an earlier purge are dropped with the
-		// rest of what it wrote.
+		// rest of what it wrote; records that waited for this binding are
+		// checked against it.
+		waited := c.waiting
 		*c = claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now(), purging: true}
+		ts.admitWaiting(id, c, waited)
 		ts.work.Add(1) // under mu while open: Close waits for it
 		go ts.purgeForeign(id, c)
 	}

@@ -72,17 +72,39 @@ type Deps struct {
 	// the status API's last resort. It must not block on the store. Nil:
 	// none is.
 	QueuedJob func(id string) (tenant string, ok bool)
-	// Tenant says, from the headers of a record or status request, the
-	// tenant its sender acts for and whether it may act for every tenant
-	// (services, admins, the broker, anyone with auth off). A stream's
-	// tenant is its job's (BindJob); a writer no job binds writes under its
-	// own, or, acting for every tenant, under the AI-Tenant it names. Nil:
-	// every sender acts for every tenant.
-	Tenant func(h nats.Header) (tenant string, anyTenant bool)
+	// Sender says who sent a record or a status request, from its
+	// headers. A stream's tenant is its job's (BindJob); a writer no job
+	// binds yet writes under its own tenant, or under the AI-Tenant it
+	// names if it may write for any (Sender). Nil: every sender acts for
+	// every tenant.
+	Sender func(h nats.Header) Sender
+	// Node is this node's name, and ShareBinds makes BindJob tell every
+	// other node's relay (a cluster: a worker's records reach the relay of
+	// the node it is connected to, which may not be the dispatcher's).
+	Node       string
+	ShareBinds bool
+	// WritePrefix is where the relay listens for records: the node maps
+	// semaq.TokenWritePrefix to NodeWritePrefix(Node) (bind.go). Empty:
+	// semaq.TokenWritePrefix itself (a node alone, without the mapping).
+	WritePrefix string
 	// Metrics and Tracing, when set, measure every stream from its
 	// terminal record (observe.go).
 	Metrics *metrics.Metrics
 	Tracing *telemetry.Tracing
+}
+
+// Sender is who sent a record or a status request, as far as token
+// streams care (Deps.Sender).
+type Sender struct {
+	// Tenant is the sender's own tenant; "" for none.
+	Tenant string
+	// AnyTenant: it reads every tenant's streams and writes for any
+	// (services, admins, the broker, anyone with auth off).
+	AnyTenant bool
+	// Worker: a worker without a tenant, which serves every tenant's jobs
+	// and so writes for the tenant of the job it serves (it names it on
+	// record 1), but reads no one's.
+	Worker bool
 }
 
 // Store is the relay and the retention timers of token streams. Make it
@@ -103,13 +125,18 @@ type Store struct {
 	storage   jetstream.StorageType
 	replicas  int
 	queuedJob func(id string) (string, bool)
-	tenantOf  func(h nats.Header) (string, bool)
-	reply     func(string) string // nil keeps a writer's reply
-	metrics   *metrics.Metrics
-	tracing   *telemetry.Tracing
+	sender    func(h nats.Header) Sender
+	node      string
+	share     bool // BindJob tells the other nodes (bind.go)
+	// writePrefix is where the relay listens (Deps.WritePrefix).
+	writePrefix string
+	reply       func(string) string // nil keeps a writer's reply
+	metrics     *metrics.Metrics
+	tracing     *telemetry.Tracing
 
 	stream   jetstream.Stream // set by Start
 	relaySub *nats.Subscription
+	bindSub  *nats.Subscription // other nodes' bindings (bind.go)
 	stats    relayStats
 	work     sync.WaitGroup // purges and purgeForeign; Add only under mu while !closed
 	sweeper  chan struct{}  // closed by Close
@@ -135,8 +162,12 @@ func New(deps Deps) (*Store, error) {
 	if deps.FileStorage {
 		storage = jetstream.FileStorage
 	}
-	return &Store{js: deps.JS, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
-		queuedJob: deps.QueuedJob, tenantOf: deps.Tenant, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
+	writePrefix := deps.WritePrefix
+	if writePrefix == "" {
+		writePrefix = semaq.TokenWritePrefix
+	}
+	return &Store{js: deps.JS, writePrefix: writePrefix, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
+		queuedJob: deps.QueuedJob, sender: deps.Sender, node: deps.Node, share: deps.ShareBinds, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
 }
@@ -193,6 +224,9 @@ func (ts *Store) Start(ctx context.Context) error {
 	ts.stream = st
 	if err := ts.loadLegacy(ctx); err != nil {
 		return fmt.Errorf("broker: token streams stored before this start: %w", err)
+	}
+	if err := ts.startBinds(); err != nil {
+		return err
 	}
 	if err := ts.startRelay(); err != nil {
 		return err
@@ -292,6 +326,7 @@ func (ts *Store) Close(ctx context.Context) error {
 	ts.mu.Unlock()
 
 	var errs []error
+	ts.stopBinds()
 	if err := ts.stopRelay(ctx); err != nil {
 		errs = append(errs, err)
 	}
