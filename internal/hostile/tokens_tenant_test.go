@@ -149,9 +149,11 @@ func TestTokenStreamsStayWithTheirTenant(t *testing.T) {
 		}
 	}
 
-	// A writer no job binds writes under its own tenant: a worker may not
-	// claim a stream in acme's name.
-	wnc, err := dialKey(t, s, workKey)
+	// A writer no job binds writes under its own tenant: a worker of
+	// tenant beta may not claim a stream in acme's name (a worker without
+	// a tenant serves every tenant's jobs, and may).
+	betaWorkKey := addUser(t, admin, semaq.UserAddRequest{Name: "beta-gpu", Tenant: "beta", Role: semaq.RoleWorker, Queues: []string{"INFER"}})
+	wnc, err := dialKey(t, s, betaWorkKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +169,6 @@ func TestTokenStreamsStayWithTheirTenant(t *testing.T) {
 	var refusal semaq.ErrorReply
 	if err := json.Unmarshal(resp.Data, &refusal); err != nil || refusal.Error == nil ||
 		refusal.Error.ErrCode != semaq.ErrCodeTokenWriter || !strings.Contains(refusal.Error.Description, `tenant "acme"`) {
-		t.Fatalf("worker claiming a stream for acme: %s, want refused naming the tenant", resp.Data)
+		t.Fatalf("beta's worker claiming a stream for acme: %s, want refused naming the tenant", resp.Data)
 	}
 }
