@@ -87,7 +87,7 @@ func (ts *Store) bound(m *nats.Msg) {
 		semaq.CheckRequestID(n.ID) != nil || semaq.CheckTokenKey(n.Key) != nil {
 		return
 	}
-	ts.bind(n.ID, n.Tenant, n.Key, true)
+	ts.bind(n.ID, n.Tenant, n.Key)
 }
 
 // stopBinds stops listening.

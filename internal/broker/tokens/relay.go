@@ -406,14 +406,14 @@ func (ts *Store) BindJob(id, tenant, key string) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || semaq.CheckTokenKey(key) != nil {
 		return
 	}
-	ts.bind(id, tenant, key, false)
+	ts.bind(id, tenant, key)
 	ts.shareBind(id, tenant, key)
 }
 
-// bind is BindJob on this node. A binding from another node (remote) lets
-// the holder's first record here set where the stream goes on: its writer
-// may have written the records before it through another node.
-func (ts *Store) bind(id, tenant, key string, remote bool) {
+// bind is BindJob on this node. In a cluster a new binding lets the
+// holder's first record here set where the stream goes on: its writer may
+// have written the records before it through another node.
+func (ts *Store) bind(id, tenant, key string) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.closed {
@@ -430,7 +430,7 @@ func (ts *Store) bind(id, tenant, key string, remote bool) {
 			return
 		}
 		c = &claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now()}
-		if remote {
+		if ts.share {
 			c.next = 0
 		}
 		ts.claims[id] = c
