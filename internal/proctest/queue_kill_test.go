@@ -1,0 +1,297 @@
+//go:build unix
+
+package proctest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/semaq"
+)
+
+// delivery is one job handed to a worker.
+type delivery struct {
+	worker     string
+	deliveries int
+	at         time.Time
+	acked      bool // the dispatcher answered the worker's ack with ok
+	ackErr     error
+}
+
+// jobLog records every delivery of every job, by id.
+type jobLog struct {
+	mu   sync.Mutex
+	jobs map[string][]*delivery
+}
+
+func (l *jobLog) add(worker string, j *client.Job) *delivery {
+	d := &delivery{worker: worker, deliveries: j.Deliveries, at: time.Now()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.jobs[j.ID] = append(l.jobs[j.ID], d)
+	return d
+}
+
+func (l *jobLog) settle(d *delivery, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d.acked, d.ackErr = err == nil, err
+}
+
+// acked is the number of jobs among ids 0..total-1 acked at least once.
+func (l *jobLog) acked(total int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for id := range total {
+		for _, d := range l.jobs[strconv.Itoa(id)] {
+			if d.acked {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// firstAfter is when the first job was handed out after at; zero if none.
+func (l *jobLog) firstAfter(at time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, ds := range l.jobs {
+		for _, d := range ds {
+			if d.at.After(at) && (first.IsZero() || d.at.Before(first)) {
+				first = d.at
+			}
+		}
+	}
+	return first
+}
+
+// work fetches jobs of queue and acks each, giving an ack again until the
+// dispatcher answers it (as `semaq worker` does across a failover), until
+// ctx ends.
+func work(ctx context.Context, name string, cl *client.Client, queue string, log *jobLog) {
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		jobs, err := cl.Fetch(fctx, queue, client.FetchMax(8), client.FetchWait(time.Second))
+		cancel()
+		if err != nil {
+			// No dispatcher yet (failover): ask again.
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		for _, j := range jobs {
+			d := log.add(name, j)
+			log.settle(d, ackUntilHeard(ctx, j))
+		}
+	}
+}
+
+// ackUntilHeard acks j until the dispatcher answers: ok, or a refusal
+// such as ErrLeaseLost.
+func ackUntilHeard(ctx context.Context, j *client.Job) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := j.Ack(actx)
+		cancel()
+		var apiErr *semaq.APIError
+		if err == nil || errors.As(err, &apiErr) && !errors.Is(err, semaq.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling the dispatcher's return
+		}
+	}
+}
+
+// The node dispatching an R3 work queue (its stream's leader) is killed
+// with SIGKILL while a stock JetStream client publishes jobs and SDK
+// workers on every node take them, and started again: no acknowledged job
+// is lost, none is served twice except the jobs a worker on the killed node
+// held when it died, served once more with delivery count 2 after their
+// lease, and the restarted node catches up.
+func TestProcessQueueLeaderKill(t *testing.T) {
+	needProcesses(t)
+	const total, ackWait = 600, 20 * time.Second
+	c := startCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := c.connect(0).AddQueue(ctx, semaq.QueueConfig{Name: "JOBS", Subjects: []string{"jobs.>"}, Replicas: 3, AckWait: ackWait}); err != nil {
+		t.Fatal(err)
+	}
+	leader := -1
+	c.waitWhole(func(st *semaq.ClusterStatus) error {
+		for _, q := range st.Queues {
+			if q.Queue == "JOBS" && q.Node != "" && q.Node == q.StreamLeader {
+				leader = c.index(q.Node)
+				return nil
+			}
+		}
+		return fmt.Errorf("JOBS not dispatched yet: %+v", st.Queues)
+	})
+	p := publish(t, c.allURLs(leader), "jobs", total)
+	p.waitAcks(t, 100, 60*time.Second)
+
+	log := &jobLog{jobs: map[string][]*delivery{}}
+	// A worker on the dispatching node acks 5 jobs, then holds 3 when
+	// its node dies: it dies with it.
+	doomed, err := client.Connect(ctx, c.urls[leader], client.WithNATSOptions(nats.NoReconnect()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer doomed.Close()
+	var held []string
+	for _, hold := range []bool{false, true} {
+		fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+		max := 5
+		if hold {
+			max = 3
+		}
+		jobs, err := doomed.Fetch(fctx, "JOBS", client.FetchMax(max), client.FetchWait(5*time.Second))
+		fcancel()
+		if err != nil || len(jobs) != max {
+			t.Fatalf("fetch on %s: %d jobs, %v", c.nodes[leader].name, len(jobs), err)
+		}
+		for _, j := range jobs {
+			d := log.add("doomed", j)
+			if hold {
+				held = append(held, j.ID)
+				continue
+			}
+			actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+			err := j.Ack(actx)
+			acancel()
+			if err != nil {
+				t.Fatalf("ack of %s on %s: %v", j.ID, c.nodes[leader].name, err)
+			}
+			log.settle(d, nil)
+		}
+	}
+	// Workers on the two other nodes, which reconnect anywhere.
+	wctx, wcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		if i == leader {
+			continue
+		}
+		cl := c.connect(i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			work(wctx, c.nodes[i].name, cl, "JOBS", log)
+		}()
+	}
+	defer func() { wcancel(); wg.Wait() }()
+	eventually(t, 60*time.Second, "50 jobs acked on the other nodes", func() error {
+		if n := log.acked(total); n < 5+50 {
+			return fmt.Errorf("%d acked", n)
+		}
+		return nil
+	})
+
+	killed := time.Now()
+	c.nodes[leader].kill(t)
+	doomed.Close()
+	t.Logf("killed %s, dispatching JOBS, holding %v, after %d acknowledged publishes and %d acked jobs",
+		c.nodes[leader].name, held, p.count(), log.acked(total))
+	c.waitFailover(leader)
+	c.nodes[leader].start(t)
+	c.nodes[leader].waitStarted(t, readyTimeout)
+	p.waitDone(t, total, 3*time.Minute)
+	if back := p.firstAckAfter(killed); !back.IsZero() {
+		t.Logf("first acknowledged publish sent after the kill: %s after it", back.Sub(killed).Round(time.Millisecond))
+	}
+	eventually(t, ackWait+2*time.Minute, "every job acked", func() error {
+		if n := log.acked(total); n < total {
+			return fmt.Errorf("%d of %d acked", n, total)
+		}
+		return nil
+	})
+	if back := log.firstAfter(killed); !back.IsZero() {
+		t.Logf("first job handed out after the kill: %s after it", back.Sub(killed).Round(time.Millisecond))
+	}
+	wcancel()
+	wg.Wait()
+
+	checkServedOnce(t, log, total, held)
+	c.waitWhole(nil)
+	for i, url := range c.urls {
+		seen, err := readNode(url, "JOBS", "jobs.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != 0 {
+			t.Fatalf("JOBS on %s still holds %d jobs after every job was acked", c.nodes[i].name, len(seen))
+		}
+	}
+}
+
+// checkServedOnce fails the test unless each job was acked exactly once
+// and handed out once, except the held ones: handed out again once, with
+// delivery count 2, to another worker.
+func checkServedOnce(t *testing.T, log *jobLog, total int, held []string) {
+	t.Helper()
+	isHeld := map[string]bool{}
+	for _, id := range held {
+		isHeld[id] = true
+	}
+	var problems []string
+	for id := range total {
+		ds := log.jobs[strconv.Itoa(id)]
+		acks := 0
+		for _, d := range ds {
+			if d.acked {
+				acks++
+			} else if d.ackErr != nil {
+				problems = append(problems, fmt.Sprintf("job %d: ack by %s refused: %v", id, d.worker, d.ackErr))
+			}
+		}
+		if acks != 1 {
+			problems = append(problems, fmt.Sprintf("job %d acked %d times", id, acks))
+		}
+		want := []int{1}
+		if isHeld[strconv.Itoa(id)] {
+			want = []int{1, 2}
+		}
+		var got []int
+		for _, d := range ds {
+			got = append(got, d.deliveries)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			var who []string
+			for _, d := range ds {
+				who = append(who, fmt.Sprintf("%s (count %d, acked %v)", d.worker, d.deliveries, d.acked))
+			}
+			problems = append(problems, fmt.Sprintf("job %d handed out as %v, want %v: %v", id, got, want, who))
+		}
+	}
+	if len(log.jobs) != total {
+		var extra []string
+		for id := range log.jobs {
+			if n, err := strconv.Atoi(id); err != nil || n < 0 || n >= total {
+				extra = append(extra, id)
+			}
+		}
+		sort.Strings(extra)
+		problems = append(problems, fmt.Sprintf("jobs never published handed out: %v", head(extra)))
+	}
+	if len(problems) > 0 {
+		t.Fatalf("%d problems:\n%v", len(problems), head(problems))
+	}
+}
