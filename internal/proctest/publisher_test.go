@@ -28,8 +28,8 @@ type ack struct{ sent, at time.Time }
 type publisher struct {
 	mu    sync.Mutex
 	acked []ack // acked[i]: id i's acknowledgement
-	err   error
-	stop  chan struct{}
+	stop  chan struct{} // closed by halt: give up the message in flight
+	end   chan struct{} // closed by finish: stop after the message in flight
 	done  chan struct{}
 }
 
@@ -45,7 +45,7 @@ func publish(t *testing.T, urls, prefix string, total int) *publisher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &publisher{stop: make(chan struct{}), done: make(chan struct{})}
+	p := &publisher{stop: make(chan struct{}), end: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		<-p.stop
@@ -55,6 +55,11 @@ func publish(t *testing.T, urls, prefix string, total int) *publisher {
 		defer close(p.done)
 		defer nc.Close()
 		for i := 0; i < total; i++ {
+			select {
+			case <-p.end:
+				return
+			default:
+			}
 			id := strconv.Itoa(i)
 			var sent time.Time
 			for {
@@ -96,6 +101,13 @@ func (p *publisher) halt() {
 	default:
 		close(p.stop)
 	}
+	<-p.done
+}
+
+// finish stops the publisher once the message in flight is acknowledged,
+// and waits for it: then every message it published is acknowledged.
+func (p *publisher) finish() {
+	close(p.end)
 	<-p.done
 }
 
