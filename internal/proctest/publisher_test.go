@@ -27,7 +27,7 @@ type ack struct{ sent, at time.Time }
 
 type publisher struct {
 	mu    sync.Mutex
-	acked []ack // acked[i]: id i's acknowledgement
+	acked []ack         // acked[i]: id i's acknowledgement
 	stop  chan struct{} // closed by halt: give up the message in flight
 	end   chan struct{} // closed by finish: stop after the message in flight
 	done  chan struct{}
