@@ -27,6 +27,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/identity"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -216,7 +217,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startRoutes(ctx); err != nil {
 		return err
 	}
-	if err := s.syncStreams(ctx); err != nil {
+	// The stream list waits for every stream's leader: in a cluster some
+	// may be electing one (this node started again right after a crash).
+	if err := jsutil.Retry(ctx, s.syncStreams); err != nil {
 		return err
 	}
 	if err := s.startDLQ(ctx); err != nil {

@@ -67,8 +67,15 @@ func Follow[S any](ctx context.Context, kv jetstream.KeyValue, apply func(jetstr
 		done:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
-	// The watcher outlives ctx: it runs until Close.
-	w, err := kv.WatchAll(context.WithoutCancel(ctx))
+	// The watcher outlives ctx: it runs until Close. In a cluster the
+	// bucket's stream may have no leader yet (a node started again right
+	// after a crash, while the others elect one): its consumer is then not
+	// made in time, and is asked for again.
+	var w jetstream.KeyWatcher
+	err := Retry(ctx, func(actx context.Context) (err error) {
+		w, err = kv.WatchAll(context.WithoutCancel(actx))
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("watching bucket %s: %w", kv.Bucket(), err)
 	}

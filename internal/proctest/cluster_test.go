@@ -265,26 +265,6 @@ func (c *cluster) streamLeader(stream string) int {
 	return leader
 }
 
-// waitFailover waits until, with node down stopped, every stream has a
-// leader on another node.
-func (c *cluster) waitFailover(down int) {
-	c.t.Helper()
-	eventually(c.t, readyTimeout, "every stream led by a running node", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		st, err := c.status(ctx)
-		if err != nil {
-			return err
-		}
-		for _, s := range st.Streams {
-			if i := c.index(s.Leader); i < 0 || i == down {
-				return fmt.Errorf("stream %s: leader %q", s.Stream, s.Leader)
-			}
-		}
-		return nil
-	})
-}
-
 // restart starts node i again on its data directory and ports and waits
 // until it serves and the cluster is whole.
 func (c *cluster) restart(i int) {

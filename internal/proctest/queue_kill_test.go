@@ -22,8 +22,8 @@ import (
 type delivery struct {
 	worker     string
 	deliveries int
-	at         time.Time
-	acked      bool // the dispatcher answered the worker's ack with ok
+	asked      time.Time // when the fetch that handed it out was sent
+	acked      bool      // the dispatcher answered the worker's ack with ok
 	ackErr     error
 }
 
@@ -33,8 +33,8 @@ type jobLog struct {
 	jobs map[string][]*delivery
 }
 
-func (l *jobLog) add(worker string, j *client.Job) *delivery {
-	d := &delivery{worker: worker, deliveries: j.Deliveries, at: time.Now()}
+func (l *jobLog) add(worker string, asked time.Time, j *client.Job) *delivery {
+	d := &delivery{worker: worker, deliveries: j.Deliveries, asked: asked}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.jobs[j.ID] = append(l.jobs[j.ID], d)
@@ -63,15 +63,16 @@ func (l *jobLog) acked(total int) int {
 	return n
 }
 
-// firstAfter is when the first job was handed out after at; zero if none.
+// firstAfter is when the first fetch sent after at that handed out a job
+// was sent; zero if none.
 func (l *jobLog) firstAfter(at time.Time) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var first time.Time
 	for _, ds := range l.jobs {
 		for _, d := range ds {
-			if d.at.After(at) && (first.IsZero() || d.at.Before(first)) {
-				first = d.at
+			if d.asked.After(at) && (first.IsZero() || d.asked.Before(first)) {
+				first = d.asked
 			}
 		}
 	}
@@ -83,6 +84,7 @@ func (l *jobLog) firstAfter(at time.Time) time.Time {
 // ctx ends.
 func work(ctx context.Context, name string, cl *client.Client, queue string, log *jobLog) {
 	for ctx.Err() == nil {
+		asked := time.Now()
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		jobs, err := cl.Fetch(fctx, queue, client.FetchMax(8), client.FetchWait(time.Second))
 		cancel()
@@ -95,7 +97,7 @@ func work(ctx context.Context, name string, cl *client.Client, queue string, log
 			continue
 		}
 		for _, j := range jobs {
-			d := log.add(name, j)
+			d := log.add(name, asked, j)
 			log.settle(d, ackUntilHeard(ctx, j))
 		}
 	}
@@ -169,7 +171,7 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 			t.Fatalf("fetch on %s: %d jobs, %v", c.nodes[leader].name, len(jobs), err)
 		}
 		for _, j := range jobs {
-			d := log.add("doomed", j)
+			d := log.add("doomed", time.Time{}, j)
 			if hold {
 				held = append(held, j.ID)
 				continue
@@ -210,9 +212,11 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 	doomed.Close()
 	t.Logf("killed %s, dispatching JOBS, holding %v, after %d acknowledged publishes and %d acked jobs",
 		c.nodes[leader].name, held, p.count(), log.acked(total))
-	c.waitFailover(leader)
+	// Started again at once, as a supervisor does.
 	c.nodes[leader].start(t)
+	restarted := time.Now()
 	c.nodes[leader].waitStarted(t, readyTimeout)
+	t.Logf("%s ready %s after its start", c.nodes[leader].name, time.Since(restarted).Round(time.Millisecond))
 	p.waitDone(t, total, 3*time.Minute)
 	if back := p.firstAckAfter(killed); !back.IsZero() {
 		t.Logf("first acknowledged publish sent after the kill: %s after it", back.Sub(killed).Round(time.Millisecond))
@@ -224,7 +228,7 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 		return nil
 	})
 	if back := log.firstAfter(killed); !back.IsZero() {
-		t.Logf("first job handed out after the kill: %s after it", back.Sub(killed).Round(time.Millisecond))
+		t.Logf("first fetch that got a job sent %s after the kill", back.Sub(killed).Round(time.Millisecond))
 	}
 	wcancel()
 	wg.Wait()
