@@ -260,19 +260,26 @@ func (s *Server) publishQueues() {
 
 // syncQueues runs the dispatchers of the queues in have (stream name ->
 // queue config), those this node leads, and stops the others; remote are
-// the queues other nodes dispatch. A dispatcher that fails to start is
-// tried again soon. streamsMu is held.
-func (s *Server) syncQueues(ctx context.Context, have, remote map[string]semaq.QueueConfig) error {
+// the queues other nodes dispatch; a queue in unknown (a stream the list
+// left out: unlistedStreams) stays as it is. A dispatcher that fails to
+// start is tried again soon. streamsMu is held.
+func (s *Server) syncQueues(ctx context.Context, have, remote map[string]semaq.QueueConfig, unknown map[string]bool) error {
 	s.queues.mu.Lock()
 	var gone []string
 	for name := range s.queues.all {
-		if _, ok := have[name]; !ok {
+		if _, ok := have[name]; !ok && !unknown[name] {
 			gone = append(gone, name)
 		}
 	}
+	was := s.queues.remote
 	s.queues.remote = make(map[string]*remoteQueue, len(remote)+len(gone))
 	for name := range remote {
 		s.queues.remote[name] = &remoteQueue{name: name, nc: s.nc, log: s.log.Debug}
+	}
+	for name := range unknown {
+		if rq, ok := was[name]; ok {
+			s.queues.remote[name] = rq
+		}
 	}
 	s.queues.mu.Unlock()
 	// Those no longer led here go first: the new leader's dispatcher

@@ -94,12 +94,44 @@ func (s *Server) syncStreams(ctx context.Context) error {
 	if err := lister.Err(); err != nil {
 		return fmt.Errorf("broker: listing streams: %w", err)
 	}
+	unknown, err := s.unlistedStreams(ctx, have)
+	if err != nil {
+		return fmt.Errorf("broker: listing stream names: %w", err)
+	}
 	for _, name := range s.ingress.names() {
-		if !have[name] {
+		if !have[name] && !unknown[name] {
 			s.ingress.remove(name)
 		}
 	}
-	return s.syncQueues(ctx, queued, remote)
+	return s.syncQueues(ctx, queued, remote, unknown)
+}
+
+// unlistedStreams are the streams JetStream has that a stream list left
+// out (have: the listed ones). In a cluster the list gathers each stream's
+// info from its leader and answers after 4 s with the streams it got; a
+// stream electing a leader (its leader's node died) is named as missing,
+// which nats.go drops. Such a stream is not gone: syncStreams leaves its
+// ingress and its queue as they are, and runs again soon.
+func (s *Server) unlistedStreams(ctx context.Context, have map[string]bool) (map[string]bool, error) {
+	if !s.cfg.Clustered() {
+		return nil, nil
+	}
+	unknown := map[string]bool{}
+	names := s.js.StreamNames(ctx)
+	for name := range names.Name() {
+		if !have[name] {
+			unknown[name] = true
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, err
+	}
+	if len(unknown) > 0 {
+		s.queues.mu.Lock()
+		s.retryQueueSync()
+		s.queues.mu.Unlock()
+	}
+	return unknown, nil
 }
 
 // serveStream makes the ingress serve stream name on its public subjects,

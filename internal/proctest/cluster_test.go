@@ -43,7 +43,8 @@ func startCluster(t *testing.T, n int) *cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range c.nodes {
-				t.Logf("---- %s (%s), last lines:\n%s", p.name, p.logPath, p.tail(60))
+				t.Logf("---- %s (%s), SemaQ's warnings and errors, then the last lines:\n%s\n----\n%s",
+					p.name, p.logPath, p.grep(`level=(WARN|ERROR) msg="[^A-Z]`), p.tail(60))
 			}
 		}
 		for _, p := range c.nodes {

@@ -190,6 +190,26 @@ func (p *proc) tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// grep is the lines of the process's log matching expr (at most the
+// last 100), and every start and exit.
+func (p *proc) grep(expr string) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	re := regexp.MustCompile(expr)
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "==== ") || re.MatchString(l) {
+			out = append(out, l)
+		}
+	}
+	if len(out) > 100 {
+		out = out[len(out)-100:]
+	}
+	return strings.Join(out, "\n")
+}
+
 // readyWriter writes a process's output to its log and closes ready at the
 // first readyLine.
 type readyWriter struct {

@@ -184,12 +184,11 @@ type directGet struct {
 	NextBySubj string `json:"next_by_subj"`
 }
 
-// readNode reads every message of stream from node url by direct gets.
-// A direct get is answered by a replica on the node the request enters
-// when there is one (NATS serves a queue group's local members first, and
-// every replica of a stream with direct gets is a member once it is
-// caught up), so this reads that node's copy. It returns how often each
-// payload is stored.
+// readNode reads every message of stream by direct gets through node url,
+// and returns how often each payload is stored. Every replica of a stream
+// with direct gets answers them once it is caught up, and NATS picks one of
+// a queue group's members at random, not the local one: with every node
+// running this reads the stream, not that node's copy (readAlone does).
 func readNode(url, stream, subjects string) (map[string]int, error) {
 	nc, err := nats.Connect(url, nats.NoReconnect())
 	if err != nil {
@@ -219,29 +218,54 @@ func readNode(url, stream, subjects string) (map[string]int, error) {
 	}
 }
 
-// checkExactlyOnce fails the test unless the stream's copy on every node
-// holds ids 0..total-1 exactly once and nothing else.
-func checkExactlyOnce(t *testing.T, c *cluster, stream, subjects string, total int) {
+// readAlone stops every node but i (SIGTERM) and reads stream through node
+// i, the only replica left to answer a direct get: its own copy. The
+// cluster stays without a majority; the test ends after.
+func readAlone(t *testing.T, c *cluster, i int, stream, subjects string) map[string]int {
 	t.Helper()
-	for i, url := range c.urls {
+	for k, p := range c.nodes {
+		if k != i {
+			p.stop(t, 60*time.Second)
+		}
+	}
+	seen, err := readNode(c.urls[i], stream, subjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seen
+}
+
+// checkExactlyOnce fails the test unless seen holds ids 0..total-1 exactly
+// once and nothing else.
+func checkExactlyOnce(t *testing.T, seen map[string]int, total int, where string) {
+	t.Helper()
+	var missing, twice []string
+	for id := range total {
+		switch n := seen[strconv.Itoa(id)]; {
+		case n == 0:
+			missing = append(missing, strconv.Itoa(id))
+		case n > 1:
+			twice = append(twice, fmt.Sprintf("%d×%d", id, n))
+		}
+	}
+	if len(missing) > 0 || len(twice) > 0 || len(seen) != total {
+		t.Fatalf("%s: %d distinct messages of %d acknowledged; missing %v; stored more than once %v",
+			where, len(seen), total, head(missing), head(twice))
+	}
+}
+
+// checkStream reads stream through every node (checkExactlyOnce), then
+// node i's own copy alone (readAlone).
+func checkStream(t *testing.T, c *cluster, i int, stream, subjects string, total int) {
+	t.Helper()
+	for k, url := range c.urls {
 		seen, err := readNode(url, stream, subjects)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var missing, twice []string
-		for id := range total {
-			switch n := seen[strconv.Itoa(id)]; {
-			case n == 0:
-				missing = append(missing, strconv.Itoa(id))
-			case n > 1:
-				twice = append(twice, fmt.Sprintf("%d×%d", id, n))
-			}
-		}
-		if len(missing) > 0 || len(twice) > 0 || len(seen) != total {
-			t.Fatalf("%s on %s: %d distinct messages of %d acknowledged; missing %v; stored more than once %v",
-				stream, c.nodes[i].name, len(seen), total, head(missing), head(twice))
-		}
+		checkExactlyOnce(t, seen, total, stream+" through "+c.nodes[k].name)
 	}
+	checkExactlyOnce(t, readAlone(t, c, i, stream, subjects), total, stream+" on "+c.nodes[i].name+" alone")
 }
 
 // head is at most the first 20 of s.

@@ -63,6 +63,27 @@ func (l *jobLog) acked(total int) int {
 	return n
 }
 
+// unacked describes the jobs among ids 0..total-1 not acked yet, at most
+// 20: each id with the workers and delivery counts it was handed out with.
+func (l *jobLog) unacked(total int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id := range total {
+		ds := l.jobs[strconv.Itoa(id)]
+		acked := false
+		var who []string
+		for _, d := range ds {
+			acked = acked || d.acked
+			who = append(who, fmt.Sprintf("%s/%d/%v", d.worker, d.deliveries, d.ackErr))
+		}
+		if !acked {
+			out = append(out, fmt.Sprintf("%d%v", id, who))
+		}
+	}
+	return head(out)
+}
+
 // firstAfter is when the first fetch sent after at that handed out a job
 // was sent; zero if none.
 func (l *jobLog) firstAfter(at time.Time) time.Time {
@@ -223,7 +244,7 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 	}
 	eventually(t, ackWait+2*time.Minute, "every job acked", func() error {
 		if n := log.acked(total); n < total {
-			return fmt.Errorf("%d of %d acked", n, total)
+			return fmt.Errorf("%d of %d acked; not acked: %v", n, total, log.unacked(total))
 		}
 		return nil
 	})
@@ -241,8 +262,11 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(seen) != 0 {
-			t.Fatalf("JOBS on %s still holds %d jobs after every job was acked", c.nodes[i].name, len(seen))
+			t.Fatalf("JOBS through %s still holds %d jobs after every job was acked", c.nodes[i].name, len(seen))
 		}
+	}
+	if seen := readAlone(t, c, leader, "JOBS", "jobs.>"); len(seen) != 0 {
+		t.Fatalf("JOBS on %s alone still holds %d jobs after every job was acked", c.nodes[leader].name, len(seen))
 	}
 }
 
