@@ -17,7 +17,7 @@ import (
 
 // pubTimeout is how long the publisher waits for one ack before it sends
 // the message again with the same Nats-Msg-Id.
-const pubTimeout = time.Second
+const pubTimeout = 250 * time.Millisecond
 
 // publisher is a stock nats.go JetStream publisher that knows every node:
 // it publishes ids 0, 1, 2… on subject prefix.<id> with the id as payload
@@ -218,14 +218,14 @@ func readNode(url, stream, subjects string) (map[string]int, error) {
 	}
 }
 
-// readAlone stops every node but i (SIGTERM) and reads stream through node
-// i, the only replica left to answer a direct get: its own copy. The
-// cluster stays without a majority; the test ends after.
+// readAlone kills every node but i and reads stream through node i, the
+// only replica left to answer a direct get: its own copy. The cluster
+// stays without a majority; the test ends after.
 func readAlone(t *testing.T, c *cluster, i int, stream, subjects string) map[string]int {
 	t.Helper()
 	for k, p := range c.nodes {
 		if k != i {
-			p.stop(t, 60*time.Second)
+			p.kill(t)
 		}
 	}
 	seen, err := readNode(c.urls[i], stream, subjects)
