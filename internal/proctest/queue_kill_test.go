@@ -31,6 +31,27 @@ type delivery struct {
 type jobLog struct {
 	mu   sync.Mutex
 	jobs map[string][]*delivery
+	// failed are the fetches that got an error: when each was sent and
+	// when it failed.
+	failed [][2]time.Time
+}
+
+// fetchMax is how many jobs a worker fetches at once.
+const fetchMax = 8
+
+// lostInFlight is how many fetches sent before at failed after it: each
+// may have been answered by a dispatcher that died at at, its jobs leased
+// to the worker (recorded in the lease store) and its reply lost.
+func (l *jobLog) lostInFlight(at time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, f := range l.failed {
+		if f[0].Before(at) && f[1].After(at) {
+			n++
+		}
+	}
+	return n
 }
 
 func (l *jobLog) add(worker string, asked time.Time, j *client.Job) *delivery {
@@ -107,9 +128,12 @@ func work(ctx context.Context, name string, cl *client.Client, queue string, log
 	for ctx.Err() == nil {
 		asked := time.Now()
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		jobs, err := cl.Fetch(fctx, queue, client.FetchMax(8), client.FetchWait(time.Second))
+		jobs, err := cl.Fetch(fctx, queue, client.FetchMax(fetchMax), client.FetchWait(time.Second))
 		cancel()
 		if err != nil {
+			log.mu.Lock()
+			log.failed = append(log.failed, [2]time.Time{asked, time.Now()})
+			log.mu.Unlock()
 			// No dispatcher yet (failover): ask again.
 			select {
 			case <-ctx.Done():
@@ -254,7 +278,10 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 	wcancel()
 	wg.Wait()
 
-	checkServedOnce(t, log, total, held)
+	inFlight := log.lostInFlight(killed)
+	if n := checkServedOnce(t, log, total, held, fetchMax*inFlight); n > 0 {
+		t.Logf("%d jobs handed out once, with delivery count 2: leased in one of the %d fetches in flight at the kill", n, inFlight)
+	}
 	c.waitWhole(nil)
 	for i, url := range c.urls {
 		seen, err := readNode(url, "JOBS", "jobs.>")
@@ -272,9 +299,13 @@ func TestProcessQueueLeaderKill(t *testing.T) {
 
 // checkServedOnce fails the test unless each job was acked exactly once
 // and handed out once, except the held ones: handed out again once, with
-// delivery count 2, to another worker.
-func checkServedOnce(t *testing.T, log *jobLog, total int, held []string) {
+// delivery count 2, to another worker. At most lost jobs may be handed out
+// once with delivery count 2: leased by the dying dispatcher in a fetch
+// whose reply was lost with it, and handed out again after that lease.
+// It returns how many of those there were.
+func checkServedOnce(t *testing.T, log *jobLog, total int, held []string, lost int) int {
 	t.Helper()
+	relost := 0
 	isHeld := map[string]bool{}
 	for _, id := range held {
 		isHeld[id] = true
@@ -301,6 +332,11 @@ func checkServedOnce(t *testing.T, log *jobLog, total int, held []string) {
 		for _, d := range ds {
 			got = append(got, d.deliveries)
 		}
+		if fmt.Sprint(got) == "[2]" && !isHeld[strconv.Itoa(id)] && lost > 0 {
+			lost--
+			relost++
+			continue
+		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			var who []string
 			for _, d := range ds {
@@ -322,4 +358,5 @@ func checkServedOnce(t *testing.T, log *jobLog, total int, held []string) {
 	if len(problems) > 0 {
 		t.Fatalf("%d problems:\n%v", len(problems), head(problems))
 	}
+	return relost
 }
