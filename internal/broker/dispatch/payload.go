@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -38,6 +40,7 @@ var directGetHeaders = []string{"Nats-Stream", "Nats-Subject", "Nats-Sequence", 
 type payloadReader struct {
 	nc     *nats.Conn
 	api    string // $JS.API.DIRECT.GET.<stream>
+	msgGet string // $JS.API.STREAM.MSG.GET.<stream>, answered by the leader
 	prefix string // of the replies: prefix + call id
 	sub    *nats.Subscription
 
@@ -60,6 +63,7 @@ func newPayloadReader(nc *nats.Conn, stream string) (*payloadReader, error) {
 	r := &payloadReader{
 		nc:     nc,
 		api:    "$JS.API.DIRECT.GET." + stream,
+		msgGet: "$JS.API.STREAM.MSG.GET." + stream,
 		prefix: "_SQ_DGET." + nuid.Next() + ".",
 		calls:  make(map[uint64]payloadCall),
 	}
@@ -146,7 +150,53 @@ func (r *payloadReader) read(seqs []uint64) []stored {
 		delete(r.calls, id) // those whose send failed
 	}
 	r.mu.Unlock()
+	for i := range out {
+		if errors.Is(out[i].err, errPayloadGone) {
+			out[i] = r.readFromLeader(seqs[i])
+		}
+	}
 	return out
+}
+
+// readFromLeader reads the request at seq through the stream's leader. Any
+// replica answers a direct get, and a follower that is behind (catching up
+// after its node restarted, or not yet holding the newest messages) answers
+// 404 for a request the stream holds: a 404 is asked of the leader before
+// the request counts as gone.
+func (r *payloadReader) readFromLeader(seq uint64) stored {
+	body := strconv.AppendUint([]byte(`{"seq":`), seq, 10)
+	m, err := r.nc.Request(r.msgGet, append(body, '}'), payloadTimeout)
+	if err != nil {
+		return stored{err: fmt.Errorf("reading request %d from the stream's leader: %w", seq, err)}
+	}
+	var rep struct {
+		Message *struct {
+			Header []byte `json:"hdrs"`
+			Data   []byte `json:"data"`
+		} `json:"message"`
+		Error *struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return stored{err: fmt.Errorf("reading request %d from the stream's leader: %w", seq, err)}
+	}
+	switch {
+	case rep.Error != nil && rep.Error.Code == http.StatusNotFound:
+		return stored{err: errPayloadGone}
+	case rep.Error != nil:
+		return stored{err: fmt.Errorf("reading request %d from the stream's leader: %d %s", seq, rep.Error.Code, rep.Error.Description)}
+	case rep.Message == nil:
+		return stored{err: fmt.Errorf("reading request %d from the stream's leader: no message in %q", seq, m.Data)}
+	}
+	hdr := nats.Header{}
+	if len(rep.Message.Header) > 0 {
+		if hdr, err = nats.DecodeHeadersMsg(rep.Message.Header); err != nil {
+			return stored{err: fmt.Errorf("reading request %d from the stream's leader: headers: %w", seq, err)}
+		}
+	}
+	return stored{hdr: hdr, data: rep.Message.Data}
 }
 
 func decodeDirectGet(m *nats.Msg) stored {
