@@ -481,3 +481,25 @@ func TestDLQCaptureBeforeTerm(t *testing.T) {
 		t.Fatalf("marker dead letter = %+v", dls[1])
 	}
 }
+
+// A message deleted from its stream while a consumer held it unacked is
+// reported by JetStream as terminated ("Unacknowledged message was
+// deleted"): nobody gave up on it — the broker deletes a work-queue job
+// once it is answered, and a consumer recreated after a failover still
+// held it — so it is not a dead letter.
+func TestDLQDeletedMessageIsNoDeadLetter(t *testing.T) {
+	t.Parallel()
+	s, c := startDLQ(t)
+	addStream(t, c, semaq.StreamConfig{Name: "DEL", Subjects: []string{"del.>"}})
+	publish(t, c, "del.a", "a")
+	publish(t, c, "del.b", "b")
+	broker.HandleDLQAdvisory(s, advisory("term", "DEL", "C", 1, "Unacknowledged message was deleted"))
+	broker.HandleDLQAdvisory(s, advisory("term", "DEL", "C", 2, "bad input"))
+	dls, err := c.DeadLetters(context.Background(), client.DeadLetterFilter{Stream: "DEL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dls) != 1 || dls[0].StreamSeq != 2 {
+		t.Fatalf("dead letters %+v; want only message 2's", dls)
+	}
+}

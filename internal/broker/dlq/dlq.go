@@ -257,6 +257,11 @@ func (ev *Event) check() error {
 	return nil
 }
 
+// deletedReason is the Reason of JetStream's termination of a message
+// deleted from its stream while a consumer held it unacked (its reason
+// text, as termReason keeps it).
+var deletedReason = termReason("Unacknowledged message was deleted")
+
 // termReason is AI-DLQ-Reason for a termination: "terminated", or
 // "terminated: <why>" with why made fit for a header line.
 func termReason(why string) string {
@@ -291,6 +296,13 @@ func (s *Store) HandleAdvisory(m *nats.Msg) {
 	}
 	if ev.Stream == semaq.DLQStream {
 		return // a dead letter's own consumer gave up on it; it stays where it is
+	}
+	if ev.Reason == deletedReason {
+		// Deleted while a consumer held it: nobody gave up on it (an
+		// answered work-queue job the broker removed, which a dispatch
+		// consumer recreated after a failover still held).
+		s.log.Debug("termination of a deleted message: no dead letter", "stream", ev.Stream, "seq", ev.Seq, "consumer", ev.Consumer)
+		return
 	}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
