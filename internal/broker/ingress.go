@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/reserved"
@@ -34,11 +35,10 @@ import (
 // the stream's committer releases the ack after the fsync that covers the
 // message (groupcommit/).
 //
-// Per-publisher order holds because one subscription delivers a publisher's
-// messages in order and the ingress republishes them in that order on one
-// connection.
+// Messages come in and go to storage on the ingress's own in-process
+// connections (ingress_wire.go), which also says which order is kept.
 type ingress struct {
-	nc       *nats.Conn // internal: writes storage
+	nc       *nats.Conn // internal: the ack router's subscription
 	out      *nats.Conn // egress: refusals and forwarded acks (permissions.go)
 	log      *slog.Logger
 	opts     semaq.NormalizeOptions
@@ -51,8 +51,15 @@ type ingress struct {
 
 	mu      sync.Mutex
 	streams map[string]*ingressStream // by stream name
+	closed  bool                      // shut down: set refuses
 	acks    ackRouter
 	ackSub  *nats.Subscription
+
+	// The reader and the shards (ingress_wire.go).
+	wire        *wire.Conn
+	shards      []*ingressShard
+	queuedBytes atomic.Int64  // waiting in the shards' queues
+	dropped     atomic.Uint64 // dropped with a shard's queue full
 
 	accepted atomic.Uint64
 	rejected atomic.Uint64
@@ -90,19 +97,23 @@ type ingressStream struct {
 	name       string
 	subjects   []string
 	durability string
-	subs       []*nats.Subscription
+	subs       []*wire.Sub
 	commit     *groupcommit.Committer // nil unless durability is fsync
 }
 
-// Pending limits of an ingress subscription. Past them NATS drops messages
-// (the publisher sees no ack and retries), which is the backpressure a flood
-// gets instead of unbounded memory.
+// Pending limits of the ack router's subscription and of the shards'
+// queues (ingress_wire.go). Past them messages are dropped (the publisher
+// sees no ack and retries), which is the backpressure a flood gets instead
+// of unbounded memory. With one shard the ingress reads as fast as it
+// handles: what waits is in the server's buffer for the connection,
+// bounded by the server's max_pending (64 MB); past it the server cuts the
+// connection as a slow consumer and the ingress logs in again.
 const (
 	ingressPendingMsgs  = 1 << 16
 	ingressPendingBytes = 64 << 20
 )
 
-func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string, policy []PolicyStep) (*ingress, error) {
+func newIngress(nc, out *nats.Conn, dial func(name string) (*wire.Conn, error), shards int, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string, policy []PolicyStep) (*ingress, error) {
 	in := &ingress{
 		nc:       nc,
 		out:      out,
@@ -123,6 +134,10 @@ func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeD
 		return nil, fmt.Errorf("ingress: %w", err)
 	}
 	in.ackSub = sub
+	if err := in.startWire(dial, shards); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
 	return in, nil
 }
 
@@ -131,6 +146,9 @@ func newIngress(nc, out *nats.Conn, log *slog.Logger, maxHeaderBytes int, storeD
 func (in *ingress) set(name string, subjects []string, durability string) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.closed {
+		return fmt.Errorf("ingress: shut down; not serving stream %s", name)
+	}
 	if cur, ok := in.streams[name]; ok {
 		if slices.Equal(cur.subjects, subjects) && cur.durability == durability {
 			return nil
@@ -144,22 +162,20 @@ func (in *ingress) set(name string, subjects []string, durability string) error 
 	}
 	for _, subj := range subjects {
 		po := in.patternObs(subj)
-		handle := func(m *nats.Msg) { in.handle(st, po, m) }
-		sub, err := in.nc.QueueSubscribe(subj, reserved.IngressQueueGroup, handle)
+		handle := func(m *wire.Msg) { in.receive(st, po, m) }
+		sub, err := in.wire.QueueSubscribe(subj, reserved.IngressQueueGroup, handle)
 		if err != nil {
 			in.removeLocked(st)
 			return fmt.Errorf("ingress: subscribing to %s: %w", subj, err)
 		}
 		st.subs = append(st.subs, sub)
-		if err := sub.SetPendingLimits(ingressPendingMsgs, ingressPendingBytes); err != nil {
-			in.removeLocked(st)
-			return fmt.Errorf("ingress: %w", err)
-		}
 	}
 	// Make sure the server has the interest before a caller reports the
 	// stream as ready: a publish right after "stream add" must not find
 	// no responders.
-	if err := in.nc.Flush(); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), subscribeTimeout)
+	defer cancel()
+	if err := in.wire.Ping(ctx); err != nil {
 		in.removeLocked(st)
 		return fmt.Errorf("ingress: %w", err)
 	}
@@ -226,16 +242,21 @@ func (in *ingress) commitStats(name string) *semaq.CommitStats {
 func (in *ingress) shutdown(ctx context.Context) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	defer in.closeWire()
 	for _, st := range in.streams {
 		st.unsubscribe()
 	}
-	var err error
+	err := in.drainWire(ctx)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	for in.acks.sent.Load() != in.acks.routed.Load() {
 		select {
 		case <-ctx.Done():
-			err = fmt.Errorf("ingress: %d acks still outstanding: %w", in.acks.sent.Load()-in.acks.routed.Load(), ctx.Err())
+			err = errors.Join(err, fmt.Errorf("ingress: %d acks still outstanding: %w", in.acks.sent.Load()-in.acks.routed.Load(), ctx.Err()))
 		case <-tick.C:
 			continue
 		}
@@ -266,12 +287,13 @@ func (st *ingressStream) unsubscribe() {
 }
 
 // handle is the hot path: it runs the pipeline (ingress_pipeline.go) once
-// per published message.
-func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
+// per published message and appends it on out. hdrErr is why m's header
+// block could not be read.
+func (in *ingress) handle(out *wire.Conn, st *ingressStream, po *patternObs, m *nats.Msg, hdrErr error) {
 	if m.Header == nil {
 		m.Header = make(nats.Header, 1)
 	}
-	p := publication{m: m, subject: m.Subject, stream: st, obs: msgObs{po: po}}
+	p := publication{m: m, subject: m.Subject, stream: st, obs: msgObs{po: po}, out: out}
 	// 1. envelope
 	if m.Reply != "" {
 		if err := semaq.CheckReplySubject(m.Reply); err != nil {
@@ -284,6 +306,10 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 	}
 	if err := semaq.CheckPublishSubject(m.Subject); err != nil {
 		in.reject(&p, semaq.NewAPIError(semaq.ErrBadRequest, "%v", err))
+		return
+	}
+	if hdrErr != nil {
+		in.reject(&p, semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: the header block is malformed (%v); nothing was stored", m.Subject, hdrErr))
 		return
 	}
 	var who api.Principal
@@ -331,7 +357,7 @@ func (in *ingress) handle(st *ingressStream, po *patternObs, m *nats.Msg) {
 func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 	m := p.m
 	p.obs.carry(m.Header)
-	out := nats.Msg{Subject: reserved.StoragePrefix + p.subject, Reply: m.Reply, Header: m.Header, Data: m.Data}
+	out := nats.Msg{Subject: reserved.StoragePrefix + p.subject, Reply: m.Reply}
 	switch {
 	case m.Reply == "":
 	case p.stream.commit != nil:
@@ -343,13 +369,13 @@ func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 	if out.Reply == m.Reply {
 		in.lat.sample(p.obs.po, &out, received)
 	}
-	if err := in.nc.PublishMsg(&out); err != nil {
+	if err := p.out.Publish(out.Subject, out.Reply, m.Header, m.Data); err != nil {
 		if out.Reply != m.Reply {
 			in.acks.sent.Add(^uint64(0)) // no ack will come for it
 		}
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return semaq.NewAPIError(semaq.ErrTooLarge, "message on %s is too large with its envelope: %d bytes of data, server limit %d",
-				m.Subject, len(m.Data), in.nc.MaxPayload())
+				m.Subject, len(m.Data), p.out.MaxPayload())
 		}
 		return semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/semaq"
@@ -73,6 +74,7 @@ type publication struct {
 	stream  *ingressStream // the stream that stores it; routing may change it
 	user    string         // the store user that sent it (auth on), for its quota
 	obs     msgObs
+	out     *wire.Conn // the connection that appends it
 }
 
 // step is one stage of the pipeline: a built-in step, or a policy step.
@@ -97,7 +99,10 @@ type PolicyStep struct {
 	// Name names the step's span ("policy <Name>").
 	Name string
 	// Run may change m's data and headers (env is the envelope they were
-	// read into) and refuses the message by returning an error.
+	// read into) and refuses the message by returning an error. m and its
+	// Data are valid only until Run returns: Data points into the
+	// ingress's read buffer (copy it to keep it; assign a new slice to
+	// change it).
 	Run func(m *nats.Msg, env *semaq.Envelope) *semaq.APIError
 }
 

@@ -19,3 +19,10 @@ func WithOperator(pub string) Option {
 func WithIngressPolicy(steps ...PolicyStep) Option {
 	return func(s *Server) { s.policy = append(s.policy, steps...) }
 }
+
+// WithIngressShards runs the ingress on n shards (ingress_wire.go, which
+// says which publish order each keeps); 0 picks by the number of cores.
+// n outside 0..64 is clamped.
+func WithIngressShards(n int) Option {
+	return func(s *Server) { s.ingressShards = max(0, min(n, maxIngressShards)) }
+}

@@ -71,14 +71,15 @@ type Server struct {
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
-	frontDoor FrontDoorFunc  // builds the HTTP front door (frontdoor.go)
-	policy    []PolicyStep   // the ingress's policy steps (ingress_pipeline.go)
-	operators []string       // public nkeys of operator users (WithOperator)
-	front     FrontDoor      // nil without HTTP
-	tls       tlsState       // certificates of both client ports (tls.go)
-	lock      *dataLock      // held on DataDir from Start to the end of stop
-	started   time.Time      // when the cluster API started serving (cluster_status.go)
-	keeper    *replicaKeeper // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
+	frontDoor     FrontDoorFunc  // builds the HTTP front door (frontdoor.go)
+	policy        []PolicyStep   // the ingress's policy steps (ingress_pipeline.go)
+	ingressShards int            // the ingress's shards; 0 picks by cores (ingress_wire.go)
+	operators     []string       // public nkeys of operator users (WithOperator)
+	front         FrontDoor      // nil without HTTP
+	tls           tlsState       // certificates of both client ports (tls.go)
+	lock          *dataLock      // held on DataDir from Start to the end of stop
+	started       time.Time      // when the cluster API started serving (cluster_status.go)
+	keeper        *replicaKeeper // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
 
 	shutdownOnce sync.Once
 
@@ -198,7 +199,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: schema registry: %w", err)
 	}
-	s.ingress, err = newIngress(s.nc, s.egress, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir, s.policy)
+	s.ingress, err = newIngress(s.nc, s.egress, s.ingressDialer(), s.ingressShards, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir, s.policy)
 	if err != nil {
 		return err
 	}

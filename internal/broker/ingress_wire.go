@@ -1,0 +1,240 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/internal/broker/wire"
+)
+
+// The ingress's connections (internal/broker/wire) and its shards.
+//
+// The ingress reads every public publish on one in-process connection (one
+// subscription per stream pattern, queue group semaq.ingress). With one
+// shard the reader goroutine runs the pipeline itself and republishes on
+// the same connection: no second goroutine, no header map from nats.go,
+// one write per batch of input. With n shards the reader only parses and
+// hands each message to a shard by its ordering key; every shard runs the
+// pipeline on its own goroutine and republishes on its own connection, so
+// the server stores through n read loops instead of one.
+//
+// Order. A shard handles its messages in the order the reader got them,
+// and the server stores what one connection publishes in that order. So
+// whatever keeps one key on one shard keeps its order:
+//
+//   - a message with a reply subject is keyed by the reply up to its last
+//     token: the inbox prefix of the publisher's connection (nats.go's
+//     request inbox _INBOX.<id>.*, a JetStream context's async inbox), so
+//     every acknowledged publish of one publisher stays in order, across
+//     subjects too;
+//   - a message without a reply, or with a reply the server mapped for
+//     another account (_R_.…, a new prefix per message), is keyed by its
+//     subject: order per publisher and subject.
+//
+// With one shard (the default on two cores or fewer) every message of a
+// connection keeps its order, as before sharding. With more, order between
+// a publisher's messages with and without a reply, or across accounts'
+// mapped replies on different subjects, is not kept.
+
+// shardQueue bounds the messages waiting for one shard; past it (or past
+// ingressPendingBytes over all shards) a message is dropped, as the
+// subscription's pending limits dropped it before sharding: the publisher
+// sees no ack and retries.
+const shardQueue = 8192
+
+// maxIngressShards bounds WithIngressShards.
+const maxIngressShards = 64
+
+// defaultIngressShards is one shard on two cores or fewer, where the
+// ingress is bound by CPU and a hand-off costs more than it gains, and
+// then one per two cores up to eight.
+func defaultIngressShards() int {
+	n := runtime.GOMAXPROCS(0)
+	if n <= 2 {
+		return 1
+	}
+	return min(n/2, 8)
+}
+
+type ingressShard struct {
+	in      *ingress
+	conn    *wire.Conn // publishes into storage
+	scratch []byte     // the reader's or the shard goroutine's
+	q       chan shardMsg
+	done    chan struct{}
+}
+
+// shardMsg is a message handed to a shard, copied out of the reader's
+// buffer.
+type shardMsg struct {
+	st  *ingressStream
+	po  *patternObs
+	m   wire.Msg
+	buf []byte // what m points into
+}
+
+// startWire connects the reader and the shards' connections.
+func (in *ingress) startWire(dial func(name string) (*wire.Conn, error), shards int) error {
+	if shards <= 0 {
+		shards = defaultIngressShards()
+	}
+	c, err := dial("semaq-ingress")
+	if err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	in.wire = c
+	if shards == 1 {
+		in.shards = []*ingressShard{{in: in, conn: c}}
+		return nil
+	}
+	for i := range shards {
+		sc, err := dial(fmt.Sprintf("semaq-ingress-%d", i))
+		if err != nil {
+			in.closeWire()
+			return fmt.Errorf("ingress: shard %d: %w", i, err)
+		}
+		sh := &ingressShard{in: in, conn: sc, q: make(chan shardMsg, shardQueue), done: make(chan struct{})}
+		in.shards = append(in.shards, sh)
+		go sh.run()
+	}
+	return nil
+}
+
+// receive is the reader's handler of every subscription.
+func (in *ingress) receive(st *ingressStream, po *patternObs, wm *wire.Msg) {
+	if len(in.shards) == 1 {
+		in.shards[0].deliver(st, po, wm)
+		return
+	}
+	sh := in.shards[shardOf(wm, len(in.shards))]
+	size := int64(len(wm.Subject) + len(wm.Reply) + len(wm.Header) + len(wm.Data))
+	if in.queuedBytes.Add(size) > ingressPendingBytes {
+		in.queuedBytes.Add(-size)
+		in.dropped.Add(1)
+		return
+	}
+	buf := make([]byte, 0, size)
+	buf = append(append(append(append(buf, wm.Subject...), wm.Reply...), wm.Header...), wm.Data...)
+	ls, lr, lh := len(wm.Subject), len(wm.Reply), len(wm.Header)
+	sm := shardMsg{st: st, po: po, buf: buf, m: wire.Msg{
+		Subject: buf[:ls], Reply: buf[ls : ls+lr], Data: buf[ls+lr+lh:],
+	}}
+	if lh > 0 {
+		sm.m.Header = buf[ls+lr : ls+lr+lh]
+	}
+	select {
+	case sh.q <- sm:
+	default:
+		in.queuedBytes.Add(-size)
+		in.dropped.Add(1)
+	}
+}
+
+// shardOf picks a message's shard by its ordering key (see Order above):
+// FNV-1a of the reply's inbox prefix, or of the subject.
+func shardOf(wm *wire.Msg, n int) int {
+	key := wm.Subject
+	if r := wm.Reply; len(r) > 0 && !(len(r) >= len(responsePrefix) && string(r[:len(responsePrefix)]) == responsePrefix) {
+		key = r
+		for i := len(r) - 1; i > 0; i-- {
+			if r[i] == '.' {
+				key = r[:i]
+				break
+			}
+		}
+	}
+	h := uint32(2166136261)
+	for _, c := range key {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// run is a shard's goroutine: messages in order, a flush whenever the
+// queue runs dry.
+func (sh *ingressShard) run() {
+	defer close(sh.done)
+	for sm := range sh.q {
+		sh.deliver(sm.st, sm.po, &sm.m)
+		sh.in.queuedBytes.Add(-int64(len(sm.buf)))
+		if len(sh.q) == 0 {
+			_ = sh.conn.Flush()
+		}
+	}
+	_ = sh.conn.Flush()
+}
+
+// deliver turns a wire message into the pipeline's: subject, reply and
+// header block become one string (one allocation; the header map's keys
+// and values are substrings of it), the data stays where it is, valid
+// until the pipeline returns.
+func (sh *ingressShard) deliver(st *ingressStream, po *patternObs, wm *wire.Msg) {
+	ls, lr := len(wm.Subject), len(wm.Reply)
+	sh.scratch = append(append(append(sh.scratch[:0], wm.Subject...), wm.Reply...), wm.Header...)
+	s := string(sh.scratch)
+	m := &nats.Msg{Subject: s[:ls], Reply: s[ls : ls+lr], Data: wm.Data}
+	var hdrErr error
+	if len(wm.Header) > 0 {
+		m.Header, hdrErr = wire.DecodeHeader(s[ls+lr:])
+	}
+	sh.in.handle(sh.conn, st, po, m, hdrErr)
+}
+
+// drainWire ends intake: every message the server delivered before the
+// subscriptions ended is handled and its republish processed by the
+// server. in.mu is held; the subscriptions are gone.
+func (in *ingress) drainWire(ctx context.Context) error {
+	if in.wire == nil {
+		return nil
+	}
+	var errs []error
+	if err := in.wire.Ping(ctx); err != nil { // the reader has handled all it got
+		errs = append(errs, fmt.Errorf("ingress: draining: %w", err))
+	}
+	for _, sh := range in.shards {
+		if sh.q != nil {
+			close(sh.q)
+			select {
+			case <-sh.done:
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("ingress: draining shard: %w", ctx.Err()))
+			}
+		}
+		if err := sh.conn.Ping(ctx); err != nil { // the server has what it published
+			errs = append(errs, fmt.Errorf("ingress: draining: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// closeWire closes every connection of the ingress.
+func (in *ingress) closeWire() {
+	if in.wire == nil {
+		return
+	}
+	for _, sh := range in.shards {
+		if sh.conn != in.wire {
+			sh.conn.Close()
+		}
+	}
+	in.wire.Close()
+}
+
+// subscribeTimeout bounds the wait for the server to confirm the ingress's
+// subscriptions of a stream.
+const subscribeTimeout = 10 * time.Second
+
+// ingressDialer logs the ingress's connections in as the internal user.
+func (s *Server) ingressDialer() func(name string) (*wire.Conn, error) {
+	u := s.users.internal
+	return func(name string) (*wire.Conn, error) {
+		return wire.Connect(wire.Config{Dial: s.ns.InProcessConn, Name: name, Nkey: u.pub, Sign: u.kp.Sign,
+			Log: s.log.With("component", "ingress")})
+	}
+}
