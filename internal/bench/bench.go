@@ -64,7 +64,7 @@ type Rig struct {
 // sync_always server of the baseline, keeping their files in
 // subdirectories of dir, and creates the streams of both targets, the
 // SemaQ one bound to sc when it is not nil.
-func StartRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *Rig, err error) {
+func StartRig(ctx context.Context, dir, sync string, sc *SchemaConfig, opts ...broker.Option) (_ *Rig, err error) {
 	cfg := broker.DefaultConfig()
 	cfg.DataDir = filepath.Join(dir, TargetSemaq)
 	cfg.Listen = "127.0.0.1:0"
@@ -75,7 +75,7 @@ func StartRig(ctx context.Context, dir, sync string, sc *SchemaConfig) (_ *Rig, 
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	srv, err := broker.New(cfg, nil, op.Option())
+	srv, err := broker.New(cfg, nil, append([]broker.Option{op.Option()}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}

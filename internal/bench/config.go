@@ -78,6 +78,9 @@ type IngestConfig struct {
 	// Publishers is the number of connections publishing concurrently in
 	// the throughput phase. The latency phase always uses one.
 	Publishers int `json:"publishers"`
+	// IngressShards runs the broker's ingress on this many shards
+	// (broker.WithIngressShards); 0 lets the broker pick by cores.
+	IngressShards int `json:"ingress_shards,omitempty"`
 	// TraceParent gives every message a sampled W3C traceparent, as an
 	// OpenTelemetry-instrumented client sends.
 	TraceParent bool `json:"traceparent"`
@@ -197,6 +200,9 @@ func (c *IngestConfig) Validate() error {
 	}
 	if c.Publishers < 1 || c.Publishers > MaxPublishers {
 		return fmt.Errorf("%w: publishers: %d is outside 1..%d", ErrBadConfig, c.Publishers, MaxPublishers)
+	}
+	if c.IngressShards < 0 || c.IngressShards > 64 {
+		return fmt.Errorf("%w: ingress-shards: %d is outside 0..64", ErrBadConfig, c.IngressShards)
 	}
 	if len(c.Rates) > MaxRates {
 		return fmt.Errorf("%w: rates: %d rates, at most %d", ErrBadConfig, len(c.Rates), MaxRates)

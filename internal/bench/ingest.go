@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -98,7 +99,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	}
 
 	progress("starting broker (data %s, sync %s)", dir, cfg.Sync)
-	r, err := StartRig(ctx, dir, cfg.Sync, cfg.Schema)
+	r, err := StartRig(ctx, dir, cfg.Sync, cfg.Schema, broker.WithIngressShards(cfg.IngressShards))
 	if err != nil {
 		return nil, err
 	}

@@ -115,6 +115,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.StringVar(&rates, "rates", "", "offered loads of the paced phase in msgs/s, comma-separated, or none (default: "+formatRates(bench.DefaultRates)+" with --sync always, none otherwise)")
 	f.IntVar(&cfg.Window, "window", def.Window, "most unacknowledged asynchronous publishes per publisher")
 	f.IntVar(&cfg.Publishers, "publishers", def.Publishers, "concurrent publisher connections per target in the throughput phase")
+	f.IntVar(&cfg.IngressShards, "ingress-shards", 0, "run the broker's ingress on this many shards (0: the broker's default by cores)")
 	f.IntVar(&cfg.Rounds, "rounds", def.Rounds, "slices of each phase per target, run in alternating target order")
 	f.BoolVar(&cfg.TraceParent, "traceparent", def.TraceParent, "give every message a sampled W3C traceparent (--traceparent=false: none)")
 	f.StringVar(&schemaFile, "schema", "", "enforce this schema on the SemaQ stream: JSON Schema, Avro (.avsc) or Protobuf (.proto) file")

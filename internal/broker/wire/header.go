@@ -109,11 +109,17 @@ func AppendHeader(dst []byte, h nats.Header) ([]byte, error) {
 		for _, v := range vs {
 			dst = append(dst, k...)
 			dst = append(dst, ": "...)
-			for _, c := range []byte(trimSpace(v)) {
-				if c == '\r' || c == '\n' {
-					c = ' '
+			v = trimSpace(v)
+			if strings.IndexAny(v, "\r\n") < 0 {
+				dst = append(dst, v...)
+			} else {
+				for i := 0; i < len(v); i++ {
+					c := v[i]
+					if c == '\r' || c == '\n' {
+						c = ' '
+					}
+					dst = append(dst, c)
 				}
-				dst = append(dst, c)
 			}
 			dst = append(dst, "\r\n"...)
 		}
