@@ -78,9 +78,15 @@ type Conn struct {
 	active     atomic.Pointer[map[uint64]*Sub] // subs, copy-on-write under mu, for the reader
 	maxPayload atomic.Int64
 
-	wmu  sync.Mutex // wbuf, hbuf and writes to conn
-	wbuf []byte
-	hbuf []byte
+	wlock sync.Mutex // one writer of the pipe at a time; spare
+	spare []byte
+	wmu   sync.Mutex // wbuf, hbuf, conn as the flusher reads it
+	wroom sync.Cond  // on wmu: the flusher took the buffer
+	wbuf  []byte
+	hbuf  []byte
+	kick  chan struct{} // wakes the flusher
+	stop  chan struct{} // closed by Close: the flusher writes what is left and ends
+	fdone chan struct{}
 
 	rbuf []byte // the reader's alone
 	done chan struct{}
@@ -92,21 +98,29 @@ var ErrClosed = errors.New("wire: connection closed")
 // handshakeTimeout bounds the wait for the server's INFO and PONG.
 const handshakeTimeout = 5 * time.Second
 
-// flushAt is the buffered output past which Publish writes at once.
-const flushAt = 32 << 10
+// flushAt is the buffered output past which Publish wakes the flusher
+// without waiting for the reader to run dry; maxBuffered is where Publish
+// waits for it (backpressure on whoever publishes).
+const (
+	flushAt     = 32 << 10
+	maxBuffered = 1 << 20
+)
 
 // Connect dials and logs in, then starts the reader goroutine.
 func Connect(cfg Config) (*Conn, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Conn{cfg: cfg, subs: make(map[uint64]*Sub), done: make(chan struct{}), rbuf: make([]byte, 64<<10)}
+	c := &Conn{cfg: cfg, subs: make(map[uint64]*Sub), done: make(chan struct{}), rbuf: make([]byte, 64<<10),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), fdone: make(chan struct{})}
+	c.wroom.L = &c.wmu
 	c.active.Store(&map[uint64]*Sub{})
 	conn, rest, err := c.login()
 	if err != nil {
 		return nil, err
 	}
 	c.conn = conn
+	go c.flusher()
 	go c.readLoop(conn, rest)
 	return c, nil
 }
@@ -270,14 +284,69 @@ func (c *Conn) resume(conn net.Conn) bool {
 	for _, s := range c.subs {
 		c.wbuf = appendSub(c.wbuf, s)
 	}
-	_ = c.flushLocked() // a failure shows as the reader's next error
+	c.wakeFlusher()
 	c.wmu.Unlock()
 	return true
 }
 
-// serve reads and dispatches until the connection fails.
+// Reading. The in-process pipe is synchronous: the server's write of a
+// delivery waits until this side has read it, and a server goroutine that
+// waits is one that parses no publisher's input. So one goroutine only
+// reads, into chunks it hands over, while the reader loop (readLoop, serve)
+// parses and runs the handlers; a hand-off per chunk, many messages each
+// under load.
+const (
+	chunkSize = 32 << 10
+	maxChunks = 32 // read ahead of the handlers at most: 1 MiB
+)
+
+type chunk struct {
+	b   []byte
+	err error
+}
+
+// pipeReader reads conn into chunks until it fails or quit closes.
+func pipeReader(conn net.Conn, out chan<- chunk, free chan []byte, quit <-chan struct{}) {
+	made := 0
+	for {
+		var b []byte
+		select {
+		case b = <-free:
+		default:
+			if made < maxChunks {
+				b = make([]byte, chunkSize)
+				made++
+			} else {
+				select {
+				case b = <-free:
+				case <-quit:
+					return
+				}
+			}
+		}
+		n, err := conn.Read(b)
+		select {
+		case out <- chunk{b: b[:n], err: err}:
+		case <-quit:
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// serve parses and dispatches until the connection fails.
 func (c *Conn) serve(conn net.Conn, pending []byte) error {
+	in := make(chan chunk, maxChunks)
+	free := make(chan []byte, maxChunks)
+	quit := make(chan struct{})
+	defer close(quit)
+	go pipeReader(conn, in, free, quit)
 	buf := c.rbuf
+	if len(pending) > len(buf) {
+		buf = make([]byte, len(pending))
+	}
 	end := copy(buf, pending)
 	start := 0
 	for {
@@ -299,26 +368,32 @@ func (c *Conn) serve(conn net.Conn, pending []byte) error {
 			end = copy(buf, buf[start:end])
 			start = 0
 		}
-		if end == len(buf) {
-			// One message bigger than the buffer: grow to what the
+		var ch chunk
+		select {
+		case ch = <-in:
+		default:
+			// The input ran dry: write what the handlers published,
+			// here, without waking another goroutine; the server's
+			// writes to this side do not wait meanwhile (pipeReader).
+			c.writeOut()
+			ch = <-in
+		}
+		if ch.err != nil {
+			return ch.err
+		}
+		if end+len(ch.b) > len(buf) {
+			// A message bigger than the buffer: grow, up to what the
 			// server may send at most.
-			limit := int(c.maxPayload.Load()) + MaxControlLine + 2
-			if len(buf) >= limit {
+			if end > int(c.maxPayload.Load())+MaxControlLine+2 {
 				conn.Close()
 				return fmt.Errorf("%w: message larger than the server's limit", errProtocol)
 			}
-			nb := make([]byte, min(2*len(buf), limit))
+			nb := make([]byte, max(2*len(buf), end+len(ch.b)))
 			copy(nb, buf[:end])
 			buf, c.rbuf = nb, nb
 		}
-		if err := c.Flush(); err != nil {
-			return err
-		}
-		n, err := conn.Read(buf[end:])
-		if err != nil {
-			return err
-		}
-		end += n
+		end += copy(buf[end:], ch.b)
+		free <- ch.b[:cap(ch.b)]
 	}
 }
 
@@ -376,9 +451,9 @@ func (c *Conn) QueueSubscribe(subject, queue string, h Handler) (*Sub, error) {
 	c.publishSubs()
 	c.wmu.Lock()
 	c.wbuf = appendSub(c.wbuf, s)
-	err := c.flushLocked()
+	c.wakeFlusher()
 	c.wmu.Unlock()
-	return s, err
+	return s, nil
 }
 
 func appendSub(b []byte, s *Sub) []byte {
@@ -421,7 +496,8 @@ func (s *Sub) Unsubscribe() error {
 	c.wbuf = append(c.wbuf, "UNSUB "...)
 	c.wbuf = strconv.AppendUint(c.wbuf, s.sid, 10)
 	c.wbuf = append(c.wbuf, "\r\n"...)
-	return c.flushLocked()
+	c.wakeFlusher()
+	return nil
 }
 
 // Publish buffers a message; h is encoded as nats.go would (AppendHeader).
@@ -435,6 +511,10 @@ func (c *Conn) Publish(subject, reply string, h nats.Header, data []byte) error 
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	for len(c.wbuf) >= maxBuffered && c.conn != nil {
+		c.wakeFlusher()
+		c.wroom.Wait()
+	}
 	if c.conn == nil {
 		return ErrClosed
 	}
@@ -469,33 +549,60 @@ func (c *Conn) Publish(subject, reply string, h nats.Header, data []byte) error 
 	b = append(b, "\r\n"...)
 	c.wbuf = b
 	if len(b) >= flushAt {
-		return c.flushLocked()
+		c.wakeFlusher()
 	}
 	return nil
 }
 
-// Flush writes what is buffered.
+// Flush has what is buffered written now, without waiting for it (Ping
+// waits for the server to have it).
 func (c *Conn) Flush() error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return c.flushLocked()
+	c.wakeFlusher()
+	return nil
 }
 
-// flushLocked writes wbuf. c.wmu is held.
-func (c *Conn) flushLocked() error {
-	if len(c.wbuf) == 0 {
-		return nil
+func (c *Conn) wakeFlusher() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
-	if c.conn == nil {
-		return ErrClosed
+}
+
+// flusher writes the buffered output, one buffer after the other, so that
+// neither the reader nor a publisher waits for the server to read the
+// synchronous in-process pipe.
+func (c *Conn) flusher() {
+	defer close(c.fdone)
+	for {
+		select {
+		case <-c.kick:
+			c.writeOut()
+		case <-c.stop:
+			c.writeOut()
+			return
+		}
 	}
-	_, err := c.conn.Write(c.wbuf)
-	if cap(c.wbuf) > 4*flushAt {
-		c.wbuf = nil // a burst's buffer is not kept
-	} else {
-		c.wbuf = c.wbuf[:0]
+}
+
+// writeOut writes what is buffered. One writer at a time (wlock), so
+// buffers reach the server in the order they were filled.
+func (c *Conn) writeOut() {
+	c.wlock.Lock()
+	defer c.wlock.Unlock()
+	c.wmu.Lock()
+	buf, conn := c.wbuf, c.conn
+	c.wbuf = c.spare[:0]
+	c.wroom.Broadcast()
+	c.wmu.Unlock()
+	if len(buf) > 0 && conn != nil {
+		if _, err := conn.Write(buf); err != nil {
+			conn.Close() // the reader sees it and logs in again
+		}
 	}
-	return err
+	if cap(buf) > maxBuffered+flushAt {
+		buf = nil // a burst past the bound is not kept
+	}
+	c.spare = buf
 }
 
 // Ping writes PING and waits for the server's PONG: every message the
@@ -511,12 +618,9 @@ func (c *Conn) Ping(ctx context.Context) error {
 	c.pongs = append(c.pongs, ch)
 	c.wmu.Lock()
 	c.wbuf = append(c.wbuf, "PING\r\n"...)
-	err := c.flushLocked()
+	c.wakeFlusher()
 	c.wmu.Unlock()
 	c.mu.Unlock()
-	if err != nil {
-		return err
-	}
 	select {
 	case err := <-ch:
 		return err
@@ -537,12 +641,14 @@ func (c *Conn) Close() {
 		return
 	}
 	c.closing = true
+	c.mu.Unlock()
+	close(c.stop)
+	<-c.fdone // what was buffered is written
 	c.wmu.Lock()
-	_ = c.flushLocked()
 	conn := c.conn
 	c.conn = nil
+	c.wroom.Broadcast()
 	c.wmu.Unlock()
-	c.mu.Unlock()
 	if conn != nil {
 		conn.Close()
 	}
