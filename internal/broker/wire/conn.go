@@ -372,10 +372,10 @@ func (c *Conn) serve(conn net.Conn, pending []byte) error {
 		select {
 		case ch = <-in:
 		default:
-			// The input ran dry: write what the handlers published,
-			// here, without waking another goroutine; the server's
-			// writes to this side do not wait meanwhile (pipeReader).
-			c.writeOut()
+			// The input ran dry: have what the handlers published
+			// written. Not here: a write on the synchronous pipe waits
+			// for the server to read it, and the handlers must not.
+			c.wakeFlusher()
 			ch = <-in
 		}
 		if ch.err != nil {
