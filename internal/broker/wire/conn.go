@@ -368,16 +368,12 @@ func (c *Conn) serve(conn net.Conn, pending []byte) error {
 			end = copy(buf, buf[start:end])
 			start = 0
 		}
-		var ch chunk
-		select {
-		case ch = <-in:
-		default:
-			// The input ran dry: have what the handlers published
-			// written. Not here: a write on the synchronous pipe waits
-			// for the server to read it, and the handlers must not.
-			c.wakeFlusher()
-			ch = <-in
-		}
+		// Have what the handlers published from this chunk written
+		// while the next is handled. Not here: a write on the
+		// synchronous pipe waits for the server to read it, and the
+		// handlers must not.
+		c.wakeFlusher()
+		ch := <-in
 		if ch.err != nil {
 			return ch.err
 		}
