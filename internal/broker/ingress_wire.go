@@ -66,6 +66,7 @@ type ingressShard struct {
 	conn    *wire.Conn // publishes into storage
 	scratch []byte     // the reader's or the shard goroutine's
 	q       chan shardMsg
+	stop    chan struct{} // closed by drainWire: handle what is queued, then end
 	done    chan struct{}
 }
 
@@ -98,7 +99,7 @@ func (in *ingress) startWire(dial func(name string) (*wire.Conn, error), shards 
 			in.closeWire()
 			return fmt.Errorf("ingress: shard %d: %w", i, err)
 		}
-		sh := &ingressShard{in: in, conn: sc, q: make(chan shardMsg, shardQueue), done: make(chan struct{})}
+		sh := &ingressShard{in: in, conn: sc, q: make(chan shardMsg, shardQueue), stop: make(chan struct{}), done: make(chan struct{})}
 		in.shards = append(in.shards, sh)
 		go sh.run()
 	}
@@ -158,16 +159,34 @@ func shardOf(wm *wire.Msg, n int) int {
 
 // run is a shard's goroutine: messages in order, a flush whenever the
 // queue runs dry.
+// The queue is never closed: a message the reader hands over after the
+// stop stays in it, dropped with the shard.
 func (sh *ingressShard) run() {
 	defer close(sh.done)
-	for sm := range sh.q {
-		sh.deliver(sm.st, sm.po, &sm.m)
-		sh.in.queuedBytes.Add(-int64(len(sm.buf)))
-		if len(sh.q) == 0 {
-			_ = sh.conn.Flush()
+	for {
+		select {
+		case sm := <-sh.q:
+			sh.handleQueued(sm)
+		case <-sh.stop:
+			for {
+				select {
+				case sm := <-sh.q:
+					sh.handleQueued(sm)
+				default:
+					_ = sh.conn.Flush()
+					return
+				}
+			}
 		}
 	}
-	_ = sh.conn.Flush()
+}
+
+func (sh *ingressShard) handleQueued(sm shardMsg) {
+	sh.deliver(sm.st, sm.po, &sm.m)
+	sh.in.queuedBytes.Add(-int64(len(sm.buf)))
+	if len(sh.q) == 0 {
+		_ = sh.conn.Flush()
+	}
 }
 
 // deliver turns a wire message into the pipeline's: subject, reply and
@@ -199,7 +218,7 @@ func (in *ingress) drainWire(ctx context.Context) error {
 	}
 	for _, sh := range in.shards {
 		if sh.q != nil {
-			close(sh.q)
+			close(sh.stop)
 			select {
 			case <-sh.done:
 			case <-ctx.Done():
