@@ -1,8 +1,8 @@
 // Package wire is a small NATS client for the ingress's in-process
-// connections: it subscribes, reads MSG and HMSG from its own buffer and
-// hands them to a handler on its reader goroutine with the header block as
-// raw bytes, and publishes HPUB from a buffer it flushes when the reader
-// runs out of input. nats.go decodes every header block into a map on its
+// connections: it subscribes, parses MSG and HMSG in its own buffer and
+// hands them to a handler on its parsing goroutine with the header block as
+// raw bytes, and publishes HPUB into a buffer a flusher goroutine writes
+// after each chunk of input the handlers finish. nats.go decodes every header block into a map on its
 // reader, hands each message to a second goroutine and encodes the headers
 // again on the way out; on the ingress's path that was a third of its cost
 // (docs/benchmarks.md, P1).
@@ -49,10 +49,10 @@ type Msg struct {
 	Data           []byte
 }
 
-// A Handler is called on the connection's reader goroutine, one message at
-// a time, in the order the server delivered them. What it publishes on the
-// same connection is flushed when the reader has handled all the input it
-// holds.
+// A Handler is called on the connection's parsing goroutine, one message
+// at a time, in the order the server delivered them. What it publishes on
+// the same connection is written once the chunk of input it came in is
+// handled.
 type Handler func(m *Msg)
 
 // Sub is one subscription.
@@ -499,8 +499,8 @@ func (s *Sub) Unsubscribe() error {
 // Publish buffers a message; h is encoded as nats.go would (AppendHeader).
 // It fails with nats.ErrMaxPayload when headers and data exceed the
 // server's limit, and with ErrClosed after Close. The message is written
-// when the buffer fills, on Flush, or, on the reader goroutine, when the
-// reader has handled all its input.
+// by the flusher: past 32 KiB buffered, on Flush, and after each chunk of
+// input the handlers finish.
 func (c *Conn) Publish(subject, reply string, h nats.Header, data []byte) error {
 	if !validSubject(subject) || (reply != "" && !validSubject(reply)) {
 		return nats.ErrBadSubject
