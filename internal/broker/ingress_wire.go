@@ -16,9 +16,9 @@ import (
 //
 // The ingress reads every public publish on one in-process connection (one
 // subscription per stream pattern, queue group semaq.ingress). With one
-// shard the reader goroutine runs the pipeline itself and republishes on
-// the same connection: no second goroutine, no header map from nats.go,
-// one write per batch of input. With n shards the reader only parses and
+// shard the connection's parsing goroutine runs the pipeline itself and
+// republishes on the same connection: no hand-off per message, no header
+// map from nats.go, one write per chunk of input. With n shards the reader only parses and
 // hands each message to a shard by its ordering key; every shard runs the
 // pipeline on its own goroutine and republishes on its own connection, so
 // the server stores through n read loops instead of one.
