@@ -80,7 +80,8 @@ type KeySharedInfoRequest struct {
 	Group  string `json:"group"`
 }
 
-// KeySharedGroupInfo is a running group as one node sees it.
+// KeySharedGroupInfo is a running group as the node running its pump
+// sees it.
 type KeySharedGroupInfo struct {
 	Stream  string   `json:"stream"`
 	Group   string   `json:"group"`
@@ -93,4 +94,7 @@ type KeySharedGroupInfo struct {
 	// KeyErrors counts messages whose key failed to evaluate: they take
 	// the empty key.
 	KeyErrors uint64 `json:"key_errors"`
+	// Node is the node running the group's pump; every node of a cluster
+	// answers for the group with that node's view.
+	Node string `json:"node,omitempty"`
 }

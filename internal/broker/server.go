@@ -487,7 +487,7 @@ func (s *Server) startPumps() {
 		s.log.Error("filters and key-shared groups disabled", "err", err)
 		return
 	}
-	deps := pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: s.streamsCapturing, Authorize: s.authorizeRead}
+	deps := pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: s.streamsCapturing, Authorize: s.authorizeRead, Node: s.ns.Name()}
 	fd := filter.Deps{Deps: deps, Schemas: s.reg,
 		Delivered: func(stream string) func(string, nats.Header) {
 			pos := s.streamPatterns(stream)

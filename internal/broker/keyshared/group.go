@@ -19,13 +19,15 @@ import (
 // group is one running group and its pump.
 type group struct {
 	ks                         *Service
-	stream, name, keySrc, ackP string
+	stream, subject, name      string
+	keySrc, ackP               string
 	prog                       *expr.Program
 	ackWait                    time.Duration
 	cc                         jetstream.ConsumeContext
 	ackSub                     *nats.Subscription
 	stopTick, tickDone         chan struct{}
 	stopOnce                   sync.Once
+	remote                     []*nats.Subscription // subscribeRemote
 
 	mu      sync.Mutex
 	members []*member
@@ -41,6 +43,13 @@ type group struct {
 	settling    bool
 	settleSeq   uint64
 	settleUntil time.Time
+	// pinned: keys of messages in flight from an earlier run are known
+	// (scan.go), their owner is not; the tick drops what the ack floor
+	// passes.
+	pinned bool
+	// scanAcks are acks seen while the scan ran, of messages it may find.
+	scanning bool
+	scanAcks map[uint64]bool
 }
 
 // keyState is the state of one key with messages in flight or held.
@@ -58,10 +67,12 @@ type heldMsg struct {
 }
 
 // start runs the pump: ack watcher first, so no ack of a forwarded message
-// is missed, then the consumer.
+// is missed, then the keys of messages in flight from an earlier run (a
+// restart, a lost node), then the consumer. Other nodes reach the group
+// from then on.
 // A member leaving at once may stop the group while it starts: stop and
 // start meet under g.mu.
-func (g *group) start(cons jetstream.Consumer, info *jetstream.ConsumerInfo) error {
+func (g *group) start(cons jetstream.Consumer) error {
 	ackSub, err := g.ks.deps.NC.Subscribe(g.ackP+"*.*.*.*.*", g.onAck)
 	if err != nil {
 		return err
@@ -71,15 +82,16 @@ func (g *group) start(cons jetstream.Consumer, info *jetstream.ConsumerInfo) err
 	if !g.stopped {
 		g.ackSub = ackSub
 	}
-	if info.NumAckPending > 0 {
-		g.settling, g.settleSeq = true, info.Delivered.Stream
-		g.settleUntil = time.Now().Add(g.ackWait + time.Second)
-	}
+	g.scanning, g.scanAcks = true, map[uint64]bool{}
 	stopped := g.stopped
 	g.mu.Unlock()
 	if stopped {
 		_ = ackSub.Unsubscribe() // stop ran before it was there to see
 		return nil
+	}
+	g.learnInFlight(cons)
+	if err := g.subscribeRemote(); err != nil {
+		return err
 	}
 	cc, err := pump.Consume(cons, g.handle, g.ks.deps.Log, "key-shared consume", "stream", g.stream, "group", g.name)
 	if err != nil {
@@ -104,6 +116,7 @@ func (g *group) stop(ctx context.Context) {
 		g.mu.Unlock()
 		close(g.stopTick)
 		<-g.tickDone
+		g.unsubscribeRemote()
 		pump.Drain(ctx, cc)
 		if ackSub != nil {
 			_ = ackSub.Unsubscribe()
@@ -144,8 +157,7 @@ func (g *group) handle(jm jetstream.Msg) {
 	}
 	k := g.keys[key]
 	if k == nil {
-		k = &keyState{key: key, hash: keyhash.Of(key), inflight: map[uint64]time.Time{}}
-		g.keys[key] = k
+		k = g.newKeyLocked(key)
 	}
 	if _, ok := k.inflight[seq]; ok {
 		// Redelivered: its member did not ack in time, or nak'd it.
@@ -160,6 +172,12 @@ func (g *group) handle(jm jetstream.Msg) {
 		g.held++
 	}
 	g.releaseLocked(k)
+}
+
+func (g *group) newKeyLocked(key string) *keyState {
+	k := &keyState{key: key, hash: keyhash.Of(key), inflight: map[uint64]time.Time{}}
+	g.keys[key] = k
+	return k
 }
 
 func cmpU64(a, b uint64) int {
@@ -243,6 +261,9 @@ func (g *group) onAck(m *nats.Msg) {
 	defer g.mu.Unlock()
 	k := g.bySeq[seq]
 	if k == nil {
+		if g.scanning && len(g.scanAcks) < scanMax && (len(body) == 0 || hasPrefix(body, "+ACK") || hasPrefix(body, "+TERM")) {
+			g.scanAcks[seq] = true
+		}
 		return
 	}
 	switch {
@@ -289,21 +310,24 @@ func (g *group) tick(cons jetstream.Consumer) {
 		case <-t.C:
 		}
 		g.mu.Lock()
-		settling, settleSeq := g.settling, g.settleSeq
+		settling, settleSeq, pinned := g.settling, g.settleSeq, g.pinned
 		g.mu.Unlock()
-		floor := uint64(0)
-		if settling {
+		floor, floorKnown := uint64(0), false
+		if settling || pinned {
 			ctx, cancel := context.WithTimeout(context.Background(), every)
 			if info, err := cons.Info(ctx); err == nil {
-				floor = info.AckFloor.Stream
+				floor, floorKnown = info.AckFloor.Stream, true
 			}
 			cancel()
 		}
 		now := time.Now()
 		g.mu.Lock()
-		if g.settling && (floor >= settleSeq || now.After(g.settleUntil)) {
+		if g.settling && (floorKnown && floor >= settleSeq || now.After(g.settleUntil)) {
 			g.settling = false
 			g.rebalanceLocked()
+		}
+		if g.pinned && floorKnown {
+			g.unpinLocked(floor)
 		}
 		// An ack missed (it cannot be, short of a lost connection) would
 		// pin its key to its owner; after two ack waits the message has

@@ -33,11 +33,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/keyhash"
 	"github.com/semaq/semaq/internal/broker/pump"
+	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -67,6 +69,8 @@ type Service struct {
 	deps    Deps
 	members *pump.Registry[*member]
 
+	start *nats.Subscription // JOINs sent on to this node as the consumer's leader
+
 	mu     sync.Mutex
 	groups map[string]*group // stream/group
 	closed bool
@@ -92,6 +96,9 @@ func New(d Deps) (*Service, error) {
 		return nil, fmt.Errorf("key-shared: %w", err)
 	}
 	k := &Service{deps: d, members: pump.NewRegistry[*member](semaq.ErrMemberGone, "key-shared member %s is not in its group"), groups: make(map[string]*group)}
+	if k.start, err = d.NC.Subscribe(startSubject(d.Node), k.onRemoteJoin(toLeader)); err != nil {
+		return nil, fmt.Errorf("key-shared: %w", err)
+	}
 	k.members.StartReaper(pump.Heartbeat/2, func(m *member) {
 		k.deps.Log.Info("key-shared member gone", "stream", m.g.stream, "group", m.g.name, "member", m.name)
 		k.remove(m)
@@ -121,6 +128,7 @@ func (k *Service) Close(ctx context.Context) error {
 		return nil
 	}
 	k.closed = true
+	_ = k.start.Unsubscribe()
 	groups := make([]*group, 0, len(k.groups))
 	for _, g := range k.groups {
 		groups = append(groups, g)
@@ -186,56 +194,93 @@ func parseJoin(data []byte) (*semaq.KeySharedJoinRequest, error) {
 // "key-shared join" as api.Op's would.
 func (k *Service) apiJoin(m *nats.Msg) {
 	req, err := parseJoin(m.Data)
-	if err == nil {
-		ctx, cancel := context.WithTimeout(api.WithRequestHeader(context.Background(), m.Header), api.Timeout)
-		var resp *semaq.KeySharedJoinResponse
-		resp, err = k.join(ctx, req)
-		cancel()
-		if err == nil {
-			api.ReplyJSON(k.deps.Log, m, resp)
-			return
-		}
+	if err != nil {
+		api.ReplyErr(k.deps.Log, m, api.Error("key-shared join")(err))
+		return
 	}
-	api.ReplyErr(k.deps.Log, m, api.Error("key-shared join")(err))
+	ctx, cancel := context.WithTimeout(api.WithRequestHeader(context.Background(), m.Header), api.Timeout)
+	defer cancel()
+	k.replyJoin(m, req, fromClient, ctx)
 }
 
-func (k *Service) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*semaq.KeySharedJoinResponse, error) {
+// replyJoin joins req and answers m: with this node's answer, or with the
+// answer of the node the member joined on.
+func (k *Service) replyJoin(m *nats.Msg, req *semaq.KeySharedJoinRequest, h hop, ctx context.Context) {
+	resp, raw, err := k.join(ctx, req, h)
+	switch {
+	case err != nil:
+		api.ReplyErr(k.deps.Log, m, api.Error("key-shared join")(err))
+	case raw != nil:
+		if m.Reply != "" {
+			_ = m.Respond(raw)
+		}
+	default:
+		api.ReplyJSON(k.deps.Log, m, resp)
+	}
+}
+
+// join checks req and joins the member where the group's pump runs
+// (cluster.go): the answer is this node's, or raw, the answer of the node
+// that took it.
+func (k *Service) join(ctx context.Context, req *semaq.KeySharedJoinRequest, h hop) (*semaq.KeySharedJoinResponse, []byte, error) {
 	spec := pump.Spec{Durable: req.Group, Subject: req.Subject, AckWait: req.AckWait, MaxAckPending: req.MaxAckPending,
 		StartSeq: req.StartSeq, Deliver: req.Deliver, MetaKey: semaq.MetadataKeyShared, Expr: req.Key}
-	if err := k.deps.Authorize(ctx, req.Subject, req.DeliverSubject); err != nil {
-		return nil, err
+	if h == fromClient {
+		if err := k.deps.Authorize(ctx, req.Subject, req.DeliverSubject); err != nil {
+			return nil, nil, err
+		}
 	}
 	stream, cons, src, err := k.deps.Locate(ctx, k.members.Len(), spec, words)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if strings.TrimSpace(src) == "" {
-		return nil, badKeyShared("the key expression is empty (session, tenant or a CEL key such as payload.user_id)")
+		return nil, nil, badKeyShared("the key expression is empty (session, tenant or a CEL key such as payload.user_id)")
 	}
 	prog, err := k.deps.Env.CompileKey(src)
 	if err != nil {
-		return nil, badKeyShared("key: %v", err)
+		return nil, nil, badKeyShared("key: %v", err)
 	}
 	if cons == nil {
 		spec.Expr = src
 		cons, err = k.deps.JS.CreateConsumer(ctx, stream, spec.Config())
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	info := cons.CachedInfo()
+	if resp, ok, err := k.joinHere(req, stream, src, prog, cons, false); ok {
+		return resp, nil, err
+	}
+	fwd := *req
+	fwd.Key = src
+	raw, err := k.joinElsewhere(ctx, &fwd, stream, cons, h)
+	if raw != nil || err != nil {
+		return nil, raw, err
+	}
+	resp, _, err := k.joinHere(req, stream, src, prog, cons, true)
+	return resp, nil, err
+}
 
+// joinHere adds the member to the group on this node. With start false it
+// does nothing (ok false) unless this node runs the group; with start, it
+// starts the group's pump here when it does not run yet.
+func (k *Service) joinHere(req *semaq.KeySharedJoinRequest, stream, src string, prog *expr.Program, cons jetstream.Consumer, start bool) (*semaq.KeySharedJoinResponse, bool, error) {
+	info := cons.CachedInfo()
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
-		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "key-shared: the broker is shutting down")
+		return nil, true, semaq.NewAPIError(semaq.ErrUnavailable, "key-shared: the broker is shutting down")
 	}
 	gk := stream + "/" + req.Group
 	g := k.groups[gk]
 	fresh := g == nil
+	if fresh && !start {
+		k.mu.Unlock()
+		return nil, false, nil
+	}
 	if fresh {
 		g = &group{
-			ks: k, stream: stream, name: req.Group, keySrc: src, prog: prog, ackWait: info.Config.AckWait,
+			ks: k, stream: stream, subject: req.Subject, name: req.Group, keySrc: src, prog: prog, ackWait: info.Config.AckWait,
 			ackP: fmt.Sprintf("$JS.ACK.%s.%s.", stream, req.Group),
 			keys: map[string]*keyState{}, bySeq: map[uint64]*keyState{},
 			stopTick: make(chan struct{}), tickDone: make(chan struct{}),
@@ -270,7 +315,7 @@ func (k *Service) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*s
 	k.mu.Unlock()
 
 	if fresh {
-		if err := g.start(cons, info); err != nil {
+		if err := g.start(cons); err != nil {
 			k.mu.Lock()
 			if k.groups[gk] == g {
 				delete(k.groups, gk)
@@ -282,12 +327,12 @@ func (k *Service) join(ctx context.Context, req *semaq.KeySharedJoinRequest) (*s
 			g.mu.Unlock()
 			k.mu.Unlock()
 			g.stop(context.Background())
-			return nil, err
+			return nil, true, err
 		}
 	}
 	return &semaq.KeySharedJoinResponse{
 		ID: mem.id, Member: mem.name, Stream: stream, Consumer: req.Group, Key: src, Heartbeat: pump.Heartbeat,
-	}, nil
+	}, true, nil
 }
 
 // leave takes mem out of its group and returns its last stats.
@@ -334,19 +379,24 @@ func (k *Service) remove(mem *member) {
 	}
 }
 
-func (k *Service) info(_ context.Context, req *semaq.KeySharedInfoRequest) (any, error) {
+func (k *Service) info(ctx context.Context, req *semaq.KeySharedInfoRequest) (any, error) {
 	k.mu.Lock()
 	g := k.groups[req.Stream+"/"+req.Group]
 	k.mu.Unlock()
 	if g == nil {
-		return nil, semaq.NewAPIError(semaq.ErrMemberGone, "key-shared group %s on stream %s has no members on this node", req.Group, req.Stream)
+		return k.infoElsewhere(ctx, req)
 	}
+	return g.info(), nil
+}
+
+// info describes the group as its pump sees it.
+func (g *group) info() semaq.KeySharedGroupInfo {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := semaq.KeySharedGroupInfo{Stream: g.stream, Group: g.name, Key: g.keySrc, Keys: len(g.keys), Held: g.held, KeyErrors: g.keyErrs}
+	out := semaq.KeySharedGroupInfo{Stream: g.stream, Group: g.name, Key: g.keySrc, Keys: len(g.keys), Held: g.held, KeyErrors: g.keyErrs, Node: g.ks.deps.Node}
 	for _, m := range g.members {
 		out.Members = append(out.Members, m.name)
 	}
 	slices.Sort(out.Members)
-	return out, nil
+	return out
 }

@@ -28,6 +28,9 @@ type Deps struct {
 	// Max bounds what this node runs for clients (subscriptions,
 	// members); 0 is the subsystem's default.
 	Max int
+	// Node is this node's name (the NATS server's), as JetStream names
+	// the leaders of consumers.
+	Node string
 }
 
 // Prepare checks that d has what a subsystem cannot run without, and
