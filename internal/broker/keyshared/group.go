@@ -18,16 +18,16 @@ import (
 
 // group is one running group and its pump.
 type group struct {
-	ks                         *Service
-	stream, subject, name      string
-	keySrc, ackP               string
-	prog                       *expr.Program
-	ackWait                    time.Duration
-	cc                         jetstream.ConsumeContext
-	ackSub                     *nats.Subscription
-	stopTick, tickDone         chan struct{}
-	stopOnce                   sync.Once
-	remote                     []*nats.Subscription // subscribeRemote
+	ks                    *Service
+	stream, subject, name string
+	keySrc, ackP          string
+	prog                  *expr.Program
+	ackWait               time.Duration
+	cc                    jetstream.ConsumeContext
+	ackSub                *nats.Subscription
+	stopTick, tickDone    chan struct{}
+	stopOnce              sync.Once
+	remote                []*nats.Subscription // subscribeRemote
 
 	mu      sync.Mutex
 	members []*member
