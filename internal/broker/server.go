@@ -488,7 +488,7 @@ func (s *Server) startPumps() {
 		return
 	}
 	deps := pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: s.streamsCapturing, Authorize: s.authorizeRead, Node: s.ns.Name()}
-	fd := filter.Deps{Deps: deps, Schemas: s.reg,
+	fd := filter.Deps{Deps: deps, Schemas: s.reg, NC: s.nc,
 		Delivered: func(stream string) func(string, nats.Header) {
 			pos := s.streamPatterns(stream)
 			return func(subject string, h nats.Header) { recordDelivered(pos, subject, h) }

@@ -51,6 +51,9 @@ type Deps struct {
 	// Delivered, when set, returns for a stream what to call on each
 	// message forwarded (delivery latency by stream pattern).
 	Delivered func(stream string) func(subject string, h nats.Header)
+	// NC, the internal connection, when set, takes a durable over from
+	// the other nodes of a cluster (take.go).
+	NC *nats.Conn
 }
 
 // Service runs this node's filtered subscriptions. mu guards byDurable and
@@ -78,6 +81,8 @@ type sub struct {
 	nc                   *nats.Conn
 	cc                   jetstream.ConsumeContext
 	delivered            func(subject string, h nats.Header)
+	take                 *nats.Subscription // a durable's: takeover by another node; Service.mu
+	ended                bool               // stopped; Service.mu
 
 	lease                    pump.Lease
 	stopping                 atomic.Bool
@@ -199,6 +204,9 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 			return nil, err
 		}
 	}
+	if req.Durable != "" {
+		f.takeOver(ctx, stream, req.Durable)
+	}
 
 	p := &sub{
 		stream: stream, consumer: cons.CachedInfo().Name,
@@ -231,6 +239,9 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 		// The durable's previous client is gone or reconnecting; its pump
 		// would split the messages with this one.
 		f.stop(old)
+	}
+	if p.durable {
+		f.listenTakeover(p)
 	}
 	return &semaq.FilterStartResponse{ID: p.id, Stream: stream, Consumer: p.consumer, Filter: spec.Expr, Heartbeat: pump.Heartbeat, Warnings: warnings}, nil
 }
@@ -299,7 +310,12 @@ func (f *Service) stopCtx(ctx context.Context, p *sub) {
 		if k := p.stream + "/" + p.consumer; f.byDurable[k] == p {
 			delete(f.byDurable, k)
 		}
+		take := p.take
+		p.take, p.ended = nil, true
 		f.mu.Unlock()
+		if take != nil {
+			_ = take.Unsubscribe()
+		}
 		p.stopping.Store(true)
 		pump.Drain(ctx, p.cc)
 		if !p.durable {
