@@ -9,6 +9,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/pump"
+	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
@@ -94,7 +95,7 @@ func reservedForBroker() []string {
 // brokerInboxes are the broker's own reply inboxes: JetStream answers it
 // there (acks it forwards, sampled latencies, payload reads of the
 // dispatcher). Nobody else may publish there, and nobody else may listen.
-var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">", tokens.BindSubject, pump.RemotePrefix + ">"}
+var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">", tokens.BindSubject, pump.RemotePrefix + ">", routes.RemotePrefix + ">"}
 
 // consumerVerbs are the JetStream API calls that change a consumer or take
 // its messages, with %s for the stream and %s for the consumer.

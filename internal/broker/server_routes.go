@@ -39,6 +39,8 @@ func (s *Server) startRoutes(ctx context.Context) error {
 		Applied: func(ctx context.Context, rev uint64) {
 			s.clusterSync(ctx, syncRequest{Routes: rev})
 		},
+		Node:      s.ns.Name(),
+		Clustered: s.cfg.Clustered(),
 	})
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)

@@ -49,6 +49,7 @@ const (
 type adaptiveWeights struct {
 	weights []float64 // by target, as rule.to
 	health  []semaq.RouteTargetHealth
+	rec     *weightsRecord // as stored (shared.go)
 }
 
 // pickAdaptive chooses a target by weighted rendezvous hashing: each target
@@ -101,8 +102,19 @@ type health struct {
 
 	mu      sync.Mutex
 	pending map[string]*healthSample // by target subject, this interval
+	routed  map[string]*routedCounts // by rule, this interval: the nodes' reports
 	state   map[*Target]*targetHealth
 	lookups int
+
+	// writer: this node computes the weights (shared.go); set by the
+	// interval, read by the handlers.
+	writer atomic.Bool
+	// The interval's own: last, each target's routed count at the last
+	// report; written, the records last stored, by rule (nil until this
+	// node first writes); bucket, the rule bucket's stream.
+	last    map[*Target]uint64
+	written map[string]string
+	bucket  jetstream.Stream
 
 	streamsMu sync.Mutex // guards streams
 	streams   map[string]jetstream.Stream
@@ -120,7 +132,6 @@ type healthSample struct {
 }
 
 type targetHealth struct {
-	routed   uint64 // the target's routed count at the last interval
 	errRate  float64
 	lat      float64 // ns
 	latKnown bool
@@ -133,11 +144,17 @@ func startHealth(rt *Router) (*health, error) {
 	h := &health{
 		rt:      rt,
 		pending: map[string]*healthSample{}, state: map[*Target]*targetHealth{},
+		routed: map[string]*routedCounts{}, last: map[*Target]uint64{},
 		streams: map[string]jetstream.Stream{},
 		stop:    make(chan struct{}), done: make(chan struct{}),
 	}
 	empty := map[string][]string{}
 	h.index.Store(&empty)
+	sub, err := rt.deps.Conn.Subscribe(routedSubject, h.onRouted)
+	if err != nil {
+		return nil, err
+	}
+	h.subs = append(h.subs, sub)
 	for _, subj := range []string{
 		"$JS.EVENT.ADVISORY.CONSUMER.MSG_NAKED.>",
 		"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.>",
@@ -184,6 +201,9 @@ type healthEvent struct {
 }
 
 func (h *health) onEvent(m *nats.Msg) {
+	if !h.writer.Load() {
+		return // every node sees the advisories; the writer counts them
+	}
 	targets := (*h.index.Load())
 	var ev healthEvent
 	if err := json.Unmarshal(m.Data, &ev); err != nil {
@@ -280,20 +300,35 @@ func (h *health) run() {
 	}
 }
 
-// tick folds the interval's events into every adaptive rule's weights.
+// tick reports what this node routed and, on the node that computes the
+// weights, folds the interval's events and the nodes' reports into every
+// adaptive rule's weights and stores them (shared.go).
 func (h *health) tick() {
 	table := h.rt.Table()
+	writer := h.leads()
+	if writer != h.writer.Load() {
+		h.rt.log.Info("adaptive route weights", "computed_here", writer)
+		h.written = nil
+	}
+	h.writer.Store(writer)
+	h.report(table, writer)
 	h.mu.Lock()
-	pending := h.pending
-	h.pending = map[string]*healthSample{}
+	pending, routed := h.pending, h.routed
+	h.pending, h.routed = map[string]*healthSample{}, map[string]*routedCounts{}
 	h.lookups = 0
+	if !writer {
+		clear(h.state) // a node that writes again starts from the stored weights
+	}
 	live := make(map[*Target]bool)
 	index := map[string][]string{}
+	recs := map[string]*weightsRecord{}
 	for _, r := range table.rules {
 		if !r.def.Adaptive {
 			continue
 		}
-		h.updateRule(r, pending, live)
+		if writer {
+			recs[r.def.Name] = h.updateRule(r, pending, routed[r.def.Name], live)
+		}
 		for _, t := range r.to {
 			if name := h.rt.deps.StreamFor(t.subject); name != "" {
 				index[name] = appendUnique(index[name], t.subject)
@@ -307,6 +342,9 @@ func (h *health) tick() {
 	}
 	h.mu.Unlock()
 	h.index.Store(&index)
+	if writer {
+		h.write(recs)
+	}
 }
 
 func appendUnique(list []string, s string) []string {
@@ -318,21 +356,36 @@ func appendUnique(list []string, s string) []string {
 	return append(list, s)
 }
 
-// updateRule computes one rule's weights. h.mu is held.
-func (h *health) updateRule(r *Rule, pending map[string]*healthSample, live map[*Target]bool) {
+// updateRule computes one rule's weights from the errors and latencies
+// seen and rc, what the nodes routed. A target new to this node starts
+// from the stored weights. h.mu is held.
+func (h *health) updateRule(r *Rule, pending map[string]*healthSample, rc *routedCounts, live map[*Target]bool) *weightsRecord {
+	var stored *weightsRecord
+	if a := r.eff.Load(); a != nil {
+		stored = a.rec
+	}
+	if rc != nil && (rc.Rev != r.rev || len(rc.N) != len(r.to)) {
+		rc = nil
+	}
 	ths := make([]*targetHealth, len(r.to))
 	best := math.Inf(1)
 	for i, t := range r.to {
 		live[t] = true
 		th := h.state[t]
 		if th == nil {
-			th = &targetHealth{routed: t.matched.Load(), eff: 1}
+			th = &targetHealth{eff: 1}
+			if stored != nil && i < len(stored.Targets) && stored.Targets[i].Subject == t.subject {
+				st := stored.Targets[i]
+				th.eff, th.errRate, th.errors = st.Share, st.ErrRate, st.Errors
+				th.lat, th.latKnown = float64(st.Lat), st.LatKnown
+			}
 			h.state[t] = th
 		}
 		ths[i] = th
-		cur := t.matched.Load()
-		routed := cur - th.routed
-		th.routed = cur
+		var routed uint64
+		if rc != nil {
+			routed = rc.N[i]
+		}
 		p := pending[t.subject]
 		if p == nil {
 			p = &healthSample{}
@@ -357,7 +410,7 @@ func (h *health) updateRule(r *Rule, pending map[string]*healthSample, live map[
 			best = min(best, th.lat)
 		}
 	}
-	a := &adaptiveWeights{weights: make([]float64, len(r.to)), health: make([]semaq.RouteTargetHealth, len(r.to))}
+	rec := &weightsRecord{Rev: r.rev, Node: h.rt.deps.Node, Targets: make([]targetRecord, len(r.to))}
 	for i, t := range r.to {
 		th := ths[i]
 		health := 1 - th.errRate
@@ -367,12 +420,10 @@ func (h *health) updateRule(r *Rule, pending map[string]*healthSample, live map[
 		health = max(0, min(1, health))
 		goal := max(semaq.MinAdaptiveShare, health)
 		th.eff += max(-semaq.MaxAdaptiveStep, min(semaq.MaxAdaptiveStep, goal-th.eff))
-		a.weights[i] = float64(t.weight) * th.eff
-		a.health[i] = semaq.RouteTargetHealth{
-			Subject: t.subject, Weight: int(t.weight), Effective: math.Round(a.weights[i]*100) / 100,
-			Health: math.Round(health*1000) / 1000, ErrorRate: math.Round(th.errRate*1000) / 1000,
-			AckLatency: time.Duration(th.lat), Errors: th.errors,
+		rec.Targets[i] = targetRecord{
+			Subject: t.subject, Share: round(th.eff, 1e-4), Health: round(health, 1e-3), ErrRate: round(th.errRate, 1e-3),
+			Lat: int64(round(th.lat, float64(time.Microsecond))), LatKnown: th.latKnown, Errors: th.errors,
 		}
 	}
-	r.eff.Store(a)
+	return rec
 }

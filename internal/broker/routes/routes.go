@@ -81,6 +81,11 @@ type Deps struct {
 	// Audit records each rule added or deleted (docs/security.md, Audit).
 	// Nil records nothing.
 	Audit api.AuditFunc
+	// Node is this node's name, as JetStream names stream leaders;
+	// Clustered says it is one node of several: the leader of the rule
+	// bucket's stream computes the adaptive weights (shared.go).
+	Node      string
+	Clustered bool
 }
 
 // Router owns the rule bucket, its watcher, the current table and the
@@ -187,19 +192,25 @@ type model struct {
 	rev    uint64
 	rules  map[string]*Rule
 	broken map[string]*brokenRule
+	// weights are the stored weights of adaptive rules, by rule name
+	// (shared.go).
+	weights map[string]*weightsRecord
 }
 
 func newModel(env *expr.Env, log *slog.Logger) *model {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &model{env: env, log: log, rules: map[string]*Rule{}, broken: map[string]*brokenRule{}}
+	return &model{env: env, log: log, rules: map[string]*Rule{}, broken: map[string]*brokenRule{}, weights: map[string]*weightsRecord{}}
 }
 
 // apply folds one KV entry into the model.
 func (m *model) apply(e jetstream.KeyValueEntry) {
 	env, log := m.env, m.log
 	m.rev = max(m.rev, e.Revision())
+	if m.applyWeightsEntry(e) {
+		return
+	}
 	name := e.Key()
 	if cur, ok := m.rules[name]; ok && cur.rev == e.Revision() {
 		return
@@ -228,6 +239,9 @@ func (m *model) apply(e jetstream.KeyValueEntry) {
 	}
 	r.rev, r.created = e.Revision(), e.Created()
 	m.rules[name] = r
+	if rec := m.weights[name]; rec != nil {
+		r.applyWeights(rec)
+	}
 }
 
 // table builds the table of the rules applied so far.
