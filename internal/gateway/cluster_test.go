@@ -1,0 +1,99 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/sim"
+	"github.com/semaq/semaq/internal/worker"
+)
+
+// modelsOf is what GET /v1/models of e lists.
+func modelsOf(ctx context.Context, e *env) ([]string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/v1/models", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var list openai.ModelList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("status %d: %v", resp.StatusCode, err)
+	}
+	var ids []string
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// agentsOf is the agent registry as e's node answers it.
+func agentsOf(ctx context.Context, e *env) ([]string, error) {
+	agents, err := e.c.Agents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, a := range agents {
+		ids = append(ids, a.ID+"="+fmt.Sprint(a.Intents))
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// On a cluster, the agent registry and GET /v1/models answer the same
+// through every node, n3 included, which no worker is connected to; when a
+// worker leaves, every node stops listing its model.
+func TestClusterModelsAndAgentsEveryNode(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	var envs []*env
+	for _, s := range c.Nodes() {
+		envs = append(envs, &env{srv: s, base: "http://" + s.HTTPAddr(), c: brokertest.Connect(t, s)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	w1 := envs[0].startWorker(t, worker.Config{Upstream: "sim", Models: []string{"sim-1"}, Sim: sim.Config{Tokens: 12, Seed: 5}})
+	envs[1].startWorker(t, worker.Config{Upstream: "sim", Models: []string{"sim-2"}, Sim: sim.Config{Tokens: 12, Seed: 5}})
+
+	same := func(want []string) func() error {
+		return func() error {
+			var first []string
+			for i, e := range envs {
+				models, err := modelsOf(ctx, e)
+				if err != nil {
+					return fmt.Errorf("n%d: /v1/models: %w", i+1, err)
+				}
+				if !slices.Equal(models, want) {
+					return fmt.Errorf("n%d lists models %v, want %v", i+1, models, want)
+				}
+				agents, err := agentsOf(ctx, e)
+				if err != nil {
+					return fmt.Errorf("n%d: agents: %w", i+1, err)
+				}
+				if i == 0 {
+					first = agents
+				} else if !slices.Equal(agents, first) {
+					return fmt.Errorf("n%d lists agents %v, n1 %v", i+1, agents, first)
+				}
+			}
+			if len(first) != len(want) {
+				return fmt.Errorf("agents %v for models %v", first, want)
+			}
+			return nil
+		}
+	}
+	c.Eventually(30*time.Second, "every node to list both models and the same agents", same([]string{"sim-1", "sim-2"}))
+
+	// The worker on n1 stops: it leaves the registry, seen from every node.
+	w1.stop()
+	<-w1.done
+	c.Eventually(30*time.Second, "every node to list sim-2 alone", same([]string{"sim-2"}))
+}
