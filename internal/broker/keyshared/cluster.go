@@ -118,17 +118,19 @@ func (k *Service) leaderOf(ctx context.Context, cons jetstream.Consumer) (string
 	}
 }
 
-// onRemoteJoin serves a JOIN another node sent on: it was checked there.
+// onRemoteJoin serves a JOIN another node sent on. That node checked the
+// caller's rights; the request itself is checked again (only the broker
+// may publish here, and this keeps it so if that ever failed).
 func (k *Service) onRemoteJoin(h hop) nats.MsgHandler {
 	return func(m *nats.Msg) {
-		var req semaq.KeySharedJoinRequest
-		if err := json.Unmarshal(m.Data, &req); err != nil {
-			api.ReplyErr(k.deps.Log, m, semaq.NewAPIError(semaq.ErrBadRequest, "key-shared: a join sent on by another node is not valid: %v", err))
+		req, err := parseJoin(m.Data)
+		if err != nil {
+			api.ReplyErr(k.deps.Log, m, api.Error("key-shared join")(err))
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 		defer cancel()
-		k.replyJoin(m, &req, h, ctx)
+		k.replyJoin(ctx, m, req, h)
 	}
 }
 

@@ -200,12 +200,12 @@ func (k *Service) apiJoin(m *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(api.WithRequestHeader(context.Background(), m.Header), api.Timeout)
 	defer cancel()
-	k.replyJoin(m, req, fromClient, ctx)
+	k.replyJoin(ctx, m, req, fromClient)
 }
 
 // replyJoin joins req and answers m: with this node's answer, or with the
 // answer of the node the member joined on.
-func (k *Service) replyJoin(m *nats.Msg, req *semaq.KeySharedJoinRequest, h hop, ctx context.Context) {
+func (k *Service) replyJoin(ctx context.Context, m *nats.Msg, req *semaq.KeySharedJoinRequest, h hop) {
 	resp, raw, err := k.join(ctx, req, h)
 	switch {
 	case err != nil:
