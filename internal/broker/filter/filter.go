@@ -83,6 +83,7 @@ type sub struct {
 	delivered            func(subject string, h nats.Header)
 	take                 *nats.Subscription // a durable's: takeover by another node; Service.mu
 	ended                bool               // stopped; Service.mu
+	claim                claim              // take.go
 
 	lease                    pump.Lease
 	stopping                 atomic.Bool
@@ -204,11 +205,13 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 			return nil, err
 		}
 	}
+	cl := newClaim()
 	if req.Durable != "" {
-		f.takeOver(ctx, stream, req.Durable)
+		f.takeOver(ctx, stream, req.Durable, cl)
 	}
 
 	p := &sub{
+		claim:  cl,
 		stream: stream, consumer: cons.CachedInfo().Name,
 		durable: req.Durable != "", deliver: req.DeliverSubject, prog: prog, nc: f.deps.Egress,
 	}

@@ -2,10 +2,12 @@ package filter
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/pump"
 )
@@ -14,6 +16,11 @@ import (
 // of a cluster its pump ran: the node running it listens on takeSubject
 // while it does and stops its pump when asked, so two nodes never pump one
 // durable. The subjects are the broker's own (pump.RemotePrefix).
+//
+// Each START makes a claim (when, and a random tie-break) and the newest
+// wins: a pump stops only for a newer claim. Two STARTs racing through two
+// nodes may both find nobody to ask; each says its claim again once it
+// listens, and the older one stops.
 
 // takeWait bounds the wait for the node pumping a durable to stop it.
 const takeWait = 5 * time.Second
@@ -22,17 +29,29 @@ func takeSubject(stream, durable string) string {
 	return pump.RemotePrefix + "f.take." + stream + "." + durable
 }
 
+// claim is a START's claim on a durable.
+type claim struct {
+	At int64  `json:"at"` // unix nanos
+	ID string `json:"id"`
+}
+
+func newClaim() claim { return claim{At: time.Now().UnixNano(), ID: nuid.Next()} }
+
+func (c claim) olderThan(o claim) bool {
+	return c.At < o.At || c.At == o.At && c.ID < o.ID
+}
+
 // takeOver asks the node pumping stream's durable, if any, to stop; it
 // returns once that node has stopped it, nobody runs it, or takeWait has
-// passed (then it is logged: both pumps run until the other's client
-// stops pinging).
-func (f *Service) takeOver(ctx context.Context, stream, durable string) {
+// passed (then it is logged).
+func (f *Service) takeOver(ctx context.Context, stream, durable string, c claim) {
 	if f.deps.NC == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, takeWait)
 	defer cancel()
-	_, err := f.deps.NC.RequestWithContext(ctx, takeSubject(stream, durable), nil)
+	body, _ := json.Marshal(c)
+	_, err := f.deps.NC.RequestWithContext(ctx, takeSubject(stream, durable), body)
 	if err != nil && !errors.Is(err, nats.ErrNoResponders) {
 		f.deps.Log.Warn("filter: the node pumping a durable did not stop it", "stream", stream, "durable", durable, "err", err)
 	}
@@ -43,10 +62,17 @@ func (f *Service) listenTakeover(p *sub) {
 	if f.deps.NC == nil {
 		return
 	}
-	take, err := f.deps.NC.Subscribe(takeSubject(p.stream, p.consumer), func(m *nats.Msg) {
-		f.deps.Log.Info("filter taken over through another node", "stream", p.stream, "consumer", p.consumer)
+	subject := takeSubject(p.stream, p.consumer)
+	take, err := f.deps.NC.Subscribe(subject, func(m *nats.Msg) {
+		var c claim
+		if json.Unmarshal(m.Data, &c) != nil || !p.claim.olderThan(c) {
+			return // this pump is the newer one
+		}
+		f.deps.Log.Info("filter taken over", "stream", p.stream, "consumer", p.consumer)
 		f.stop(p)
-		_ = m.Respond(nil)
+		if m.Reply != "" {
+			_ = m.Respond(nil)
+		}
 	})
 	if err != nil {
 		f.deps.Log.Warn("filter: cannot listen for takeovers", "stream", p.stream, "consumer", p.consumer, "err", err)
@@ -60,5 +86,9 @@ func (f *Service) listenTakeover(p *sub) {
 	f.mu.Unlock()
 	if ended {
 		_ = take.Unsubscribe()
+		return
 	}
+	// For a START that raced this one and found nobody to ask either.
+	body, _ := json.Marshal(p.claim)
+	_ = f.deps.NC.Publish(subject, body)
 }
