@@ -17,10 +17,10 @@ import (
 // while it does and stops its pump when asked, so two nodes never pump one
 // durable. The subjects are the broker's own (pump.RemotePrefix).
 //
-// Each START makes a claim (when, and a random tie-break) and the newest
-// wins: a pump stops only for a newer claim. Two STARTs racing through two
-// nodes may both find nobody to ask; each says its claim again once it
-// listens, and the older one stops.
+// A pump stops when a later START asks it to. Two STARTs racing through
+// two nodes may both find nobody to ask: each makes a claim (when, and a
+// random tie-break) and says it once it listens, and the pump with the
+// older claim stops.
 
 // takeWait bounds the wait for the node pumping a durable to stop it.
 const takeWait = 5 * time.Second
@@ -64,9 +64,12 @@ func (f *Service) listenTakeover(p *sub) {
 	}
 	subject := takeSubject(p.stream, p.consumer)
 	take, err := f.deps.NC.Subscribe(subject, func(m *nats.Msg) {
+		// A request comes from a START after this one: it wins. A plain
+		// publish is a START's word after it started, for one that raced
+		// it: the older claim stops (node clocks decide only then).
 		var c claim
-		if json.Unmarshal(m.Data, &c) != nil || !p.claim.olderThan(c) {
-			return // this pump is the newer one
+		if m.Reply == "" && (json.Unmarshal(m.Data, &c) != nil || !p.claim.olderThan(c)) {
+			return
 		}
 		f.deps.Log.Info("filter taken over", "stream", p.stream, "consumer", p.consumer)
 		f.stop(p)
