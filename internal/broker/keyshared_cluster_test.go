@@ -238,7 +238,9 @@ func TestClusterKeySharedFailover(t *testing.T) {
 		}
 		return nil
 	})
-	c.Stop(c.Index(pumpNode))
+	stopped := c.Index(pumpNode)
+	pub = failoverClient(t, c, (stopped+1)%c.N()) // publishes go on through a survivor
+	c.Stop(stopped)
 	publishSessionsFrom(t, pub, "ks.chat", keys, per/2, per)
 	arr.setLimit(keys * per)
 

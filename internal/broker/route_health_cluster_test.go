@@ -28,8 +28,9 @@ func routeHealthEverywhere(ctx context.Context, c *brokertest.Cluster, route str
 			return nil, err
 		}
 		i := slices.IndexFunc(routes, func(r semaq.RouteInfo) bool { return r.Name == route })
-		if i < 0 {
-			return nil, fmt.Errorf("%s does not list route %s", s.NATSServer().Name(), route)
+		if i < 0 || len(routes) != 1 {
+			// The stored weights are no rule of their own.
+			return nil, fmt.Errorf("%s lists routes %+v, want %s alone", s.NATSServer().Name(), routes, route)
 		}
 		out = append(out, routes[i].Health)
 	}

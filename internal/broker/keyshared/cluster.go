@@ -73,7 +73,11 @@ func (k *Service) joinElsewhere(ctx context.Context, req *semaq.KeySharedJoinReq
 	if err != nil || leader == k.deps.Node {
 		return nil, err
 	}
-	return k.ask(ctx, startSubject(leader), req)
+	raw, err = k.ask(ctx, startSubject(leader), req)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "key-shared: group %s: node %s, which leads its consumer, does not answer; join again", req.Group, leader)
+	}
+	return raw, err
 }
 
 // ask sends a JOIN to another node. No responders is returned as is;
