@@ -96,7 +96,10 @@ func New(d Deps) (*Service, error) {
 		return nil, fmt.Errorf("key-shared: %w", err)
 	}
 	k := &Service{deps: d, members: pump.NewRegistry[*member](semaq.ErrMemberGone, "key-shared member %s is not in its group"), groups: make(map[string]*group)}
-	if k.start, err = d.NC.Subscribe(startSubject(d.Node), k.onRemoteJoin(toLeader)); err != nil {
+	if k.deps.Node == "" {
+		k.deps.Node = nuid.Next() // alone: no other node asks for it
+	}
+	if k.start, err = d.NC.Subscribe(startSubject(k.deps.Node), k.onRemoteJoin(toLeader)); err != nil {
 		return nil, fmt.Errorf("key-shared: %w", err)
 	}
 	k.members.StartReaper(pump.Heartbeat/2, func(m *member) {
