@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -305,4 +306,70 @@ func TestClusterKeySharedFailover(t *testing.T) {
 	}
 	dups := arr.check(t, keys, per)
 	t.Logf("%d messages arrived twice (their ack was lost with the node)", dups)
+}
+
+// With auth on, a reader's members of one group join through two nodes:
+// the pump on one node delivers to the member on the other through the
+// user's inbox, and a JOIN is checked against the reader's grants by the
+// node it reached.
+func TestClusterKeySharedAuth(t *testing.T) {
+	a := startAuthCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if _, err := a.admin.AddStream(ctx, semaq.StreamConfig{Name: "KS", Subjects: []string{"ks.>"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	a.add(semaq.UserAddRequest{Name: "rd", Role: semaq.RoleReader, Subjects: []string{"ks.chat"}})
+	var subs []*client.Subscription
+	for i, name := range []string{"a", "b"} {
+		cl := brokertest.ConnectKey(t, a.c.Node(i), a.keys["rd"])
+		var sub *client.Subscription
+		a.c.Eventually(30*time.Second, "member "+name+" to join through n"+fmt.Sprint(i+1), func() error {
+			var err error
+			sub, err = cl.SubscribeKeyShared(ctx, "ks.chat", "g", client.KeyBy("session"), client.WithMember(name))
+			return err
+		})
+		defer sub.Close()
+		subs = append(subs, sub)
+		if _, err := cl.SubscribeKeyShared(ctx, "ks.other", "h", client.KeyBy("session")); !errors.Is(err, semaq.ErrForbidden) {
+			t.Fatalf("a join outside the reader's subjects through n%d: %v, want forbidden", i+1, err)
+		}
+	}
+	const keys = 32 // two members own some each, but for a chance of 2^-31
+	for k := range keys {
+		if _, err := a.admin.Publish(ctx, "ks.chat", fmt.Appendf(nil, `{"k":"s%d"}`, k), client.WithSession(fmt.Sprintf("s%d", k))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]string{}
+	for len(got) < keys {
+		progress := false
+		for i, sub := range subs {
+			mctx, mcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			m, err := sub.Next(mctx)
+			mcancel()
+			if err != nil {
+				continue
+			}
+			progress = true
+			key := m.Header.Get(semaq.HdrSession)
+			if prev, ok := got[key]; ok && prev != fmt.Sprint(i) {
+				t.Fatalf("key %s went to two members", key)
+			}
+			got[key] = fmt.Sprint(i)
+			if err := m.Ack(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !progress && ctx.Err() != nil {
+			t.Fatalf("received %v", got)
+		}
+	}
+	byMember := map[string]int{}
+	for _, m := range got {
+		byMember[m]++
+	}
+	if len(byMember) != 2 {
+		t.Fatalf("keys by member %v, want both members to own some of %d keys", byMember, keys)
+	}
 }
