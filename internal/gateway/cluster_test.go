@@ -50,8 +50,9 @@ func agentsOf(ctx context.Context, e *env) ([]string, error) {
 }
 
 // On a cluster, the agent registry and GET /v1/models answer the same
-// through every node, n3 included, which no worker is connected to; when a
-// worker leaves, every node stops listing its model.
+// through every node, n3 included, which no worker is connected to; a
+// completion asked through n3 is answered by the workers on n1 and n2; when
+// a worker leaves, every node stops listing its model.
 func TestClusterModelsAndAgentsEveryNode(t *testing.T) {
 	c := brokertest.StartCluster(t, 3)
 	var envs []*env
@@ -91,6 +92,24 @@ func TestClusterModelsAndAgentsEveryNode(t *testing.T) {
 		}
 	}
 	c.Eventually(30*time.Second, "every node to list both models and the same agents", same([]string{"sim-1", "sim-2"}))
+
+	// Through n3, which no worker is connected to.
+	for _, model := range []string{"sim-1", "sim-2"} {
+		var out openai.ChatCompletion
+		c.Eventually(30*time.Second, "a completion of "+model+" through n3", func() error {
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resp := envs[2].post(t, pctx, chatBody(model, "hello cluster", false, ""), nil)
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return json.NewDecoder(resp.Body).Decode(&out)
+		})
+		if want := sim.Answer("user: hello cluster", 12, 5); len(out.Choices) != 1 || out.Choices[0].Message.Content == nil || *out.Choices[0].Message.Content != want {
+			t.Fatalf("%s through n3 answered %+v, want %q", model, out, want)
+		}
+	}
 
 	// The worker on n1 stops: it leaves the registry, seen from every node.
 	w1.stop()
