@@ -53,7 +53,8 @@ func (j *Job) AbortTokenStream(ctx context.Context, te *semaq.TokenError) error 
 	if err != nil {
 		return err
 	}
-	if err := j.c.AbortTokenStream(ctx, j.ID, te, WithWriterKey(key), WithStreamRequest(j.Header)); err != nil {
+	if err := j.c.AbortTokenStream(ctx, j.ID, te, WithWriterKey(key),
+		WithStreamTraceParent(j.Header.Get(semaq.HdrTraceParent)), WithStreamSession(j.Header.Get(semaq.HdrSession))); err != nil {
 		return fmt.Errorf("client: job %s: %w", j.key(), err)
 	}
 	return nil

@@ -527,9 +527,9 @@ func (w *TokenWriter) end(ctx context.Context, term *semaq.TokenChunk) error {
 // error record follows the last record stored (it is record 1 of a stream
 // that has none). A stream that already ended is left as it is. The broker
 // takes the record only from the stream's writer: pass its key with
-// WithWriterKey (a redelivered job's worker: Job.AbortTokenStream);
-// WithStreamRequest names the request's tenant, which the stream is stored
-// under; other options are ignored.
+// WithWriterKey (a redelivered job's worker: Job.AbortTokenStream); the
+// trace and session options label the record; other options are ignored.
+// Where the stream got to comes from the broker's status API.
 func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.TokenError, opts ...TokenStreamOption) error {
 	if err := semaq.CheckRequestID(id); err != nil {
 		return semaq.NewAPIError(semaq.ErrBadRequest, "client: AbortTokenStream: %v", err)
@@ -549,28 +549,18 @@ func (c *Client) AbortTokenStream(ctx context.Context, id string, te *semaq.Toke
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	// The stream is stored under its request's tenant (WithStreamRequest
-	// names it), else under this connection's.
-	tenant := semaq.TokenTenant(o.tenant)
-	if o.tenant == "" {
-		t, err := c.readTenant(ctx)
-		if err != nil {
-			return err
-		}
-		tenant = t
-	}
-	last, err := c.lastTokenRecord(ctx, tenant, id)
+	// How far the stream got, as the broker says: the status API, which
+	// workers may ask of any tenant's stream, where reading it is not
+	// theirs.
+	st, err := c.TokenStatus(ctx, id)
 	if err != nil {
 		return err
 	}
-	term := &semaq.TokenChunk{Seq: 1, Error: te}
-	if last != nil {
-		if last.Terminal() {
-			return nil
-		}
-		term.Seq, term.Offset = last.Seq+1, last.Offset+uint64(last.N)
-		term.TraceParent, term.Session = last.TraceParent, last.Session
+	if st.Ended {
+		return nil
 	}
+	term := &semaq.TokenChunk{Seq: st.Records + 1, Offset: st.Offset, Error: te,
+		TraceParent: o.traceParent, Session: o.session}
 	m := nats.NewMsg(semaq.TokenWriteEndSubject(id))
 	m.Data = semaq.AppendTokenChunk(nil, term)
 	m.Header.Set(semaq.HdrTokenKey, o.key)

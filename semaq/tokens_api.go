@@ -669,10 +669,14 @@ type TokenStatusRequest struct {
 // (its first record is on its way), or a work queue holds a request with
 // that Nats-Msg-Id (queued, or held by a worker that has written nothing
 // yet). Records is the number of the last record stored (0: none yet);
-// Ended says the terminal record is stored.
+// Offset the token offset after it (where the next record starts); Ended
+// says the terminal record is stored, Final that it is a final record (an
+// ended stream without it ended with an error).
 type TokenStatus struct {
 	ID      string `json:"id"`
 	Known   bool   `json:"known"`
 	Records uint64 `json:"records"`
+	Offset  uint64 `json:"offset,omitempty"`
 	Ended   bool   `json:"ended"`
+	Final   bool   `json:"final,omitempty"`
 }

@@ -409,22 +409,24 @@ func (w *Worker) handle(job *client.Job, q *modelQueue) {
 		// streamed nothing, start afresh; otherwise the output so far
 		// cannot be continued (another run of a model writes other
 		// words), so end the stream with a clear error.
-		last, err := w.c.LastTokenRecord(bg, id)
+		// How far its stream got, from the broker's status API (a
+		// worker may ask it of any tenant's stream, not read it).
+		st, err := w.c.TokenStatus(bg, id)
 		if err != nil {
-			log.Warn("reading the token stream of a redelivered request", "err", err)
+			log.Warn("asking how far the token stream of a redelivered request got", "err", err)
 			_ = job.Nak(bg, time.Second)
 			return
 		}
-		if last != nil && last.Final != nil {
+		if st.Ended && st.Final {
 			_ = job.Ack(bg) // answered in full; only the ack was lost
 			return
 		}
-		if last != nil {
-			if !last.Terminal() {
+		if st.Records > 0 {
+			if !st.Ended {
 				w.lost.Add(1)
-				log.Warn("request redelivered after partial output; ending its stream", "tokens", last.Offset+uint64(last.N))
+				log.Warn("request redelivered after partial output; ending its stream", "tokens", st.Offset)
 				_ = job.AbortTokenStream(bg, &semaq.TokenError{Code: semaq.TokenErrWorkerLost,
-					Message: fmt.Sprintf("the worker serving this request stopped after %d tokens; retry the request", last.Offset+uint64(last.N))})
+					Message: fmt.Sprintf("the worker serving this request stopped after %d tokens; retry the request", st.Offset)})
 			}
 			_ = job.Term(bg, semaq.TokenErrWorkerLost)
 			return

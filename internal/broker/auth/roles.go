@@ -88,6 +88,9 @@ var workerGrants = []string{
 	fmt.Sprintf(semaq.APIQueueFetchT, "*"),
 	fmt.Sprintf(semaq.APIQueueInfoT, "*"),
 	semaq.QueueAckPrefix + ">",
+	// How far a redelivered job's token stream got (any tenant's, for a
+	// worker without one: tokens/api.go).
+	semaq.APITokenStatus,
 }
 
 // Rules is what permissions are made from.

@@ -31,7 +31,9 @@ func (ts *Store) Handlers() api.Handlers {
 			}
 			tenant := semaq.TokenAnyTenant
 			if ts.sender != nil {
-				if s := ts.sender(api.RequestHeader(ctx)); !s.AnyTenant {
+				// A worker without a tenant serves every tenant's jobs: it
+				// asks how far a redelivered job's stream got.
+				if s := ts.sender(api.RequestHeader(ctx)); !s.AnyTenant && !(s.Worker && s.Tenant == "") {
 					tenant = semaq.TokenTenant(s.Tenant)
 				}
 			}
@@ -56,7 +58,7 @@ func (ts *Store) status(ctx context.Context, id, tenant string) (*semaq.TokenSta
 		st.Known = true
 		_, _, st.Ended, _ = semaq.ParseTokenSubject(m.Subject)
 		if rec, err := semaq.ParseTokenChunk(m.Data); err == nil {
-			st.Records = rec.Seq
+			st.Records, st.Offset, st.Final = rec.Seq, rec.Offset+uint64(rec.N), rec.Final != nil
 		}
 		return st, nil
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
