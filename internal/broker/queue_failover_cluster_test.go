@@ -21,9 +21,13 @@ import (
 // is served once more with delivery count 2 after its lease, queued jobs
 // are kept, and workers on the surviving nodes keep fetching.
 func TestClusterQueueFailover(t *testing.T) {
-	const ackWait = 10 * time.Second
+	// The lease must outlast the setup after the fetch and the failover
+	// itself (a graceful stop, an election, the new dispatcher's start):
+	// on a loaded 2-core machine that took more than 10 s, and the acks
+	// under the held jobs' leases were then rightly refused.
+	const ackWait = 30 * time.Second
 	c := brokertest.StartCluster(t, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
 	admin := brokertest.Connect(t, c.Node(0))
 	if _, err := admin.AddQueue(ctx, semaq.QueueConfig{Name: "Q", Subjects: []string{"infer.>"}, Replicas: 3, AckWait: ackWait}); err != nil {
