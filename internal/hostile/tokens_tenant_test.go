@@ -42,7 +42,8 @@ func TestTokenStreamsStayWithTheirTenant(t *testing.T) {
 	if _, err := acme.Publish(ctx, "jobs.chat", []byte(`{"prompt":"hi"}`), client.WithMsgID(id)); err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := worker.Fetch(ctx, "INFER")
+	// The dispatcher indexes the request a moment after its ack: wait for it.
+	jobs, err := worker.Fetch(ctx, "INFER", client.FetchWait(10*time.Second))
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("fetch: %d jobs, %v", len(jobs), err)
 	}

@@ -89,7 +89,7 @@ func TestWorkerEndsALostStreamWithAuth(t *testing.T) {
 	}
 	// The first worker streams two tokens and goes without a word.
 	first := brokertest.ConnectKey(t, srv, work.Key)
-	jobs, err := first.Fetch(ctx, semaq.InferQueue(model))
+	jobs, err := first.Fetch(ctx, semaq.InferQueue(model), client.FetchWait(10*time.Second)) // indexed a moment after its ack
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("fetch: %d jobs, %v", len(jobs), err)
 	}
