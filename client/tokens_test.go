@@ -376,10 +376,12 @@ func TestTokenStreamRetentionAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = w.Write(ctx, "a")
+	// The broker starts the retention when it takes the final record, which
+	// is after this instant and before Close returns: time from here.
+	closed := time.Now()
 	if err := w.Close(ctx, semaq.TokenFinal{}); err != nil {
 		t.Fatal(err)
 	}
-	closed := time.Now()
 	last, err := c.LastTokenRecord(ctx, "ret")
 	if err != nil || last == nil || last.Final == nil || last.Final.FinishReason != "stop" {
 		t.Fatalf("right after close: %+v %v", last, err)
