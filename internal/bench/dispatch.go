@@ -25,7 +25,7 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// Goals of the dispatch scenario (docs/benchmarks.md).
+// Goals of the dispatch scenario (docs/benchmarks/dispatch.md).
 const (
 	// GoalCriticalFloodRatio: critical p99 queue wait under a 100× bulk
 	// flood, over critical alone.

@@ -16,7 +16,7 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// Goals SemaQ's ingress is measured against (docs/benchmarks.md).
+// Goals SemaQ's ingress is measured against (docs/benchmarks/ingress.md).
 const (
 	// GoalThroughputRatio is the least ingress throughput, as a fraction of
 	// raw JetStream's.

@@ -16,7 +16,7 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 )
 
-// Goals of the workload scenarios (docs/benchmarks.md).
+// Goals of the workload scenarios (docs/benchmarks/scenarios.md).
 const (
 	// GoalScenarioVsJetStream is the least SemaQ throughput as a fraction
 	// of raw JetStream's, wherever the semantic layer is on the path.

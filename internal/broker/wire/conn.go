@@ -5,7 +5,7 @@
 // after each chunk of input the handlers finish. nats.go decodes every header block into a map on its
 // reader, hands each message to a second goroutine and encodes the headers
 // again on the way out; on the ingress's path that was a third of its cost
-// (docs/benchmarks.md, P1).
+// (docs/benchmarks/ingress.md, P1).
 //
 // It speaks only what the ingress needs: CONNECT with an nkey, SUB with a
 // queue group, UNSUB, HPUB/PUB, PING/PONG. It reconnects when the server
