@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -195,17 +196,38 @@ func (f *Follower[S]) Closed() bool {
 	}
 }
 
+// consumerDeleteWait bounds how long Close waits for JetStream to confirm
+// the deletion of the watch's consumer.
+const consumerDeleteWait = time.Second
+
 // Close stops the watcher and waits for its goroutine. The last snapshot
 // stays readable. Close is idempotent.
+//
+// Stopping unsubscribes at once and then asks JetStream to delete the
+// watch's ephemeral consumer. A cluster without a quorum (a node stopping
+// after most of its peers) cannot answer that; the subscription is gone
+// all the same and the server removes the consumer after its inactivity
+// threshold, so such an answer, or none within consumerDeleteWait, is no
+// failure of Close.
 func (f *Follower[S]) Close() error {
 	var err error
 	f.closeOnce.Do(func() {
 		close(f.done)
-		err = f.watcher.Stop()
 		<-f.stopped
+		res := make(chan error, 1)
+		go func() { res <- f.watcher.Stop() }()
+		t := time.NewTimer(consumerDeleteWait)
+		defer t.Stop()
+		select {
+		case err = <-res:
+		case <-t.C:
+			// Stop unsubscribes first, then waits up to 5 s for the
+			// consumer's deletion: leave that to the server's
+			// inactivity threshold (Stop's goroutine ends by itself).
+		}
 	})
 	// A watcher whose connection closed first has nothing left to stop.
-	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+	if err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) && !transient(err) {
 		return fmt.Errorf("stopping the watcher of bucket %s: %w", f.kv.Bucket(), err)
 	}
 	return nil

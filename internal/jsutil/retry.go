@@ -78,5 +78,14 @@ func transient(err error) bool {
 		}
 		return apiErr.Code == http.StatusServiceUnavailable
 	}
+	// nats.go's older JetStream API (under KV watchers) has its own type.
+	var legacy *nats.APIError
+	if errors.As(err, &legacy) {
+		switch jetstream.ErrorCode(legacy.ErrorCode) {
+		case errNoPeers, errNotAvail, errNotLeader, errIncomplete, errNotActive:
+			return true
+		}
+		return legacy.Code == http.StatusServiceUnavailable
+	}
 	return false
 }
