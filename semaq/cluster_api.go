@@ -40,6 +40,9 @@ type ClusterStatus struct {
 	StreamsTruncated bool `json:"streams_truncated,omitempty"`
 	// Queues says which node runs each work queue's dispatch.
 	Queues []QueueDispatch `json:"queues"`
+	// Warnings are what the answering node found wrong with the cluster
+	// as a whole, e.g. nodes that disagree on their sync mode.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MaxClusterStreams bounds the streams one cluster status lists.
@@ -57,6 +60,9 @@ type ClusterNode struct {
 	NATSVersion string `json:"nats_version,omitempty"`
 	// Started is when the node started.
 	Started time.Time `json:"started,omitzero"`
+	// Sync is the node's JetStream sync mode, "always" or "interval"
+	// (docs/durability.md); empty when it did not answer.
+	Sync string `json:"sync,omitempty"`
 	// JetStreamCurrent is whether the node is current with the meta group.
 	JetStreamCurrent bool `json:"jetstream_current"`
 	// Meta is the meta leader's view of the node as a peer; nil when the

@@ -58,7 +58,8 @@ func (s *Server) clusterNodes() int {
 // 3 nodes after they were made (a node that started first, or a cluster
 // grown from one node): every node once after it starts, and the node
 // leading JetStream's meta group when the number of nodes it reaches
-// changes and every few seconds.
+// changes and every few seconds. It also compares the nodes' sync modes
+// when the number changes (cluster_sync.go).
 type replicaKeeper struct {
 	stop chan struct{}
 	done chan struct{}
@@ -75,11 +76,21 @@ func (s *Server) startReplicaKeeper() {
 	s.keeper = k
 	go func() {
 		defer close(k.done)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-k.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		tick := time.NewTicker(replicasKeepInterval)
 		defer tick.Stop()
 		started := false // this node checked once since it started
 		seen := 0        // nodes at the last complete check
 		var last time.Time
+		syncSeen, syncWarned := 0, "" // nodes at the last complete sync check, and what it said
 		for {
 			// Each node checks once it reaches 3 nodes after its start
 			// (a cluster grown while it was down), then the meta leader
@@ -89,6 +100,17 @@ func (s *Server) startReplicaKeeper() {
 			due := !started || n != seen || time.Since(last) >= replicasRecheck
 			if n >= 3 && due && (!started || s.ns.JetStreamIsLeader()) && s.raiseOwnReplicas(k.stop) {
 				started, seen, last = true, n, time.Now()
+			}
+			// Every node compares the nodes' sync modes whenever the
+			// count changes, and says so once per disagreement.
+			if n >= 2 && n != syncSeen {
+				if w, complete := s.checkClusterSync(ctx); complete {
+					syncSeen = n
+					if w != "" && w != syncWarned {
+						s.log.Warn(w)
+					}
+					syncWarned = w
+				}
 			}
 			select {
 			case <-k.stop:

@@ -81,6 +81,7 @@ func (s *Server) nodeReport() nodeReport {
 		Version:          Version,
 		NATSVersion:      server.VERSION,
 		Started:          s.started.UTC(),
+		Sync:             s.cfg.Sync,
 		JetStreamCurrent: !s.cfg.Clustered() || s.ns.JetStreamIsCurrent(),
 	}}
 	if rz, err := s.ns.Routez(nil); err == nil {
@@ -195,6 +196,9 @@ func (s *Server) apiClusterStatus(ctx context.Context, _ *struct{}) (any, error)
 		st.Nodes = append(st.Nodes, n.ClusterNode)
 	}
 	slices.SortFunc(st.Nodes, func(a, b semaq.ClusterNode) int { return strings.Compare(a.Name, b.Name) })
+	if w := syncDisagreement(st.Nodes); w != "" {
+		st.Warnings = append(st.Warnings, w)
+	}
 	dispatcher := map[string]string{}
 	for name, r := range reports {
 		for _, q := range r.Dispatching {

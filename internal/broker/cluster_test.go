@@ -320,9 +320,12 @@ func TestClusterStatus(t *testing.T) {
 	}
 	for i, n := range st.Nodes {
 		if n.Name != fmt.Sprintf("n%d", i+1) || !n.Connected || n.Version != broker.Version || n.NATSVersion == "" ||
-			!n.JetStreamCurrent || len(n.Routes) != 2 || n.Meta == nil || !n.Meta.Current {
+			!n.JetStreamCurrent || len(n.Routes) != 2 || n.Meta == nil || !n.Meta.Current || n.Sync != broker.SyncInterval {
 			t.Fatalf("node %d: %+v (meta %+v)", i+1, n, n.Meta)
 		}
+	}
+	if len(st.Warnings) != 0 {
+		t.Fatalf("warnings on a healthy cluster: %q", st.Warnings)
 	}
 	byName := map[string]semaq.StreamClusterStatus{}
 	for _, s := range st.Streams {

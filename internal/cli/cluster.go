@@ -63,7 +63,7 @@ func writeClusterStatus(w io.Writer, st *semaq.ClusterStatus) error {
 		fmt.Fprintf(tw, "  Meta leader:\t%s\n", orDefault(st.MetaLeader, "none (electing)"))
 	}
 	fmt.Fprintf(tw, "  SemaQ's own replicas:\t%d\n\n", st.Replicas)
-	fmt.Fprintln(tw, "NODE\tCONNECTED\tVERSION\tNATS\tJETSTREAM\tROUTES\tDISPATCHES")
+	fmt.Fprintln(tw, "NODE\tCONNECTED\tVERSION\tNATS\tSYNC\tJETSTREAM\tROUTES\tDISPATCHES")
 	for _, n := range st.Nodes {
 		js := "-"
 		switch {
@@ -80,8 +80,8 @@ func writeClusterStatus(w io.Writer, st *semaq.ClusterStatus) error {
 		for _, r := range n.Routes {
 			routes = append(routes, r.Node)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, yesNo(n.Connected), orDefault(n.Version, "-"),
-			orDefault(n.NATSVersion, "-"), js, orDefault(strings.Join(routes, ","), "-"), orDefault(strings.Join(n.Dispatching, ","), "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, yesNo(n.Connected), orDefault(n.Version, "-"),
+			orDefault(n.NATSVersion, "-"), orDefault(n.Sync, "-"), js, orDefault(strings.Join(routes, ","), "-"), orDefault(strings.Join(n.Dispatching, ","), "-"))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "STREAM\tREPLICAS\tLEADER\tFOLLOWERS")
@@ -101,6 +101,9 @@ func writeClusterStatus(w io.Writer, st *semaq.ClusterStatus) error {
 		for _, q := range st.Queues {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", q.Queue, orDefault(q.Node, "unknown (no node that answered runs it)"), orDefault(q.StreamLeader, "-"))
 		}
+	}
+	for _, w := range st.Warnings {
+		fmt.Fprintf(tw, "\nWARNING: %s\n", w)
 	}
 	return tw.Flush()
 }

@@ -46,19 +46,25 @@ func TestClusterStatusCommand(t *testing.T) {
 	c := brokertest.StartCluster(t, 3)
 	url := c.Node(0).ClientURL()
 	mustSemaq(t, url, "", "stream", "add", "AI", "--subjects", "ai.>", "--replicas", "3")
-	info := mustSemaq(t, url, "", "stream", "info", "AI")
-	if !strings.Contains(strings.Join(strings.Fields(info), " "), "Replicas: 3") {
-		t.Fatalf("stream info:\n%s", info)
-	}
-	var leader string
-	for _, line := range strings.Split(info, "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "Leader:" {
-			leader = f[1]
+	// A follower may be an operation behind right after the add: wait
+	// for both to be current.
+	var info, leader string
+	c.Eventually(30*time.Second, "stream info with both followers current", func() error {
+		info = mustSemaq(t, url, "", "stream", "info", "AI")
+		if !strings.Contains(strings.Join(strings.Fields(info), " "), "Replicas: 3") {
+			t.Fatalf("stream info:\n%s", info)
 		}
-	}
-	if c.Index(leader) < 0 || !strings.Contains(info, "Followers:") || strings.Count(info, "(current)") != 2 {
-		t.Fatalf("stream info names leader %q:\n%s", leader, info)
-	}
+		leader = ""
+		for _, line := range strings.Split(info, "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "Leader:" {
+				leader = f[1]
+			}
+		}
+		if c.Index(leader) < 0 || !strings.Contains(info, "Followers:") || strings.Count(info, "(current)") != 2 {
+			return fmt.Errorf("stream info names leader %q:\n%s", leader, info)
+		}
+		return nil
+	})
 
 	// A node's view of the meta group flickers as heartbeats come and go:
 	// wait for a settled status.
@@ -71,7 +77,7 @@ func TestClusterStatusCommand(t *testing.T) {
 		for _, n := range []string{"n1", "n2", "n3"} {
 			found := false
 			for _, l := range lines {
-				if f := strings.Fields(l); len(f) > 4 && f[0] == n && f[1] == "yes" && f[4] == "current" {
+				if f := strings.Fields(l); len(f) > 5 && f[0] == n && f[1] == "yes" && f[4] == "interval" && f[5] == "current" {
 					found = true
 				}
 			}
