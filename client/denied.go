@@ -26,7 +26,12 @@ type denials struct {
 	// ordered consumer's create names a consumer of its own): a refused
 	// subject their func accepts fails them.
 	matching map[*denialWait]func(subj string) bool
+	// subscribed are the subscriptions, by subject, whose refusal by
+	// the server is told to their func (a live token reader's).
+	subscribed map[string]map[*subDenial]struct{}
 }
+
+type subDenial struct{ fail func(error) }
 
 type denialWait struct{ cancel context.CancelCauseFunc }
 
@@ -74,10 +79,43 @@ func (d *denials) watchMatch(ctx context.Context, match func(subj string) bool) 
 	}
 }
 
+// watchSubscription calls fail with a forbidden error if the server
+// refuses a subscription to subj, until the returned func is called.
+func (d *denials) watchSubscription(subj string, fail func(error)) func() {
+	w := &subDenial{fail: fail}
+	d.mu.Lock()
+	if d.subscribed == nil {
+		d.subscribed = make(map[string]map[*subDenial]struct{})
+	}
+	if d.subscribed[subj] == nil {
+		d.subscribed[subj] = make(map[*subDenial]struct{})
+	}
+	d.subscribed[subj][w] = struct{}{}
+	d.mu.Unlock()
+	return func() {
+		d.mu.Lock()
+		delete(d.subscribed[subj], w)
+		if len(d.subscribed[subj]) == 0 {
+			delete(d.subscribed, subj)
+		}
+		d.mu.Unlock()
+	}
+}
+
 // violation fails the requests in flight on the subject err names, when
-// err is the server's refusal of a publish.
+// err is the server's refusal of a publish, and tells the watchers of a
+// subscription the server refused.
 func (d *denials) violation(err error) {
-	subj, ok := refusedPublish(err)
+	if subj, ok := refused(err, "Subscription"); ok {
+		cause := semaq.NewAPIError(semaq.ErrForbidden, "the NATS server refused a subscription to %s: this connection's user may not (its role and grants: semaq user info)", subj)
+		d.mu.Lock()
+		for w := range d.subscribed[subj] {
+			w.fail(cause)
+		}
+		d.mu.Unlock()
+		return
+	}
+	subj, ok := refused(err, "Publish")
 	if !ok {
 		return
 	}
@@ -96,11 +134,16 @@ func (d *denials) violation(err error) {
 
 // refusedPublish reads the subject of the server's publish permissions
 // violation: `Permissions Violation for Publish to "<subject>"`.
-func refusedPublish(err error) (string, bool) {
+func refusedPublish(err error) (string, bool) { return refused(err, "Publish") }
+
+// refused reads the subject of the server's permissions violation of one
+// kind (Publish, Subscription): `Permissions Violation for <kind> to
+// "<subject>"`.
+func refused(err error, kind string) (string, bool) {
 	if !errors.Is(err, nats.ErrPermissionViolation) {
 		return "", false
 	}
-	const lead = `Permissions Violation for Publish to "`
+	lead := `Permissions Violation for ` + kind + ` to "`
 	s := err.Error()
 	i := strings.Index(s, lead)
 	if i < 0 {

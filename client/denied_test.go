@@ -64,3 +64,25 @@ func FuzzRefusedPublish(f *testing.F) {
 		}
 	})
 }
+
+// A refused subscription is told to its watchers, and only to those; a
+// refused publish of the same subject is not a refused subscription.
+func TestDenialsTellRefusedSubscriptions(t *testing.T) {
+	var d denials
+	var got, other []error
+	stop := d.watchSubscription("$SQ.w.$tokl.acme.x.*", func(err error) { got = append(got, err) })
+	stopOther := d.watchSubscription("$SQ.w.$tokl.beta.x.*", func(err error) { other = append(other, err) })
+	d.violation(fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "$SQ.w.$tokl.acme.x.*"`))
+	if len(got) != 0 {
+		t.Fatalf("a refused publish failed a subscription: %v", got)
+	}
+	d.violation(fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Subscription to "$SQ.w.$tokl.acme.x.*"`))
+	if len(got) != 1 || !errors.Is(got[0], semaq.ErrForbidden) || !strings.Contains(got[0].Error(), "$SQ.w.$tokl.acme.x.*") || len(other) != 0 {
+		t.Fatalf("refused subscription: watcher got %v, other %v", got, other)
+	}
+	stop()
+	stopOther()
+	if len(d.subscribed) != 0 {
+		t.Fatalf("watches left behind: %v", d.subscribed)
+	}
+}

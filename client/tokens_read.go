@@ -168,7 +168,9 @@ type TokenReader struct {
 	it     jetstream.MessagesContext // nil while reading live
 	live   *nats.Subscription        // WithLiveStart, until a gap
 	liveQ  *liveQueue                // what live delivers
-	done   chan struct{}             // closed by Close
+	// stopDenied ends the watch for the server's refusal of live.
+	stopDenied func()
+	done       chan struct{} // closed by Close
 	// srcMu guards cons, it and live against Close from another
 	// goroutine; nobody blocks while holding it.
 	srcMu sync.Mutex
@@ -214,8 +216,16 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 		q := &liveQueue{ready: make(chan struct{}, 1)}
 		// What JetStream republishes once stored: only records the
 		// broker's relay accepted.
-		sub, err := c.nc.Subscribe(semaq.TokenLiveFilter(o.tenant, id), q.push)
+		subj := semaq.TokenLiveFilter(o.tenant, id)
+		if c.denied != nil {
+			// A tenant this user may not read: the server refuses the
+			// subscription with an asynchronous -ERR, which ends Next
+			// at once instead of a wait for records that never come.
+			r.stopDenied = c.denied.watchSubscription(subj, q.fail)
+		}
+		sub, err := c.nc.Subscribe(subj, q.push)
 		if err != nil {
+			r.Close()
 			return nil, fmt.Errorf("client: reading token stream %s: %w", id, err)
 		}
 		_ = sub.SetPendingLimits(-1, 64<<20)
@@ -453,7 +463,21 @@ func (r *TokenReader) switchToStored(ctx context.Context) error {
 type liveQueue struct {
 	mu    sync.Mutex
 	msgs  [][]byte
-	ready chan struct{} // has a token when msgs may be non-empty
+	err   error         // the subscription's end, once msgs are read
+	ready chan struct{} // has a token when msgs may be non-empty or err set
+}
+
+// fail ends the queue with err once the records it holds are read.
+func (q *liveQueue) fail(err error) {
+	q.mu.Lock()
+	if q.err == nil {
+		q.err = err
+	}
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
 }
 
 func (q *liveQueue) push(m *nats.Msg) {
@@ -476,6 +500,10 @@ func (q *liveQueue) next(ctx context.Context, done <-chan struct{}) ([]byte, err
 			q.mu.Unlock()
 			return d, nil
 		}
+		if err := q.err; err != nil {
+			q.mu.Unlock()
+			return nil, err
+		}
 		q.mu.Unlock()
 		select {
 		case <-q.ready:
@@ -489,6 +517,10 @@ func (q *liveQueue) next(ctx context.Context, done <-chan struct{}) ([]byte, err
 
 // waitErr explains why waiting for a record failed.
 func (r *TokenReader) waitErr(ctx, waitCtx context.Context, err error) error {
+	if errors.Is(err, semaq.ErrForbidden) {
+		r.err = fmt.Errorf("client: reading token stream %s under tenant %s: %w", r.id, r.opts.tenant, err)
+		return r.err
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -510,6 +542,9 @@ func (r *TokenReader) Close() error {
 		r.srcMu.Lock()
 		defer r.srcMu.Unlock()
 		close(r.done)
+		if r.stopDenied != nil {
+			r.stopDenied()
+		}
 		if r.live != nil {
 			_ = r.live.Unsubscribe()
 		}

@@ -101,6 +101,18 @@ func TestTokenStreamsStayWithTheirTenant(t *testing.T) {
 	if _, err := read(beta, client.ForTenant("acme")); !errors.Is(err, semaq.ErrForbidden) {
 		t.Fatalf("beta reads acme's stream naming acme: %v, want refused", err)
 	}
+	// Nor live: the server refuses the subscription, and the reader says
+	// so at once rather than waiting for records that never come.
+	lr, err := beta.ReadTokens(ctx, id, client.ForTenant("acme"), client.WithLiveStart())
+	if err == nil {
+		lctx, lcancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = lr.Next(lctx)
+		lcancel()
+		lr.Close()
+	}
+	if !errors.Is(err, semaq.ErrForbidden) {
+		t.Fatalf("beta reads acme's stream live naming acme: %v, want refused", err)
+	}
 	// Reading under its own tenant finds nothing to read.
 	short, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	r, err := beta.ReadTokens(short, id)
