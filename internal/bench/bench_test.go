@@ -512,6 +512,8 @@ func TestIngestConfigValidate(t *testing.T) {
 		{"huge rate", func(c *IngestConfig) { c.Rates = []int{MaxRate + 1} }, "rates: 1000001 msgs/s"},
 		{"rate twice", func(c *IngestConfig) { c.Rates = []int{10, 10} }, "rates: 10 is given twice"},
 		{"too many rates", func(c *IngestConfig) { c.Rates = make([]int, MaxRates+1) }, "at most 16"},
+		{"e2e", func(c *IngestConfig) { c.E2E, c.Rates = true, []int{1000} }, ""},
+		{"e2e without rates", func(c *IngestConfig) { c.E2E = true }, "e2e: the end-to-end latency is measured in the paced phase; give one or more rates"},
 		{"routes", func(c *IngestConfig) { c.Routes = 10 }, ""},
 		{"too many routes", func(c *IngestConfig) { c.Routes = MaxRoutes + 1 }, "routes: 101 is outside 0..100"},
 		{"negative routes", func(c *IngestConfig) { c.Routes = -1 }, "routes: -1"},

@@ -90,6 +90,12 @@ type IngestConfig struct {
 	// Empty: no paced phase. DefaultRates is what the CLI uses with sync
 	// always.
 	Rates []int `json:"rates"`
+	// E2E adds the end-to-end measure to the paced phase: a consumer on
+	// each target's stream, as client.Subscribe makes it, receives the paced
+	// messages, and each message's time from its publish call to its
+	// receipt is recorded beside its publish-to-ack time (e2e.go). It
+	// needs Rates.
+	E2E bool `json:"e2e"`
 	// Rounds splits each phase into this many slices per target, run in
 	// alternating target order (A B, B A, ...), so slow drift in the
 	// machine or the stores does not favour whichever target runs first.
@@ -214,6 +220,9 @@ func (c *IngestConfig) Validate() error {
 		if slices.Contains(c.Rates[:i], r) {
 			return fmt.Errorf("%w: rates: %d is given twice", ErrBadConfig, r)
 		}
+	}
+	if c.E2E && len(c.Rates) == 0 {
+		return fmt.Errorf("%w: e2e: the end-to-end latency is measured in the paced phase; give one or more rates", ErrBadConfig)
 	}
 	if c.Payload != nil && len(bytes.TrimSpace(c.Payload)) == 0 {
 		return fmt.Errorf("%w: payload: %s is empty", ErrBadConfig, nameOr(c.PayloadFile, "the payload"))

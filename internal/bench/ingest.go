@@ -33,8 +33,9 @@ type run struct {
 	cpu     time.Duration // process CPU of the throughput phase; -1: not measured
 	lat     *Histogram
 
-	pacer *pacer
-	paced []*pacedRun // one per rate
+	pacer  *pacer
+	paced  []*pacedRun // one per rate
+	reader *e2eReader  // with cfg.E2E, during the paced phase
 }
 
 // pacedRun is one target at one offered rate, all rounds added up.
@@ -43,6 +44,13 @@ type pacedRun struct {
 	lat     *Histogram
 	counts  pacedCounts
 	commits commitCounts
+	e2e     *e2eRun // with cfg.E2E
+}
+
+// e2eRun is the end-to-end measure of one target at one rate.
+type e2eRun struct {
+	lat    *Histogram
+	counts e2eCounts
 }
 
 // RunIngest runs the ingest scenario and returns its report.
@@ -236,6 +244,9 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 				return nil, fmt.Errorf("%w by target %s in the paced phase at %d msgs/s (%d skipped, %d failed, first: %v)",
 					ErrNoAcks, rn.t.Name, pr.rate, pr.counts.skipped, pr.counts.failed, pr.counts.firstErr)
 			}
+			if pr.e2e != nil && pr.e2e.counts.received == 0 {
+				return nil, fmt.Errorf("%w by target %s's consumer at %d msgs/s (%d acknowledged)", ErrNothingReceived, rn.t.Name, pr.rate, pr.counts.acked)
+			}
 			res.Paced = append(res.Paced, pr.result())
 		}
 		if res.GroupCommit, err = r.GroupCommit(ctx, rn.t); err != nil {
@@ -248,19 +259,41 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 }
 
 // pacedPhase offers every target each rate of cfg.Rates in turn, in
-// cfg.Rounds slices per target in alternating order.
+// cfg.Rounds slices per target in alternating order. With cfg.E2E each
+// target's consumer times the slice's messages to their receipt, and a
+// slice ends once it has received every acknowledged message, or at most
+// the drain bound after the acks.
 func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, progress func(string, ...any)) error {
 	if len(cfg.Rates) == 0 {
 		return nil
 	}
+	epoch := time.Now()
+	defer func() {
+		for _, rn := range runs {
+			if rn.reader != nil {
+				rn.reader.close()
+				rn.reader = nil
+			}
+		}
+	}()
 	for _, rn := range runs {
 		pc, err := newPacer(rn.pubs[0], cfg.Window)
 		if err != nil {
 			return err
 		}
+		pc.stamp, pc.epoch = cfg.E2E, epoch
 		rn.pacer = pc
+		if cfg.E2E {
+			if rn.reader, err = newE2EReader(ctx, r, rn.t, epoch); err != nil {
+				return err
+			}
+		}
 		for _, rate := range cfg.Rates {
-			rn.paced = append(rn.paced, &pacedRun{rate: rate, lat: NewHistogram()})
+			pr := &pacedRun{rate: rate, lat: NewHistogram()}
+			if cfg.E2E {
+				pr.e2e = &e2eRun{lat: NewHistogram()}
+			}
+			rn.paced = append(rn.paced, pr)
 		}
 	}
 	slice := cfg.Duration / time.Duration(cfg.Rounds)
@@ -273,9 +306,19 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 				if err != nil {
 					return err
 				}
+				if rn.reader != nil {
+					rn.reader.begin(pr.e2e.lat)
+				}
 				c, err := rn.pacer.run(ctx, rate, slice, pr.lat)
 				if err != nil {
 					return fmt.Errorf("bench: %s: paced at %d msgs/s: %w", rn.t.Name, rate, err)
+				}
+				if rn.reader != nil {
+					ec, err := rn.reader.end(ctx, c.acked, slice, rn.pacer.drain)
+					if err != nil {
+						return fmt.Errorf("bench: %s: paced at %d msgs/s: %w", rn.t.Name, rate, err)
+					}
+					pr.e2e.counts.add(ec)
 				}
 				after, err := r.commitCounts(ctx, rn.t)
 				if err != nil {
@@ -312,6 +355,26 @@ func (pr *pacedRun) result() PacedResult {
 		res.FirstError = c.firstErr.Error()
 	}
 	lost := c.skipped + c.unacked + c.failed
+	res.Sustained = float64(lost) <= sustainedLoss*float64(c.offered)
+	if e := pr.e2e; e != nil {
+		res.E2E = e.result(c)
+	}
+	return res
+}
+
+// result summarises the end-to-end measure of a rate whose publishes did
+// c.
+func (e *e2eRun) result(c *pacedCounts) *E2EResult {
+	res := &E2EResult{
+		Latency:     e.lat.Summary(),
+		Received:    e.counts.received,
+		Missing:     max(0, c.sent-e.counts.received),
+		Redelivered: e.counts.redelivered,
+	}
+	if e.counts.elapsed > 0 {
+		res.ReceivedMsgsPerS = Round1(float64(e.counts.received) / e.counts.elapsed.Seconds())
+	}
+	lost := c.skipped + c.failed + res.Missing
 	res.Sustained = float64(lost) <= sustainedLoss*float64(c.offered)
 	return res
 }

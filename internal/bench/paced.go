@@ -45,6 +45,10 @@ type pacer struct {
 	window int
 	drain  time.Duration // pacedDrainTimeout; shorter in tests
 	cur    atomic.Pointer[pacedSlice]
+	// stamp gives every message its send time in hdrSent, in nanoseconds
+	// since epoch, for the end-to-end measure (e2e.go).
+	stamp bool
+	epoch time.Time
 }
 
 // pacedSlice is the state of one slice: the messages in flight with their
@@ -173,8 +177,12 @@ func (pc *pacer) run(ctx context.Context, rate int, d time.Duration, h *Histogra
 				c.late++
 			}
 			m := &nats.Msg{Subject: pc.tmpl.Subject, Header: pc.tmpl.Header, Data: pc.tmpl.Data}
+			sent := time.Now() // before publishing: the ack may beat PublishMsgAsync's return
+			if pc.stamp {
+				m.Header = stampSent(pc.tmpl.Header, int64(sent.Sub(pc.epoch)))
+			}
 			s.mu.Lock()
-			s.inflight[m] = time.Now() // before publishing: the ack may beat PublishMsgAsync's return
+			s.inflight[m] = sent
 			s.mu.Unlock()
 			if _, err := pc.js.PublishMsgAsync(m); err != nil {
 				s.mu.Lock()

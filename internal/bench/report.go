@@ -82,6 +82,9 @@ type ReportConfig struct {
 	Rounds      int      `json:"rounds"`
 	TraceParent bool     `json:"traceparent"`
 	Rates       []int    `json:"rates,omitempty"` // offered loads of the paced phase, msgs/s
+	// E2E: the paced phase also timed each message from its publish to its
+	// receipt by a consumer (PacedResult.E2E).
+	E2E bool `json:"e2e,omitempty"`
 	// Routes is the route rules on each SemaQ target's subject, none
 	// matching (IngestConfig.Routes).
 	Routes int `json:"routes,omitempty"`
@@ -170,6 +173,7 @@ func reportConfig(c *IngestConfig, setup []TargetSetup, pl *payload, schemaID in
 		Rounds:      c.Rounds,
 		TraceParent: c.TraceParent,
 		Rates:       c.Rates,
+		E2E:         c.E2E,
 		Routes:      c.Routes,
 		Setup:       setup,
 		GoVersion:   runtime.Version(),
@@ -259,6 +263,9 @@ type PacedResult struct {
 	// slices; set for an fsync stream.
 	Fsyncs       uint64  `json:"fsyncs,omitempty"`
 	AcksPerFsync float64 `json:"acks_per_fsync,omitempty"`
+	// E2E is publish to receipt by a consumer of the same messages; set
+	// when the run measured it (IngestConfig.E2E).
+	E2E *E2EResult `json:"e2e,omitempty"`
 }
 
 // Goals compares SemaQ with the baseline against GoalThroughputRatio (or
@@ -275,6 +282,9 @@ type Goals struct {
 	// baseline with sync_always: throughput_ratio ≥ this.
 	DurableThroughputRatioMin float64 `json:"durable_throughput_ratio_min,omitempty"`
 	DurableThroughputMet      *bool   `json:"durable_throughput_met,omitempty"`
+	// E2E is the end-to-end goal, set when the run measured it at
+	// GoalE2ERate.
+	E2E *E2EGoal `json:"e2e,omitempty"`
 }
 
 // Result returns the result of target, or nil.
@@ -310,9 +320,13 @@ func (r *Report) compare() {
 		res.RatioVsJetStream, res.LatencyDeltaUS = &ratio, &delta
 		for j := range res.Paced {
 			p := &res.Paced[j]
-			if b := base.paced(p.Rate); b != nil && b.Sustained && p.Sustained {
+			b := base.paced(p.Rate)
+			if b != nil && b.Sustained && p.Sustained {
 				d := p.Latency.Sub(b.Latency)
 				p.LatencyDeltaUS = &d
+			}
+			if b != nil {
+				p.E2E.compare(b.E2E)
 			}
 		}
 		if res.Target == TargetSemaq {
@@ -332,6 +346,7 @@ func (r *Report) compare() {
 				met := ratio >= GoalDurableThroughputRatio
 				r.Goals.DurableThroughputRatioMin, r.Goals.DurableThroughputMet = GoalDurableThroughputRatio, &met
 			}
+			r.Goals.E2E = e2eGoal(res, base)
 		}
 	}
 }
@@ -437,6 +452,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := r.writePaced(&b, width); err != nil {
 		return err
 	}
+	if err := r.writeE2E(&b, width); err != nil {
+		return err
+	}
 	for _, res := range r.Results {
 		if gc := res.GroupCommit; gc != nil {
 			fmt.Fprintf(&b, "%s group commit: %.1f acks per fsync in the throughput phase; whole run %d fsyncs, %d acks, %d failed, acks per fsync p50 %d p99 %d, fsync p50 %d µs p99 %d µs\n",
@@ -455,6 +473,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "goals: %s ≥ %.2f× jetstream: %.3f× %s; p50 ≤ jetstream + %.0f µs: %+.1f µs %s\n",
 				what, g.ThroughputRatioMin, g.ThroughputRatio, MetWord(g.ThroughputMet), g.P50DeltaUSMax, g.P50DeltaUS, MetWord(g.P50Met))
 		}
+	}
+	if g := r.Goals; g != nil && g.E2E != nil {
+		b.WriteString(g.E2E.line())
 	}
 	if v := r.Validation; v != nil {
 		fmt.Fprintf(&b, "goals: %s validation ≤ %.0f µs: %.2f µs %s\n", v.SchemaType, v.NSPerOpMax/1e3, v.NSPerOp/1e3, MetWord(v.Met))

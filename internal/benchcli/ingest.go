@@ -36,7 +36,10 @@ TCP. Each target gets a warm-up, then a throughput phase (asynchronous
 publishes, at most --window unacknowledged per publisher, acknowledged
 messages counted), a latency phase (sequential synchronous publishes in an
 HDR histogram) and, for each of --rates, a paced phase (asynchronous
-publishes at that offered rate, open loop, each ack timed). Every phase is
+publishes at that offered rate, open loop, each ack timed). With --e2e a
+consumer on each stream (a pull consumer, as the SDK's Subscribe makes)
+receives the paced messages, and each is also timed from its publish to
+its receipt: the end-to-end latency. Every phase is
 --duration long per target and rate, cut into --rounds slices run in
 alternating target order.
 
@@ -61,6 +64,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 		Example: `  semaq bench ingest
   semaq bench ingest --sync always --duration 10s --json ingest.json
   semaq bench ingest --sync interval --rates 1000,10000
+  semaq bench ingest --e2e --rates 1000,10000 --duration 3s
   semaq bench ingest --targets semaq --size 4096 --publishers 4
   semaq bench ingest --schema bench/schemas/inference-request.json
   semaq bench ingest --schema bench/schemas/inference-request.avsc --size 1024
@@ -74,6 +78,9 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 			var err error
 			if cfg.Rates, err = parseRates(rates, cfg.Sync, cmd.Flags().Changed("rates")); err != nil {
 				return err
+			}
+			if cfg.E2E && !cmd.Flags().Changed("rates") {
+				cfg.Rates = slices.Clone(bench.DefaultRates)
 			}
 			if err := readPayload(&cfg, schemaFile, schemaType, payloadFile, cmd.Flags().Changed("schema-type"), cmd.Flags().Changed("size")); err != nil {
 				return err
@@ -112,7 +119,8 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.DurationVar(&cfg.Warmup, "warmup", def.Warmup, "unmeasured publishing per target before measuring")
 	f.IntVar(&cfg.Size, "size", def.Size, "message payload in bytes (envelope headers come on top); with --payload, the size its longest string is padded to (not given: the payload as is)")
 	f.StringVar(&cfg.Sync, "sync", def.Sync, "durability measured: interval (no fsync before acks) or always (SemaQ group commit against JetStream sync_always)")
-	f.StringVar(&rates, "rates", "", "offered loads of the paced phase in msgs/s, comma-separated, or none (default: "+formatRates(bench.DefaultRates)+" with --sync always, none otherwise)")
+	f.StringVar(&rates, "rates", "", "offered loads of the paced phase in msgs/s, comma-separated, or none (default: "+formatRates(bench.DefaultRates)+" with --sync always or --e2e, none otherwise)")
+	f.BoolVar(&cfg.E2E, "e2e", def.E2E, "also time each paced message from its publish to its receipt by a consumer of the stream (a pull consumer as client.Subscribe makes; default --rates then "+formatRates(bench.DefaultRates)+")")
 	f.IntVar(&cfg.Window, "window", def.Window, "most unacknowledged asynchronous publishes per publisher")
 	f.IntVar(&cfg.Publishers, "publishers", def.Publishers, "concurrent publisher connections per target in the throughput phase")
 	f.IntVar(&cfg.IngressShards, "ingress-shards", 0, "run the broker's ingress on this many shards (0: the broker's default by cores)")

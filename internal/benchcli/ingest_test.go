@@ -139,6 +139,63 @@ func TestBenchIngestDurable(t *testing.T) {
 	}
 }
 
+// --e2e times the paced messages to their receipt by a consumer, at the
+// default rates when --rates is not given, and the report carries the
+// end-to-end goal.
+func TestBenchIngestE2E(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "e2e.json")
+	r := runBench(append([]string{"ingest", "--e2e", "--rounds", "2", "--json", file}, tinyBench...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"paced:", "end to end: publish → receipt by a pull consumer", "goals: end-to-end p99 at 10000 msgs/s ≤ 1.2× jetstream: "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Config struct {
+			Rates []int `json:"rates"`
+			E2E   bool  `json:"e2e"`
+		} `json:"config"`
+		Results []struct {
+			Target string `json:"target"`
+			Paced  []struct {
+				Rate int `json:"rate"`
+				E2E  *struct {
+					Received int64 `json:"received"`
+				} `json:"e2e"`
+			} `json:"paced"`
+		} `json:"results"`
+		Goals struct {
+			E2E *struct {
+				Rate int     `json:"rate"`
+				Max  float64 `json:"p99_ratio_max"`
+			} `json:"e2e"`
+		} `json:"goals"`
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("--json file: %v\n%s", err, b)
+	}
+	if !rep.Config.E2E || !slices.Equal(rep.Config.Rates, []int{1000, 10000}) {
+		t.Errorf("config e2e %v, rates %v; want e2e at the default 1000,10000", rep.Config.E2E, rep.Config.Rates)
+	}
+	if g := rep.Goals.E2E; g == nil || g.Rate != 10000 || g.Max != 1.2 {
+		t.Errorf("goals lack the end-to-end goal:\n%s", b)
+	}
+	for _, res := range rep.Results {
+		for _, p := range res.Paced {
+			if p.E2E == nil || p.E2E.Received <= 0 {
+				t.Errorf("%s at %d msgs/s: end to end %+v", res.Target, p.Rate, p.E2E)
+			}
+		}
+	}
+}
+
 func TestBenchParseRates(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -200,6 +257,7 @@ func TestBenchIngestErrors(t *testing.T) {
 		{"bad rate", []string{"ingest", "--rates", "1000,fast"}, `rates: "fast" is not a number of msgs/s`},
 		{"zero rate", []string{"ingest", "--sync", "always", "--rates", "0"}, "rates: 0 msgs/s is outside 1..1000000"},
 		{"too many routes", []string{"ingest", "--routes", "101"}, "routes: 101 is outside 0..100"},
+		{"e2e without rates", []string{"ingest", "--e2e", "--rates", "none"}, "e2e: the end-to-end latency is measured in the paced phase; give one or more rates"},
 		{"json dir", []string{"ingest", "--json", missingDir}, "--json " + missingDir},
 		{"unknown scenario", []string{"rag"}, `unknown scenario "rag" for "semaq bench" (scenarios: ingest)`},
 		{"extra argument", []string{"ingest", "now"}, `unknown command "now" for "semaq bench ingest"`},
