@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/semaq"
 )
 
 // The end-to-end measure (IngestConfig.E2E). During the paced phase a
@@ -30,6 +32,13 @@ import (
 // raw. It acks each message without waiting for the server's confirmation:
 // the SDK's Ack waits a round trip, and a reader that did so would time its
 // own acks rather than the delivery.
+//
+// Each latency is also split where the message's own stamps allow: the
+// stream's store time (JetStream's timestamp of the message) and, through
+// the ingress, its AI-Received stamp. Those are wall-clock times of the same
+// process; each is subtracted from the wall-clock time of the receipt, so
+// only short wall-clock intervals are used, and the part before it is the
+// monotonic whole minus that.
 //
 // The send time travels in the message, in the header hdrSent, as
 // nanoseconds since the phase's epoch, so nothing is kept per message in
@@ -87,7 +96,7 @@ type e2eReader struct {
 // e2eSlice is what one slice's messages did at the consumer.
 type e2eSlice struct {
 	start int64 // since the epoch; a message sent before it is of an earlier slice
-	lat   *Histogram
+	h     *e2eHists
 
 	mu          sync.Mutex
 	received    int64 // first deliveries, timed
@@ -98,6 +107,19 @@ type e2eSlice struct {
 	reached     chan struct{}
 	signalled   bool
 	finished    bool // counted; later deliveries go to stale
+}
+
+// e2eHists are the histograms of one target at one rate: publish to
+// receipt, and its parts.
+type e2eHists struct {
+	lat       *Histogram // publish to receipt
+	toIngress *Histogram // publish to the ingress's AI-Received stamp; SemaQ targets only
+	toStore   *Histogram // publish to the stream's store time
+	toReceipt *Histogram // the stream's store time to receipt
+}
+
+func newE2EHists() *e2eHists {
+	return &e2eHists{lat: NewHistogram(), toIngress: NewHistogram(), toStore: NewHistogram(), toReceipt: NewHistogram()}
 }
 
 // e2eCounts is what one slice, or several added up, received.
@@ -181,7 +203,7 @@ func (rd *e2eReader) loop() {
 					}
 					break pull
 				}
-				rd.record(jm, int64(time.Since(rd.epoch)))
+				rd.record(jm, time.Now())
 				_ = jm.Ack() // a lost ack means a redelivery after the ack wait, which is not timed
 			case <-rd.stop:
 				return
@@ -190,17 +212,23 @@ func (rd *e2eReader) loop() {
 	}
 }
 
-// record times jm, received at now (since the epoch), in the open slice.
-func (rd *e2eReader) record(jm jetstream.Msg, now int64) {
+// record times jm, received at at, in the open slice.
+func (rd *e2eReader) record(jm jetstream.Msg, at time.Time) {
 	s := rd.cur.Load()
-	sent, err := strconv.ParseInt(jm.Headers().Get(hdrSent), 10, 64)
+	h := jm.Headers()
+	sent, err := strconv.ParseInt(h.Get(hdrSent), 10, 64)
 	if err != nil || s == nil || sent < s.start {
 		rd.stale.Add(1)
 		return
 	}
+	now := int64(at.Sub(rd.epoch))
+	var stored, ingress time.Time
 	again := false
-	if md, err := jm.Metadata(); err == nil && md.NumDelivered > 1 {
-		again = true
+	if md, err := jm.Metadata(); err == nil {
+		again, stored = md.NumDelivered > 1, md.Timestamp
+	}
+	if v := h.Get(semaq.HdrReceived); v != "" {
+		ingress, _ = time.Parse(time.RFC3339Nano, v)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,7 +242,16 @@ func (rd *e2eReader) record(jm jetstream.Msg, now int64) {
 	}
 	s.received++
 	s.last = now
-	s.lat.Record(time.Duration(now - sent))
+	whole := time.Duration(now - sent)
+	s.h.lat.Record(whole)
+	if !stored.IsZero() {
+		after := at.Sub(stored) // both wall clock: at has a monotonic reading, stored none
+		s.h.toReceipt.Record(after)
+		s.h.toStore.Record(whole - after)
+	}
+	if !ingress.IsZero() {
+		s.h.toIngress.Record(whole - at.Sub(ingress))
+	}
 	s.signal()
 }
 
@@ -227,9 +264,9 @@ func (s *e2eSlice) signal() {
 	}
 }
 
-// begin opens a slice: from now, messages sent are timed into lat.
-func (rd *e2eReader) begin(lat *Histogram) {
-	rd.cur.Store(&e2eSlice{start: int64(time.Since(rd.epoch)), lat: lat, reached: make(chan struct{})})
+// begin opens a slice: from now, messages sent are timed into h.
+func (rd *e2eReader) begin(h *e2eHists) {
+	rd.cur.Store(&e2eSlice{start: int64(time.Since(rd.epoch)), h: h, reached: make(chan struct{})})
 }
 
 // end waits until the open slice has received want messages, at most

@@ -85,6 +85,10 @@ func TestRunIngestE2E(t *testing.T) {
 					PerS      *float64 `json:"received_msgs_per_s"`
 					Missing   *int64   `json:"missing"`
 					Sustained *bool    `json:"sustained"`
+					Parts     *struct {
+						Store   *struct{ P99 *float64 } `json:"publish_to_store"`
+						Receipt *struct{ P99 *float64 } `json:"store_to_receipt"`
+					} `json:"parts_us"`
 				} `json:"e2e"`
 			} `json:"paced"`
 		} `json:"results"`
@@ -99,8 +103,9 @@ func TestRunIngestE2E(t *testing.T) {
 		for _, p := range r.Paced {
 			e := p.E2E
 			if e == nil || e.Latency == nil || e.Latency.P50 == nil || e.Latency.P99 == nil || e.Latency.P999 == nil ||
-				e.Received == nil || e.PerS == nil || e.Missing == nil || e.Sustained == nil {
-				t.Fatalf("paced result lacks e2e.latency_us.p50/p99/p999, received, received_msgs_per_s, missing or sustained:\n%s", buf.String())
+				e.Received == nil || e.PerS == nil || e.Missing == nil || e.Sustained == nil ||
+				e.Parts == nil || e.Parts.Store == nil || e.Parts.Store.P99 == nil || e.Parts.Receipt == nil || e.Parts.Receipt.P99 == nil {
+				t.Fatalf("paced result lacks e2e.latency_us.p50/p99/p999, received, received_msgs_per_s, missing, sustained or parts_us:\n%s", buf.String())
 			}
 		}
 	}
@@ -109,7 +114,7 @@ func TestRunIngestE2E(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"end to end: publish → receipt by a pull consumer of the stream", "p99 ratio", "paced:"} {
+	for _, want := range []string{"end to end: publish → receipt by a pull consumer of the stream", "p99 ratio", "paced:", "where the end-to-end time went"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -158,8 +163,8 @@ func TestE2EReader(t *testing.T) {
 				t.Fatal(err)
 			}
 			pc.stamp, pc.epoch = true, epoch
-			lat := NewHistogram()
-			rd.begin(lat)
+			h := newE2EHists()
+			rd.begin(h)
 			c, err := pc.run(ctx, 1000, 50*time.Millisecond, NewHistogram())
 			if err != nil {
 				t.Fatal(err)
@@ -168,9 +173,18 @@ func TestE2EReader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.acked == 0 || ec.received != c.acked || lat.Count() != ec.received || ec.redelivered != 0 {
+			if c.acked == 0 || ec.received != c.acked || h.lat.Count() != ec.received || ec.redelivered != 0 {
 				t.Errorf("acked %d, received %d, timed %d, redelivered %d: want every acknowledged message received and timed once",
-					c.acked, ec.received, lat.Count(), ec.redelivered)
+					c.acked, ec.received, h.lat.Count(), ec.redelivered)
+			}
+			// Every message has a store time; only the ingress stamps AI-Received.
+			wantIngress := int64(0)
+			if tgt.Stream != "" {
+				wantIngress = ec.received
+			}
+			if h.toStore.Count() != ec.received || h.toReceipt.Count() != ec.received || h.toIngress.Count() != wantIngress {
+				t.Errorf("parts timed: to store %d, to receipt %d, to ingress %d; want %d, %d, %d",
+					h.toStore.Count(), h.toReceipt.Count(), h.toIngress.Count(), ec.received, ec.received, wantIngress)
 			}
 			if got := rd.stale.Load(); got != 2 {
 				t.Errorf("%d deliveries outside the slice, want 2 (one sent before it, one without a send time)", got)
@@ -180,7 +194,7 @@ func TestE2EReader(t *testing.T) {
 			}
 
 			// A slice that is owed more than ever comes ends at its bound.
-			rd.begin(NewHistogram())
+			rd.begin(newE2EHists())
 			ec, err = rd.end(ctx, 5, 10*time.Millisecond, 50*time.Millisecond)
 			if err != nil || ec.received != 0 {
 				t.Errorf("end of an empty slice: %+v, %v; want nothing received and no error", ec, err)

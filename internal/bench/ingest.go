@@ -49,7 +49,7 @@ type pacedRun struct {
 
 // e2eRun is the end-to-end measure of one target at one rate.
 type e2eRun struct {
-	lat    *Histogram
+	h      *e2eHists
 	counts e2eCounts
 }
 
@@ -291,7 +291,7 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 		for _, rate := range cfg.Rates {
 			pr := &pacedRun{rate: rate, lat: NewHistogram()}
 			if cfg.E2E {
-				pr.e2e = &e2eRun{lat: NewHistogram()}
+				pr.e2e = &e2eRun{h: newE2EHists()}
 			}
 			rn.paced = append(rn.paced, pr)
 		}
@@ -307,7 +307,7 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 					return err
 				}
 				if rn.reader != nil {
-					rn.reader.begin(pr.e2e.lat)
+					rn.reader.begin(pr.e2e.h)
 				}
 				c, err := rn.pacer.run(ctx, rate, slice, pr.lat)
 				if err != nil {
@@ -366,7 +366,12 @@ func (pr *pacedRun) result() PacedResult {
 // c.
 func (e *e2eRun) result(c *pacedCounts) *E2EResult {
 	res := &E2EResult{
-		Latency:     e.lat.Summary(),
+		Latency: e.h.lat.Summary(),
+		Parts: E2EParts{
+			PublishToIngress: e.h.toIngress.Summary(),
+			PublishToStore:   e.h.toStore.Summary(),
+			StoreToReceipt:   e.h.toReceipt.Summary(),
+		},
 		Received:    e.counts.received,
 		Missing:     max(0, c.sent-e.counts.received),
 		Redelivered: e.counts.redelivered,

@@ -28,6 +28,8 @@ type E2EResult struct {
 	// Missing were sent but not received by the end of their slice's
 	// drain.
 	Missing int64 `json:"missing"`
+	// Parts splits Latency where the message's stamps allow.
+	Parts E2EParts `json:"parts_us"`
 	// Redelivered deliveries (an ack lost or late) are not timed.
 	Redelivered int64 `json:"redelivered,omitempty"`
 	// Sustained: at most 1% of the offered messages were skipped, failed
@@ -38,6 +40,17 @@ type E2EResult struct {
 	// sustained the rate end to end.
 	P99RatioVsJetStream *float64 `json:"p99_ratio_vs_jetstream,omitempty"`
 	LatencyDeltaUS      *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+}
+
+// E2EParts is where a target's end-to-end time went, per quantile (each
+// part's own distribution: parts of one quantile do not add up to the
+// whole's). The store time is JetStream's timestamp of the stored message;
+// the ingress time its AI-Received stamp, zero on targets without the
+// ingress.
+type E2EParts struct {
+	PublishToIngress Latency `json:"publish_to_ingress"`
+	PublishToStore   Latency `json:"publish_to_store"`
+	StoreToReceipt   Latency `json:"store_to_receipt"`
 }
 
 // E2EGoal is goal P3 as this run measured it.
@@ -145,5 +158,30 @@ func (r *Report) writeE2E(b *strings.Builder, width int) error {
 	for _, n := range notes {
 		fmt.Fprintf(b, "  %s\n", n)
 	}
-	return nil
+	return r.writeE2EParts(b, width)
+}
+
+// writeE2EParts writes where each target's end-to-end time went.
+func (r *Report) writeE2EParts(b *strings.Builder, width int) error {
+	b.WriteString("where the end-to-end time went, p50 / p99 µs of each part (from the stream's store time and the ingress's AI-Received stamp)\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\toffered\tpublish→ingress\tpublish→store\tstore→receipt\tpublish→receipt\t\n", width, "target")
+	pair := func(l Latency) string {
+		if l == (Latency{}) {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f / %.0f", l.P50, l.P99)
+	}
+	for _, rate := range r.Config.Rates {
+		for _, res := range r.Results {
+			p := res.paced(rate)
+			if p == nil || p.E2E == nil {
+				continue
+			}
+			e := p.E2E
+			fmt.Fprintf(tw, "%-*s\t%d\t%s\t%s\t%s\t%s\t\n", width, res.Target, p.Rate,
+				pair(e.Parts.PublishToIngress), pair(e.Parts.PublishToStore), pair(e.Parts.StoreToReceipt), pair(e.Latency))
+		}
+	}
+	return tw.Flush()
 }
