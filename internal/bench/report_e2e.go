@@ -163,7 +163,7 @@ func (r *Report) writeE2E(b *strings.Builder, width int) error {
 
 // writeE2EParts writes where each target's end-to-end time went.
 func (r *Report) writeE2EParts(b *strings.Builder, width int) error {
-	b.WriteString("where the end-to-end time went, p50 / p99 µs of each part (from the stream's store time and the ingress's AI-Received stamp)\n")
+	b.WriteString("\nwhere the end-to-end time went, p50 / p99 µs of each part (from the stream's store time and the ingress's AI-Received stamp)\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\toffered\tpublish→ingress\tpublish→store\tstore→receipt\tpublish→receipt\t\n", width, "target")
 	pair := func(l Latency) string {
