@@ -114,7 +114,18 @@ func TestRunIngestE2E(t *testing.T) {
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"end to end: publish → receipt by a pull consumer of the stream", "p99 ratio", "paced:", "where the end-to-end time went"} {
+	wants := []string{"end to end: publish → receipt by a pull consumer of the stream", "p99 ratio", "paced:", "where the end-to-end time went"}
+	if _, ok := processCPU(); ok {
+		wants = append(wants, "process CPU per paced message (whole process): semaq ")
+		for _, res := range rep.Results {
+			for _, p := range res.Paced {
+				if p.CPUPerMsgUS <= 0 {
+					t.Errorf("%s at %d msgs/s: CPU per message %.1f µs: not measured", res.Target, p.Rate, p.CPUPerMsgUS)
+				}
+			}
+		}
+	}
+	for _, want := range wants {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

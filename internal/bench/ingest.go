@@ -44,7 +44,8 @@ type pacedRun struct {
 	lat     *Histogram
 	counts  pacedCounts
 	commits commitCounts
-	e2e     *e2eRun // with cfg.E2E
+	e2e     *e2eRun       // with cfg.E2E
+	cpu     time.Duration // process CPU of the rate's slices; -1: not measured
 }
 
 // e2eRun is the end-to-end measure of one target at one rate.
@@ -306,6 +307,7 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 				if err != nil {
 					return err
 				}
+				cpuBefore, cpuOK := processCPU()
 				if rn.reader != nil {
 					rn.reader.begin(pr.e2e.h)
 				}
@@ -319,6 +321,11 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 						return fmt.Errorf("bench: %s: paced at %d msgs/s: %w", rn.t.Name, rate, err)
 					}
 					pr.e2e.counts.add(ec)
+				}
+				if cpuAfter, ok := processCPU(); ok && cpuOK && pr.cpu >= 0 {
+					pr.cpu += cpuAfter - cpuBefore
+				} else {
+					pr.cpu = -1
 				}
 				after, err := r.commitCounts(ctx, rn.t)
 				if err != nil {
@@ -353,6 +360,9 @@ func (pr *pacedRun) result() PacedResult {
 	}
 	if c.firstErr != nil {
 		res.FirstError = c.firstErr.Error()
+	}
+	if pr.cpu > 0 && c.sent > 0 {
+		res.CPUPerMsgUS = Round1(float64(pr.cpu.Microseconds()) / float64(c.sent))
 	}
 	lost := c.skipped + c.unacked + c.failed
 	res.Sustained = float64(lost) <= sustainedLoss*float64(c.offered)

@@ -263,6 +263,12 @@ type PacedResult struct {
 	// slices; set for an fsync stream.
 	Fsyncs       uint64  `json:"fsyncs,omitempty"`
 	AcksPerFsync float64 `json:"acks_per_fsync,omitempty"`
+	// CPUPerMsgUS is the CPU the whole process used during this rate's
+	// slices (publisher, servers, ingress, and with E2E the consumer) per
+	// message sent; 0 where not measured. At a paced rate it is several
+	// times the throughput phase's: each burst wakes every goroutine on the
+	// way again.
+	CPUPerMsgUS float64 `json:"cpu_us_per_msg,omitempty"`
 	// E2E is publish to receipt by a consumer of the same messages; set
 	// when the run measured it (IngestConfig.E2E).
 	E2E *E2EResult `json:"e2e,omitempty"`
@@ -568,6 +574,17 @@ func (r *Report) writePaced(b *strings.Builder, width int) error {
 	}
 	for _, n := range notes {
 		fmt.Fprintf(b, "  %s\n", n)
+	}
+	if len(r.Results) > 0 && len(r.Results[0].Paced) > 0 && r.Results[0].Paced[0].CPUPerMsgUS > 0 {
+		b.WriteString("process CPU per paced message (whole process):")
+		for _, res := range r.Results {
+			at := make([]string, len(res.Paced))
+			for i, p := range res.Paced {
+				at[i] = fmt.Sprintf("%.1f µs at %d", p.CPUPerMsgUS, p.Rate)
+			}
+			fmt.Fprintf(b, " %s %s;", res.Target, strings.Join(at, ", "))
+		}
+		b.WriteString("\n")
 	}
 	return nil
 }
