@@ -15,8 +15,9 @@
 // ingress) and the raw stream lives on a second embedded nats-server that
 // runs JetStream with sync_always, one fsync per message: the durable
 // baseline. Phases: asynchronous throughput with a bounded in-flight window,
-// sequential publish latency, and publish latency at paced offered rates,
-// each in HDR histograms. Reports print as a table or JSON.
+// sequential publish latency, and publish latency at paced offered rates
+// (with IngestConfig.E2E also to each message's receipt by a consumer of the
+// stream), each in HDR histograms. Reports print as a table or JSON.
 //
 // The workload scenarios of `semaq bench run` are package bench/scenario,
 // built on the rig (Rig), targets (Targets) and histograms (Histogram)
