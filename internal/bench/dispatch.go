@@ -4,20 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
-	"sync/atomic"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
@@ -30,6 +25,11 @@ const (
 	// GoalCriticalFloodRatio: critical p99 queue wait under a 100× bulk
 	// flood, over critical alone.
 	GoalCriticalFloodRatio = 1.2
+	// GoalCriticalFloodExtra: critical p99 queue wait under the flood may
+	// exceed alone p99 by one service time (workers are not preempted: a
+	// request that finds them all busy waits for one to finish) and at most
+	// this much more.
+	GoalCriticalFloodExtra = 2 * time.Millisecond
 	// GoalTenantIsolationRatio: tenant B's p99 wait while A offers 10× B's
 	// load, over B alone.
 	GoalTenantIsolationRatio = 1.5
@@ -64,7 +64,20 @@ type DispatchConfig struct {
 	AckNoWait bool
 	Size      int
 	Dir       string
-	Progress  func(format string, args ...any)
+	// Processes runs the paced phases' load generators and workers as
+	// child processes (the bench binary again, DispatchChildCommand), the
+	// broker staying in this one.
+	Processes bool
+	// Pin (with Processes, Linux, two CPUs or more) pins the broker to
+	// the first CPU this process may use and the children to the others.
+	Pin bool
+	// Nice (with Processes) is the nice value of the load generators, so
+	// the clients offering load yield the CPU to the broker and workers.
+	Nice int
+	// onChildren, in tests, is given the pids of each processes-mode
+	// phase's children once they are ready.
+	onChildren func(pids []int)
+	Progress   func(format string, args ...any)
 }
 
 // DefaultDispatchConfig is what `semaq bench dispatch` runs without flags.
@@ -91,12 +104,19 @@ func (c *DispatchConfig) Validate() error {
 		return fmt.Errorf("drain %d, batch %d (1..%d) and rounds %d must be positive", c.Drain, c.DrainBatch, semaq.MaxFetchBatch, c.Rounds)
 	case c.Size < 1:
 		return fmt.Errorf("size %d is not positive", c.Size)
+	case (c.Pin || c.Nice != 0) && !c.Processes:
+		return errors.New("pin and nice need the processes mode (--processes)")
+	case c.Nice < -20 || c.Nice > 19:
+		return fmt.Errorf("nice %d is outside -20..19", c.Nice)
 	}
 	return nil
 }
 
 // DispatchReport holds the dispatch scenario's own figures.
 type DispatchReport struct {
+	// Mode is where the paced phases' load generators and workers ran:
+	// DispatchInProcess or DispatchProcesses.
+	Mode       string             `json:"mode"`
 	Priority   PriorityIsolation  `json:"priority"`
 	Tenants    TenantIsolation    `json:"tenants"`
 	Fairness   TokenFairness      `json:"fairness"`
@@ -115,6 +135,18 @@ type PriorityIsolation struct {
 	P99Ratio      float64 `json:"p99_ratio"`
 	Goal          float64 `json:"goal"`
 	CriticalCount int64   `json:"critical_served"`
+	// The flood's p99 as alone p99 + one service time + ExtraUS, against
+	// ExtraGoalUS; the same for the end-to-end wait (publish call to the
+	// worker's fetch returning, HdrBenchSent).
+	ServiceUS   float64 `json:"service_us"`
+	ExtraUS     float64 `json:"extra_us"`
+	ExtraGoalUS float64 `json:"extra_goal_us"`
+	AloneE2E    Latency `json:"critical_alone_e2e_us"`
+	FloodE2E    Latency `json:"critical_flood_e2e_us"`
+	ExtraE2EUS  float64 `json:"extra_e2e_us"`
+	// CPU use of each process in the two phases.
+	AloneCPU []ProcessCPU `json:"alone_cpu"`
+	FloodCPU []ProcessCPU `json:"flood_cpu"`
 }
 
 // TenantIsolation compares tenant B's wait alone and beside a tenant A
@@ -127,6 +159,12 @@ type TenantIsolation struct {
 	AWait    Latency `json:"a_wait_us"`
 	P99Ratio float64 `json:"p99_ratio"`
 	Goal     float64 `json:"goal"`
+	// End to end (HdrBenchSent), and CPU use of each process.
+	AloneE2E Latency      `json:"b_alone_e2e_us"`
+	WithAE2E Latency      `json:"b_with_a_e2e_us"`
+	E2ERatio float64      `json:"e2e_p99_ratio"`
+	AloneCPU []ProcessCPU `json:"alone_cpu"`
+	WithACPU []ProcessCPU `json:"with_a_cpu"`
 }
 
 // TokenFairness is the tokens served to two backlogged tenants with
@@ -157,6 +195,12 @@ type DispatchThroughput struct {
 	Acks string `json:"acks"`
 }
 
+// Modes of the paced phases.
+const (
+	DispatchInProcess = "in-process"
+	DispatchProcesses = "processes"
+)
+
 // Targets of the dispatch scenario's throughput phase.
 const (
 	TargetSemaqDispatch = "semaq-dispatch"
@@ -180,27 +224,17 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	bc := broker.DefaultConfig()
-	bc.DataDir = filepath.Join(dir, "semaq")
-	bc.Listen = "127.0.0.1:0"
-	bc.HTTP = ""
-	bc.Sync = broker.SyncInterval
-	bc.LogLevel = "error"
-	op, err := operator.New()
+	srv, op, err := startDispatchBroker(ctx, dir)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	srv, err := broker.New(bc, nil, op.Option())
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if err := srv.Start(ctx); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	defer srv.Shutdown(context.Background())
-	d := &dispatchRun{cfg: cfg, srv: srv, op: op, data: textPayload(cfg.Size)}
+	d := &dispatchRun{cfg: cfg, srv: srv, op: op, data: textPayload(cfg.Size), onChildren: cfg.onChildren}
 	defer d.closeClients()
-	rep := &DispatchReport{}
+	rep := &DispatchReport{Mode: DispatchInProcess}
+	if cfg.Processes {
+		rep.Mode = DispatchProcesses
+	}
 	steps := []struct {
 		name string
 		fn   func(context.Context, *DispatchReport) error
@@ -210,7 +244,16 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 		{"token fairness", d.fairness},
 		{"throughput", d.throughput},
 	}
-	for _, st := range steps {
+	for i, st := range steps {
+		if i == 0 && cfg.Pin {
+			restore := d.pin()
+			defer restore() // on failure; after the paced phases otherwise
+		}
+		if i == 2 && d.unpin != nil {
+			// The throughput and fairness phases run in this process
+			// alone: it gets every CPU back.
+			d.unpin()
+		}
 		cfg.Progress("dispatch: %s", st.name)
 		if err := st.fn(ctx, rep); err != nil {
 			return nil, fmt.Errorf("bench: dispatch %s: %w", st.name, err)
@@ -237,6 +280,29 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 	}, nil
 }
 
+// startDispatchBroker starts the broker the scenario runs on, with an
+// operator login for the raw baseline.
+func startDispatchBroker(ctx context.Context, dir string) (*broker.Server, *operator.Operator, error) {
+	bc := broker.DefaultConfig()
+	bc.DataDir = filepath.Join(dir, "semaq")
+	bc.Listen = "127.0.0.1:0"
+	bc.HTTP = ""
+	bc.Sync = broker.SyncInterval
+	bc.LogLevel = "error"
+	op, err := operator.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := broker.New(bc, nil, op.Option())
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return nil, nil, err
+	}
+	return srv, op, nil
+}
+
 type dispatchRun struct {
 	cfg     DispatchConfig
 	srv     *broker.Server
@@ -244,6 +310,44 @@ type dispatchRun struct {
 	data    []byte
 	mu      sync.Mutex
 	clients []*client.Client
+	// With cfg.Pin: the children's CPUs, what was applied to this
+	// process, and how to give it its CPUs back (nil once done).
+	childCPUs       []int
+	brokerPlacement string
+	unpin           func()
+	// onChildren, in tests, learns the pids of a phase's children once
+	// they are ready.
+	onChildren func(pids []int)
+}
+
+// pin pins this process (the broker) to its first allowed CPU and has the
+// children pinned to the others, best effort: what was applied, or why
+// not, goes into the report. It returns the undoing of its own pinning.
+func (d *dispatchRun) pin() func() {
+	cpus, err := allowedCPUs()
+	switch {
+	case err != nil:
+		d.brokerPlacement = "not pinned: " + err.Error()
+		return func() {}
+	case len(cpus) < 2:
+		d.brokerPlacement = fmt.Sprintf("not pinned: %d CPU", len(cpus))
+		return func() {}
+	}
+	d.childCPUs = cpus[1:]
+	d.brokerPlacement = placementNote(cpus[:1], 0, place(cpus[:1], 0))
+	d.unpin = func() {
+		_ = place(cpus, 0)
+		d.unpin = nil
+	}
+	return func() {
+		if d.unpin != nil {
+			d.unpin()
+		}
+	}
+}
+
+func (d *dispatchRun) natsConnect(name string) (*nats.Conn, error) {
+	return nats.Connect(d.srv.ClientURL(), nats.Name(name))
 }
 
 func (d *dispatchRun) connect(ctx context.Context, name string) (*client.Client, error) {
@@ -272,512 +376,4 @@ func (d *dispatchRun) queue(ctx context.Context, name string) (*client.Client, e
 	_ = admin.DeleteQueue(ctx, name)
 	_, err = admin.AddQueue(ctx, semaq.QueueConfig{Name: name, Subjects: []string{"bench." + name + ".>"}, MaxMessages: 10_000_000, AckWait: time.Minute, AffinityWait: -1})
 	return admin, err
-}
-
-// load is one paced publisher of a phase.
-type load struct {
-	rate int
-	opts []client.PublishOption
-}
-
-// pace publishes each load at its rate until ctx ends, asynchronously
-// through the ingress, and returns how many were refused or failed.
-func (d *dispatchRun) pace(ctx context.Context, subject string, loads []load) (int64, error) {
-	nc, err := nats.Connect(d.srv.ClientURL(), nats.Name("bench-publisher"))
-	if err != nil {
-		return 0, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		return 0, err
-	}
-	var failed atomic.Int64
-	var wg sync.WaitGroup
-	for _, l := range loads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			const tick = 5 * time.Millisecond
-			t := time.NewTicker(tick)
-			defer t.Stop()
-			start := time.Now()
-			sent := 0
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case now := <-t.C:
-					due := int(now.Sub(start).Seconds() * float64(l.rate))
-					for ; sent < due; sent++ {
-						m := nats.NewMsg(subject)
-						m.Data = d.data
-						for _, o := range l.opts {
-							_ = o(m.Header)
-						}
-						if _, err := js.PublishMsgAsync(m); err != nil {
-							failed.Add(1)
-						}
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(10 * time.Second):
-	}
-	return failed.Load(), nil
-}
-
-// workers run n workers on queue for the phase: each fetches one request,
-// serves it for cfg.Service, acks it, and records its queue wait under the
-// value of header key.
-type waits struct {
-	mu sync.Mutex
-	by map[string]*Histogram
-}
-
-func (w *waits) record(key string, d time.Duration) {
-	w.mu.Lock()
-	h := w.by[key]
-	if h == nil {
-		h = NewHistogram()
-		w.by[key] = h
-	}
-	h.Record(d)
-	w.mu.Unlock()
-}
-
-func (w *waits) summary(key string) (Latency, int64) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.by[key]; h != nil {
-		return h.Summary(), h.Count()
-	}
-	return Latency{}, 0
-}
-
-func (d *dispatchRun) workers(ctx context.Context, queue, key string, n int, w *waits) (*sync.WaitGroup, error) {
-	var wg sync.WaitGroup
-	for i := range n {
-		c, err := d.connect(ctx, "bench-worker-"+strconv.Itoa(i))
-		if err != nil {
-			return nil, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				jobs, err := c.Fetch(ctx, queue, client.FetchWait(200*time.Millisecond))
-				if err != nil {
-					continue
-				}
-				for _, j := range jobs {
-					w.record(j.Header.Get(key), j.Waited)
-					if d.cfg.Service > 0 {
-						time.Sleep(d.cfg.Service) // the simulated inference
-					}
-					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_ = j.Ack(actx, client.AckOutputTokens(j.Tokens))
-					cancel()
-				}
-			}
-		}()
-	}
-	return &wg, nil
-}
-
-// phase runs workers and paced loads on a fresh queue for cfg.Duration.
-func (d *dispatchRun) phase(ctx context.Context, name, key string, loads []load) (*waits, *semaq.QueueInfo, error) {
-	admin, err := d.queue(ctx, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	w := &waits{by: map[string]*Histogram{}}
-	pctx, cancel := context.WithTimeout(ctx, d.cfg.Duration)
-	defer cancel()
-	wg, err := d.workers(pctx, name, key, d.cfg.Workers, w)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := d.pace(pctx, "bench."+name+".req", loads); err != nil {
-		return nil, nil, err
-	}
-	wg.Wait()
-	qi, err := admin.QueueInfo(ctx, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	_ = admin.DeleteQueue(ctx, name)
-	return w, qi, nil
-}
-
-func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
-	c := d.cfg
-	crit := load{rate: c.CriticalRate, opts: []client.PublishOption{client.WithPriority(semaq.PriorityCritical), client.WithPromptTokens(100)}}
-	w, _, err := d.phase(ctx, "PRIO_ALONE", semaq.HdrPriority, []load{crit})
-	if err != nil {
-		return err
-	}
-	alone, _ := w.summary("0")
-	bulk := load{rate: c.CriticalRate * c.FloodFactor, opts: []client.PublishOption{client.WithPriority(semaq.PriorityBulk), client.WithPromptTokens(100)}}
-	w, qi, err := d.phase(ctx, "PRIO_FLOOD", semaq.HdrPriority, []load{crit, bulk})
-	if err != nil {
-		return err
-	}
-	flood, n := w.summary("0")
-	bw, _ := w.summary("8")
-	rep.Priority = PriorityIsolation{
-		CriticalRate: c.CriticalRate, BulkRate: bulk.rate, Alone: alone, Flood: flood, BulkWait: bw,
-		BulkBacklog: qi.Status.Queued, P99Ratio: ratio(flood.P99, alone.P99), Goal: GoalCriticalFloodRatio, CriticalCount: n,
-	}
-	return nil
-}
-
-func (d *dispatchRun) tenants(ctx context.Context, rep *DispatchReport) error {
-	c := d.cfg
-	b := load{rate: c.TenantRate, opts: []client.PublishOption{client.WithTenant("B"), client.WithPromptTokens(100)}}
-	w, _, err := d.phase(ctx, "TENANT_ALONE", semaq.HdrTenant, []load{b})
-	if err != nil {
-		return err
-	}
-	alone, _ := w.summary("B")
-	a := load{rate: c.TenantRate * c.TenantFactor, opts: []client.PublishOption{client.WithTenant("A"), client.WithPromptTokens(100)}}
-	w, _, err = d.phase(ctx, "TENANT_SHARED", semaq.HdrTenant, []load{b, a})
-	if err != nil {
-		return err
-	}
-	withA, _ := w.summary("B")
-	aw, _ := w.summary("A")
-	rep.Tenants = TenantIsolation{BRate: b.rate, ARate: a.rate, Alone: alone, WithA: withA, AWait: aw,
-		P99Ratio: ratio(withA.P99, alone.P99), Goal: GoalTenantIsolationRatio}
-	return nil
-}
-
-// fairness backlogs two tenants, A with small requests and B with large
-// ones, and serves a fixed number of requests, tracking the largest gap in
-// tokens served between them.
-func (d *dispatchRun) fairness(ctx context.Context, rep *DispatchReport) error {
-	const name, n = "FAIR", 400
-	const sizeA, sizeB = 100, 1000
-	admin, err := d.queue(ctx, name)
-	if err != nil {
-		return err
-	}
-	for i := range n {
-		if _, err := admin.Publish(ctx, "bench.FAIR.req", d.data, client.WithTenant("A"), client.WithPromptTokens(sizeA)); err != nil {
-			return err
-		}
-		if i%4 == 0 {
-			if _, err := admin.Publish(ctx, "bench.FAIR.req", d.data, client.WithTenant("B"), client.WithPromptTokens(sizeB)); err != nil {
-				return err
-			}
-		}
-	}
-	total := n + n/4
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		qi, err := admin.QueueInfo(ctx, name)
-		if err != nil {
-			return err
-		}
-		if qi.Status.Queued == total {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("queue holds %d of %d requests", qi.Status.Queued, total)
-		}
-		time.Sleep(10 * time.Millisecond) // waiting for the dispatcher to index the backlog
-	}
-	served := map[string]int64{}
-	var maxGap int64
-	count := 0
-	for count < total/2 {
-		jobs, err := admin.Fetch(ctx, name)
-		if err != nil {
-			return err
-		}
-		for _, j := range jobs {
-			served[j.Header.Get(semaq.HdrTenant)] += j.Tokens
-			if err := j.Ack(ctx); err != nil {
-				return err
-			}
-			count++
-			gap := served["A"] - served["B"]
-			maxGap = max(maxGap, gap, -gap)
-		}
-	}
-	_ = admin.DeleteQueue(ctx, name)
-	bound := int64(2 * sizeB)
-	rep.Fairness = TokenFairness{Requests: count, TokensA: served["A"], TokensB: served["B"], SizeA: sizeA, SizeB: sizeB,
-		MaxGap: maxGap, Bound: bound, GapOfBound: round2(float64(maxGap) / float64(bound))}
-	return nil
-}
-
-// throughput drains a backlog of cfg.Drain requests with DrainWorkers
-// workers: through the dispatcher (Fetch, Ack confirmed) and from a raw
-// JetStream workqueue stream with a pull consumer (Fetch, AckSync), in
-// alternating order over cfg.Rounds rounds.
-func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error {
-	c := d.cfg
-	nc, err := d.op.Connect(d.srv.ClientURL(), nats.Name("bench-raw"))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	// A first round that is not counted: both paths get their
-	// connections, consumers and caches warm, as they are in service.
-	if _, err := d.drainSemaq(ctx); err != nil {
-		return err
-	}
-	if _, err := d.drainRaw(ctx, js); err != nil {
-		return err
-	}
-	var semaqRates, rawRates, ratios []float64
-	for round := range c.Rounds {
-		order := []bool{true, false}
-		if round%2 == 1 {
-			order = []bool{false, true}
-		}
-		var rs, rr float64
-		for _, semaqFirst := range order {
-			if semaqFirst {
-				if rs, err = d.drainSemaq(ctx); err != nil {
-					return err
-				}
-			} else {
-				if rr, err = d.drainRaw(ctx, js); err != nil {
-					return err
-				}
-			}
-		}
-		semaqRates, rawRates = append(semaqRates, rs), append(rawRates, rr)
-		ratios = append(ratios, round2(rs/rr))
-	}
-	s, r := Median(semaqRates), Median(rawRates)
-	// The ratio is the median of the rounds' ratios: each round runs both
-	// targets back to back, so it is the comparison least moved by a busy
-	// machine.
-	rep.Throughput = DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: round2(Median(ratios)), Goal: GoalDispatchThroughputRatio,
-		Rounds: ratios, Workers: c.DrainWorkers, Batch: c.DrainBatch, Acks: "confirmed"}
-	if c.AckNoWait {
-		rep.Throughput.Acks = "nowait"
-	}
-	return nil
-}
-
-func (d *dispatchRun) backlog(ctx context.Context, subject string, nc *nats.Conn) error {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
-	if err != nil {
-		return err
-	}
-	for i := 0; i < d.cfg.Drain; i++ {
-		m := nats.NewMsg(subject)
-		m.Data = d.data
-		m.Header.Set(semaq.HdrPromptTokens, "100")
-		for {
-			_, err := js.PublishMsgAsync(m)
-			if err == nil {
-				break
-			}
-			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
-				return err
-			}
-			// The window is full and not draining fast enough: let it
-			// empty, then go on.
-			select {
-			case <-js.PublishAsyncComplete():
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (d *dispatchRun) drainSemaq(ctx context.Context) (float64, error) {
-	const name = "BENCH_Q"
-	admin, err := d.queue(ctx, name)
-	if err != nil {
-		return 0, err
-	}
-	pub, err := nats.Connect(d.srv.ClientURL())
-	if err != nil {
-		return 0, err
-	}
-	defer pub.Close()
-	if err := d.backlog(ctx, "bench."+name+".req", pub); err != nil {
-		return 0, err
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; {
-		qi, err := admin.QueueInfo(ctx, name)
-		if err != nil {
-			return 0, err
-		}
-		if qi.Status.Queued == d.cfg.Drain {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("queue holds %d of %d", qi.Status.Queued, d.cfg.Drain)
-		}
-		time.Sleep(10 * time.Millisecond) // waiting for the dispatcher to index the backlog
-	}
-	steps := make([]func(*atomic.Int64) error, d.cfg.DrainWorkers)
-	for i := range steps {
-		c, err := d.connect(ctx, "bench-drain-"+strconv.Itoa(i))
-		if err != nil {
-			return 0, err
-		}
-		steps[i] = func(done *atomic.Int64) error {
-			jobs, err := c.Fetch(ctx, name, client.FetchMax(d.cfg.DrainBatch))
-			if err != nil {
-				return err
-			}
-			for _, j := range jobs {
-				ack := func() error { return j.Ack(ctx) }
-				if d.cfg.AckNoWait {
-					ack = func() error { return j.AckNoWait() }
-				}
-				if err := ack(); err != nil {
-					return err
-				}
-				done.Add(1)
-			}
-			return nil
-		}
-	}
-	rate, err := d.drainRate(steps)
-	_ = admin.DeleteQueue(ctx, name)
-	return rate, err
-}
-
-func (d *dispatchRun) drainRaw(ctx context.Context, js jetstream.JetStream) (float64, error) {
-	const name = "BENCH_RAWQ"
-	_ = js.DeleteStream(ctx, name)
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"benchraw.q.>"}, Retention: jetstream.WorkQueuePolicy})
-	if err != nil {
-		return 0, err
-	}
-	nc, err := d.op.Connect(d.srv.ClientURL())
-	if err != nil {
-		return 0, err
-	}
-	defer nc.Close()
-	if err := d.backlog(ctx, "benchraw.q.req", nc); err != nil {
-		return 0, err
-	}
-	_, err = st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: -1})
-	if err != nil {
-		return 0, err
-	}
-	steps := make([]func(*atomic.Int64) error, d.cfg.DrainWorkers)
-	for i := range steps {
-		wc, err := d.op.Connect(d.srv.ClientURL())
-		if err != nil {
-			return 0, err
-		}
-		defer wc.Close()
-		wjs, _ := jetstream.New(wc)
-		cons, err := wjs.Consumer(ctx, name, "workers")
-		if err != nil {
-			return 0, err
-		}
-		steps[i] = func(done *atomic.Int64) error {
-			batch, err := cons.FetchNoWait(d.cfg.DrainBatch)
-			if err != nil {
-				return err
-			}
-			for m := range batch.Messages() {
-				ack := func() error { return m.DoubleAck(ctx) }
-				if d.cfg.AckNoWait {
-					ack = m.Ack
-				}
-				if err := ack(); err != nil {
-					return err
-				}
-				done.Add(1)
-			}
-			return nil
-		}
-	}
-	rate, err := d.drainRate(steps)
-	_ = js.DeleteStream(ctx, name)
-	return rate, err
-}
-
-// drainRate runs each worker's step until cfg.Drain requests are done, all
-// workers started at once, and returns requests per second.
-func (d *dispatchRun) drainRate(steps []func(done *atomic.Int64) error) (float64, error) {
-	var (
-		done atomic.Int64
-		wg   sync.WaitGroup
-	)
-	errs := make(chan error, len(steps))
-	start := time.Now()
-	for _, step := range steps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for done.Load() < int64(d.cfg.Drain) {
-				if err := step(&done); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	el := time.Since(start)
-	select {
-	case err := <-errs:
-		return 0, err
-	default:
-	}
-	return float64(d.cfg.Drain) / el.Seconds(), nil
-}
-
-func ratio(a, b float64) float64 {
-	if b <= 0 {
-		return 0
-	}
-	return round2(a / b)
-}
-
-func round2(f float64) float64 { return math.Round(f*100) / 100 }
-
-func textPayload(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = 'a' + byte(i%26)
-	}
-	return b
-}
-
-// WriteDispatchTable prints the dispatch report for people.
-func WriteDispatchTable(w io.Writer, rep *Report) error {
-	d := rep.Dispatch
-	if d == nil {
-		return errors.New("bench: not a dispatch report")
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	p, t, f, tp := d.Priority, d.Tenants, d.Fairness, d.Throughput
-	fmt.Fprintf(tw, "priority isolation\tcritical %d/s alone p99 %.0f µs; with %d/s bulk flood p99 %.0f µs (bulk p99 %.0f µs, %d bulk left queued)\t%.2f× (goal ≤ %.1f×)\n",
-		p.CriticalRate, p.Alone.P99, p.BulkRate, p.Flood.P99, p.BulkWait.P99, p.BulkBacklog, p.P99Ratio, p.Goal)
-	fmt.Fprintf(tw, "tenant isolation\tB %d/s alone p99 %.0f µs; with A at %d/s p99 %.0f µs (A p99 %.0f µs)\t%.2f× (goal ≤ %.1f×)\n",
-		t.BRate, t.Alone.P99, t.ARate, t.WithA.P99, t.AWait.P99, t.P99Ratio, t.Goal)
-	fmt.Fprintf(tw, "token fairness\t%d requests: A %d tokens (%d each), B %d tokens (%d each); max gap %d of VTC bound %d\t%.2f of bound\n",
-		f.Requests, f.TokensA, f.SizeA, f.TokensB, f.SizeB, f.MaxGap, f.Bound, f.GapOfBound)
-	fmt.Fprintf(tw, "throughput\tdispatcher %.0f msg/s vs raw JetStream pull %.0f msg/s (%d workers, batch %d, %s acks; rounds %v)\t%.2f× (goal ≥ %.1f×)\n",
-		tp.Semaq, tp.Raw, tp.Workers, tp.Batch, tp.Acks, tp.Rounds, tp.Ratio, tp.Goal)
-	return tw.Flush()
 }

@@ -30,6 +30,10 @@ func TestRunDispatchShort(t *testing.T) {
 	if tp := d.Throughput; tp.Semaq <= 0 || tp.Raw <= 0 || tp.Ratio <= 0 {
 		t.Fatalf("throughput: %+v", tp)
 	}
+	// In one process: one CPU figure, the end-to-end wait measured too.
+	if d.Mode != DispatchInProcess || len(d.Priority.FloodCPU) != 1 || !d.Priority.FloodCPU[0].Measured || d.Priority.FloodE2E.P99 <= 0 || d.Tenants.WithAE2E.P99 <= 0 {
+		t.Fatalf("mode %q, CPU %+v, end to end %+v %+v", d.Mode, d.Priority.FloodCPU, d.Priority.FloodE2E, d.Tenants.WithAE2E)
+	}
 	if len(rep.Results) != 2 || rep.Results[0].Target != TargetSemaqDispatch {
 		t.Fatalf("results: %+v", rep.Results)
 	}

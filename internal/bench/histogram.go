@@ -98,3 +98,30 @@ func Median(v []float64) float64 {
 	slices.Sort(v)
 	return v[len(v)/2]
 }
+
+// histBucket is one non-empty bucket of a histogram in transit: a value
+// that falls in it and how many recordings it holds.
+type histBucket [2]int64
+
+// buckets is h's non-empty buckets, for a child process handing its
+// recordings back: at most one entry per bucket of the histogram's range
+// (some 30,000), whatever the number of recordings.
+func (h *Histogram) buckets() []histBucket {
+	var out []histBucket
+	for _, b := range h.h.Distribution() {
+		if b.Count > 0 {
+			out = append(out, histBucket{b.From, b.Count})
+		}
+	}
+	return out
+}
+
+// histogramOf rebuilds a histogram from its buckets.
+func histogramOf(bs []histBucket) *Histogram {
+	h := NewHistogram()
+	for _, b := range bs {
+		v := min(max(b[0], histMin), histMax)
+		_ = h.h.RecordValues(v, b[1])
+	}
+	return h
+}

@@ -87,6 +87,7 @@ figures beside raw JetStream's from the same run, as ratios.`,
 	cmd.AddCommand(newBenchDispatchCmd(e))
 	cmd.AddCommand(newBenchTokensCmd(e))
 	cmd.AddCommand(newBenchRunCmd(e))
+	cmd.AddCommand(newDispatchChildCmd(e))
 	return cmd
 }
 
