@@ -144,6 +144,12 @@ type PriorityIsolation struct {
 	AloneE2E    Latency `json:"critical_alone_e2e_us"`
 	FloodE2E    Latency `json:"critical_flood_e2e_us"`
 	ExtraE2EUS  float64 `json:"extra_e2e_us"`
+	// Under the flood: requests served per second, and the workers' round
+	// trips between two jobs, Job.Ack and a Fetch that returned a job
+	// (one service time covers neither).
+	FloodServedPerS float64 `json:"flood_served_per_s"`
+	FloodAck        Latency `json:"flood_worker_ack_us"`
+	FloodFetch      Latency `json:"flood_worker_fetch_us"`
 	// CPU use of each process in the two phases.
 	AloneCPU []ProcessCPU `json:"alone_cpu"`
 	FloodCPU []ProcessCPU `json:"flood_cpu"`

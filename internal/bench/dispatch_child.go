@@ -67,6 +67,7 @@ type childResult struct {
 	Failed      int64                   `json:"failed,omitempty"` // publishes refused
 	Broker      map[string][]histBucket `json:"broker,omitempty"`
 	E2E         map[string][]histBucket `json:"e2e,omitempty"`
+	Turnaround  map[string][]histBucket `json:"turnaround,omitempty"`
 }
 
 var (
@@ -130,7 +131,7 @@ func runChild(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		run = func(rctx context.Context) (*childResult, error) {
 			w := newWaits()
 			serve(rctx, clients, req.Phase, w)
-			return &childResult{Broker: bucketsOf(w.broker), E2E: bucketsOf(w.e2e)}, nil
+			return &childResult{Broker: bucketsOf(w.broker), E2E: bucketsOf(w.e2e), Turnaround: bucketsOf(w.turnaround)}, nil
 		}
 	case roleLoad:
 		nc, err := nats.Connect(req.URL, nats.Name("bench-load-"+req.Load.Name), nats.NoReconnect(), lost)
@@ -203,6 +204,9 @@ func waitsOf(res *childResult) *waits {
 	}
 	for k, bs := range res.E2E {
 		w.e2e[k] = histogramOf(bs)
+	}
+	for k, bs := range res.Turnaround {
+		w.turnaround[k] = histogramOf(bs)
 	}
 	return w
 }

@@ -95,13 +95,15 @@ func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
 		return err
 	}
 	floodW, n, floodE2E := flood.waits.summary(crit.Priority)
-	bw, _, _ := flood.waits.summary(bulk.Priority)
+	bw, nb, _ := flood.waits.summary(bulk.Priority)
 	service := micros(c.Service)
 	rep.Priority = PriorityIsolation{
 		CriticalRate: c.CriticalRate, BulkRate: bulk.Rate, Alone: aloneW, Flood: floodW, BulkWait: bw,
 		BulkBacklog: flood.backlog, P99Ratio: ratio(floodW.P99, aloneW.P99), Goal: GoalCriticalFloodRatio, CriticalCount: n,
 		ServiceUS: service, ExtraUS: Round1(floodW.P99 - aloneW.P99 - service), ExtraGoalUS: micros(GoalCriticalFloodExtra),
 		AloneE2E: aloneE2E, FloodE2E: floodE2E, ExtraE2EUS: Round1(floodE2E.P99 - aloneE2E.P99 - service),
+		FloodServedPerS: Round1(float64(n+nb) / c.Duration.Seconds()),
+		FloodAck:        flood.waits.turnSummary(turnAck), FloodFetch: flood.waits.turnSummary(turnFetch),
 		AloneCPU: alone.procs, FloodCPU: flood.procs,
 	}
 	return nil

@@ -113,15 +113,40 @@ func generate(ctx context.Context, nc *nats.Conn, subject string, data []byte, l
 
 // waits records, by the value of the phase's key header, each job's queue
 // wait as the broker measured it (Semaq-Wait) and end to end (HdrBenchSent
-// to the worker's fetch returning).
+// to the worker's fetch returning); and under turnaround the workers' own
+// round trips between two jobs, "ack" (Job.Ack confirmed) and "fetch" (a
+// fetch that returned a job), the time a busy worker is not serving.
 type waits struct {
-	mu     sync.Mutex
-	broker map[string]*Histogram
-	e2e    map[string]*Histogram
+	mu         sync.Mutex
+	broker     map[string]*Histogram
+	e2e        map[string]*Histogram
+	turnaround map[string]*Histogram
 }
 
+// Keys of waits.turnaround.
+const (
+	turnAck   = "ack"
+	turnFetch = "fetch"
+)
+
 func newWaits() *waits {
-	return &waits{broker: map[string]*Histogram{}, e2e: map[string]*Histogram{}}
+	return &waits{broker: map[string]*Histogram{}, e2e: map[string]*Histogram{}, turnaround: map[string]*Histogram{}}
+}
+
+func (w *waits) turn(key string, d time.Duration) {
+	w.mu.Lock()
+	recordIn(w.turnaround, key, d)
+	w.mu.Unlock()
+}
+
+// turnSummary is the workers' round trip under key (turnAck, turnFetch).
+func (w *waits) turnSummary(key string) Latency {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.turnaround[key]; h != nil {
+		return h.Summary()
+	}
+	return Latency{}
 }
 
 func recordIn(by map[string]*Histogram, key string, d time.Duration) {
@@ -146,7 +171,7 @@ func (w *waits) record(key string, broker, e2e time.Duration) {
 func (w *waits) merge(o *waits) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, pair := range []struct{ dst, src map[string]*Histogram }{{w.broker, o.broker}, {w.e2e, o.e2e}} {
+	for _, pair := range []struct{ dst, src map[string]*Histogram }{{w.broker, o.broker}, {w.e2e, o.e2e}, {w.turnaround, o.turnaround}} {
 		for k, h := range pair.src {
 			if pair.dst[k] == nil {
 				pair.dst[k] = NewHistogram()
@@ -180,11 +205,15 @@ func serve(ctx context.Context, workers []*client.Client, spec phaseSpec, w *wai
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				asked := time.Now()
 				jobs, err := c.Fetch(ctx, spec.Queue, client.FetchWait(200*time.Millisecond))
 				if err != nil {
 					continue
 				}
 				got := time.Now()
+				if len(jobs) > 0 {
+					w.turn(turnFetch, got.Sub(asked))
+				}
 				for _, j := range jobs {
 					var e2e time.Duration
 					if ns, err := strconv.ParseInt(j.Header.Get(HdrBenchSent), 10, 64); err == nil {
@@ -195,7 +224,10 @@ func serve(ctx context.Context, workers []*client.Client, spec phaseSpec, w *wai
 						time.Sleep(spec.Service) // the simulated inference
 					}
 					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-					_ = j.Ack(actx, client.AckOutputTokens(j.Tokens))
+					t := time.Now()
+					if j.Ack(actx, client.AckOutputTokens(j.Tokens)) == nil {
+						w.turn(turnAck, time.Since(t))
+					}
 					cancel()
 				}
 			}
