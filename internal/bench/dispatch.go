@@ -144,10 +144,12 @@ type PriorityIsolation struct {
 	AloneE2E    Latency `json:"critical_alone_e2e_us"`
 	FloodE2E    Latency `json:"critical_flood_e2e_us"`
 	ExtraE2EUS  float64 `json:"extra_e2e_us"`
-	// Under the flood: requests served per second, and the workers' round
-	// trips between two jobs, Job.Ack and a Fetch that returned a job
-	// (one service time covers neither).
+	// Under the flood: requests served per second, the service time as
+	// the workers' sleep really took, and their round trips between two
+	// jobs, Job.Ack and a Fetch that returned a job (one service time
+	// covers neither).
 	FloodServedPerS float64 `json:"flood_served_per_s"`
+	FloodService    Latency `json:"flood_worker_service_us"`
 	FloodAck        Latency `json:"flood_worker_ack_us"`
 	FloodFetch      Latency `json:"flood_worker_fetch_us"`
 	// CPU use of each process in the two phases.

@@ -114,8 +114,10 @@ func generate(ctx context.Context, nc *nats.Conn, subject string, data []byte, l
 // waits records, by the value of the phase's key header, each job's queue
 // wait as the broker measured it (Semaq-Wait) and end to end (HdrBenchSent
 // to the worker's fetch returning); and under turnaround the workers' own
-// round trips between two jobs, "ack" (Job.Ack confirmed) and "fetch" (a
-// fetch that returned a job), the time a busy worker is not serving.
+// times: "service" (the simulated inference as it really took, sleep
+// overshoot included), and the round trips between two jobs, "ack"
+// (Job.Ack confirmed) and "fetch" (a fetch that returned a job), the time
+// a busy worker is not serving.
 type waits struct {
 	mu         sync.Mutex
 	broker     map[string]*Histogram
@@ -125,8 +127,9 @@ type waits struct {
 
 // Keys of waits.turnaround.
 const (
-	turnAck   = "ack"
-	turnFetch = "fetch"
+	turnService = "service"
+	turnAck     = "ack"
+	turnFetch   = "fetch"
 )
 
 func newWaits() *waits {
@@ -221,7 +224,9 @@ func serve(ctx context.Context, workers []*client.Client, spec phaseSpec, w *wai
 					}
 					w.record(j.Header.Get(spec.Key), j.Waited, e2e)
 					if spec.Service > 0 {
+						t := time.Now()
 						time.Sleep(spec.Service) // the simulated inference
+						w.turn(turnService, time.Since(t))
 					}
 					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					t := time.Now()
