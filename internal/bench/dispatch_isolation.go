@@ -99,7 +99,7 @@ func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
 	service := micros(c.Service)
 	rep.Priority = PriorityIsolation{
 		CriticalRate: c.CriticalRate, BulkRate: bulk.Rate, Alone: aloneW, Flood: floodW, BulkWait: bw,
-		BulkBacklog: flood.backlog, P99Ratio: ratio(floodW.P99, aloneW.P99), Goal: GoalCriticalFloodRatio, CriticalCount: n,
+		BulkBacklog: flood.backlog, P99Ratio: ratio(floodW.P99, aloneW.P99), CriticalCount: n,
 		ServiceUS: service, ExtraUS: Round1(floodW.P99 - aloneW.P99 - service), ExtraGoalUS: micros(GoalCriticalFloodExtra),
 		AloneE2E: aloneE2E, FloodE2E: floodE2E, ExtraE2EUS: Round1(floodE2E.P99 - aloneE2E.P99 - service),
 		FloodServedPerS: Round1(float64(n+nb) / c.Duration.Seconds()),
