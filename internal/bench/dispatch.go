@@ -61,6 +61,10 @@ type DispatchConfig struct {
 	AckNoWait bool
 	Size      int
 	Dir       string
+	// WorkerAckNoWait: the paced phases' workers answer with
+	// Job.AckNoWait and fetch the next job at once, rather than wait for
+	// Job.Ack's confirmation: one round trip less between two jobs.
+	WorkerAckNoWait bool
 	// Processes runs the paced phases' load generators and workers as
 	// child processes (the bench binary again, DispatchChildCommand), the
 	// broker staying in this one.
@@ -113,7 +117,10 @@ func (c *DispatchConfig) Validate() error {
 type DispatchReport struct {
 	// Mode is where the paced phases' load generators and workers ran:
 	// DispatchInProcess or DispatchProcesses.
-	Mode       string             `json:"mode"`
+	Mode string `json:"mode"`
+	// WorkerAcks is how the paced phases' workers answer: "confirmed"
+	// (Job.Ack) or "nowait" (Job.AckNoWait).
+	WorkerAcks string             `json:"worker_acks"`
 	Priority   PriorityIsolation  `json:"priority"`
 	Tenants    TenantIsolation    `json:"tenants"`
 	Fairness   TokenFairness      `json:"fairness"`
@@ -235,7 +242,10 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 	defer srv.Shutdown(context.Background())
 	d := &dispatchRun{cfg: cfg, srv: srv, op: op, data: textPayload(cfg.Size), onChildren: cfg.onChildren}
 	defer d.closeClients()
-	rep := &DispatchReport{Mode: DispatchInProcess}
+	rep := &DispatchReport{Mode: DispatchInProcess, WorkerAcks: "confirmed"}
+	if cfg.WorkerAckNoWait {
+		rep.WorkerAcks = "nowait"
+	}
 	if cfg.Processes {
 		rep.Mode = DispatchProcesses
 	}

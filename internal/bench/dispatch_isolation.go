@@ -28,7 +28,7 @@ func (d *dispatchRun) phase(ctx context.Context, name, key string, loads []loadS
 		return nil, err
 	}
 	spec := phaseSpec{Queue: name, Subject: "bench." + name + ".req", Key: key, Workers: d.cfg.Workers,
-		Service: d.cfg.Service, Duration: d.cfg.Duration, Size: d.cfg.Size, Loads: loads}
+		Service: d.cfg.Service, Duration: d.cfg.Duration, Size: d.cfg.Size, Loads: loads, AckNoWait: d.cfg.WorkerAckNoWait}
 	run := d.inProcPhase
 	if d.cfg.Processes {
 		run = d.procPhase

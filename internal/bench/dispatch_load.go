@@ -56,6 +56,9 @@ type phaseSpec struct {
 	Duration time.Duration `json:"duration"`
 	Size     int           `json:"size"`
 	Loads    []loadSpec    `json:"loads"`
+	// AckNoWait: the workers answer with Job.AckNoWait and fetch at once,
+	// instead of waiting for Job.Ack's confirmation.
+	AckNoWait bool `json:"ack_nowait,omitempty"`
 }
 
 // pacedDispatchDrain bounds the wait for the publish acks still in flight
@@ -230,7 +233,11 @@ func serve(ctx context.Context, workers []*client.Client, spec phaseSpec, w *wai
 					}
 					actx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					t := time.Now()
-					if j.Ack(actx, client.AckOutputTokens(j.Tokens)) == nil {
+					ack := func() error { return j.Ack(actx, client.AckOutputTokens(j.Tokens)) }
+					if spec.AckNoWait {
+						ack = func() error { return j.AckNoWait(client.AckOutputTokens(j.Tokens)) }
+					}
+					if ack() == nil {
 						w.turn(turnAck, time.Since(t))
 					}
 					cancel()

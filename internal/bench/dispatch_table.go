@@ -16,7 +16,7 @@ func WriteDispatchTable(w io.Writer, rep *Report) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p, t, f, tp := d.Priority, d.Tenants, d.Fairness, d.Throughput
-	fmt.Fprintf(tw, "mode\t%s\t\n", d.Mode)
+	fmt.Fprintf(tw, "mode\t%s, workers' acks %s\t\n", d.Mode, d.WorkerAcks)
 	fmt.Fprintf(tw, "priority isolation\tcritical %d/s alone p99 %.0f µs; with %d/s bulk flood p99 %.0f µs (bulk p99 %.0f µs, %d bulk left queued)\t%.2f×\n",
 		p.CriticalRate, p.Alone.P99, p.BulkRate, p.Flood.P99, p.BulkWait.P99, p.BulkBacklog, p.P99Ratio)
 	fmt.Fprintf(tw, "critical under flood\tp99 %.0f µs = alone %.0f + service %.0f + X %.0f µs\tX %.2f ms (goal ≤ %.0f ms)\n",

@@ -82,6 +82,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.IntVar(&cfg.Rounds, "rounds", cfg.Rounds, "throughput rounds, alternating target order")
 	f.BoolVar(&cfg.AckNoWait, "ack-nowait", false, "drain with unconfirmed acks (Job.AckNoWait vs a JetStream Ack) instead of confirmed ones (Job.Ack vs AckSync)")
 	f.IntVar(&cfg.Size, "size", cfg.Size, "payload bytes")
+	f.BoolVar(&cfg.WorkerAckNoWait, "worker-ack-nowait", false, "paced phases' workers answer with Job.AckNoWait and fetch at once instead of waiting for Job.Ack")
 	f.BoolVar(&cfg.Processes, "processes", false, "run the paced phases' load generators and workers as child processes")
 	f.BoolVar(&cfg.Pin, "pin", false, "with --processes: pin the broker to one CPU and the children to the others (Linux)")
 	f.IntVar(&cfg.Nice, "nice", 0, "with --processes: nice value of the load generator processes")

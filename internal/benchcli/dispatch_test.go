@@ -14,13 +14,13 @@ import (
 // the program (its hidden child command) and says so, with their CPU use.
 func TestBenchDispatchProcesses(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "dispatch.json")
-	r := runAs(Name, "dispatch", "--processes", "--nice", "3", "--quiet", "--json", file,
+	r := runAs(Name, "dispatch", "--processes", "--nice", "3", "--worker-ack-nowait", "--quiet", "--json", file,
 		"--duration", "300ms", "--critical-rate", "20", "--flood-factor", "10", "--tenant-rate", "20", "--tenant-factor", "5",
 		"--drain", "300", "--drain-workers", "2", "--rounds", "1")
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"mode", "processes", "critical under flood", "= alone", "+ X", "generator bulk", "nice 3", "generator A"} {
+	for _, want := range []string{"mode", "processes, workers' acks nowait", "critical under flood", "= alone", "+ X", "generator bulk", "nice 3", "generator A"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
@@ -33,7 +33,7 @@ func TestBenchDispatchProcesses(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if d := rep.Dispatch; d == nil || d.Mode != bench.DispatchProcesses || len(d.Priority.FloodCPU) != 4 || d.Priority.ExtraGoalUS != 2000 {
+	if d := rep.Dispatch; d == nil || d.Mode != bench.DispatchProcesses || d.WorkerAcks != "nowait" || len(d.Priority.FloodCPU) != 4 || d.Priority.ExtraGoalUS != 2000 {
 		t.Fatalf("report: %s", b)
 	}
 }
