@@ -72,10 +72,12 @@ func (d *dispatchRun) inProcPhase(ctx context.Context, spec phaseSpec) (*phaseRe
 		defer close(done)
 		serve(pctx, workers, spec, res.waits)
 	}()
-	if _, err := generate(pctx, nc, spec.Subject, d.data, spec.Loads); err != nil {
+	_, err = generate(pctx, nc, spec.Subject, d.data, spec.Loads)
+	cancel()
+	<-done // the workers stop with pctx
+	if err != nil {
 		return nil, err
 	}
-	<-done
 	cpu1, ok := processCPU()
 	res.procs = []ProcessCPU{processCPUOf("bench (broker, generator, workers)", os.Getpid(), cpu1-cpu0, time.Since(t0), ok && measured, "")}
 	return res, nil
