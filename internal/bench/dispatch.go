@@ -140,7 +140,7 @@ type PriorityIsolation struct {
 	CriticalCount int64   `json:"critical_served"`
 	// The flood's p99 as alone p99 + one service time + ExtraUS, against
 	// ExtraGoalUS; the same for the end-to-end wait (publish call to the
-	// worker's fetch returning, HdrBenchSent).
+	// worker's fetch returning, hdrDispatchSent).
 	ServiceUS   float64 `json:"service_us"`
 	ExtraUS     float64 `json:"extra_us"`
 	ExtraGoalUS float64 `json:"extra_goal_us"`
@@ -170,7 +170,7 @@ type TenantIsolation struct {
 	AWait    Latency `json:"a_wait_us"`
 	P99Ratio float64 `json:"p99_ratio"`
 	Goal     float64 `json:"goal"`
-	// End to end (HdrBenchSent), and CPU use of each process.
+	// End to end (hdrDispatchSent), and CPU use of each process.
 	AloneE2E Latency      `json:"b_alone_e2e_us"`
 	WithAE2E Latency      `json:"b_with_a_e2e_us"`
 	E2ERatio float64      `json:"e2e_p99_ratio"`

@@ -19,11 +19,13 @@ import (
 // processes of their own (dispatch_procs.go): they only need the broker's
 // URL.
 
-// HdrBenchSent carries the time a request was published, in Unix
-// nanoseconds, so a worker can measure the wait end to end: publish call to
+// hdrDispatchSent carries the time a request was published, in Unix
+// nanoseconds (not since a phase's epoch like the ingest's hdrSent: the
+// worker reading it may be another process), so a worker can measure the
+// wait end to end: publish call to
 // the job in its hands, client libraries and both connections included,
 // which the broker's Semaq-Wait (ingress to dispatch) leaves out.
-const HdrBenchSent = "Bench-Sent"
+const hdrDispatchSent = "Bench-Sent"
 
 // loadSpec is one paced publisher of a phase.
 type loadSpec struct {
@@ -97,7 +99,7 @@ func generate(ctx context.Context, nc *nats.Conn, subject string, data []byte, l
 						for k, v := range tmpl {
 							m.Header[k] = v
 						}
-						m.Header.Set(HdrBenchSent, strconv.FormatInt(time.Now().UnixNano(), 10))
+						m.Header.Set(hdrDispatchSent, strconv.FormatInt(time.Now().UnixNano(), 10))
 						if _, err := js.PublishMsgAsync(m); err != nil {
 							failed.Add(1)
 						}
@@ -115,7 +117,7 @@ func generate(ctx context.Context, nc *nats.Conn, subject string, data []byte, l
 }
 
 // waits records, by the value of the phase's key header, each job's queue
-// wait as the broker measured it (Semaq-Wait) and end to end (HdrBenchSent
+// wait as the broker measured it (Semaq-Wait) and end to end (hdrDispatchSent
 // to the worker's fetch returning); and under turnaround the workers' own
 // times: "service" (the simulated inference as it really took, sleep
 // overshoot included), and the round trips between two jobs, "ack"
@@ -222,7 +224,7 @@ func serve(ctx context.Context, workers []*client.Client, spec phaseSpec, w *wai
 				}
 				for _, j := range jobs {
 					var e2e time.Duration
-					if ns, err := strconv.ParseInt(j.Header.Get(HdrBenchSent), 10, 64); err == nil {
+					if ns, err := strconv.ParseInt(j.Header.Get(hdrDispatchSent), 10, 64); err == nil {
 						e2e = got.Sub(time.Unix(0, ns))
 					}
 					w.record(j.Header.Get(spec.Key), j.Waited, e2e)
