@@ -155,6 +155,8 @@ type PriorityIsolation struct {
 	FloodService    Latency `json:"flood_worker_service_us"`
 	FloodAck        Latency `json:"flood_worker_ack_us"`
 	FloodFetch      Latency `json:"flood_worker_fetch_us"`
+	// AloneAck is Job.Ack's round trip without the flood, to compare.
+	AloneAck Latency `json:"alone_worker_ack_us"`
 	// CPU use of each process in the two phases.
 	AloneCPU []ProcessCPU `json:"alone_cpu"`
 	FloodCPU []ProcessCPU `json:"flood_cpu"`

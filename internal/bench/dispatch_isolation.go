@@ -105,8 +105,8 @@ func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
 		ServiceUS: service, ExtraUS: Round1(floodW.P99 - aloneW.P99 - service), ExtraGoalUS: micros(GoalCriticalFloodExtra),
 		AloneE2E: aloneE2E, FloodE2E: floodE2E, ExtraE2EUS: Round1(floodE2E.P99 - aloneE2E.P99 - service),
 		FloodServedPerS: Round1(float64(n+nb) / c.Duration.Seconds()),
-		FloodService:    flood.waits.turnSummary(turnService),
-		FloodAck:        flood.waits.turnSummary(turnAck), FloodFetch: flood.waits.turnSummary(turnFetch),
+		FloodService:    flood.waits.turnSummary(turnService), AloneAck: alone.waits.turnSummary(turnAck),
+		FloodAck: flood.waits.turnSummary(turnAck), FloodFetch: flood.waits.turnSummary(turnFetch),
 		AloneCPU: alone.procs, FloodCPU: flood.procs,
 	}
 	return nil

@@ -100,7 +100,7 @@ func TestDispatchProcesses(t *testing.T) {
 	if want := p.Flood.P99 - p.Alone.P99 - p.ServiceUS; p.ExtraUS != Round1(want) || p.ExtraGoalUS != 2000 {
 		t.Errorf("X = %v µs (goal %v), want flood − alone − service = %v", p.ExtraUS, p.ExtraGoalUS, want)
 	}
-	if p.FloodServedPerS <= 0 || p.FloodService.P50 < 2000 || p.FloodAck.P50 <= 0 || p.FloodFetch.P50 <= 0 {
+	if p.FloodServedPerS <= 0 || p.FloodService.P50 < 2000 || p.FloodAck.P50 <= 0 || p.AloneAck.P50 <= 0 || p.FloodFetch.P50 <= 0 {
 		t.Errorf("workers' round trips under the flood not handed back: %v/s, ack %+v, fetch %+v", p.FloodServedPerS, p.FloodAck, p.FloodFetch)
 	}
 	roles := []string{"broker", "workers", "generator critical", "generator bulk"}

@@ -23,8 +23,8 @@ func WriteDispatchTable(w io.Writer, rep *Report) error {
 		p.Flood.P99, p.Alone.P99, p.ServiceUS, p.ExtraUS, p.ExtraUS/1e3, p.ExtraGoalUS/1e3)
 	fmt.Fprintf(tw, "  end to end\tp99 %.0f µs = alone %.0f + service %.0f + X %.0f µs\tX %.2f ms\n",
 		p.FloodE2E.P99, p.AloneE2E.P99, p.ServiceUS, p.ExtraE2EUS, p.ExtraE2EUS/1e3)
-	fmt.Fprintf(tw, "  workers under flood\t%.0f requests/s served; service p50 %.0f p99 %.0f µs; between two jobs Job.Ack p50 %.0f p99 %.0f µs, Fetch p50 %.0f p99 %.0f µs\t\n",
-		p.FloodServedPerS, p.FloodService.P50, p.FloodService.P99, p.FloodAck.P50, p.FloodAck.P99, p.FloodFetch.P50, p.FloodFetch.P99)
+	fmt.Fprintf(tw, "  workers under flood\t%.0f requests/s served; service p50 %.0f p99 %.0f µs; between two jobs Job.Ack p50 %.0f p99 %.0f µs (alone p50 %.0f p99 %.0f), Fetch p50 %.0f p99 %.0f µs\t\n",
+		p.FloodServedPerS, p.FloodService.P50, p.FloodService.P99, p.FloodAck.P50, p.FloodAck.P99, p.AloneAck.P50, p.AloneAck.P99, p.FloodFetch.P50, p.FloodFetch.P99)
 	fmt.Fprintf(tw, "  CPU, flood phase\t%s\t\n", cpuLine(p.FloodCPU))
 	fmt.Fprintf(tw, "tenant isolation\tB %d/s alone p99 %.0f µs; with A at %d/s p99 %.0f µs (A p99 %.0f µs)\t%.2f× (goal ≤ %.1f×)\n",
 		t.BRate, t.Alone.P99, t.ARate, t.WithA.P99, t.AWait.P99, t.P99Ratio, t.Goal)
