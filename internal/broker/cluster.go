@@ -124,9 +124,9 @@ func (c *Config) checkClusterExposure() error {
 		"(tls_client_ca), or set insecure: true (--insecure) to listen there anyway", c.ClusterListen)
 }
 
-// setCluster makes opts join the cluster of c; tlsFiles, when not nil,
-// encrypt the routes (tls.go).
-func (c *Config) setCluster(opts *server.Options, tlsFiles *tlsFiles) error {
+// setCluster makes opts join the cluster of c; with tlsFiles the routes
+// are encrypted with what t serves (tls.go).
+func (c *Config) setCluster(opts *server.Options, tlsFiles *tlsFiles, t *tlsState) error {
 	if !c.Clustered() {
 		return nil
 	}
@@ -151,7 +151,7 @@ func (c *Config) setCluster(opts *server.Options, tlsFiles *tlsFiles) error {
 		opts.Routes = append(opts.Routes, u)
 	}
 	if tlsFiles != nil {
-		tlsFiles.setRoutes(opts)
+		t.setRoutes(opts)
 	}
 	return nil
 }

@@ -138,6 +138,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if tlsFiles != nil {
+		s.tls.serve(tlsFiles)
+	}
 	opts, err := s.natsOptions(tlsFiles)
 	if err != nil {
 		return err
@@ -146,7 +149,6 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	s.tls.start(opts, tlsFiles)
 	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1)}
 	ns.SetLoggerV2(nl, s.cfg.LogLevel == "debug", false, false)
 	s.ns = ns
@@ -327,9 +329,9 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		opts.Port = server.RANDOM_PORT
 	}
 	if tlsFiles != nil {
-		tlsFiles.setNATS(opts)
+		s.tls.setNATS(opts)
 	}
-	if err := s.cfg.setCluster(opts, tlsFiles); err != nil {
+	if err := s.cfg.setCluster(opts, tlsFiles, &s.tls); err != nil {
 		return nil, err
 	}
 	return opts, nil

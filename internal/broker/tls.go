@@ -127,10 +127,23 @@ func (f *tlsFiles) config(nextProtos ...string) *tls.Config {
 	return c
 }
 
-// setNATS makes opts serve f with nats-server's own TLS.
-func (f *tlsFiles) setNATS(opts *server.Options) {
-	opts.TLSConfig = f.config()
-	opts.TLSVerify = f.clientCAs != nil
+// setNATS makes the client port of opts serve t's certificates with
+// nats-server's own TLS: every handshake takes the configuration current at
+// that moment (ReloadTLS), so a reload never goes through the NATS server's
+// own reload, which would close every connection made with a key and forget
+// the accounts the node made (docs/security.md).
+func (t *tlsState) setNATS(opts *server.Options) {
+	cur := t.cur.Load()
+	opts.TLSConfig = &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// What nats-server reads of the configuration itself (the
+		// certificate's expiry in /varz) is the first one's.
+		Certificates: cur.nats.Certificates,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return t.cur.Load().nats, nil
+		},
+	}
+	opts.TLSVerify = cur.clientCAs
 	opts.TLSTimeout = natsTLSTimeout.Seconds()
 }
 
@@ -152,30 +165,40 @@ func (f *tlsFiles) routeConfig() *tls.Config {
 	return c
 }
 
-// setRoutes makes the cluster port of opts serve f.
-func (f *tlsFiles) setRoutes(opts *server.Options) {
-	opts.Cluster.TLSConfig = f.routeConfig()
+// setRoutes makes the cluster port of opts serve t's certificates: an
+// accepted route's handshake takes the configuration current at that
+// moment, a solicited one presents the current certificate. The CAs a
+// soliciting node checks the other's certificate against are the ones it
+// started with (nats-server copies that part of the configuration).
+func (t *tlsState) setRoutes(opts *server.Options) {
+	cur := t.cur.Load()
+	c := cur.route.Clone()
+	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return t.cur.Load().route, nil
+	}
+	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		return &t.cur.Load().route.Certificates[0], nil
+	}
+	opts.Cluster.TLSConfig = c
 	opts.Cluster.TLSTimeout = routeTLSTimeout.Seconds()
+}
+
+// tlsServing is what a node serves: one configuration per port.
+type tlsServing struct {
+	nats, route, http *tls.Config
+	clientCAs         bool // client certificates are asked for
 }
 
 // tlsState is the TLS of a running node: what ReloadTLS swaps. Open
 // connections keep the certificate they were made with.
 type tlsState struct {
-	mu   sync.Mutex      // serialises reloads
-	nats *server.Options // the options the NATS server runs with; nil without TLS
-	// http is the configuration each new HTTPS handshake takes.
-	http atomic.Pointer[tls.Config]
+	mu  sync.Mutex // serialises reloads
+	cur atomic.Pointer[tlsServing]
 }
 
-// start records what the node started with.
-func (t *tlsState) start(opts *server.Options, f *tlsFiles) {
-	if f == nil {
-		return
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.nats = opts
-	t.http.Store(f.httpConfig())
+// serve makes f what every new handshake takes.
+func (t *tlsState) serve(f *tlsFiles) {
+	t.cur.Store(&tlsServing{nats: f.config(), route: f.routeConfig(), http: f.httpConfig(), clientCAs: f.clientCAs != nil})
 }
 
 // httpConfig serves HTTP/1.1 only: the front door's connection cap and
@@ -186,26 +209,28 @@ func (f *tlsFiles) httpConfig() *tls.Config { return f.config("http/1.1") }
 // httpListener is the configuration of the HTTPS listener, nil without
 // TLS: every handshake takes the configuration current at that moment.
 func (t *tlsState) httpListener() *tls.Config {
-	if t.http.Load() == nil {
+	if t.cur.Load() == nil {
 		return nil
 	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return t.http.Load(), nil
+			return t.cur.Load().http, nil
 		},
 	}
 }
 
 // ReloadTLS reads tls_cert, tls_key and tls_client_ca again and serves them
-// to new connections on the NATS and HTTP ports and new routes; open connections stay as
-// they are. Files that do not pass the checks of Validate are refused with
-// an error and the certificates in service stay. semaq serve calls it on
-// SIGHUP.
+// to new connections on the NATS and HTTP ports and new routes; open
+// connections stay as they are, and nothing else of the node changes (the
+// NATS server is not reloaded). Files that do not pass the checks of
+// Validate are refused with an error and the certificates in service stay.
+// semaq serve calls it on SIGHUP.
 func (s *Server) ReloadTLS() error {
 	s.tls.mu.Lock()
 	defer s.tls.mu.Unlock()
-	if s.tls.nats == nil {
+	cur := s.tls.cur.Load()
+	if cur == nil {
 		return ErrTLSNotConfigured
 	}
 	if s.ns == nil || !s.ns.Running() {
@@ -218,16 +243,11 @@ func (s *Server) ReloadTLS() error {
 	if f == nil {
 		return ErrTLSNotConfigured
 	}
-	opts := s.tls.nats.Clone()
-	f.setNATS(opts)
-	if opts.Cluster.TLSConfig != nil {
-		f.setRoutes(opts)
+	if (f.clientCAs != nil) != cur.clientCAs {
+		// The settings are the node's start's: only files change.
+		return errors.New("broker: tls reload refused: tls_client_ca was added or removed; that takes a restart")
 	}
-	if err := s.ns.ReloadOptions(opts); err != nil {
-		return fmt.Errorf("broker: tls reload refused by the NATS server: %w", err)
-	}
-	s.tls.nats = opts
-	s.tls.http.Store(f.httpConfig())
+	s.tls.serve(f)
 	return nil
 }
 

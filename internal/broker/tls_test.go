@@ -20,6 +20,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
 )
 
 // startTLS runs a broker serving pair on both ports, requiring client
@@ -408,5 +409,71 @@ func TestAuthLiftsTheLoopbackRule(t *testing.T) {
 	cfg.Listen = "127.0.0.1:4222"
 	if err := cfg.Validate(); err == nil || !strings.HasPrefix(err.Error(), "http: ") {
 		t.Fatalf("auth off, http 0.0.0.0: %v, want refused naming http", err)
+	}
+}
+
+// With auth, a reload swaps certificates and nothing else: connections
+// made with a key stay open, and the tenants' accounts keep their users'
+// traffic flowing (a reload of the NATS server's options would close the
+// first and forget the second).
+func TestReloadTLSWithAuthKeepsUsersAndTenants(t *testing.T) {
+	t.Parallel()
+	ca := brokertest.NewCA(t, "semaq test CA")
+	first, second := ca.Server(t), ca.Server(t)
+	dir := t.TempDir()
+	certFile, keyFile := first.Write(t, dir)
+	s := brokertest.Start(t, brokertest.WithAuth, func(c *broker.Config) { c.TLSCert, c.TLSKey = certFile, keyFile })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(key string) *client.Client {
+		t.Helper()
+		c, err := client.Connect(ctx, s.ClientURL(), client.WithKey(key), client.WithNATSOptions(nats.RootCAs(ca.File)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		return c
+	}
+	admin := connect(brokertest.AdminKey(t, s))
+	addKey := func(r semaq.UserAddRequest) string {
+		t.Helper()
+		res, err := admin.AddUser(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Key
+	}
+	pubKey := addKey(semaq.UserAddRequest{Name: "acme-app", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"acme.>"}})
+	readKey := addKey(semaq.UserAddRequest{Name: "acme-reader", Tenant: "acme", Role: semaq.RoleReader, Subjects: []string{"acme.>"}})
+	reader := connect(readKey)
+	sub, err := reader.Conn().SubscribeSync("acme.news")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reader.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	second.Write(t, dir)
+	if err := s.ReloadTLS(); err != nil {
+		t.Fatalf("ReloadTLS: %v", err)
+	}
+	if !admin.Conn().IsConnected() || !reader.Conn().IsConnected() {
+		t.Fatal("a connection made with a key was closed by the reload")
+	}
+	if _, err := admin.ServerInfo(ctx); err != nil {
+		t.Fatalf("the admin's connection after the reload: %v", err)
+	}
+	// A publisher of the tenant connecting after the reload, on the new
+	// certificate, reaches the subscriber made before it.
+	pub := connect(pubKey)
+	if got := natsSerial(t, pub.Conn()); got.Cmp(second.Cert.SerialNumber) != 0 {
+		t.Fatalf("NATS after reload: serial %s, want the new %s", got, second.Cert.SerialNumber)
+	}
+	if err := pub.Conn().Publish("acme.news", []byte("after the reload")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != "after the reload" {
+		t.Fatalf("the tenant's core message after the reload: %v, %v", m, err)
 	}
 }
