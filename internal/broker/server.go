@@ -145,7 +145,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	ns, err := server.NewServer(opts)
+	ns, err := newNATSServer(opts, s.knownAccounts())
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -160,6 +160,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if s.cfg.Auth {
 		if s.tenancy, err = newTenancy(ns); err != nil {
 			return err
+		}
+		if !ns.GlobalAccount().JetStreamEnabled() {
+			return fmt.Errorf("broker: the NATS server did not enable JetStream for the node's account")
 		}
 	}
 	if err := s.waitJetStreamCluster(ctx); err != nil {

@@ -80,6 +80,7 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	if err := s.tenancy.ensureTenants(s.ns, st.Tenants()); err != nil {
 		return err
 	}
+	s.rememberTenants(st.Tenants())
 	s.authn.SetStore(st)
 	s.revoker.Add(1)
 	go s.closeRevoked(st)
@@ -133,9 +134,11 @@ func (s *Server) closeRevoked(st *identity.Store) {
 			return
 		}
 		changed = st.Changed()
-		if err := s.tenancy.ensureTenants(s.ns, st.Tenants()); err != nil {
+		tenants := st.Tenants()
+		if err := s.tenancy.ensureTenants(s.ns, tenants); err != nil {
 			s.log.Warn("auth: making the accounts of new tenants", "err", err)
 		}
+		s.rememberTenants(tenants)
 		prevNkeys := nkeys
 		cur := keys()
 		for name, ids := range prev {

@@ -118,6 +118,9 @@ type tenancy struct {
 	// the store has held (an import cannot be taken back; a removed
 	// user's stays, and no other user may subscribe to it).
 	inboxes map[[2]string]bool
+	// remembered are the tenants last written for the next start
+	// (tenancy_known.go); nil before the first write.
+	remembered []string
 }
 
 // newTenancy exports the broker's surface from the node's account.
@@ -186,9 +189,13 @@ func (t *tenancy) tenantAccount(ns *server.Server, tenant string) (*server.Accou
 	if acc, ok := t.accounts[name]; ok {
 		return acc, nil
 	}
-	acc, err := ns.RegisterAccount(name)
+	// Registered bare before the server started, when the node knew the
+	// tenant then (tenancy_known.go).
+	acc, err := ns.LookupAccount(name)
 	if err != nil {
-		return nil, fmt.Errorf("broker: account of tenant %q: %w", tenant, err)
+		if acc, err = ns.RegisterAccount(name); err != nil {
+			return nil, fmt.Errorf("broker: account of tenant %q: %w", tenant, err)
+		}
 	}
 	for _, b := range brokerServices {
 		if err := t.importService(acc, b.subject); err != nil {
@@ -290,5 +297,19 @@ func (t *tenancy) ensureTenants(ns *server.Server, tenants []string) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// remember hands tenants to write unless they are what it last wrote.
+func (t *tenancy) remember(tenants []string, write func([]string) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.remembered != nil && slices.Equal(t.remembered, tenants) {
+		return nil
+	}
+	if err := write(tenants); err != nil {
+		return err
+	}
+	t.remembered = append([]string{}, tenants...)
 	return nil
 }
