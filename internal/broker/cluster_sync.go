@@ -37,6 +37,10 @@ type syncRequest struct {
 	// their storage subjects reaches the other nodes over the routes, and a
 	// message stored before it arrives would be dropped.
 	Subjects []string `json:"subjects,omitempty"`
+	// Resubscribe are tenants the asking node did not know when its routes
+	// connected: their users' subscriptions here must be made again
+	// (tenancy_known.go).
+	Resubscribe []string `json:"resubscribe,omitempty"`
 }
 
 type syncReply struct {
@@ -96,6 +100,11 @@ func (s *Server) applyNow(ctx context.Context, req syncRequest) error {
 	}
 	if req.Streams {
 		if err := s.syncStreams(ctx); err != nil {
+			return err
+		}
+	}
+	if len(req.Resubscribe) > 0 {
+		if err := s.disconnectSubscribers(req.From, req.Resubscribe); err != nil {
 			return err
 		}
 	}

@@ -4,13 +4,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
 )
 
 // A node restarted while a tenant's users are subscribed on the other
 // nodes delivers the core messages that tenant's users publish on it to
-// those subscribers, and to no other tenant's.
+// those subscribers, and to no other tenant's. Subscribers of a tenant
+// added while it was down are disconnected once and subscribe again.
 func TestClusterAuthTenantInterestAfterRestart(t *testing.T) {
 	a := startAuthCluster(t)
 	a.add(
@@ -20,7 +23,7 @@ func TestClusterAuthTenantInterestAfterRestart(t *testing.T) {
 	)
 	// Subscribed on n1 before n3 goes: n3 learns of these subscriptions
 	// only from n1's routes when they connect again.
-	acme, _ := a.conn("acme-read", 0)
+	acme, acmeClosed := a.conn("acme-read", 0)
 	acmeSub, err := acme.SubscribeSync("orders.>")
 	if err != nil {
 		t.Fatal(err)
@@ -32,25 +35,61 @@ func TestClusterAuthTenantInterestAfterRestart(t *testing.T) {
 	globexGot := watchWithMarker(t, globex, "globex-read")
 
 	a.c.Stop(2)
+	// A tenant n3 has never seen, its reader subscribed on n1 while n3 is
+	// down, with a client that reconnects.
+	a.add(
+		semaq.UserAddRequest{Name: "initech-pub", Tenant: "initech", Role: semaq.RolePublisher, Subjects: []string{"orders.>"}},
+		semaq.UserAddRequest{Name: "initech-read", Tenant: "initech", Role: semaq.RoleReader, Subjects: []string{"orders.>"}},
+	)
+	initech, err := nats.Connect(a.c.Node(0).ClientURL(), nats.UserInfo("initech-read", a.keys["initech-read"]),
+		nats.CustomInboxPrefix(semaq.UserInboxPrefix+"initech-read"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(initech.Close)
+	initechSub, err := initech.SubscribeSync("orders.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := initech.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	a.c.Restart(2)
 
-	// No stream captures orders.>: these are core messages of acme's
-	// account, carried from n3 to n1 only if n3 has n1's interest.
-	pub, _ := a.conn("acme-pub", 2)
-	deadline := time.Now().Add(20 * time.Second)
-	got := false
-	for !got && time.Now().Before(deadline) {
-		if err := pub.Publish("orders.acme.after-restart", []byte(`{"n":1}`)); err != nil {
-			t.Fatal(err)
+	// No stream captures orders.>: these are core messages of each
+	// tenant's account, carried from n3 to n1 only if n3 has n1's
+	// interest in them.
+	for _, tc := range []struct {
+		tenant string
+		sub    *nats.Subscription
+	}{{"acme", acmeSub}, {"initech", initechSub}} {
+		pub, _ := a.conn(tc.tenant+"-pub", 2)
+		subject := "orders." + tc.tenant + ".after-restart"
+		deadline := time.Now().Add(20 * time.Second)
+		got := false
+		for !got && time.Now().Before(deadline) {
+			if err := pub.Publish(subject, []byte(`{"n":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			if err := pub.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			m, err := tc.sub.NextMsg(200 * time.Millisecond)
+			got = err == nil && m.Subject == subject
 		}
-		if err := pub.Flush(); err != nil {
-			t.Fatal(err)
+		if !got {
+			t.Fatalf("%s's reader on n1 never got %s's core message published on the restarted n3", tc.tenant, tc.tenant)
 		}
-		m, err := acmeSub.NextMsg(200 * time.Millisecond)
-		got = err == nil && m.Subject == "orders.acme.after-restart"
 	}
-	if !got {
-		t.Fatal("acme's reader on n1 never got acme's core message published on the restarted n3")
+	// n3 knew acme when its routes connected: acme's reader kept its
+	// connection; initech's was disconnected once and subscribed again.
+	select {
+	case <-acmeClosed:
+		t.Fatal("acme's reader on n1 was disconnected")
+	default:
+	}
+	if initech.Stats().Reconnects == 0 {
+		t.Fatal("initech's reader got the message without subscribing again")
 	}
 	// A leak to globex would cross from n3 through the node's account:
 	// the marker sent that way after it must arrive first.

@@ -145,7 +145,8 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	ns, err := newNATSServer(opts, s.knownAccounts())
+	known := s.knownAccounts()
+	ns, err := newNATSServer(opts, known)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -161,6 +162,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 		if s.tenancy, err = newTenancy(ns); err != nil {
 			return err
 		}
+		s.tenancy.known = known
 		if !ns.GlobalAccount().JetStreamEnabled() {
 			return fmt.Errorf("broker: the NATS server did not enable JetStream for the node's account")
 		}

@@ -84,6 +84,8 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	s.authn.SetStore(st)
 	s.revoker.Add(1)
 	go s.closeRevoked(st)
+	// Users the other nodes disconnect may come back here.
+	s.resubscribeLate(ctx, st.Tenants())
 	return nil
 }
 

@@ -118,6 +118,9 @@ type tenancy struct {
 	// the store has held (an import cannot be taken back; a removed
 	// user's stays, and no other user may subscribe to it).
 	inboxes map[[2]string]bool
+	// known are the user accounts registered before the NATS server
+	// started (tenancy_known.go).
+	known []string
 	// remembered are the tenants last written for the next start
 	// (tenancy_known.go); nil before the first write.
 	remembered []string

@@ -2,9 +2,11 @@ package broker
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,4 +187,64 @@ func (s *Server) rememberTenants(tenants []string) {
 	}); err != nil {
 		s.log.Warn("auth: writing the tenants for the next start", "file", filepath.Join(s.cfg.DataDir, TenantsFile), "err", err)
 	}
+}
+
+// resubscribeLate asks the other nodes to disconnect, once, the
+// subscribed users of tenants whose accounts this node registered only
+// after its routes connected (tenants added while it was down, or all of
+// them at the first start with this file): the routes dropped those
+// users' interest, and a route sends interest only when it connects or
+// when a subscription is made. No exported call of the NATS server makes
+// a route connect again (a reload of the options would, and would close
+// every connection made with a key and drop the tenants' accounts), so
+// the users' clients reconnect and subscribe again instead. It returns
+// once every node reached has done so, or after syncTimeout.
+func (s *Server) resubscribeLate(ctx context.Context, tenants []string) {
+	if !s.cfg.Auth || !s.cfg.Clustered() {
+		return
+	}
+	var late []string
+	for _, t := range tenants {
+		if !slices.Contains(s.tenancy.known, accountName(t)) {
+			late = append(late, t)
+		}
+	}
+	if len(late) == 0 {
+		return
+	}
+	s.log.Info("auth: tenants unknown to this node when its routes connected; the other nodes disconnect their subscribed users once, so they subscribe again",
+		"tenants", late)
+	if lagging := s.clusterSync(ctx, syncRequest{Resubscribe: late}); len(lagging) > 0 {
+		s.log.Warn("auth: nodes had not disconnected the subscribers of tenants this node did not know at its start; those subscribers may miss core messages published here until they resubscribe",
+			"nodes", lagging, "tenants", late)
+	}
+}
+
+// disconnectSubscribers closes the connections of tenants' users that
+// hold subscriptions on this node, for node, which did not know the
+// tenants when its routes connected (resubscribeLate).
+func (s *Server) disconnectSubscribers(node string, tenants []string) error {
+	if s.tenancy == nil {
+		return nil
+	}
+	n := 0
+	for _, t := range tenants {
+		if semaq.CheckName(t) != nil {
+			return fmt.Errorf("resubscribe: %q is not a tenant name", t)
+		}
+		cz, err := s.ns.Connz(&server.ConnzOptions{Account: accountName(t), State: server.ConnOpen, Limit: math.MaxInt32})
+		if err != nil {
+			return fmt.Errorf("resubscribe: connections of tenant %s: %w", t, err)
+		}
+		for _, c := range cz.Conns {
+			if c.NumSubs > 0 && s.ns.DisconnectClientByID(c.Cid) == nil {
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		s.log.Info("auth: disconnected subscribers of tenants another node did not know when its routes connected, so they subscribe again",
+			"node", node, "tenants", tenants, "closed_connections", n)
+	}
+	return nil
 }
