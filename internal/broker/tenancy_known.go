@@ -162,8 +162,8 @@ func newNATSServer(opts *server.Options, names []string) (*server.Server, error)
 	opts.Accounts = append(opts.Accounts, gacc)
 	ns, err := server.NewServer(opts)
 	// The server copied the account's limits to its global account. Left
-	// in the options, a reload of them (TLS) would see an account change
-	// and drop every account the options do not name: the tenants'.
+	// in the options, a reload of them (ReloadTLS) would copy it onto the
+	// global account again, dropping the mappings the node added since.
 	opts.Accounts = slices.DeleteFunc(opts.Accounts, func(a *server.Account) bool { return a == gacc })
 	if err != nil {
 		return nil, err
