@@ -122,7 +122,9 @@ type tenancy struct {
 	// started (tenancy_known.go).
 	known []string
 	// remembered are the tenants last written for the next start
-	// (tenancy_known.go); nil before the first write.
+	// (tenancy_known.go); nil before the first write. Under rememberMu,
+	// not mu: a user's connection does not wait for the file.
+	rememberMu sync.Mutex
 	remembered []string
 }
 
@@ -305,8 +307,8 @@ func (t *tenancy) ensureTenants(ns *server.Server, tenants []string) error {
 
 // remember hands tenants to write unless they are what it last wrote.
 func (t *tenancy) remember(tenants []string, write func([]string) error) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.rememberMu.Lock()
+	defer t.rememberMu.Unlock()
 	if t.remembered != nil && slices.Equal(t.remembered, tenants) {
 		return nil
 	}
