@@ -162,8 +162,9 @@ func newNATSServer(opts *server.Options, names []string) (*server.Server, error)
 	opts.Accounts = append(opts.Accounts, gacc)
 	ns, err := server.NewServer(opts)
 	// The server copied the account's limits to its global account. Left
-	// in the options, a reload of them (ReloadTLS) would copy it onto the
-	// global account again, dropping the mappings the node added since.
+	// in the options, a reload of them would copy it onto the global
+	// account again, dropping the mappings the node added since (the node
+	// makes none: ReloadTLS swaps certificates through callbacks).
 	opts.Accounts = slices.DeleteFunc(opts.Accounts, func(a *server.Account) bool { return a == gacc })
 	if err != nil {
 		return nil, err
