@@ -81,6 +81,9 @@ type IngestConfig struct {
 	// IngressShards runs the broker's ingress on this many shards
 	// (broker.WithIngressShards); 0 lets the broker pick by cores.
 	IngressShards int `json:"ingress_shards,omitempty"`
+	// IngressTransport is the broker's ingress transport
+	// (broker.IngressPipe or broker.IngressTCP); "" is the broker's default.
+	IngressTransport string `json:"ingress_transport,omitempty"`
 	// TraceParent gives every message a sampled W3C traceparent, as an
 	// OpenTelemetry-instrumented client sends.
 	TraceParent bool `json:"traceparent"`
@@ -206,6 +209,11 @@ func (c *IngestConfig) Validate() error {
 	}
 	if c.Publishers < 1 || c.Publishers > MaxPublishers {
 		return fmt.Errorf("%w: publishers: %d is outside 1..%d", ErrBadConfig, c.Publishers, MaxPublishers)
+	}
+	switch c.IngressTransport {
+	case "", broker.IngressPipe, broker.IngressTCP:
+	default:
+		return fmt.Errorf("%w: ingress-transport: %q is not %s or %s", ErrBadConfig, c.IngressTransport, broker.IngressPipe, broker.IngressTCP)
 	}
 	if c.IngressShards < 0 || c.IngressShards > 64 {
 		return fmt.Errorf("%w: ingress-shards: %d is outside 0..64", ErrBadConfig, c.IngressShards)

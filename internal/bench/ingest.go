@@ -108,7 +108,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 	}
 
 	progress("starting broker (data %s, sync %s)", dir, cfg.Sync)
-	r, err := StartRig(ctx, dir, cfg.Sync, cfg.Schema, broker.WithIngressShards(cfg.IngressShards))
+	r, err := StartRig(ctx, dir, cfg.Sync, cfg.Schema, broker.WithIngressShards(cfg.IngressShards), broker.WithIngressTransport(cfg.IngressTransport))
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.BoolVar(&cfg.E2E, "e2e", def.E2E, "also time each paced message from its publish to its receipt by a consumer of the stream (a pull consumer as client.Subscribe makes; default --rates then "+formatRates(bench.DefaultRates)+")")
 	f.IntVar(&cfg.Window, "window", def.Window, "most unacknowledged asynchronous publishes per publisher")
 	f.IntVar(&cfg.Publishers, "publishers", def.Publishers, "concurrent publisher connections per target in the throughput phase")
+	f.StringVar(&cfg.IngressTransport, "ingress-transport", "", "the broker's ingress transport: pipe (nats-server's in-process connection) or tcp (loopback TCP to the client port); empty: the broker's default")
 	f.IntVar(&cfg.IngressShards, "ingress-shards", 0, "run the broker's ingress on this many shards (0: the broker's default by cores)")
 	f.IntVar(&cfg.Rounds, "rounds", def.Rounds, "slices of each phase per target, run in alternating target order")
 	f.BoolVar(&cfg.TraceParent, "traceparent", def.TraceParent, "give every message a sampled W3C traceparent (--traceparent=false: none)")

@@ -69,6 +69,14 @@ type Config struct {
 	TraceSample float64 `yaml:"trace_sample"`
 	// TokenStorage is where token streams are kept: memory (default) or file.
 	TokenStorage string `yaml:"token_storage"`
+	// IngressTransport is how the ingress's connections reach the node's
+	// NATS server: pipe (default), nats-server's in-process connection, or
+	// tcp, a loopback TCP connection to the client port, which does not
+	// make the server's writer wait for the ingress's reader (more
+	// throughput on a busy machine, a few tens of microseconds more per
+	// message; docs/benchmarks/ingress.md). tcp needs a client port
+	// without TLS.
+	IngressTransport string `yaml:"ingress_transport"`
 	// GatewayAPIKeys maps the bearer keys of the OpenAI-compatible gateway
 	// to tenants; when set, other keys are refused (docs/gateway.md).
 	GatewayAPIKeys map[string]string `yaml:"gateway_api_keys"`
@@ -193,6 +201,9 @@ func (c *Config) Validate() error {
 	case "", "memory", "file":
 	default:
 		return fmt.Errorf("token_storage: %q is not memory or file", c.TokenStorage)
+	}
+	if err := checkIngressTransport(c.IngressTransport, c.TLSCert != ""); err != nil {
+		return fmt.Errorf("ingress_transport: %w", err)
 	}
 	if c.OTLPEndpoint != "" {
 		if err := telemetry.CheckEndpoint(c.OTLPEndpoint); err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -249,11 +251,79 @@ func (in *ingress) closeWire() {
 // subscriptions of a stream.
 const subscribeTimeout = 10 * time.Second
 
-// ingressDialer logs the ingress's connections in as the internal user.
-func (s *Server) ingressDialer() func(name string) (*wire.Conn, error) {
-	u := s.users.internal
-	return func(name string) (*wire.Conn, error) {
-		return wire.Connect(wire.Config{Dial: s.ns.InProcessConn, Name: name, Nkey: u.pub, Sign: u.kp.Sign,
-			Log: s.log.With("component", "ingress")})
+// The ingress's transports (Config.IngressTransport).
+const (
+	// IngressPipe connects the ingress through nats-server's in-process
+	// connection, a synchronous pipe: the server's write of a delivery
+	// waits until the ingress's reader takes it, and the ingress's write
+	// of a republish until the server's reader does.
+	IngressPipe = "pipe"
+	// IngressTCP connects it over loopback TCP to the client port: the
+	// kernel's socket buffers stand between the two sides, so neither
+	// waits for the other to be scheduled.
+	IngressTCP = "tcp"
+)
+
+// checkIngressTransport says what is wrong with transport t on a node
+// whose client port has TLS (tls) or not.
+func checkIngressTransport(t string, tls bool) error {
+	switch t {
+	case "", IngressPipe:
+		return nil
+	case IngressTCP:
+		if tls {
+			return fmt.Errorf("%s needs a client port without TLS (tls_cert is set); use %s", IngressTCP, IngressPipe)
+		}
+		return nil
 	}
+	return fmt.Errorf("%q is not %s or %s", t, IngressPipe, IngressTCP)
+}
+
+// ingressDialTimeout bounds one dial of an ingress connection over TCP.
+const ingressDialTimeout = 5 * time.Second
+
+// ingressDialer logs the ingress's connections in as the internal user,
+// over the configured transport.
+func (s *Server) ingressDialer() (func(name string) (*wire.Conn, error), error) {
+	if err := checkIngressTransport(s.cfg.IngressTransport, s.cfg.TLSCert != ""); err != nil {
+		return nil, fmt.Errorf("ingress_transport: %w", err)
+	}
+	u := s.users.internal
+	dial := s.ns.InProcessConn
+	if s.cfg.IngressTransport == IngressTCP {
+		addr, err := s.loopbackClientAddr()
+		if err != nil {
+			return nil, fmt.Errorf("ingress_transport %s: %w", IngressTCP, err)
+		}
+		dial = func() (net.Conn, error) {
+			c, err := net.DialTimeout("tcp", addr, ingressDialTimeout)
+			if err != nil {
+				return nil, err
+			}
+			_ = c.(*net.TCPConn).SetNoDelay(true)
+			return c, nil
+		}
+	}
+	return func(name string) (*wire.Conn, error) {
+		return wire.Connect(wire.Config{Dial: dial, Name: name, Nkey: u.pub, Sign: u.kp.Sign,
+			Log: s.log.With("component", "ingress")})
+	}, nil
+}
+
+// loopbackClientAddr is the address this node's own connections dial to
+// reach its client port: the listener's, with an unspecified host (every
+// interface) made the loopback address.
+func (s *Server) loopbackClientAddr() (string, error) {
+	a, ok := s.ns.Addr().(*net.TCPAddr)
+	if !ok || a == nil {
+		return "", errors.New("the NATS server has no client listener")
+	}
+	ip := a.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+		if a.IP != nil && a.IP.To4() == nil {
+			ip = net.IPv6loopback
+		}
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port)), nil
 }

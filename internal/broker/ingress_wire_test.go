@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 )
 
@@ -77,6 +80,66 @@ func rawPublish(t *testing.T, url, subject, hdr, data string) string {
 		}
 		if line == "PING\r\n" {
 			fmt.Fprint(conn, "PONG\r\n")
+		}
+	}
+}
+
+// With ingress_transport tcp the ingress's connections reach the server
+// over loopback TCP and the ingress behaves as over the in-process pipe:
+// a valid publish is acknowledged and stored, a malformed one refused
+// and not stored.
+func TestIngressOverTCP(t *testing.T) {
+	s := brokertest.Start(t, func(c *broker.Config) { c.IngressTransport = broker.IngressTCP })
+	c := brokertest.Connect(t, s)
+	brokertest.AddStream(t, c, "TCP", "tcp.>")
+	ctx := context.Background()
+	if _, err := c.Publish(ctx, "tcp.ok", []byte(`{"n":1}`)); err != nil {
+		t.Fatalf("publish through the TCP ingress: %v", err)
+	}
+	reply := rawPublish(t, s.ClientURL(), "tcp.bad", "NATS/1.0\r\nno colon here\r\n\r\n", "data")
+	if !strings.Contains(reply, "header block is malformed") {
+		t.Fatalf("malformed header block: reply %q", reply)
+	}
+	info, err := c.StreamInfo(ctx, "TCP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Messages != 1 {
+		t.Fatalf("%d messages stored, want 1", info.State.Messages)
+	}
+	cz, err := s.NATSServer().Connz(&server.ConnzOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tcp int
+	for _, ci := range cz.Conns {
+		if strings.HasPrefix(ci.Name, "semaq-ingress") && ci.IP == "127.0.0.1" {
+			tcp++
+		}
+	}
+	if tcp == 0 {
+		t.Fatalf("no ingress connection over loopback TCP among %d connections", len(cz.Conns))
+	}
+}
+
+// An unknown transport, or tcp on a client port with TLS, is refused at
+// start naming the setting.
+func TestIngressTransportRefused(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  func(*broker.Config)
+		want string
+	}{
+		{func(c *broker.Config) { c.IngressTransport = "udp" }, `ingress_transport: "udp" is not pipe or tcp`},
+		{func(c *broker.Config) { c.IngressTransport = "tcp"; c.TLSCert, c.TLSKey = "cert.pem", "key.pem" }, "ingress_transport: tcp needs a client port without TLS"},
+	} {
+		cfg := broker.DefaultConfig()
+		cfg.DataDir = t.TempDir()
+		cfg.Listen = "127.0.0.1:0"
+		cfg.HTTP = ""
+		tc.cfg(&cfg)
+		_, err := broker.New(cfg, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("got %v, want an error containing %q", err, tc.want)
 		}
 	}
 }

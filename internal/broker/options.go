@@ -26,3 +26,9 @@ func WithIngressPolicy(steps ...PolicyStep) Option {
 func WithIngressShards(n int) Option {
 	return func(s *Server) { s.ingressShards = max(0, min(n, maxIngressShards)) }
 }
+
+// WithIngressTransport sets Config.IngressTransport (IngressPipe or
+// IngressTCP); Start refuses a value Config.Validate would.
+func WithIngressTransport(t string) Option {
+	return func(s *Server) { s.cfg.IngressTransport = t }
+}

@@ -21,7 +21,7 @@ import (
 // the first few. serve_test.go checks the list against broker.Config.
 var configKeys = []string{
 	"data", "listen", "http", "sync", "sync_interval", "name", "log_level", "otlp_endpoint", "trace_sample",
-	"max_header_bytes", "max_payload", "token_storage", "gateway_api_keys",
+	"max_header_bytes", "max_payload", "token_storage", "ingress_transport", "gateway_api_keys",
 	"max_connections", "max_subscriptions", "max_filters", "max_key_shared_members",
 	"expr_max_eval_bytes", "expr_eval_timeout",
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
