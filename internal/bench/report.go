@@ -122,6 +122,10 @@ type TargetSetup struct {
 	// Schema is the registry subject the stream's subjects are bound to, as
 	// the broker reports it: every message is validated. Empty: none.
 	Schema string `json:"schema,omitempty"`
+	// IngressTransport is how the broker's ingress reaches its
+	// nats-server (broker.IngressPipe or broker.IngressTCP); SemaQ
+	// targets only.
+	IngressTransport string `json:"ingress_transport,omitempty"`
 }
 
 // SchemaSetup is the schema a run registered and bound the SemaQ stream
@@ -156,7 +160,11 @@ func (s TargetSetup) Describe() string {
 	if s.Schema != "" {
 		bound = ", every message validated against registry subject " + s.Schema
 	}
-	return fmt.Sprintf("%s on %s (JetStream sync_always %v), stream %s, %s%s", s.Target, server, s.JetStreamSyncAlways, s.Stream, ack, bound)
+	var via string
+	if s.IngressTransport == broker.IngressTCP {
+		via = ", ingress over loopback TCP"
+	}
+	return fmt.Sprintf("%s on %s (JetStream sync_always %v)%s, stream %s, %s%s", s.Target, server, s.JetStreamSyncAlways, via, s.Stream, ack, bound)
 }
 
 // reportConfig records c as run: with the payload's size as sent, and the

@@ -180,6 +180,7 @@ func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 				JetStreamSyncAlways: syncAlways(r.Broker.NATSServer()),
 				Durability:          info.Config.Durability,
 				Schema:              info.Config.Schema,
+				IngressTransport:    r.Broker.IngressTransport(),
 			})
 		case TargetJetStream:
 			s := TargetSetup{Target: name, Server: ServerBroker, Stream: JetStreamStream, JetStreamSyncAlways: syncAlways(r.rawServer())}

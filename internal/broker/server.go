@@ -366,6 +366,15 @@ func (s *Server) HTTPAddr() string {
 // (nats.InProcessServer) and benchmarks.
 func (s *Server) NATSServer() *server.Server { return s.ns }
 
+// IngressTransport is how the ingress's connections reach the NATS
+// server: IngressPipe or IngressTCP (Config.IngressTransport).
+func (s *Server) IngressTransport() string {
+	if s.cfg.IngressTransport == "" {
+		return IngressPipe
+	}
+	return s.cfg.IngressTransport
+}
+
 // internalAuth authenticates a connection as the internal user.
 func (s *Server) internalAuth() nats.Option { return s.users.internal.auth() }
 
