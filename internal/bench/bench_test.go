@@ -404,6 +404,101 @@ func TestReportCompare(t *testing.T) {
 	}
 }
 
+// The ceiling's ratios come from the same run's targets, and the table
+// says when the disk leaves the durable goal out of reach.
+func TestReportCeiling(t *testing.T) {
+	t.Parallel()
+	mk := func(semaq, raw, semaqInt, rawInt float64) *Report {
+		rep := &Report{Results: []Result{
+			{Target: TargetSemaq, ThroughputMsgsPerS: semaq}, {Target: TargetJetStream, ThroughputMsgsPerS: raw},
+			{Target: TargetSemaqInterval, ThroughputMsgsPerS: semaqInt}, {Target: TargetJetStreamInterval, ThroughputMsgsPerS: rawInt},
+		}}
+		rep.compare()
+		return rep
+	}
+	rep := mk(19000, 3700, 35500, 52900)
+	c := rep.Ceiling
+	if c == nil || c.DiskRatio == nil || *c.DiskRatio != 14.297 || c.GroupCommitEfficiency == nil || *c.GroupCommitEfficiency != 0.535 ||
+		c.IntervalRatio == nil || *c.IntervalRatio != 0.671 || !*c.DurableGoalReachable || *c.GroupCommitEfficiencyMet {
+		t.Fatalf("ceiling %+v: want disk 14.297 (goal reachable), efficiency 0.535 (missed), interval 0.671", c)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"jetstream-interval over jetstream sync_always 14.30×", "semaq fsync over semaq-interval 0.535 (≥ 0.80 MISSED)"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"disk_ratio": 14.297`) || !strings.Contains(js.String(), `"group_commit_efficiency": 0.535`) {
+		t.Errorf("JSON lacks the ceiling:\n%s", js.String())
+	}
+
+	rep = mk(40000, 5000, 42000, 45000)
+	if c := rep.Ceiling; c == nil || *c.DurableGoalReachable || !*c.GroupCommitEfficiencyMet {
+		t.Errorf("ceiling %+v: want the goal out of reach at 9×, efficiency met", c)
+	}
+	var low bytes.Buffer
+	if err := rep.WriteTable(&low); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(low.String(), "no group commit can meet it here") {
+		t.Errorf("table does not say the goal is out of reach:\n%s", low.String())
+	}
+
+	rep = &Report{Results: []Result{{Target: TargetSemaq, ThroughputMsgsPerS: 1}, {Target: TargetJetStream, ThroughputMsgsPerS: 1}}}
+	rep.compare()
+	if rep.Ceiling != nil {
+		t.Errorf("a run without the ceiling's targets has one: %+v", rep.Ceiling)
+	}
+}
+
+// The ceiling's targets store where they say: the raw one on the broker,
+// whose JetStream does not fsync each message, the SemaQ one with
+// durability interval, neither through the group commit.
+func TestRunIngestCeiling(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := tinyConfig(t)
+	cfg.Targets = CeilingTargets
+	cfg.Rounds = 1
+	cfg.Sync = broker.SyncAlways
+	cfg.Rates = nil
+	rep, err := RunIngest(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		TargetSemaq: DurabilityFsync, TargetJetStream: DurabilitySyncAlways,
+		TargetSemaqInterval: DurabilityInterval, TargetJetStreamInterval: DurabilityInterval,
+	}
+	for _, s := range rep.Config.Setup {
+		if s.Durability != want[s.Target] {
+			t.Errorf("%s: durability %q, want %q", s.Target, s.Durability, want[s.Target])
+		}
+		if s.Target == TargetJetStreamInterval && (s.Server != ServerBroker || s.JetStreamSyncAlways) {
+			t.Errorf("%s runs on %s with sync_always %v, want the broker without", s.Target, s.Server, s.JetStreamSyncAlways)
+		}
+	}
+	for _, name := range CeilingTargets {
+		res := rep.Result(name)
+		if res == nil || res.Msgs <= 0 {
+			t.Fatalf("%s: nothing measured: %+v", name, res)
+		}
+		if (res.GroupCommit != nil) != (name == TargetSemaq) {
+			t.Errorf("%s: group commit figures %+v", name, res.GroupCommit)
+		}
+	}
+	if c := rep.Ceiling; c == nil || c.DiskRatio == nil || c.GroupCommitEfficiency == nil || c.IntervalRatio == nil {
+		t.Errorf("ceiling %+v: want every ratio", c)
+	}
+}
+
 func TestRunIngestOneTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -489,6 +584,9 @@ func TestIngestConfigValidate(t *testing.T) {
 		{"no targets", func(c *IngestConfig) { c.Targets = nil }, "targets: none given"},
 		{"twice", func(c *IngestConfig) { c.Targets = []string{"semaq", "semaq"} }, `"semaq" is given twice`},
 		{"noschema without schema", func(c *IngestConfig) { c.Targets = SchemaTargets }, `"semaq-noschema" is the comparison for a run with a schema`},
+		{"ceiling", func(c *IngestConfig) { c.Targets, c.Sync = CeilingTargets, broker.SyncAlways }, ""},
+		{"ceiling with sync interval", func(c *IngestConfig) { c.Targets = []string{"jetstream-interval"} }, `"jetstream-interval" is the no-fsync comparison for a run with sync always`},
+		{"semaq-interval with sync interval", func(c *IngestConfig) { c.Targets = []string{"semaq", "semaq-interval"} }, `"semaq-interval" is the no-fsync comparison`},
 		{"schema", func(c *IngestConfig) {
 			c.Targets, c.Payload = SchemaTargets, []byte(`{}`)
 			c.Schema = &SchemaConfig{Type: "JSON", Text: `{}`}

@@ -24,10 +24,25 @@ const (
 	// TargetJetStream publishes straight into a JetStream stream with the
 	// same storage settings: the baseline every SemaQ figure is a ratio of.
 	TargetJetStream = "jetstream"
+	// TargetSemaqInterval publishes like TargetSemaq, to a second SemaQ
+	// stream with durability interval (no fsync before the ack), on the
+	// same broker. Only in runs with sync always: SemaQ's fsync throughput
+	// over this one is the group commit's efficiency.
+	TargetSemaqInterval = "semaq-interval"
+	// TargetJetStreamInterval publishes straight into a JetStream stream
+	// on the broker's nats-server, which runs without sync_always. Only in
+	// runs with sync always: its throughput over the sync_always
+	// baseline's is the disk's ceiling, the most any group commit can gain
+	// over one fsync per message on this machine.
+	TargetJetStreamInterval = "jetstream-interval"
 )
 
 // TargetNames lists the targets in the order reports show them.
-var TargetNames = []string{TargetSemaq, TargetSemaqNoSchema, TargetJetStream}
+var TargetNames = []string{TargetSemaq, TargetSemaqNoSchema, TargetJetStream, TargetSemaqInterval, TargetJetStreamInterval}
+
+// CeilingTargets are the targets of a run with sync always that also
+// measures the ceiling: the durable pair and the same pair without fsync.
+var CeilingTargets = []string{TargetSemaq, TargetJetStream, TargetSemaqInterval, TargetJetStreamInterval}
 
 // DefaultTargets are the targets of DefaultIngestConfig; SchemaTargets are
 // the ones to measure with a schema.
@@ -188,6 +203,9 @@ func (c *IngestConfig) Validate() error {
 		}
 		if t == TargetSemaqNoSchema && c.Schema == nil {
 			return fmt.Errorf("%w: targets: %q is the comparison for a run with a schema; give a schema", ErrBadConfig, t)
+		}
+		if (t == TargetSemaqInterval || t == TargetJetStreamInterval) && c.Sync != broker.SyncAlways {
+			return fmt.Errorf("%w: targets: %q is the no-fsync comparison for a run with sync %s", ErrBadConfig, t, broker.SyncAlways)
 		}
 	}
 	if c.Duration <= 0 || c.Duration > MaxDuration {

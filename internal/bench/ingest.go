@@ -129,6 +129,11 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			}
 		}
 	}()
+	if slices.Contains(cfg.Targets, TargetSemaqInterval) || slices.Contains(cfg.Targets, TargetJetStreamInterval) {
+		if err := createCeilingStreams(ctx, r); err != nil {
+			return nil, err
+		}
+	}
 	setup, err := r.Setup(ctx, cfg.Targets)
 	if err != nil {
 		return nil, err

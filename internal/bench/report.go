@@ -32,6 +32,10 @@ const (
 	// message validated against a schema, as a fraction of raw JetStream's
 	// (which validates nothing).
 	GoalSchemaThroughputRatio = 0.7
+	// GoalGroupCommitEfficiency is the least throughput of a SemaQ fsync
+	// stream as a fraction of a SemaQ interval stream's in the same run:
+	// what the group commit may cost over not fsyncing at all.
+	GoalGroupCommitEfficiency = 0.8
 )
 
 // Durabilities a report names: how a target's acks were made durable.
@@ -56,6 +60,9 @@ type Report struct {
 	Validation *Validation `json:"validation,omitempty"`
 	// SchemaCost is set when SemaQ ran with and without the schema.
 	SchemaCost *SchemaCost `json:"schema_cost,omitempty"`
+	// Ceiling is set when a run with sync always also measured the
+	// targets without fsync (CeilingTargets).
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
 	// Dispatch holds the figures of the dispatch scenario (dispatch.go).
 	Dispatch *DispatchReport `json:"dispatch,omitempty"`
 }
@@ -301,6 +308,82 @@ type Goals struct {
 	E2E *E2EGoal `json:"e2e,omitempty"`
 }
 
+// Ceiling bounds the durable ratio by what the machine allows. A group
+// commit fsyncs less often than once per message, never less than not at
+// all: its throughput cannot pass the same store's without fsync. So the
+// durable ratio (SemaQ fsync over raw sync_always) is at most the disk's
+// ratio (raw without fsync over raw sync_always) times the group commit's
+// efficiency (SemaQ fsync over SemaQ interval) times SemaQ interval over
+// raw without fsync. Each is set when both of its targets ran.
+type Ceiling struct {
+	// DiskRatio is TargetJetStreamInterval's throughput over
+	// TargetJetStream's with sync_always: the most a group commit can
+	// gain over one fsync per message on this machine in this run.
+	DiskRatio *float64 `json:"disk_ratio,omitempty"`
+	// GroupCommitEfficiency is TargetSemaq's (fsync) throughput over
+	// TargetSemaqInterval's.
+	GroupCommitEfficiency    *float64 `json:"group_commit_efficiency,omitempty"`
+	GroupCommitEfficiencyMin float64  `json:"group_commit_efficiency_min,omitempty"`
+	GroupCommitEfficiencyMet *bool    `json:"group_commit_efficiency_met,omitempty"`
+	// IntervalRatio is TargetSemaqInterval's throughput over
+	// TargetJetStreamInterval's: the ingress's own cost without fsync.
+	IntervalRatio *float64 `json:"interval_ratio,omitempty"`
+	// DurableGoalReachable says whether DiskRatio is at least the durable
+	// goal (GoalDurableThroughputRatio): below, no group commit can meet
+	// it on this machine in this run.
+	DurableGoalReachable *bool `json:"durable_goal_reachable,omitempty"`
+}
+
+// ceiling sets r.Ceiling from the results of CeilingTargets.
+func (r *Report) ceiling() {
+	ratio := func(a, b string) *float64 {
+		x, y := r.Result(a), r.Result(b)
+		if x == nil || y == nil || y.ThroughputMsgsPerS == 0 {
+			return nil
+		}
+		v := math.Round(x.ThroughputMsgsPerS/y.ThroughputMsgsPerS*1000) / 1000
+		return &v
+	}
+	c := &Ceiling{
+		DiskRatio:             ratio(TargetJetStreamInterval, TargetJetStream),
+		GroupCommitEfficiency: ratio(TargetSemaq, TargetSemaqInterval),
+		IntervalRatio:         ratio(TargetSemaqInterval, TargetJetStreamInterval),
+	}
+	if c.DiskRatio == nil && c.GroupCommitEfficiency == nil && c.IntervalRatio == nil {
+		return
+	}
+	if c.DiskRatio != nil {
+		ok := *c.DiskRatio >= GoalDurableThroughputRatio
+		c.DurableGoalReachable = &ok
+	}
+	if c.GroupCommitEfficiency != nil {
+		met := *c.GroupCommitEfficiency >= GoalGroupCommitEfficiency
+		c.GroupCommitEfficiencyMin, c.GroupCommitEfficiencyMet = GoalGroupCommitEfficiency, &met
+	}
+	r.Ceiling = c
+}
+
+// line is the ceiling for people, one line.
+func (c *Ceiling) line() string {
+	var parts []string
+	if c.DiskRatio != nil {
+		reach := "the durable goal of " + fmt.Sprintf("%.0f×", GoalDurableThroughputRatio) + " is within it"
+		if !*c.DurableGoalReachable {
+			reach = "below the durable goal of " + fmt.Sprintf("%.0f×", GoalDurableThroughputRatio) + ": no group commit can meet it here"
+		}
+		parts = append(parts, fmt.Sprintf("disk: %s over %s sync_always %.2f× (the most any group commit can gain; %s)",
+			TargetJetStreamInterval, TargetJetStream, *c.DiskRatio, reach))
+	}
+	if c.GroupCommitEfficiency != nil {
+		parts = append(parts, fmt.Sprintf("group commit: %s fsync over %s %.3f (≥ %.2f %s)",
+			TargetSemaq, TargetSemaqInterval, *c.GroupCommitEfficiency, c.GroupCommitEfficiencyMin, MetWord(*c.GroupCommitEfficiencyMet)))
+	}
+	if c.IntervalRatio != nil {
+		parts = append(parts, fmt.Sprintf("ingress without fsync: %s over %s %.3f", TargetSemaqInterval, TargetJetStreamInterval, *c.IntervalRatio))
+	}
+	return "ceiling (same run): " + strings.Join(parts, "; ") + "\n"
+}
+
 // Result returns the result of target, or nil.
 func (r *Report) Result(target string) *Result {
 	for i := range r.Results {
@@ -314,6 +397,7 @@ func (r *Report) Result(target string) *Result {
 // compare sets the ratios to the baseline, the goals, and the cost of
 // schema enforcement.
 func (r *Report) compare() {
+	r.ceiling()
 	if s, n := r.Result(TargetSemaq), r.Result(TargetSemaqNoSchema); s != nil && n != nil && n.ThroughputMsgsPerS > 0 {
 		r.SchemaCost = &SchemaCost{
 			ThroughputRatio: math.Round(s.ThroughputMsgsPerS/n.ThroughputMsgsPerS*1000) / 1000,
@@ -490,6 +574,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if g := r.Goals; g != nil && g.E2E != nil {
 		b.WriteString(g.E2E.line())
+	}
+	if r.Ceiling != nil {
+		b.WriteString(r.Ceiling.line())
 	}
 	if v := r.Validation; v != nil {
 		fmt.Fprintf(&b, "goals: %s validation ≤ %.0f µs: %.2f µs %s\n", v.SchemaType, v.NSPerOpMax/1e3, v.NSPerOp/1e3, MetWord(v.Met))

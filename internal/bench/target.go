@@ -27,7 +27,14 @@ const (
 	noSchemaSubjects = "bench.noschema.>"
 	noSchemaSubject  = "bench.noschema.ingest"
 	JetStreamStream  = "BENCH_RAW"
-	jetstreamSubject = "benchraw.ingest"
+	// The ceiling's streams (TargetSemaqInterval, TargetJetStreamInterval).
+	semaqIntervalStream       = "BENCH_SEMAQ_INTERVAL"
+	semaqIntervalSubjects     = "bench.semaqint.>"
+	semaqIntervalSubject      = "bench.semaqint.ingest"
+	jetstreamIntervalStream   = "BENCH_RAW_INTERVAL"
+	jetstreamIntervalSubject  = "benchrawint.ingest"
+	jetstreamIntervalSubjects = "benchrawint.>"
+	jetstreamSubject          = "benchraw.ingest"
 	// The raw stream lives outside the reserved $SQ namespace, as a plain
 	// JetStream user's would.
 	jetstreamSubjects = "benchraw.>"
@@ -66,6 +73,20 @@ var Targets = map[string]*Target{
 		// streams). On the raw server: a plain connection.
 		Dial: func(r *Rig, name string) (*nats.Conn, error) {
 			return r.RawConn(nats.Name(name))
+		},
+	},
+	TargetSemaqInterval: {
+		Name:    TargetSemaqInterval,
+		subject: semaqIntervalSubject,
+		Stream:  semaqIntervalStream,
+		Dial:    publicConn,
+	},
+	TargetJetStreamInterval: {
+		Name:    TargetJetStreamInterval,
+		subject: jetstreamIntervalSubject,
+		// Always on the broker, whose JetStream runs without sync_always.
+		Dial: func(r *Rig, name string) (*nats.Conn, error) {
+			return r.OperatorConn(nats.Name(name))
 		},
 	},
 }
@@ -152,6 +173,39 @@ func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaCon
 	return nil
 }
 
+// createCeilingStreams makes the streams of the ceiling's targets on the
+// broker: a SemaQ stream with durability interval, and a raw copy of it
+// as createStreams copies the fsync one. Both store on the broker's
+// JetStream, which runs without sync_always when the run's is always.
+func createCeilingStreams(ctx context.Context, r *Rig) error {
+	info, err := r.admin.AddStream(ctx, semaq.StreamConfig{Name: semaqIntervalStream, Subjects: []string{semaqIntervalSubjects}, Durability: broker.DurabilityInterval})
+	if err != nil {
+		return fmt.Errorf("bench: creating stream %s: %w", semaqIntervalStream, err)
+	}
+	if info.Config.Durability != broker.DurabilityInterval {
+		return fmt.Errorf("bench: stream %s has durability %q, asked for %q", semaqIntervalStream, info.Config.Durability, broker.DurabilityInterval)
+	}
+	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
+	if err != nil {
+		return fmt.Errorf("bench: internal connection: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	st, err := js.Stream(ctx, semaqIntervalStream)
+	if err != nil {
+		return fmt.Errorf("bench: reading stream %s: %w", semaqIntervalStream, err)
+	}
+	c := rawConfig(st.CachedInfo().Config)
+	c.Name, c.Subjects = jetstreamIntervalStream, []string{jetstreamIntervalSubjects}
+	if _, err := js.CreateStream(ctx, c); err != nil {
+		return fmt.Errorf("bench: creating stream %s: %w", jetstreamIntervalStream, err)
+	}
+	return nil
+}
+
 // rawConfig is the baseline stream: the SemaQ stream's JetStream
 // configuration on a public subject with no transform and no SemaQ marker.
 func rawConfig(c jetstream.StreamConfig) jetstream.StreamConfig {
@@ -169,7 +223,7 @@ func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 	out := make([]TargetSetup, 0, len(names))
 	for _, name := range names {
 		switch name {
-		case TargetSemaq, TargetSemaqNoSchema:
+		case TargetSemaq, TargetSemaqNoSchema, TargetSemaqInterval:
 			stream := Targets[name].Stream
 			info, err := r.admin.StreamInfo(ctx, stream)
 			if err != nil {
@@ -187,6 +241,13 @@ func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 			if r.raw != nil {
 				s.Server = ServerRaw
 			}
+			s.Durability = DurabilityInterval
+			if s.JetStreamSyncAlways {
+				s.Durability = DurabilitySyncAlways
+			}
+			out = append(out, s)
+		case TargetJetStreamInterval:
+			s := TargetSetup{Target: name, Server: ServerBroker, Stream: jetstreamIntervalStream, JetStreamSyncAlways: syncAlways(r.Broker.NATSServer())}
 			s.Durability = DurabilityInterval
 			if s.JetStreamSyncAlways {
 				s.Durability = DurabilitySyncAlways

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -82,6 +83,34 @@ figures beside raw JetStream's from the same run, as ratios.`,
 			}
 			return cmd.Help()
 		},
+	}
+	var cpuProfile string
+	var profile *os.File
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (brokers, clients, harness) for the whole run to this file (go tool pprof)")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		profile = f
+		return nil
+	}
+	cmd.PersistentPostRunE = func(*cobra.Command, []string) error {
+		if profile == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		if err := profile.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		return nil
 	}
 	cmd.AddCommand(newBenchIngestCmd(e))
 	cmd.AddCommand(newBenchDispatchCmd(e))

@@ -26,6 +26,7 @@ func newBenchIngestCmd(e *env) *cobra.Command {
 		schemaFile  string
 		schemaType  string
 		payloadFile string
+		ceiling     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "ingest",
@@ -60,9 +61,16 @@ sample's longest string; without it the sample goes as is. bench/schemas/
 has a ready-made inference request for each format. The report adds the
 in-process cost of validating one payload.
 
+--ceiling (with --sync always): also measure a SemaQ stream with durability
+interval (semaq-interval) and a raw JetStream stream without sync_always
+(jetstream-interval) on the broker, and print the ceiling: raw without
+fsync over raw sync_always is the most any group commit can gain on this
+disk, and SemaQ fsync over SemaQ interval is the group commit's efficiency.
+
 The table goes to stdout, progress to stderr; --json writes the report.`,
 		Example: `  semaq bench ingest
   semaq bench ingest --sync always --duration 10s --json ingest.json
+  semaq bench ingest --sync always --ceiling --rates none
   semaq bench ingest --sync interval --rates 1000,10000
   semaq bench ingest --e2e --rates 1000,10000 --duration 3s
   semaq bench ingest --targets semaq --size 4096 --publishers 4
@@ -87,6 +95,12 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 			}
 			if cfg.Schema != nil && !cmd.Flags().Changed("targets") {
 				cfg.Targets = slices.Clone(bench.SchemaTargets)
+			}
+			if ceiling {
+				if cfg.Sync != broker.SyncAlways || cmd.Flags().Changed("targets") || cfg.Schema != nil {
+					return errors.New("--ceiling goes with --sync always, without --targets or --schema")
+				}
+				cfg.Targets = slices.Clone(bench.CeilingTargets)
 			}
 			if err := cfg.Validate(); err != nil {
 				return err
@@ -133,6 +147,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.IntVar(&cfg.Routes, "routes", def.Routes, "route rules on each SemaQ target's subject, none matching its messages, so the ingress evaluates them all (0..100)")
 	f.StringVar(&cfg.DataDir, "data", "", "broker data directory, empty or new, kept afterwards (default: a temporary directory, removed afterwards)")
 	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
+	f.BoolVar(&ceiling, "ceiling", false, "with --sync always: also measure "+bench.TargetSemaqInterval+" and "+bench.TargetJetStreamInterval+" (no fsync) and print the disk's ceiling and the group commit's efficiency")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
 }

@@ -246,7 +246,7 @@ func TestBenchIngestErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown target", []string{"ingest", "--targets", "semaq,rabbitmq"}, `targets: "rabbitmq" is not a target (want semaq, semaq-noschema, jetstream)`},
+		{"unknown target", []string{"ingest", "--targets", "semaq,rabbitmq"}, `targets: "rabbitmq" is not a target (want semaq, semaq-noschema, jetstream, semaq-interval, jetstream-interval)`},
 		{"empty targets", []string{"ingest", "--targets", ""}, "targets: none given"},
 		{"duplicate target", []string{"ingest", "--targets", "semaq, semaq"}, `"semaq" is given twice`},
 		{"bad sync", []string{"ingest", "--sync", "never"}, `sync: "never" is not a sync mode`},
@@ -438,5 +438,27 @@ func TestBenchSchemaTypeOf(t *testing.T) {
 		if err != nil || string(got) != tt.want {
 			t.Errorf("schemaTypeOf(%q, %q, %v) = %q, %v; want %s", tt.file, tt.typ, tt.given, got, err, tt.want)
 		}
+	}
+}
+
+// --ceiling measures the no-fsync pair beside the durable one and prints
+// the ceiling; --cpuprofile leaves a profile behind.
+func TestBenchIngestCeiling(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.pb")
+	r := runBench(append([]string{"ingest", "--sync", "always", "--ceiling", "--rates", "none", "--rounds", "1", "--quiet", "--cpuprofile", prof}, tinyBench...)...)
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"semaq-interval vs jetstream", "jetstream-interval vs jetstream", "ceiling (same run): disk: jetstream-interval over jetstream sync_always", "group commit: semaq fsync over semaq-interval"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("table lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if st, err := os.Stat(prof); err != nil || st.Size() == 0 {
+		t.Errorf("no CPU profile: %v", err)
+	}
+	r = runBench("ingest", "--ceiling")
+	if r.code == 0 || !strings.Contains(r.stderr, "--ceiling goes with --sync always") {
+		t.Errorf("--ceiling with sync interval: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
