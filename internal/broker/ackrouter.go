@@ -2,12 +2,12 @@ package broker
 
 import (
 	"bytes"
-	"strings"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/groupcommit"
+	"github.com/semaq/semaq/internal/broker/wire"
 )
 
 // Durability modes of a stream.
@@ -40,23 +40,28 @@ func ackStream(b []byte) ([]byte, bool) {
 }
 
 // ackRouter receives JetStream's PubAcks for fsync streams on one wildcard
-// subscription and hands each to its stream's committer. The publisher's
-// reply subject travels in the ack subject itself (prefix + reply), so no
-// table of in-flight messages is kept.
+// subscription of the ingress's reader connection (internal/broker/wire)
+// and hands each to its stream's committer. The publisher's reply subject
+// travels in the ack subject itself (prefix + reply), so no table of
+// in-flight messages is kept.
 type ackRouter struct {
 	prefix     string
 	committers atomic.Pointer[map[string]*groupcommit.Committer]
-	nc         *nats.Conn
+	nc         *nats.Conn // egress: forwards the acks no committer holds
 
 	// sent counts messages given this router's reply subject, routed the
 	// acks received; shutdown waits for them to meet.
 	sent, routed atomic.Uint64
 }
 
-// route handles one PubAck.
-func (r *ackRouter) route(m *nats.Msg) {
+// route handles one PubAck, on the reader's parsing goroutine: m points
+// into the connection's buffer, so what is held is copied.
+func (r *ackRouter) route(m *wire.Msg) {
 	defer r.routed.Add(1)
-	reply := strings.TrimPrefix(m.Subject, r.prefix)
+	if len(m.Subject) <= len(r.prefix) {
+		return
+	}
+	reply := string(m.Subject[len(r.prefix):])
 	stream, ok := ackStream(m.Data)
 	if !ok {
 		// Errors need no fsync: nothing was stored.
@@ -70,5 +75,5 @@ func (r *ackRouter) route(m *nats.Msg) {
 		_ = r.nc.Publish(reply, m.Data)
 		return
 	}
-	c.Hold(reply, m.Data)
+	c.Hold(reply, bytes.Clone(m.Data))
 }

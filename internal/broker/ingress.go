@@ -38,7 +38,6 @@ import (
 // Messages come in and go to storage on the ingress's own in-process
 // connections (ingress_wire.go), which also says which order is kept.
 type ingress struct {
-	nc       *nats.Conn // internal: the ack router's subscription
 	out      *nats.Conn // egress: refusals and forwarded acks (permissions.go)
 	log      *slog.Logger
 	opts     semaq.NormalizeOptions
@@ -53,7 +52,6 @@ type ingress struct {
 	streams map[string]*ingressStream // by stream name
 	closed  bool                      // shut down: set refuses
 	acks    ackRouter
-	ackSub  *nats.Subscription
 
 	// The reader and the shards (ingress_wire.go).
 	wire        *wire.Conn
@@ -113,9 +111,8 @@ const (
 	ingressPendingBytes = 64 << 20
 )
 
-func newIngress(nc, out *nats.Conn, dial func(name string) (*wire.Conn, error), shards int, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string, policy []PolicyStep) (*ingress, error) {
+func newIngress(out *nats.Conn, dial func(name string) (*wire.Conn, error), shards int, log *slog.Logger, maxHeaderBytes int, storeDir func(string) string, policy []PolicyStep) (*ingress, error) {
 	in := &ingress{
-		nc:       nc,
 		out:      out,
 		log:      log,
 		opts:     semaq.NormalizeOptions{MaxHeaderBytes: maxHeaderBytes, Stamp: true},
@@ -126,17 +123,16 @@ func newIngress(nc, out *nats.Conn, dial func(name string) (*wire.Conn, error), 
 	in.acks.nc = out
 	in.acks.prefix = "_SQ_ACK." + nuid.Next() + "."
 	in.acks.committers.Store(&map[string]*groupcommit.Committer{})
-	sub, err := nc.Subscribe(in.acks.prefix+">", in.acks.route)
-	if err != nil {
-		return nil, fmt.Errorf("ingress: ack subscription: %w", err)
-	}
-	if err := sub.SetPendingLimits(ingressPendingMsgs, ingressPendingBytes); err != nil {
-		return nil, fmt.Errorf("ingress: %w", err)
-	}
-	in.ackSub = sub
 	if err := in.startWire(dial, shards); err != nil {
-		_ = sub.Unsubscribe()
 		return nil, err
+	}
+	// The acks come in on the reader's connection and are routed on its
+	// parsing goroutine: no hand-off to a subscription's goroutine and no
+	// nats.Msg per durable message. Subscribed before any stream is served,
+	// so the server has the subscription before the first ack can come.
+	if _, err := in.wire.QueueSubscribe(in.acks.prefix+">", "", in.acks.route); err != nil {
+		in.closeWire()
+		return nil, fmt.Errorf("ingress: ack subscription: %w", err)
 	}
 	return in, nil
 }

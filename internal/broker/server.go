@@ -210,7 +210,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	s.ingress, err = newIngress(s.nc, s.egress, dial, s.ingressShards, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir, s.policy)
+	s.ingress, err = newIngress(s.egress, dial, s.ingressShards, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir, s.policy)
 	if err != nil {
 		return err
 	}
