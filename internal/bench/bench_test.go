@@ -42,7 +42,7 @@ func TestRunIngest(t *testing.T) {
 	}
 	// Interval mode: one server, no fsync before acks, for both.
 	checkSetup(t, rep, map[string]TargetSetup{
-		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval},
+		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval, IngressTransport: broker.IngressPipe},
 		TargetJetStream: {Target: TargetJetStream, Server: ServerBroker, Stream: JetStreamStream, Durability: DurabilityInterval},
 	})
 	for _, name := range DefaultTargets {
@@ -160,7 +160,7 @@ func TestRunIngestDurable(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSetup(t, rep, map[string]TargetSetup{
-		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityFsync},
+		TargetSemaq:     {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityFsync, IngressTransport: broker.IngressPipe},
 		TargetJetStream: {Target: TargetJetStream, Server: ServerRaw, Stream: JetStreamStream, JetStreamSyncAlways: true, Durability: DurabilitySyncAlways},
 	})
 	if !slices.Equal(rep.Config.Rates, DefaultRates) {
