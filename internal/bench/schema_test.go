@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/schema"
 	"github.com/semaq/semaq/semaq"
 )
@@ -285,8 +286,8 @@ func TestRunIngestSchema(t *testing.T) {
 		t.Errorf("config schema %+v", s)
 	}
 	checkSetup(t, rep, map[string]TargetSetup{
-		TargetSemaq:         {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval, Schema: SchemaSubject},
-		TargetSemaqNoSchema: {Target: TargetSemaqNoSchema, Server: ServerBroker, Stream: noSchemaStream, Durability: DurabilityInterval},
+		TargetSemaq:         {Target: TargetSemaq, Server: ServerBroker, Stream: semaqStream, Durability: DurabilityInterval, Schema: SchemaSubject, IngressTransport: broker.IngressPipe},
+		TargetSemaqNoSchema: {Target: TargetSemaqNoSchema, Server: ServerBroker, Stream: noSchemaStream, Durability: DurabilityInterval, IngressTransport: broker.IngressPipe},
 		TargetJetStream:     {Target: TargetJetStream, Server: ServerBroker, Stream: JetStreamStream, Durability: DurabilityInterval},
 	})
 	if sc := rep.SchemaCost; sc == nil || sc.ThroughputRatio <= 0 {
