@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -21,12 +23,20 @@ import (
 
 // The dispatcher indexes requests without their payloads (the stream
 // consumer delivers headers only) and reads a request back from the stream
-// when it hands it out or dead-letters it: a JetStream direct get by
-// sequence on the dispatcher's internal connection. The gets of a batch are
-// all in flight at once, so a batch costs about one round trip.
+// when it hands it out or dead-letters it: a JetStream direct get on the
+// dispatcher's internal connection. Requests close together in the stream
+// (a batch picked in arrival order, the common case) are read by one batch
+// get of the run they span; the others, and any a batch did not bring, by
+// one get each. The gets of a batch are all in flight at once, so a batch
+// costs about one round trip.
 
 // payloadTimeout bounds the reads of one batch.
 const payloadTimeout = 5 * time.Second
+
+// runGap is the widest gap between two sequences read by one batch get:
+// a batch get brings every request in the run it spans, so the requests
+// in its gaps that were not asked for are read for nothing.
+const runGap = 4
 
 // errPayloadGone is a request no longer in the stream (removed behind the
 // dispatcher's back).
@@ -49,14 +59,17 @@ type payloadReader struct {
 	calls map[uint64]payloadCall
 }
 
+// payloadCall is a get in flight: of the request at index i of a read, or
+// (i < 0) a batch get, answered by the requests of its run and an end.
 type payloadCall struct {
 	i  int
 	ch chan<- payloadReply
 }
 
 type payloadReply struct {
-	i int
-	m *nats.Msg
+	i   int // as the call's
+	m   *nats.Msg
+	end bool // the call's last reply
 }
 
 func newPayloadReader(nc *nats.Conn, stream string) (*payloadReader, error) {
@@ -83,10 +96,15 @@ func (r *payloadReader) onReply(m *nats.Msg) {
 	}
 	r.mu.Lock()
 	c, ok := r.calls[id]
-	delete(r.calls, id)
+	// A batch's requests carry their sequence; its end (status 204 EOB)
+	// or its error (404: nothing from there on) does not.
+	end := c.i >= 0 || m.Header.Get("Nats-Sequence") == ""
+	if ok && end {
+		delete(r.calls, id)
+	}
 	r.mu.Unlock()
 	if ok {
-		c.ch <- payloadReply{c.i, m} // buffered for every call of its batch
+		c.ch <- payloadReply{c.i, m, end} // buffered for every reply of its read
 	}
 }
 
@@ -103,46 +121,129 @@ func (r *payloadReader) read(seqs []uint64) []stored {
 	if len(seqs) == 0 {
 		return out
 	}
-	ch := make(chan payloadReply, len(seqs))
-	ids := make([]uint64, len(seqs))
+	want := make([]int, len(seqs))
+	for i := range want {
+		want[i] = i
+	}
+	if missed := r.get(seqs, want, out, true); len(missed) > 0 {
+		r.get(seqs, missed, out, false)
+	}
+	for i := range out {
+		if errors.Is(out[i].err, errPayloadGone) {
+			out[i] = r.readFromLeader(seqs[i])
+		}
+	}
+	return out
+}
+
+// getCall is one get to send: of seqs[i], or of the run first..last.
+type getCall struct {
+	i           int
+	first, last uint64
+}
+
+// get reads the requests at seqs[i] for i in want into out: with batch,
+// runs of close sequences by one batch get each, and it returns those a
+// batch get did not bring (to be read one by one); without, one get each.
+func (r *payloadReader) get(seqs []uint64, want []int, out []stored, batch bool) (missed []int) {
+	var (
+		calls []getCall
+		index map[uint64]int // sequence -> index, of those batch gets read
+		size  int            // replies that may come
+	)
+	if batch {
+		sorted := slices.Clone(want)
+		slices.SortFunc(sorted, func(a, b int) int { return cmp.Compare(seqs[a], seqs[b]) })
+		for k := 0; k < len(sorted); {
+			n := 1
+			for k+n < len(sorted) && seqs[sorted[k+n]]-seqs[sorted[k+n-1]] <= runGap && seqs[sorted[k+n]] != seqs[sorted[k+n-1]] {
+				n++
+			}
+			if n == 1 {
+				calls = append(calls, getCall{i: sorted[k]})
+				size++
+			} else {
+				if index == nil {
+					index = make(map[uint64]int, len(want))
+				}
+				for _, i := range sorted[k : k+n] {
+					index[seqs[i]] = i
+				}
+				c := getCall{i: -1, first: seqs[sorted[k]], last: seqs[sorted[k+n-1]]}
+				calls = append(calls, c)
+				size += int(c.last-c.first) + 2
+			}
+			k += n
+		}
+	} else {
+		for _, i := range want {
+			calls = append(calls, getCall{i: i})
+		}
+		size = len(calls)
+	}
+	ch := make(chan payloadReply, size)
+	ids := make([]uint64, len(calls))
 	r.mu.Lock()
-	for i := range seqs {
+	for k, c := range calls {
 		r.next++
-		ids[i] = r.next
-		r.calls[r.next] = payloadCall{i, ch}
+		ids[k] = r.next
+		r.calls[r.next] = payloadCall{c.i, ch}
 	}
 	r.mu.Unlock()
-	body := make([]byte, 0, 32)
-	for i, seq := range seqs {
+	body := make([]byte, 0, 48)
+	left := 0
+	for k, c := range calls {
+		seq := c.first
+		if c.i >= 0 {
+			seq = seqs[c.i]
+		}
 		body = strconv.AppendUint(append(body[:0], `{"seq":`...), seq, 10)
+		if c.i < 0 {
+			body = strconv.AppendUint(append(body, `,"batch":`...), c.last-c.first+1, 10)
+		}
 		body = append(body, '}')
-		if err := r.nc.PublishRequest(r.api, r.prefix+strconv.FormatUint(ids[i], 10), body); err != nil {
-			out[i].err = err
+		if err := r.nc.PublishRequest(r.api, r.prefix+strconv.FormatUint(ids[k], 10), body); err != nil {
+			if c.i >= 0 {
+				out[c.i].err = err
+			}
+			continue // never sent: no reply will come; a batch's requests are missed
 		}
+		left++
 	}
-	left := len(seqs)
-	for i := range out {
-		if out[i].err != nil {
-			left-- // never sent: no reply will come
-		}
-	}
+	got := make([]bool, len(seqs))
+	timedOut := false
 	timer := time.NewTimer(payloadTimeout)
 	defer timer.Stop()
 	for left > 0 {
 		select {
 		case rep := <-ch:
-			out[rep.i] = decodeDirectGet(rep.m)
-			left--
+			if rep.end {
+				left--
+			}
+			if rep.i >= 0 {
+				out[rep.i], got[rep.i] = decodeDirectGet(rep.m), true
+				continue
+			}
+			if rep.end {
+				continue
+			}
+			vs := rep.m.Header.Values("Nats-Sequence") // the server's is the last
+			seq, err := strconv.ParseUint(vs[len(vs)-1], 10, 64)
+			if i, ok := index[seq]; ok && err == nil && !got[i] {
+				out[i], got[i] = decodeDirectGet(rep.m), true
+			}
 		case <-timer.C:
 			r.mu.Lock()
-			for i, id := range ids {
+			for k, id := range ids {
 				if _, ok := r.calls[id]; ok {
 					delete(r.calls, id)
-					out[i].err = fmt.Errorf("reading request %d: no answer within %s", seqs[i], payloadTimeout)
+					if c := calls[k]; c.i >= 0 {
+						out[c.i].err = fmt.Errorf("reading request %d: no answer within %s", seqs[c.i], payloadTimeout)
+					}
 				}
 			}
 			r.mu.Unlock()
-			return out
+			left, timedOut = 0, true
 		}
 	}
 	r.mu.Lock()
@@ -150,12 +251,16 @@ func (r *payloadReader) read(seqs []uint64) []stored {
 		delete(r.calls, id) // those whose send failed
 	}
 	r.mu.Unlock()
-	for i := range out {
-		if errors.Is(out[i].err, errPayloadGone) {
-			out[i] = r.readFromLeader(seqs[i])
+	for seq, i := range index {
+		switch {
+		case got[i] || out[i].err != nil:
+		case timedOut:
+			out[i].err = fmt.Errorf("reading request %d: no answer within %s", seq, payloadTimeout)
+		default:
+			missed = append(missed, i)
 		}
 	}
-	return out
+	return missed
 }
 
 // readFromLeader reads the request at seq through the stream's leader. Any
