@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // A fetch's jobs travel to the worker in batch frames: one NATS message
@@ -67,43 +68,73 @@ func appendString(b []byte, s string) []byte {
 // an envelope of 16 KiB can hold, few enough to refuse a hostile frame.
 const maxFrameHeaders = 4096
 
-// ParseJobFrame decodes a batch frame. Data slices alias b.
+// ParseJobFrame decodes a batch frame. Data slices alias b; the reply
+// subject and headers are copied, all the strings of one job in one
+// allocation.
 func ParseJobFrame(b []byte) ([]FrameJob, error) {
 	if len(b) < len(JobFrameMagic) || string(b[:len(JobFrameMagic)]) != JobFrameMagic {
 		return nil, fmt.Errorf("%w: does not start with %q", ErrBadFrame, JobFrameMagic)
 	}
 	p := &frameReader{b: b[len(JobFrameMagic):]}
-	var jobs []FrameJob
+	var (
+		jobs []FrameJob
+		strs [][]byte // the job's reply, then its header names and values
+	)
 	for len(p.b) > 0 {
-		var j FrameJob
-		reply, err := p.str("reply subject")
+		strs = strs[:0]
+		reply, err := p.bytes("reply subject")
 		if err != nil {
 			return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
 		}
-		j.Reply = reply
+		strs = append(strs, reply)
 		nh, err := p.uvarint("header count")
 		if err != nil || nh > maxFrameHeaders {
 			return nil, fmt.Errorf("%w: job %d: header count: %v", ErrBadFrame, len(jobs), errOr(err, "over 4096"))
 		}
-		if nh > 0 {
-			j.Header = make(map[string][]string, nh)
-		}
+		size := len(reply)
 		for i := uint64(0); i < nh; i++ {
-			k, err := p.str("header name")
+			k, err := p.bytes("header name")
 			if err != nil {
 				return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
 			}
-			v, err := p.str("header value")
+			v, err := p.bytes("header value")
 			if err != nil {
 				return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
 			}
-			j.Header[k] = append(j.Header[k], v)
+			strs = append(strs, k, v)
+			size += len(k) + len(v)
 		}
 		data, err := p.bytes("data")
 		if err != nil {
 			return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
 		}
-		j.Data = data
+		var sb strings.Builder
+		sb.Grow(size)
+		for _, s := range strs {
+			sb.Write(s)
+		}
+		all := sb.String()
+		cut := func(n int) string {
+			s := all[:n]
+			all = all[n:]
+			return s
+		}
+		j := FrameJob{Reply: cut(len(reply)), Data: data}
+		if nh > 0 {
+			j.Header = make(map[string][]string, nh)
+			// One array for the values; a name given again gets its own.
+			vals := make([]string, nh)
+			for i := 1; i < len(strs); i += 2 {
+				k, v := cut(len(strs[i])), cut(len(strs[i+1]))
+				if have, ok := j.Header[k]; ok {
+					j.Header[k] = append(have, v)
+					continue
+				}
+				n := i / 2
+				vals[n] = v
+				j.Header[k] = vals[n : n+1 : n+1]
+			}
+		}
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
@@ -138,9 +169,4 @@ func (r *frameReader) bytes(what string) ([]byte, error) {
 	out := r.b[:n:n]
 	r.b = r.b[n:]
 	return out, nil
-}
-
-func (r *frameReader) str(what string) (string, error) {
-	b, err := r.bytes(what)
-	return string(b), err
 }

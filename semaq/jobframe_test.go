@@ -35,6 +35,29 @@ func TestJobFrameRoundTrip(t *testing.T) {
 	}
 }
 
+func TestJobFrameStringsOwnTheirBytes(t *testing.T) {
+	b := AppendFrameJob(AppendJobFrameHeader(nil), "$SQ.QA.Q.1.x", map[string][]string{"X-Multi": {"a", "b"}, "K": {"v"}},
+		[]string{HdrQueueSeq, "1"}, []byte("data"))
+	b = AppendFrameJob(b, "$SQ.QA.Q.2.y", map[string][]string{"K": {"w"}}, nil, []byte("more"))
+	jobs, err := ParseJobFrame(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range b[len(JobFrameMagic):] {
+		b[len(JobFrameMagic)+i] = 'Z' // a caller reusing its buffer
+	}
+	if jobs[0].Reply != "$SQ.QA.Q.1.x" || jobs[1].Reply != "$SQ.QA.Q.2.y" || jobs[0].Header[HdrQueueSeq][0] != "1" ||
+		jobs[0].Header["K"][0] != "v" || jobs[1].Header["K"][0] != "w" ||
+		len(jobs[0].Header["X-Multi"]) != 2 || jobs[0].Header["X-Multi"][0]+jobs[0].Header["X-Multi"][1] != "ab" {
+		t.Fatalf("reply or headers changed with the frame's buffer: %+v", jobs)
+	}
+	// A value appended to one name does not show in another's.
+	jobs[0].Header["K"] = append(jobs[0].Header["K"], "x")
+	if jobs[0].Header[HdrQueueSeq][0] != "1" || len(jobs[0].Header["X-Multi"]) != 2 {
+		t.Fatalf("append to one header changed another: %+v", jobs[0].Header)
+	}
+}
+
 func FuzzJobFrame(f *testing.F) {
 	f.Add(AppendFrameJob(AppendJobFrameHeader(nil), "$SQ.QA.Q.1.x", map[string][]string{"K": {"v"}}, []string{"A", "b"}, []byte("d")))
 	f.Add([]byte("SQJ1"))
