@@ -174,21 +174,27 @@ type worker struct {
 	err  error
 	id   string
 	mu   sync.Mutex
-	jobs map[string]*Job // queue + "." + seq
+	jobs map[jobKey]*Job
+}
+
+// jobKey names a job among those a worker holds.
+type jobKey struct {
+	queue string
+	seq   uint64
 }
 
 func (c *Client) workerID() (string, error) {
 	w := &c.work
 	w.once.Do(func() {
 		w.id = nuid.Next()
-		w.jobs = make(map[string]*Job)
+		w.jobs = make(map[jobKey]*Job)
 		_, w.err = c.nc.Subscribe(semaq.QueueCancelPrefix+w.id, func(m *nats.Msg) {
 			var n semaq.CancelNotice
 			if json.Unmarshal(m.Data, &n) != nil {
 				return
 			}
 			w.mu.Lock()
-			j := w.jobs[n.Queue+"."+strconv.FormatUint(n.Seq, 10)]
+			j := w.jobs[jobKey{n.Queue, n.Seq}]
 			w.mu.Unlock()
 			if j != nil {
 				j.cancel(fmt.Errorf("%w: %s", ErrJobCancelled, n.Reason))
@@ -312,12 +318,14 @@ func (c *Client) newJob(queue string, fj semaq.FrameJob) *Job {
 	j.Tokens, _ = strconv.ParseInt(h.Get(semaq.HdrQueueTokens), 10, 64)
 	j.Estimated = h.Get(semaq.HdrQueueEstimate) == "true"
 	j.Waited, _ = time.ParseDuration(h.Get(semaq.HdrQueueWait))
-	if dl, err := time.Parse(time.RFC3339Nano, h.Get(semaq.HdrDeadline)); err == nil {
-		j.deadline = dl
+	if v := h.Get(semaq.HdrDeadline); v != "" {
+		if dl, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			j.deadline = dl
+		}
 	}
 	w := &c.work
 	w.mu.Lock()
-	w.jobs[j.key()] = j
+	w.jobs[jobKey{queue, j.Seq}] = j
 	w.mu.Unlock()
 	return j
 }
@@ -362,8 +370,8 @@ func (j *Job) cancel(cause error) {
 func (j *Job) release() {
 	w := &j.c.work
 	w.mu.Lock()
-	if w.jobs[j.key()] == j {
-		delete(w.jobs, j.key())
+	if k := (jobKey{j.Queue, j.Seq}); w.jobs[k] == j {
+		delete(w.jobs, k)
 	}
 	w.mu.Unlock()
 	j.cancel(context.Canceled)
@@ -447,9 +455,21 @@ func (j *Job) Term(ctx context.Context, reason string) error {
 }
 
 func (j *Job) answer(ctx context.Context, body string, final bool) error {
-	ctx, cancel := j.c.withTimeout(ctx)
-	defer cancel()
-	m, err := j.c.nc.RequestWithContext(ctx, j.reply, []byte(body))
+	var (
+		m   *nats.Msg
+		err error
+	)
+	if _, ok := ctx.Deadline(); !ok && ctx.Done() == nil {
+		// Nothing can end ctx: the client's timeout alone, without a
+		// context and its timer for each answer.
+		if m, err = j.c.nc.Request(j.reply, []byte(body), j.c.timeout); errors.Is(err, nats.ErrTimeout) {
+			err = context.DeadlineExceeded // as with a context's timeout
+		}
+	} else {
+		ctx, cancel := j.c.withTimeout(ctx)
+		m, err = j.c.nc.RequestWithContext(ctx, j.reply, []byte(body))
+		cancel()
+	}
 	if err != nil {
 		return transportError(err, j.reply)
 	}
