@@ -29,7 +29,6 @@ package dispatch
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -87,8 +86,22 @@ func leaseSum(lease string) string {
 
 // leaseMatches checks a lease a worker presents against the job's, in
 // constant time.
-func leaseMatches(j *sched.Job, got string) bool {
-	return j.LeaseSum != "" && subtle.ConstantTimeCompare([]byte(j.LeaseSum), []byte(leaseSum(got))) == 1
+func leaseMatches(j *sched.Job, got string) bool { return sumMatches(j.LeaseSum, got) }
+
+// sumMatches reports whether sum (leaseSum's) is that of lease, in
+// constant time and without allocating: every answer checks one.
+func sumMatches(sum, lease string) bool {
+	var want [43]byte // base64 of a SHA-256, unpadded
+	h := sha256.Sum256([]byte(lease))
+	base64.RawURLEncoding.Encode(want[:], h[:])
+	if len(sum) != len(want) {
+		return false
+	}
+	var diff byte
+	for i := range want {
+		diff |= sum[i] ^ want[i]
+	}
+	return diff == 0
 }
 
 // leaseStore is a queue's lease store.
@@ -355,7 +368,7 @@ func (d *Dispatcher) dropStale(stale []string) {
 // dispatcher is starting. mu is held.
 func (d *Dispatcher) restoredLease(seq uint64, lease string) bool {
 	rec, ok := d.restored[seq]
-	return ok && subtle.ConstantTimeCompare([]byte(rec.Sum), []byte(leaseSum(lease))) == 1
+	return ok && sumMatches(rec.Sum, lease)
 }
 
 // finishedAck reports whether an ack of seq with lease is a repeat of an
@@ -363,11 +376,12 @@ func (d *Dispatcher) restoredLease(seq uint64, lease string) bool {
 // held.
 func (d *Dispatcher) finishedAck(seq uint64, lease string) bool {
 	rec, ok := d.finished[seq]
-	return ok && subtle.ConstantTimeCompare([]byte(rec.Sum), []byte(leaseSum(lease))) == 1
+	return ok && sumMatches(rec.Sum, lease)
 }
 
-// pruneFinished forgets finished records whose lease has ended. mu is
-// held.
+// pruneFinished forgets finished records whose lease has ended (the loop
+// calls it once a second, so a record may outlive its lease by that
+// much). mu is held.
 func (d *Dispatcher) pruneFinished(now time.Time) {
 	for seq, rec := range d.finished {
 		if now.UnixMilli() > rec.Until {
