@@ -137,13 +137,9 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	d.mu.Unlock()
 	switch {
 	case ack != nil:
-		// Confirmed on a goroutine of its own: answers keep flowing while
-		// JetStream confirms (Close waits for it).
-		d.acking.Add(1)
-		go func() {
-			defer d.acking.Done()
-			d.ackDone(m, j, rm, *ack)
-		}()
+		// Answered once JetStream confirms (confirmAck): answers keep
+		// flowing meanwhile.
+		d.confirmAck(&pendingAck{m: m, j: j, rm: rm, rep: *ack})
 		return
 	case wpi != nil:
 		// The new end is stored before the worker hears it: a dispatcher
@@ -161,12 +157,102 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	d.deadLetter(dead)
 }
 
-// ackDone takes an acked job out of the stream, waiting for JetStream to
-// confirm it, then out of the index, and answers the worker: ok once the
-// request is gone; unavailable (the job still held, under the same lease)
-// when JetStream could not be reached, so that the worker asks again.
-func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rm removal, rep semaq.JobAckReport) {
-	err := d.removeSync(rm)
+// pendingAck is a worker's ack of j whose removal from the stream
+// JetStream has not confirmed yet.
+type pendingAck struct {
+	m     *nats.Msg // the worker's answer, replied to once confirmed
+	j     *sched.Job
+	rm    removal
+	rep   semaq.JobAckReport
+	until time.Time // past it, the request is deleted by sequence instead
+}
+
+// ackBody acks a delivery of the dispatcher's consumer.
+var ackBody = []byte("+ACK")
+
+// confirmAck takes an acked job out of the stream and answers the worker
+// once JetStream has confirmed it (ackDone). The ack to the consumer's
+// delivery goes out with a reply subject of the dispatcher's own
+// (ackPrefix), and its confirmation is handled in that subscription's
+// callback (onAckReply): no goroutine, request or timer per ack. An ack
+// not confirmed within ackTimeout (expireAcks), answered with an error
+// status, or with no delivery of the current consumer to ack, is deleted
+// by sequence instead, on a goroutine of its own (Close waits for it).
+// mu is not held.
+func (d *Dispatcher) confirmAck(p *pendingAck) {
+	if p.rm.reply != "" {
+		p.until = time.Now().Add(ackTimeout)
+		d.ackMu.Lock()
+		d.ackNext++
+		id := d.ackNext
+		d.acks[id] = p
+		d.ackMu.Unlock()
+		if d.nc.PublishRequest(p.rm.reply, d.ackPrefix+strconv.FormatUint(id, 10), ackBody) == nil {
+			return
+		}
+		d.ackMu.Lock()
+		delete(d.acks, id)
+		d.ackMu.Unlock()
+	}
+	d.deleteAcked(p)
+}
+
+// deleteAcked removes p's request by sequence, on a goroutine of its own,
+// then answers the worker (ackDone).
+func (d *Dispatcher) deleteAcked(p *pendingAck) {
+	d.acking.Add(1)
+	go func() {
+		defer d.acking.Done()
+		d.ackDone(p.m, p.j, p.rep, d.removeSync(removal{seq: p.rm.seq}))
+	}()
+}
+
+// onAckReply is JetStream's answer to an ack confirmAck sent: an empty
+// message once the request has left the stream; a status (503: the
+// consumer is gone) otherwise.
+func (d *Dispatcher) onAckReply(m *nats.Msg) {
+	id, err := strconv.ParseUint(m.Subject[len(d.ackPrefix):], 10, 64)
+	if err != nil {
+		return
+	}
+	d.ackMu.Lock()
+	p := d.acks[id]
+	delete(d.acks, id)
+	d.ackMu.Unlock()
+	switch {
+	case p == nil: // past its time: expireAcks has it deleted
+	case m.Header.Get("Status") != "":
+		d.deleteAcked(p)
+	default:
+		d.ackDone(p.m, p.j, p.rep, nil)
+	}
+}
+
+// expireAcks deletes by sequence the requests whose ack JetStream has not
+// confirmed in time (all of them with all set, when the dispatcher
+// closes). It runs on the loop's goroutine, or in Close once no callback
+// runs.
+func (d *Dispatcher) expireAcks(now time.Time, all bool) {
+	var late []*pendingAck
+	d.ackMu.Lock()
+	for id, p := range d.acks {
+		if all || now.After(p.until) {
+			late = append(late, p)
+			delete(d.acks, id)
+		}
+	}
+	d.ackMu.Unlock()
+	for _, p := range late {
+		d.deleteAcked(p)
+	}
+}
+
+// ackDone finishes an ack once its request's removal from the stream has
+// been tried (err: removeSync's): the job leaves the index and the worker
+// hears ok once the request is gone; unavailable (the job still held,
+// under the same lease) when JetStream could not be reached, so that the
+// worker asks again. mu is not held.
+func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rep semaq.JobAckReport, err error) {
 	d.mu.Lock()
 	if err != nil {
 		if j.State == sched.JobHeld {

@@ -37,12 +37,14 @@ import (
 // semaq.CheckReplySubject first. out cannot reach JetStream or $SQ.
 //
 // Goroutines: one of its own, the loop (timers and consumer checks), one
-// per ack being confirmed by JetStream (at most one per held job), and the
-// callbacks of its two connections (subscriptions and the consumer's
-// deliveries). Close waits for all of them.
+// per ack JetStream did not confirm, whose request is deleted by sequence
+// instead (at most one per held job; answer.go), and the callbacks of its
+// two connections (subscriptions, JetStream's confirmations of acks and
+// the consumer's deliveries). Close waits for all of them.
 //
 // Locking: mu guards sched, parked, gen, leaving, removing, restored,
 // finished and the statistics; then adm.mu (admission.go). consMu guards cons and consume.
+// ackMu, a leaf, guards acks.
 // NATS messages are built under mu and sent after it is released;
 // JetStream calls (reads, dead letters, removals) are made without it.
 // Its exported methods are safe for concurrent use.
@@ -51,6 +53,7 @@ type Dispatcher struct {
 	obs      Observer
 	name     string
 	cfg      semaq.QueueConfig // with defaults
+	ackWait  string            // cfg.AckWait, as each job's header gives it
 	log      *slog.Logger
 	nc       *nats.Conn // internal
 	out      *nats.Conn // egress: to subjects clients chose
@@ -116,9 +119,17 @@ type Dispatcher struct {
 	cbMu     sync.Mutex
 	cbClosed bool
 	cbs      sync.WaitGroup
-	// acking counts acks being confirmed by JetStream (answer.go),
-	// started by callbacks: Close waits for them after the callbacks.
+	// acking counts the goroutines deleting acked requests by sequence
+	// (answer.go), started by callbacks and the loop: Close waits for
+	// them after the callbacks.
 	acking sync.WaitGroup
+	// acks are the acks sent to the consumer whose confirmation JetStream
+	// has not sent yet, by the last token of their reply subject,
+	// ackPrefix + id (answer.go).
+	ackMu     sync.Mutex
+	ackNext   uint64
+	acks      map[uint64]*pendingAck
+	ackPrefix string
 }
 
 // parkedFetch is a fetch waiting for work.
@@ -151,6 +162,7 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		obs:       deps.Observer,
 		name:      cfg.Name,
 		cfg:       cfg,
+		ackWait:   cfg.AckWait.String(),
 		log:       deps.Log.With("queue", cfg.Name),
 		sched:     newScheduler(cfg, deps.Match),
 		leaving:   make(map[uint64]bool),
@@ -159,6 +171,8 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		leaseKey:  make(map[uint64]string),
 		leaseRefs: make(map[string]int),
 		extended:  make(map[uint64]bool),
+		acks:      make(map[uint64]*pendingAck),
+		ackPrefix: "_SQ_ACK." + nuid.Next() + ".",
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -232,6 +246,7 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	}{
 		{fmt.Sprintf(semaq.APIQueueFetchT, d.name), handle(d, d.onFetch)},
 		{semaq.QueueAckPrefix + d.name + ".>", handle(d, d.onAnswer)},
+		{d.ackPrefix + "*", handle(d, d.onAckReply)},
 		{fmt.Sprintf(semaq.APIQueueCancelT, d.name), handle(d, d.onCancel)},
 	}
 	for _, x := range subs {
@@ -334,6 +349,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	d.cbClosed = true
 	d.cbMu.Unlock()
 	d.cbs.Wait()
+	d.expireAcks(time.Time{}, true) // their confirmations will not be heard
 	d.acking.Wait()
 	d.payloads.close()
 	drain(d.out)
@@ -392,6 +408,9 @@ func (d *Dispatcher) loop() {
 			if now.Sub(lastStats) >= time.Second {
 				d.mu.Lock()
 				d.stats.roll(now.Sub(lastStats), d)
+				// Once a second, not every tick: the acks of the last
+				// ack wait are many while a backlog drains.
+				d.pruneFinished(now)
 				d.mu.Unlock()
 				lastStats = now
 			}
@@ -409,6 +428,7 @@ func (d *Dispatcher) loop() {
 }
 
 func (d *Dispatcher) onTick(now time.Time) {
+	d.expireAcks(now, false)
 	var (
 		out   []*outMsg
 		dead  []deadJob
@@ -444,7 +464,6 @@ func (d *Dispatcher) onTick(now time.Time) {
 		// (each under mu, in order).
 		stale = d.caughtUpWith()
 	}
-	d.pruneFinished(now)
 	out2, ships := d.serveParked(now)
 	out = append(out, out2...)
 	d.publishDepth(usage{})
@@ -673,7 +692,7 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 			semaq.HdrQueueDeliver, strconv.Itoa(j.Deliveries),
 			semaq.HdrQueueTokens, strconv.FormatInt(j.Tokens, 10),
 			semaq.HdrQueueWait, now.Sub(j.Arrived).String(),
-			semaq.HdrQueueAckWait, d.cfg.AckWait.String(),
+			semaq.HdrQueueAckWait, d.ackWait,
 		}
 		if j.Estimate {
 			extra = append(extra, semaq.HdrQueueEstimate, "true")
