@@ -94,6 +94,11 @@ func TestQueueLeaseStoreHoldsNoSecretAndRefusesForgery(t *testing.T) {
 	if keys, _ := kv.Keys(context.Background()); len(keys) != 1 {
 		t.Fatalf("lease store keys after a client's publish: %v", keys)
 	}
+	// Until its consumer has delivered job 1 again, the new dispatcher
+	// answers the holder "ask again" (ErrUnavailable), as a worker expects.
+	waitFor(t, "the restarted dispatcher to hold job 1 again", func() bool {
+		return queueStatus(t, c, "Q").Held == 1
+	})
 	if err := jobs[0].Ack(context.Background(), client.AckOutputTokens(1)); err != nil {
 		t.Fatalf("the holder's ack: %v", err)
 	}
