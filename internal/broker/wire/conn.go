@@ -100,10 +100,12 @@ const handshakeTimeout = 5 * time.Second
 
 // flushAt is the buffered output past which Publish wakes the flusher
 // without waiting for the reader to run dry; maxBuffered is where Publish
-// waits for it (backpressure on whoever publishes).
+// waits for it (backpressure on whoever publishes); maxKeep is the largest
+// buffer the flusher keeps for the next burst (reserve).
 const (
 	flushAt     = 32 << 10
 	maxBuffered = 1 << 20
+	maxKeep     = 2 * maxBuffered
 )
 
 // Connect dials and logs in, then starts the reader goroutine.
@@ -507,20 +509,27 @@ func (c *Conn) Publish(subject, reply string, h nats.Header, data []byte) error 
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	for len(c.wbuf) >= maxBuffered && c.conn != nil {
+	for {
+		if c.conn == nil {
+			return ErrClosed
+		}
+		// Encoded again after a wait: another publisher may have used
+		// hbuf meanwhile.
+		var err error
+		c.hbuf, err = AppendHeader(c.hbuf[:0], h)
+		if err != nil {
+			return err
+		}
+		if int64(len(c.hbuf)+len(data)) > c.maxPayload.Load() {
+			return nats.ErrMaxPayload
+		}
+		need := len(subject) + len(reply) + len(c.hbuf) + len(data) + frameOverhead
+		if !c.mustWait(need) {
+			c.wbuf = reserve(c.wbuf, need)
+			break
+		}
 		c.wakeFlusher()
 		c.wroom.Wait()
-	}
-	if c.conn == nil {
-		return ErrClosed
-	}
-	var err error
-	c.hbuf, err = AppendHeader(c.hbuf[:0], h)
-	if err != nil {
-		return err
-	}
-	if int64(len(c.hbuf)+len(data)) > c.maxPayload.Load() {
-		return nats.ErrMaxPayload
 	}
 	b := c.wbuf
 	if len(c.hbuf) > 0 {
@@ -548,6 +557,36 @@ func (c *Conn) Publish(subject, reply string, h nats.Header, data []byte) error 
 		c.wakeFlusher()
 	}
 	return nil
+}
+
+// frameOverhead bounds the bytes of an HPUB frame besides its subject,
+// reply, headers and data: the verb, spaces, two lengths and two CRLFs.
+const frameOverhead = 64
+
+// mustWait reports whether a frame of need bytes must wait for the flusher
+// to take the buffer: the buffer holds maxBuffered already, or the frame
+// would make it grow past maxKeep (or past its capacity, if that is
+// larger). A frame always goes into an empty buffer. c.wmu is held.
+func (c *Conn) mustWait(need int) bool {
+	n := len(c.wbuf)
+	return n > 0 && (n >= maxBuffered || n+need > max(cap(c.wbuf), maxKeep))
+}
+
+// reserve returns b with room for need more bytes: it doubles up to
+// maxKeep, and past it only to hold one frame larger than that on its own.
+// The flusher keeps buffers up to maxKeep, so a connection carrying large
+// messages grows its two buffers once. Left to append, a 256 KiB message
+// landing on a nearly full 1 MiB buffer doubled it past what was kept, and
+// the next burst grew a new one from nothing, copying more bytes than the
+// payloads themselves.
+func reserve(b []byte, need int) []byte {
+	n := len(b) + need
+	if n <= cap(b) {
+		return b
+	}
+	nb := make([]byte, len(b), max(n, min(2*cap(b), maxKeep)))
+	copy(nb, b)
+	return nb
 }
 
 // Flush has what is buffered written now, without waiting for it (Ping
@@ -595,8 +634,8 @@ func (c *Conn) writeOut() {
 			conn.Close() // the reader sees it and logs in again
 		}
 	}
-	if cap(buf) > maxBuffered+flushAt {
-		buf = nil // a burst past the bound is not kept
+	if cap(buf) > maxKeep {
+		buf = nil // a frame past the bound is not kept
 	}
 	c.spare = buf
 }

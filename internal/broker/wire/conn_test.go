@@ -16,13 +16,20 @@ import (
 // it with that user's key pair.
 func startServer(t *testing.T) (*server.Server, nkeys.KeyPair) {
 	t.Helper()
+	return startServerMax(t, 4096)
+}
+
+// startServerMax is startServer with a limit of maxPayload bytes per
+// message.
+func startServerMax(t testing.TB, maxPayload int32) (*server.Server, nkeys.KeyPair) {
+	t.Helper()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)
 	}
 	pub, _ := kp.PublicKey()
 	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoSigs: true, NoLog: true,
-		MaxPayload: 4096, Nkeys: []*server.NkeyUser{{Nkey: pub}}})
+		MaxPayload: maxPayload, Nkeys: []*server.NkeyUser{{Nkey: pub}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +44,7 @@ func startServer(t *testing.T) (*server.Server, nkeys.KeyPair) {
 	return ns, kp
 }
 
-func connect(t *testing.T, ns *server.Server, kp nkeys.KeyPair) *Conn {
+func connect(t testing.TB, ns *server.Server, kp nkeys.KeyPair) *Conn {
 	t.Helper()
 	pub, _ := kp.PublicKey()
 	c, err := Connect(Config{Dial: ns.InProcessConn, Name: "wire-test", Nkey: pub, Sign: kp.Sign})
@@ -51,7 +58,7 @@ func connect(t *testing.T, ns *server.Server, kp nkeys.KeyPair) *Conn {
 	return c
 }
 
-func natsConn(t *testing.T, ns *server.Server, kp nkeys.KeyPair) *nats.Conn {
+func natsConn(t testing.TB, ns *server.Server, kp nkeys.KeyPair) *nats.Conn {
 	t.Helper()
 	pub, _ := kp.PublicKey()
 	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.Nkey(pub, kp.Sign))
