@@ -208,63 +208,106 @@ func (c *Committer) commit(batch []heldAck) {
 
 // syncStore fsyncs every block file written since the last commit: each
 // one JetStream finished since (it may have started several), the current
-// one, and the directory when a file is new to this committer.
+// one, and the directory when a file is new to this committer. When there
+// are several they are fsynced at once: on a journaling filesystem fsyncs
+// that run together share one journal commit, where one after the other
+// each waited for its own, and a block rollover (every 8 MiB of a stream:
+// every 32 messages of 256 KiB) paid three. Only when every fsync has
+// succeeded does the committer move past a finished block; after a
+// failure the next commit fsyncs the same files again.
 func (c *Committer) syncStore() error {
+	cur, curFile := c.cur, c.curFile
+	var files, opened []*os.File
+	defer func() {
+		for _, f := range opened {
+			if f != curFile {
+				f.Close()
+			}
+		}
+	}()
+	open := func(n int) (*os.File, error) {
+		f, err := os.Open(filepath.Join(c.dir, strconv.Itoa(n)+".blk"))
+		if err == nil {
+			opened = append(opened, f)
+		}
+		return f, err
+	}
 	newFile := false
 	for {
-		next := filepath.Join(c.dir, strconv.Itoa(c.cur+1)+".blk")
+		next := filepath.Join(c.dir, strconv.Itoa(cur+1)+".blk")
 		if _, err := os.Stat(next); err != nil {
 			break
 		}
 		// Block cur is complete: make sure it is on disk before moving on.
-		if err := c.syncCurrent(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
+		// One that no longer exists (JetStream removed it after its
+		// messages expired or were purged) needs nothing.
+		f := curFile
+		if f == nil {
+			var err error
+			if f, err = open(cur); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
 		}
-		if c.curFile != nil {
-			c.curFile.Close()
-			c.curFile = nil
+		if f != nil {
+			files = append(files, f)
 		}
-		c.cur++
+		cur, curFile = cur+1, nil
 		newFile = true
 	}
-	if c.curFile == nil {
+	if curFile == nil {
 		newFile = true
-	}
-	if err := c.syncCurrent(); err != nil {
-		if !errors.Is(err, os.ErrNotExist) {
-			return err
+		var err error
+		if curFile, err = open(cur); err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			if _, derr := os.Stat(c.dir); derr != nil {
+				return fmt.Errorf("stream store not found: %w", derr)
+			}
+			return errors.New("no block file to sync although JetStream acknowledged a write")
 		}
-		if _, derr := os.Stat(c.dir); derr != nil {
-			return fmt.Errorf("stream store not found: %w", derr)
-		}
-		return errors.New("no block file to sync although JetStream acknowledged a write")
 	}
+	files = append(files, curFile)
 	if newFile {
 		d, err := os.Open(c.dir)
 		if err != nil {
 			return err
 		}
-		defer d.Close()
-		if err := c.sync(d); err != nil {
-			return fmt.Errorf("fsync %s: %w", c.dir, err)
-		}
+		opened = append(opened, d)
+		files = append(files, d)
 	}
+	if err := c.syncAll(files); err != nil {
+		if curFile != c.curFile {
+			curFile = nil // closed by the deferred func; opened again next time
+		}
+		return err
+	}
+	// Every file is on disk: forget the finished blocks.
+	if c.curFile != nil && c.curFile != curFile {
+		c.curFile.Close()
+	}
+	c.cur, c.curFile = cur, curFile
 	return nil
 }
 
-// syncCurrent fsyncs block file c.cur, opening it if needed. A block that
-// no longer exists (JetStream removed it after its messages expired or were
-// purged) reports os.ErrNotExist.
-func (c *Committer) syncCurrent() error {
-	if c.curFile == nil {
-		f, err := os.Open(filepath.Join(c.dir, strconv.Itoa(c.cur)+".blk"))
-		if err != nil {
-			return err
-		}
-		c.curFile = f
+// syncAll fsyncs files, at once when there are several, and returns the
+// first failure.
+func (c *Committer) syncAll(files []*os.File) error {
+	if len(files) == 1 {
+		return c.syncFile(files[0])
 	}
-	if err := c.sync(c.curFile); err != nil {
-		return fmt.Errorf("fsync %s: %w", c.curFile.Name(), err)
+	errs := make([]error, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() { errs[i] = c.syncFile(f) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (c *Committer) syncFile(f *os.File) error {
+	if err := c.sync(f); err != nil {
+		return fmt.Errorf("fsync %s: %w", f.Name(), err)
 	}
 	return nil
 }
