@@ -46,8 +46,13 @@ func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.e
 // rabbitSystem is RabbitMQ over AMQP 0.9.1: one classic durable queue per
 // stage on the default exchange, publishers in confirm mode (an ack is the
 // broker's confirm), workers with manual acks and a prefetch of the
-// scenario's window. A durable scenario publishes persistent messages (the
-// confirm comes after they are written to disk); otherwise transient ones.
+// scenario's window. A durable scenario publishes persistent messages;
+// otherwise transient ones. RabbitMQ confirms a persistent message in a
+// classic queue once it is on disk or once every queue it went to has had
+// it consumed and acked, whichever comes first: in a closed loop with
+// workers that keep up, part of the messages are confirmed without having
+// been written at all (docs/benchmarks/scenarios.md), where SemaQ's and
+// JetStream's acks always follow the fsync.
 // Every producer, worker and inbox has a connection of its own, as NATS
 // clients do.
 type rabbitSystem struct {
@@ -344,7 +349,7 @@ func (r *rabbitReplier) close() { _ = r.ch.Close() }
 func (s *rabbitSystem) describe() string {
 	mode := "transient messages (acks: in the queue, written to disk when paged out)"
 	if s.sc != nil && s.sc.Durable {
-		mode = "persistent messages (confirms after the write to disk)"
+		mode = "persistent messages (confirmed once on disk, or once consumed and acked if that comes first)"
 	}
 	return fmt.Sprintf("rabbitmq at %s, AMQP 0.9.1, classic durable queues, publisher confirms, manual acks, %s", redactURL(s.url), mode)
 }
