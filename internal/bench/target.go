@@ -144,18 +144,9 @@ func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaCon
 		}
 	}
 
-	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
+	cfg, err := storedConfig(ctx, r, semaqStream)
 	if err != nil {
-		return fmt.Errorf("bench: internal connection: %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	st, err := js.Stream(ctx, semaqStream)
-	if err != nil {
-		return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
+		return err
 	}
 
 	rnc, err := r.RawConn(nats.Name("semaq-bench-admin"))
@@ -167,7 +158,7 @@ func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaCon
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	if _, err := rjs.CreateStream(ctx, rawConfig(st.CachedInfo().Config)); err != nil {
+	if _, err := rjs.CreateStream(ctx, rawConfig(cfg)); err != nil {
 		return fmt.Errorf("bench: creating stream %s: %w", JetStreamStream, err)
 	}
 	return nil
@@ -185,6 +176,12 @@ func createCeilingStreams(ctx context.Context, r *Rig) error {
 	if info.Config.Durability != broker.DurabilityInterval {
 		return fmt.Errorf("bench: stream %s has durability %q, asked for %q", semaqIntervalStream, info.Config.Durability, broker.DurabilityInterval)
 	}
+	cfg, err := storedConfig(ctx, r, semaqIntervalStream)
+	if err != nil {
+		return err
+	}
+	c := rawConfig(cfg)
+	c.Name, c.Subjects = jetstreamIntervalStream, []string{jetstreamIntervalSubjects}
 	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
@@ -194,16 +191,29 @@ func createCeilingStreams(ctx context.Context, r *Rig) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	st, err := js.Stream(ctx, semaqIntervalStream)
-	if err != nil {
-		return fmt.Errorf("bench: reading stream %s: %w", semaqIntervalStream, err)
-	}
-	c := rawConfig(st.CachedInfo().Config)
-	c.Name, c.Subjects = jetstreamIntervalStream, []string{jetstreamIntervalSubjects}
 	if _, err := js.CreateStream(ctx, c); err != nil {
 		return fmt.Errorf("bench: creating stream %s: %w", jetstreamIntervalStream, err)
 	}
 	return nil
+}
+
+// storedConfig reads the JetStream configuration the broker stores SemaQ
+// stream name under, over an operator connection.
+func storedConfig(ctx context.Context, r *Rig, name string) (jetstream.StreamConfig, error) {
+	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
+	if err != nil {
+		return jetstream.StreamConfig{}, fmt.Errorf("bench: internal connection: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return jetstream.StreamConfig{}, fmt.Errorf("bench: %w", err)
+	}
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return jetstream.StreamConfig{}, fmt.Errorf("bench: reading stream %s: %w", name, err)
+	}
+	return st.CachedInfo().Config, nil
 }
 
 // rawConfig is the baseline stream: the SemaQ stream's JetStream
