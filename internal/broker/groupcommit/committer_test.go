@@ -22,25 +22,12 @@ import (
 // file, fails the batch when the fsync fails, counts both, and Close
 // commits what is still held before it returns.
 func TestCommitter(t *testing.T) {
-	s := brokertest.Start(t)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := operatorConn(t)
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "1.blk"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe("reply.>", got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeReplies(t, nc)
 	var syncs atomic.Int64
 	var fail atomic.Bool
 	c := groupcommit.New(groupcommit.Config{Stream: "S", Dir: dir, Conn: nc, Sync: func(f *os.File) error {
@@ -96,12 +83,7 @@ func TestCommitter(t *testing.T) {
 // the next commit fsyncs the finished block again before any ack is
 // released.
 func TestCommitterRolloverSyncsTogetherAndRetries(t *testing.T) {
-	s := brokertest.Start(t)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := operatorConn(t)
 	dir := t.TempDir()
 	blk := func(n string) {
 		t.Helper()
@@ -110,15 +92,7 @@ func TestCommitterRolloverSyncsTogetherAndRetries(t *testing.T) {
 		}
 	}
 	blk("1")
-	got := make(chan *nats.Msg, 16)
-	sub, err := nc.ChanSubscribe("reply.>", got)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	got := subscribeReplies(t, nc)
 	recv := func() *nats.Msg {
 		t.Helper()
 		select {
@@ -197,4 +171,33 @@ func TestCommitterRolloverSyncsTogetherAndRetries(t *testing.T) {
 	if got := strings.Join(slices.Sorted(slices.Values(synced)), ","); got != want {
 		t.Fatalf("after the failure the next commit fsynced %s, want %s", got, want)
 	}
+}
+
+// operatorConn starts a broker and connects to it as its operator; the
+// connection closes with the test.
+func operatorConn(t *testing.T) *nats.Conn {
+	t.Helper()
+	s := brokertest.Start(t)
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// subscribeReplies subscribes nc to the released acks (reply.>) and
+// returns once the server has the subscription.
+func subscribeReplies(t *testing.T, nc *nats.Conn) chan *nats.Msg {
+	t.Helper()
+	got := make(chan *nats.Msg, 16)
+	sub, err := nc.ChanSubscribe("reply.>", got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

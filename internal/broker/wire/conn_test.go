@@ -112,13 +112,7 @@ func TestRoundTripWithHeaders(t *testing.T) {
 	if err := c.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := nc.SubscribeSync("out.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	out := subscribeOut(t, nc)
 	const n = 50
 	for i := range n {
 		m := nats.NewMsg("in.x")

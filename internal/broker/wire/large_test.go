@@ -35,14 +35,7 @@ func TestLargeMessagesRepublishedWholeInOrder(t *testing.T) {
 	if err := c.Ping(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := nc.SubscribeSync("out.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = out.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	out := subscribeOut(t, nc)
 	const n = 40
 	for i := range n {
 		m := nats.NewMsg("in.x")
@@ -69,14 +62,7 @@ func TestConcurrentLargePublishesKeepTheirHeaders(t *testing.T) {
 	ns, kp := startServerMax(t, 4<<20)
 	c := connect(t, ns, kp)
 	nc := natsConn(t, ns, kp)
-	out, err := nc.SubscribeSync("out.>")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = out.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	out := subscribeOut(t, nc)
 	const publishers, each = 4, 30
 	var wg sync.WaitGroup
 	for p := range publishers {
@@ -143,4 +129,19 @@ func BenchmarkRepublishLarge(b *testing.B) {
 		}
 	}
 	got.Wait()
+}
+
+// subscribeOut subscribes nc to what the tests republish (out.>), without
+// pending limits, and returns once the server has the subscription.
+func subscribeOut(t *testing.T, nc *nats.Conn) *nats.Subscription {
+	t.Helper()
+	out, err := nc.SubscribeSync("out.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = out.SetPendingLimits(-1, -1)
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
