@@ -286,6 +286,14 @@ func (s *Store) Remove(ctx context.Context, name string) error {
 	}
 }
 
+// bootstrapWait bounds how long a node whose bootstrap lost the race
+// waits to read the winner's admin; bootstrapRetry is how often it reads
+// again meanwhile.
+const (
+	bootstrapWait  = 15 * time.Second
+	bootstrapRetry = 50 * time.Millisecond
+)
+
 // Bootstrap makes sure an admin exists. When none does, it creates the
 // user "admin" and writes its key to path with mode 0600; it reports
 // whether it did. The key is never logged: the caller logs the path.
@@ -326,21 +334,40 @@ func (s *Store) Bootstrap(ctx context.Context, path string) (bool, error) {
 
 // bootstrappedElsewhere checks, after a bootstrap found the name admin
 // taken, that the user holding it is an admin (another node's bootstrap
-// won the race), reading the bucket rather than this node's snapshot,
-// which may not show it yet.
+// won the race). It reads the bucket rather than this node's snapshot,
+// which may not show it yet; in a cluster the read may also be answered
+// by a replica that has not applied the winner's write (a direct get),
+// so a missing key is read again, on each change this node's snapshot
+// sees and at least every bootstrapRetry, until bootstrapWait has passed.
 func (s *Store) bootstrappedElsewhere(ctx context.Context) error {
-	e, err := s.kv.Get(ctx, "admin")
-	if err != nil {
-		return fmt.Errorf("identity: bootstrap admin: reading the user admin another node made: %w", err)
+	ctx, cancel := context.WithTimeout(ctx, bootstrapWait)
+	defer cancel()
+	for {
+		changed := s.state.Changed()
+		e, err := s.kv.Get(ctx, "admin")
+		if err == nil {
+			var u User
+			if err := json.Unmarshal(e.Value(), &u); err != nil {
+				return fmt.Errorf("identity: bootstrap admin: user admin: %w", err)
+			}
+			if u.Role != semaq.RoleAdmin {
+				return fmt.Errorf("identity: bootstrap admin: no user has the admin role and the name admin is taken by a user with role %s", u.Role)
+			}
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return fmt.Errorf("identity: bootstrap admin: reading the user admin another node made: %w", err)
+		}
+		t := time.NewTimer(bootstrapRetry)
+		select {
+		case <-changed:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("identity: bootstrap admin: the name admin is taken but no replica shows the user within %s: %w", bootstrapWait, ctx.Err())
+		}
+		t.Stop()
 	}
-	var u User
-	if err := json.Unmarshal(e.Value(), &u); err != nil {
-		return fmt.Errorf("identity: bootstrap admin: user admin: %w", err)
-	}
-	if u.Role != semaq.RoleAdmin {
-		return fmt.Errorf("identity: bootstrap admin: no user has the admin role and the name admin is taken by a user with role %s", u.Role)
-	}
-	return nil
 }
 
 // Revision is the bucket's last revision: once a node's store has
