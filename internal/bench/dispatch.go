@@ -172,6 +172,19 @@ type TenantIsolation struct {
 	AWait    Latency `json:"a_wait_us"`
 	P99Ratio float64 `json:"p99_ratio"`
 	Goal     float64 `json:"goal"`
+	// B's p99 beside A stated as the critical request's is: B alone p99 +
+	// one service time + ExtraUS. With A's backlog keeping every worker
+	// busy, B waits for one to finish as a critical request does under the
+	// flood (docs/benchmarks/dispatch.md, "Tenant B beside a saturating A").
+	ServiceUS float64 `json:"service_us"`
+	ExtraUS   float64 `json:"extra_us"`
+	// OfferedPerS is A's and B's load together, CapacityPerS what the
+	// workers could serve back to back without any turnaround (workers /
+	// service time; 0 without a service time), ServedPerS what they
+	// served beside A.
+	OfferedPerS  int     `json:"offered_per_s"`
+	CapacityPerS float64 `json:"nominal_capacity_per_s"`
+	ServedPerS   float64 `json:"served_per_s"`
 	// End to end (hdrDispatchSent), and CPU use of each process.
 	AloneE2E Latency      `json:"b_alone_e2e_us"`
 	WithAE2E Latency      `json:"b_with_a_e2e_us"`

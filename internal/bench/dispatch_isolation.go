@@ -125,10 +125,17 @@ func (d *dispatchRun) tenants(ctx context.Context, rep *DispatchReport) error {
 	if err != nil {
 		return err
 	}
-	withA, _, withAE2E := shared.waits.summary("B")
-	aw, _, _ := shared.waits.summary("A")
+	withA, nb, withAE2E := shared.waits.summary("B")
+	aw, na, _ := shared.waits.summary("A")
+	service := micros(c.Service)
+	var capacity float64
+	if c.Service > 0 {
+		capacity = Round1(float64(c.Workers) / c.Service.Seconds())
+	}
 	rep.Tenants = TenantIsolation{BRate: b.Rate, ARate: a.Rate, Alone: aloneW, WithA: withA, AWait: aw,
 		P99Ratio: ratio(withA.P99, aloneW.P99), Goal: GoalTenantIsolationRatio,
+		ServiceUS: service, ExtraUS: Round1(withA.P99 - aloneW.P99 - service),
+		OfferedPerS: a.Rate + b.Rate, CapacityPerS: capacity, ServedPerS: Round1(float64(na+nb) / c.Duration.Seconds()),
 		AloneE2E: aloneE2E, WithAE2E: withAE2E, E2ERatio: ratio(withAE2E.P99, aloneE2E.P99),
 		AloneCPU: alone.procs, WithACPU: shared.procs}
 	return nil

@@ -28,6 +28,8 @@ func WriteDispatchTable(w io.Writer, rep *Report) error {
 	fmt.Fprintf(tw, "  CPU, flood phase\t%s\t\n", cpuLine(p.FloodCPU))
 	fmt.Fprintf(tw, "tenant isolation\tB %d/s alone p99 %.0f µs; with A at %d/s p99 %.0f µs (A p99 %.0f µs)\t%.2f× (goal ≤ %.1f×)\n",
 		t.BRate, t.Alone.P99, t.ARate, t.WithA.P99, t.AWait.P99, t.P99Ratio, t.Goal)
+	fmt.Fprintf(tw, "  as alone + service + X\tB with A p99 %.0f µs = alone %.0f + service %.0f + X %.0f µs; offered %d/s against a nominal capacity of %.0f/s, %.0f/s served\tX %.2f ms\n",
+		t.WithA.P99, t.Alone.P99, t.ServiceUS, t.ExtraUS, t.OfferedPerS, t.CapacityPerS, t.ServedPerS, t.ExtraUS/1e3)
 	fmt.Fprintf(tw, "  end to end\tB alone p99 %.0f µs; with A p99 %.0f µs\t%.2f×\n", t.AloneE2E.P99, t.WithAE2E.P99, t.E2ERatio)
 	fmt.Fprintf(tw, "  CPU, with A\t%s\t\n", cpuLine(t.WithACPU))
 	fmt.Fprintf(tw, "token fairness\t%d requests: A %d tokens (%d each), B %d tokens (%d each); max gap %d of VTC bound %d\t%.2f of bound\n",

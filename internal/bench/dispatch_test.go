@@ -22,6 +22,16 @@ func TestRunDispatchShort(t *testing.T) {
 	if d.Priority.CriticalCount == 0 || d.Priority.Alone.P99 <= 0 || d.Tenants.Alone.P99 <= 0 || d.Tenants.WithA.P99 <= 0 {
 		t.Fatalf("paced phases measured nothing: %+v %+v", d.Priority, d.Tenants)
 	}
+	// Tenant B beside A in the critical request's form, with what was
+	// offered against what the workers could serve.
+	tn := d.Tenants
+	if want := tn.WithA.P99 - tn.Alone.P99 - tn.ServiceUS; tn.ExtraUS != Round1(want) || tn.ServiceUS != 2000 {
+		t.Errorf("tenant X = %v µs (service %v), want with A − alone − service = %v", tn.ExtraUS, tn.ServiceUS, want)
+	}
+	if tn.OfferedPerS != 20+100 || tn.CapacityPerS != 2000 || tn.ServedPerS <= 0 {
+		t.Errorf("tenant phase offered %d/s, capacity %v/s, served %v/s; want 120, 2000 (4 workers × 2 ms), some",
+			tn.OfferedPerS, tn.CapacityPerS, tn.ServedPerS)
+	}
 	// The scheduler's fairness is checked exactly, not measured: two
 	// backlogged tenants never drift apart by more than VTC's bound.
 	if f := d.Fairness; f.MaxGap > f.Bound || f.TokensA == 0 || f.TokensB == 0 {
