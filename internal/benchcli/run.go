@@ -33,9 +33,13 @@ sessions, workers, SLO and a seed that makes the offered load reproducible.
 Each target runs the scenario in turn on an embedded broker (the raw JetStream
 target uses the same server; a durable scenario runs JetStream with sync
 always, the baseline on its own sync_always server). RabbitMQ needs a server
-of its own, so it is measured only when asked for (--targets
-semaq,jetstream,rabbitmq): it is reached over AMQP 0.9.1 at --rabbitmq-url
-with publisher confirms and manual acks; when no server answers, the report
+of its own, so it is measured only when asked for, as two targets: rabbitmq
+declares classic queues, whose confirm of a persistent message may come
+before it is written (once a worker acked it); rabbitmq-quorum declares
+quorum queues, which write and fsync every message before confirming it, as
+SemaQ does in a durable scenario (and still do in a non-durable one). Both
+are reached over AMQP 0.9.1 at --rabbitmq-url with publisher confirms and
+manual acks, and may run in one command; when no server answers, the report
 says so, which URL it tried and how to start one, and the other targets are
 still measured.
 
@@ -46,6 +50,7 @@ heatmap of p99 per interval.`,
 		Example: `  semaq bench run rag
   semaq bench run rl-feedback --html rl.html
   semaq bench run finetune --targets semaq,jetstream,rabbitmq --rabbitmq-url amqp://guest:guest@127.0.0.1:5672/ --json finetune.json
+  semaq bench run finetune --rate 0 --targets semaq,rabbitmq,rabbitmq-quorum   # both RabbitMQ queue types
   semaq bench run agent --rate 0          # closed loop: capacity instead of latency at a load
   semaq bench run my-workload.yaml --short`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -110,9 +115,9 @@ heatmap of p99 per interval.`,
 			if !quiet {
 				cfg.Progress = e.stderr
 				cfg.ProgressBar = isTerminal(e.stderr)
-				if !slices.Contains(cfg.Targets, scenario.TargetRabbitMQ) {
-					fmt.Fprintf(e.stderr, "rabbitmq: not measured; add it with --targets %s,%s (needs a RabbitMQ server at --rabbitmq-url)\n",
-						strings.Join(cfg.Targets, ","), scenario.TargetRabbitMQ)
+				if !slices.Contains(cfg.Targets, scenario.TargetRabbitMQ) && !slices.Contains(cfg.Targets, scenario.TargetRabbitMQQuorum) {
+					fmt.Fprintf(e.stderr, "rabbitmq: not measured; add it with --targets %s,%s (classic queues) or %s (quorum queues, fsync before confirm), needs a RabbitMQ server at --rabbitmq-url\n",
+						strings.Join(cfg.Targets, ","), scenario.TargetRabbitMQ, scenario.TargetRabbitMQQuorum)
 				}
 			}
 			rep, err := scenario.RunScenario(cmd.Context(), cfg)
@@ -134,7 +139,7 @@ heatmap of p99 per interval.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&cfg.Targets, "targets", cfg.Targets, "targets to measure, comma-separated: "+strings.Join(scenario.ScenarioTargets, ", "))
-	f.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", scenario.DefaultRabbitMQURL, "AMQP URL of the RabbitMQ server of the rabbitmq target")
+	f.StringVar(&cfg.RabbitMQURL, "rabbitmq-url", scenario.DefaultRabbitMQURL, "AMQP URL of the RabbitMQ server of the rabbitmq and rabbitmq-quorum targets")
 	f.DurationVar(&cfg.Duration, "duration", 0, "measured time per target (default: the scenario's)")
 	f.IntVar(&cfg.Rounds, "rounds", 3, "slices of each target's measured time, run in alternating target order (default with --short: 1)")
 	f.BoolVar(&cfg.Short, "short", false, "run the scenario's short form: about a second per target at a lower rate")

@@ -11,12 +11,12 @@ import (
 func TestBenchRun(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile, htmlFile := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
-	r := runBench("run", "rl-feedback", "--short", "--targets", "semaq,jetstream,rabbitmq",
+	r := runBench("run", "rl-feedback", "--short", "--targets", "semaq,jetstream,rabbitmq,rabbitmq-quorum",
 		"--rabbitmq-url", "amqp://guest:guest@127.0.0.1:1/", "--json", jsonFile, "--html", htmlFile)
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr: %s", r.code, r.stderr)
 	}
-	for _, want := range []string{"rl-feedback (short): queue; seed 20260104", "semaq vs jetstream", "rabbitmq: unreachable: ", "goals:"} {
+	for _, want := range []string{"rl-feedback (short): queue; seed 20260104", "semaq vs jetstream", "  rabbitmq: unreachable: ", "  rabbitmq-quorum: unreachable: ", "goals:"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
@@ -41,7 +41,7 @@ func TestBenchRun(t *testing.T) {
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("--json: %v", err)
 	}
-	if rep.Scenario != "rl-feedback" || len(rep.Results) != 3 || rep.Findings == nil {
+	if rep.Scenario != "rl-feedback" || len(rep.Results) != 4 || rep.Findings == nil {
 		t.Fatalf("--json: scenario %q, %d results, findings %v", rep.Scenario, len(rep.Results), rep.Findings)
 	}
 	for _, res := range rep.Results[:2] {
@@ -49,8 +49,11 @@ func TestBenchRun(t *testing.T) {
 			t.Errorf("%s: %.0f msgs/s, %d series points", res.Target, res.Throughput, len(res.Series))
 		}
 	}
-	if !strings.HasPrefix(rep.Results[2].Unreachable, "unreachable: ") {
-		t.Errorf("rabbitmq: unreachable %q", rep.Results[2].Unreachable)
+	for i, target := range []string{"rabbitmq", "rabbitmq-quorum"} {
+		res := rep.Results[2+i]
+		if res.Target != target || !strings.HasPrefix(res.Unreachable, "unreachable: ") {
+			t.Errorf("result %d: %s unreachable %q, want %s unreachable", 2+i, res.Target, res.Unreachable, target)
+		}
 	}
 	checkReportMode(t, jsonFile)
 	checkReportMode(t, htmlFile)
@@ -74,7 +77,7 @@ func TestBenchRunDefaultTargets(t *testing.T) {
 	if strings.Contains(r.stdout, "rabbitmq") {
 		t.Errorf("table mentions rabbitmq, which was not asked for:\n%s", r.stdout)
 	}
-	if !strings.Contains(r.stderr, "rabbitmq: not measured; add it with --targets semaq,jetstream,rabbitmq") {
+	if !strings.Contains(r.stderr, "rabbitmq: not measured; add it with --targets semaq,jetstream,rabbitmq (classic queues) or rabbitmq-quorum (quorum queues") {
 		t.Errorf("stderr does not say how to add rabbitmq:\n%s", r.stderr)
 	}
 	b, err := os.ReadFile(jsonFile)
@@ -120,6 +123,8 @@ func TestBenchRunErrors(t *testing.T) {
 		{[]string{"run"}, "give one scenario: agent, finetune, rag, rl-feedback, tokens"},
 		{[]string{"run", "nope"}, `"nope" is not a scenario`},
 		{[]string{"run", "rag", "--targets", "kafka"}, `"kafka" is not a target`},
+		{[]string{"run", "rag", "--targets", "semaq,rabbitmq_quorum"}, `"rabbitmq_quorum" is not a target (want semaq, jetstream, rabbitmq, rabbitmq-quorum)`},
+		{[]string{"run", "rag", "--targets", "rabbitmq-quorum, rabbitmq-quorum"}, `"rabbitmq-quorum" is given twice`},
 		{[]string{"run", "rag", "--consumers", "0"}, "consumers: 0 is outside"},
 		{[]string{"run", "rag", "--rate", "-5"}, "rate: -5"},
 		{[]string{"run", filepath.Join(t.TempDir(), "missing.yaml")}, "missing.yaml"},

@@ -70,7 +70,7 @@ svg text{font-size:11px;fill:#333}
 </body></html>
 `))
 
-var targetColors = map[string]string{bench.TargetSemaq: "#1f77b4", bench.TargetJetStream: "#ff7f0e", TargetRabbitMQ: "#2ca02c"}
+var targetColors = map[string]string{bench.TargetSemaq: "#1f77b4", bench.TargetJetStream: "#ff7f0e", TargetRabbitMQ: "#2ca02c", TargetRabbitMQQuorum: "#d62728"}
 
 func colorOf(target string) string {
 	if c, ok := targetColors[target]; ok {

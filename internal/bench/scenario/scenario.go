@@ -48,13 +48,25 @@ const (
 // Patterns lists the patterns a scenario file may name.
 var Patterns = []string{PatternQueue, PatternRequestReply, PatternPipeline, PatternTokens}
 
-// TargetRabbitMQ is RabbitMQ over AMQP 0.9.1 with publisher confirms and
-// manual acknowledgements, on a server the run is pointed at.
-const TargetRabbitMQ = "rabbitmq"
+// RabbitMQ targets: AMQP 0.9.1 with publisher confirms and manual
+// acknowledgements, on a server the run is pointed at. TargetRabbitMQ
+// declares classic queues, whose confirm of a persistent message may come
+// before it is written (once a worker has acked it); TargetRabbitMQQuorum
+// declares quorum queues, which write and fsync every message before
+// confirming it, as SemaQ and JetStream with sync always do.
+const (
+	TargetRabbitMQ       = "rabbitmq"
+	TargetRabbitMQQuorum = "rabbitmq-quorum"
+)
 
 // ScenarioTargets are the targets a scenario run may measure, in report
 // order.
-var ScenarioTargets = []string{bench.TargetSemaq, bench.TargetJetStream, TargetRabbitMQ}
+var ScenarioTargets = []string{bench.TargetSemaq, bench.TargetJetStream, TargetRabbitMQ, TargetRabbitMQQuorum}
+
+// isRabbitMQ reports whether target is one of the RabbitMQ targets.
+func isRabbitMQ(target string) bool {
+	return target == TargetRabbitMQ || target == TargetRabbitMQQuorum
+}
 
 // Limits of a scenario file, so a typo cannot start an endless run or
 // exhaust memory.
@@ -79,7 +91,8 @@ type Scenario struct {
 	// always (SemaQ group commit, raw JetStream sync_always on its own
 	// server); RabbitMQ publishes persistent messages. Otherwise NATS runs
 	// with interval sync and RabbitMQ publishes transient messages, both
-	// into durable queues and streams.
+	// into durable queues and streams; a quorum queue (rabbitmq-quorum)
+	// stores and fsyncs every message either way.
 	Durable  bool          `yaml:"durable" json:"durable"`
 	Duration time.Duration `yaml:"duration" json:"duration"`
 	Warmup   time.Duration `yaml:"warmup" json:"warmup"`

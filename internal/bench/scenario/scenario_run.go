@@ -26,7 +26,8 @@ type ScenarioConfig struct {
 	Scenario *Scenario
 	// Targets to measure, each at most once, from ScenarioTargets.
 	Targets []string
-	// RabbitMQURL is the AMQP URL of the rabbitmq target.
+	// RabbitMQURL is the AMQP URL of the rabbitmq and rabbitmq-quorum
+	// targets.
 	RabbitMQURL string
 	// Short runs the scenario's short form (tests, smoke runs).
 	Short bool
@@ -186,8 +187,12 @@ func openSystem(r *bench.Rig, name, rabbitURL string) (system, error) {
 	switch name {
 	case bench.TargetSemaq, bench.TargetJetStream:
 		return newNATSSystem(r, name), nil
-	case TargetRabbitMQ:
-		return newRabbitSystem(rabbitURL)
+	case TargetRabbitMQ, TargetRabbitMQQuorum:
+		s, err := newRabbitSystem(rabbitURL, name == TargetRabbitMQQuorum)
+		if err != nil {
+			return nil, err // not a nil *rabbitSystem in a non-nil system
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("%w: targets: %q is not a target", bench.ErrBadConfig, name)
 }

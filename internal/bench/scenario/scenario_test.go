@@ -137,37 +137,53 @@ func TestScenarioSeedReproducible(t *testing.T) {
 	}
 }
 
+// Both RabbitMQ targets, asked for together, report the same clear
+// unreachable result, each naming itself in its hint; the other target is
+// still measured.
 func TestRabbitMQUnreachable(t *testing.T) {
 	sc, err := LoadScenario("rl-feedback")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := shortRun(t, sc, bench.TargetJetStream, TargetRabbitMQ)
-	res := rep.Result(TargetRabbitMQ)
-	if res == nil {
-		t.Fatal("no rabbitmq result")
-	}
-	if !strings.HasPrefix(res.Unreachable, "unreachable: ") || !strings.Contains(res.Unreachable, "127.0.0.1:1") {
-		t.Errorf("unreachable = %q, want it to say unreachable and where", res.Unreachable)
-	}
-	if n := strings.Count(res.Unreachable, "unreachable"); n != 1 {
-		t.Errorf("unreachable = %q says unreachable %d times, want once", res.Unreachable, n)
-	}
-	if !strings.Contains(res.Unreachable, "--rabbitmq-url") || !strings.Contains(res.Unreachable, "docker run") {
-		t.Errorf("unreachable = %q does not say how to get a server", res.Unreachable)
-	}
-	if strings.Contains(res.Unreachable, "guest:guest") {
-		t.Errorf("unreachable = %q shows the password", res.Unreachable)
-	}
-	if js := rep.Result(bench.TargetJetStream); js == nil || js.ThroughputMsgsPerS <= 0 {
-		t.Errorf("jetstream was not measured beside the unreachable target: %+v", js)
-	}
+	rep := shortRun(t, sc, bench.TargetJetStream, TargetRabbitMQ, TargetRabbitMQQuorum)
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(table.String(), "rabbitmq: unreachable: ") {
-		t.Errorf("table does not say rabbitmq was unreachable:\n%s", table.String())
+	for _, target := range []string{TargetRabbitMQ, TargetRabbitMQQuorum} {
+		res := rep.Result(target)
+		if res == nil {
+			t.Fatalf("no %s result", target)
+		}
+		if !strings.HasPrefix(res.Unreachable, "unreachable: ") || !strings.Contains(res.Unreachable, "127.0.0.1:1") {
+			t.Errorf("%s: unreachable = %q, want it to say unreachable and where", target, res.Unreachable)
+		}
+		if n := strings.Count(res.Unreachable, "unreachable"); n != 1 {
+			t.Errorf("%s: unreachable = %q says unreachable %d times, want once", target, res.Unreachable, n)
+		}
+		if !strings.Contains(res.Unreachable, "--rabbitmq-url") || !strings.Contains(res.Unreachable, "docker run") {
+			t.Errorf("%s: unreachable = %q does not say how to get a server", target, res.Unreachable)
+		}
+		if !strings.Contains(res.Unreachable, "leave "+target+" out of --targets") {
+			t.Errorf("%s: unreachable = %q does not name the target to leave out", target, res.Unreachable)
+		}
+		if strings.Contains(res.Unreachable, "guest:guest") {
+			t.Errorf("%s: unreachable = %q shows the password", target, res.Unreachable)
+		}
+		if res.ThroughputMsgsPerS != 0 || res.Setup != "" {
+			t.Errorf("%s: unreachable but measured: %.0f msgs/s, setup %q", target, res.ThroughputMsgsPerS, res.Setup)
+		}
+		if !strings.Contains(table.String(), "  "+target+": unreachable: ") {
+			t.Errorf("table does not say %s was unreachable:\n%s", target, table.String())
+		}
+	}
+	if js := rep.Result(bench.TargetJetStream); js == nil || js.ThroughputMsgsPerS <= 0 {
+		t.Errorf("jetstream was not measured beside the unreachable targets: %+v", js)
+	} else if js.RatioVsRabbitMQ != nil || js.RatioVsRabbitMQQuorum != nil {
+		t.Errorf("jetstream has a ratio against an unmeasured target: %v, %v", js.RatioVsRabbitMQ, js.RatioVsRabbitMQQuorum)
+	}
+	if rep.Config.RabbitMQ != "amqp://guest:xxxxx@127.0.0.1:1/" {
+		t.Errorf("config rabbitmq_url = %q, want the redacted URL", rep.Config.RabbitMQ)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -14,7 +15,7 @@ import (
 	"github.com/semaq/semaq/internal/bench"
 )
 
-// DefaultRabbitMQURL is where the rabbitmq target looks for a server.
+// DefaultRabbitMQURL is where the RabbitMQ targets look for a server.
 const DefaultRabbitMQURL = "amqp://guest:guest@127.0.0.1:5672/"
 
 // rabbitDialTimeout bounds the connection attempt that decides whether the
@@ -25,8 +26,10 @@ const rabbitDialTimeout = 3 * time.Second
 // says so and why instead of measuring it.
 var ErrUnreachable = errors.New("unreachable")
 
-// rabbitStartHint says how to get a RabbitMQ server for the target.
-const rabbitStartHint = "start one (docker run -d -p 5672:5672 rabbitmq:3) or point --rabbitmq-url at one, or leave rabbitmq out of --targets"
+// rabbitStartHint says how to get a RabbitMQ server for target.
+func rabbitStartHint(target string) string {
+	return "start one (docker run -d -p 5672:5672 rabbitmq:3) or point --rabbitmq-url at one, or leave " + target + " out of --targets"
+}
 
 // unreachableError is a target's server that did not answer. It matches
 // ErrUnreachable; its text starts with "unreachable: " once and says
@@ -43,8 +46,8 @@ func (e *unreachableError) Error() string {
 
 func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
 
-// rabbitSystem is RabbitMQ over AMQP 0.9.1: one classic durable queue per
-// stage on the default exchange, publishers in confirm mode (an ack is the
+// rabbitSystem is RabbitMQ over AMQP 0.9.1: one durable queue per stage on
+// the default exchange, classic or quorum, publishers in confirm mode (an ack is the
 // broker's confirm), workers with manual acks and a prefetch of the
 // scenario's window. A durable scenario publishes persistent messages;
 // otherwise transient ones. RabbitMQ confirms a persistent message in a
@@ -52,12 +55,17 @@ func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.e
 // it consumed and acked, whichever comes first: in a closed loop with
 // workers that keep up, part of the messages are confirmed without having
 // been written at all (docs/benchmarks/scenarios.md), where SemaQ's and
-// JetStream's acks always follow the fsync.
+// JetStream's acks always follow the fsync. A quorum queue appends every
+// message to its log, persistent or not, and confirms it once the log is
+// fsynced: the peer of a durable scenario. Quorum queues cannot be
+// exclusive, so the reply queues of request-reply stay classic, exclusive
+// and transient on either target, as NATS replies are not stored.
 // Every producer, worker and inbox has a connection of its own, as NATS
 // clients do.
 type rabbitSystem struct {
-	url string
-	sc  *Scenario
+	url    string
+	quorum bool // stage queues are quorum queues
+	sc     *Scenario
 
 	mu    sync.Mutex
 	conns []*amqp.Connection
@@ -66,9 +74,11 @@ type rabbitSystem struct {
 	prefix string
 }
 
-// newRabbitSystem dials url once to find out whether a server is there.
-func newRabbitSystem(rawURL string) (*rabbitSystem, error) {
-	s := &rabbitSystem{url: rawURL, prefix: "semaq-bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)}
+// newRabbitSystem makes the system of the rabbitmq target (classic stage
+// queues) or, with quorum, of rabbitmq-quorum, and dials url once to find
+// out whether a server is there.
+func newRabbitSystem(rawURL string, quorum bool) (*rabbitSystem, error) {
+	s := newRabbitSystemAt(rawURL, quorum)
 	conn, err := s.dial("probe")
 	if err != nil {
 		return nil, err
@@ -77,16 +87,40 @@ func newRabbitSystem(rawURL string) (*rabbitSystem, error) {
 	return s, nil
 }
 
+// rabbitPrefixSeq tells apart the queue prefixes of systems made in the
+// same nanosecond.
+var rabbitPrefixSeq atomic.Int64
+
+// newRabbitSystemAt is the system without the probe. Its queue names carry
+// the target, the time and a sequence number, so the two targets, and
+// rounds or runs sharing a server, never declare the same queue: a queue
+// redeclared with another type fails.
+func newRabbitSystemAt(rawURL string, quorum bool) *rabbitSystem {
+	kind := "classic"
+	if quorum {
+		kind = "quorum"
+	}
+	return &rabbitSystem{url: rawURL, quorum: quorum, prefix: fmt.Sprintf("semaq-bench-%s-%s-%d",
+		kind, strconv.FormatInt(time.Now().UnixNano(), 36), rabbitPrefixSeq.Add(1))}
+}
+
+func (s *rabbitSystem) target() string {
+	if s.quorum {
+		return TargetRabbitMQQuorum
+	}
+	return TargetRabbitMQ
+}
+
 func (s *rabbitSystem) dial(name string) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
-	props.SetClientConnectionName("semaq-bench-" + name)
+	props.SetClientConnectionName("semaq-bench-" + s.target() + "-" + name)
 	conn, err := amqp.DialConfig(s.url, amqp.Config{
 		Dial:       amqp.DefaultDial(rabbitDialTimeout),
 		Properties: props,
 		Heartbeat:  10 * time.Second,
 	})
 	if err != nil {
-		return nil, &unreachableError{url: redactURL(s.url), hint: rabbitStartHint, err: err}
+		return nil, &unreachableError{url: redactURL(s.url), hint: rabbitStartHint(s.target()), err: err}
 	}
 	s.mu.Lock()
 	s.conns = append(s.conns, conn)
@@ -105,6 +139,25 @@ func redactURL(raw string) string {
 
 func (s *rabbitSystem) queue(stage int) string { return s.prefix + ".s" + strconv.Itoa(stage) }
 
+// queueDecl is the arguments of a queue.declare.
+type queueDecl struct {
+	name                           string
+	durable, autoDelete, exclusive bool
+	args                           amqp.Table
+}
+
+// stageQueue is how stage's queue is declared: durable, neither exclusive
+// nor auto-deleted (close deletes it), and for rabbitmq-quorum a quorum
+// queue, which RabbitMQ refuses to make non-durable, exclusive or
+// auto-deleted.
+func (s *rabbitSystem) stageQueue(stage int) queueDecl {
+	d := queueDecl{name: s.queue(stage), durable: true}
+	if s.quorum {
+		d.args = amqp.Table{amqp.QueueTypeArg: amqp.QueueTypeQuorum}
+	}
+	return d
+}
+
 func (s *rabbitSystem) setup(ctx context.Context, sc *Scenario) error {
 	s.sc = sc
 	conn, err := s.dial("admin")
@@ -117,11 +170,14 @@ func (s *rabbitSystem) setup(ctx context.Context, sc *Scenario) error {
 	}
 	defer ch.Close()
 	for stage := range sc.Hops {
-		q := s.queue(stage)
-		if _, err := ch.QueueDeclare(q, true, false, false, false, nil); err != nil {
-			return fmt.Errorf("bench: rabbitmq: declaring queue %s: %w", q, err)
+		d := s.stageQueue(stage)
+		q := d.name
+		if _, err := ch.QueueDeclare(q, d.durable, d.autoDelete, d.exclusive, false, d.args); err != nil {
+			return fmt.Errorf("bench: %s: declaring queue %s: %w", s.target(), q, err)
 		}
+		s.mu.Lock()
 		s.queues = append(s.queues, q)
+		s.mu.Unlock()
 		if _, err := ch.QueuePurge(q, false); err != nil {
 			return fmt.Errorf("bench: rabbitmq: purging queue %s: %w", q, err)
 		}
@@ -347,11 +403,19 @@ func (r *rabbitReplier) reply(addr string, m *outMsg) error {
 func (r *rabbitReplier) close() { _ = r.ch.Close() }
 
 func (s *rabbitSystem) describe() string {
+	durable := s.sc != nil && s.sc.Durable
+	if s.quorum {
+		mode := "every message written and fsynced before its confirm"
+		if !durable {
+			mode += " (the scenario is not durable: the NATS targets sync on an interval, a quorum queue still fsyncs each write)"
+		}
+		return fmt.Sprintf("%s at %s, AMQP 0.9.1, quorum queues, publisher confirms, manual acks, %s", TargetRabbitMQQuorum, redactURL(s.url), mode)
+	}
 	mode := "transient messages (acks: in the queue, written to disk when paged out)"
-	if s.sc != nil && s.sc.Durable {
+	if durable {
 		mode = "persistent messages (confirmed once on disk, or once consumed and acked if that comes first)"
 	}
-	return fmt.Sprintf("rabbitmq at %s, AMQP 0.9.1, classic durable queues, publisher confirms, manual acks, %s", redactURL(s.url), mode)
+	return fmt.Sprintf("%s at %s, AMQP 0.9.1, classic durable queues, publisher confirms, manual acks, %s", TargetRabbitMQ, redactURL(s.url), mode)
 }
 
 func (s *rabbitSystem) close() {
