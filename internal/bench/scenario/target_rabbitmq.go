@@ -47,9 +47,9 @@ func (e *unreachableError) Error() string {
 func (e *unreachableError) Unwrap() []error { return []error{ErrUnreachable, e.err} }
 
 // rabbitSystem is RabbitMQ over AMQP 0.9.1: one durable queue per stage on
-// the default exchange, classic or quorum, publishers in confirm mode (an ack is the
-// broker's confirm), workers with manual acks and a prefetch of the
-// scenario's window. A durable scenario publishes persistent messages;
+// the default exchange, classic or quorum, publishers in confirm mode (an
+// ack is the broker's confirm), workers with manual acks and a prefetch of
+// the scenario's window. A durable scenario publishes persistent messages;
 // otherwise transient ones. RabbitMQ confirms a persistent message in a
 // classic queue once it is on disk or once every queue it went to has had
 // it consumed and acked, whichever comes first: in a closed loop with
