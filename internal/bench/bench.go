@@ -56,6 +56,9 @@ type Rig struct {
 	// raw runs the raw JetStream stream when it must not share the broker's
 	// JetStream settings (sync always); nil when it lives on the broker.
 	raw *server.Server
+	// relay runs TargetJetStreamRelay's hop once startRelay made it; nil
+	// before.
+	relay *relay
 	// schemaID is the registry id of the schema the SemaQ stream is bound
 	// to; 0 without one.
 	schemaID int
@@ -169,6 +172,9 @@ func (r *Rig) Close() {
 	defer cancel()
 	if r.admin != nil {
 		r.admin.Close()
+	}
+	if r.relay != nil {
+		r.relay.close()
 	}
 	_ = r.Broker.Shutdown(ctx)
 	if r.raw != nil {

@@ -586,6 +586,8 @@ func TestIngestConfigValidate(t *testing.T) {
 		{"noschema without schema", func(c *IngestConfig) { c.Targets = SchemaTargets }, `"semaq-noschema" is the comparison for a run with a schema`},
 		{"ceiling", func(c *IngestConfig) { c.Targets, c.Sync = CeilingTargets, broker.SyncAlways }, ""},
 		{"ceiling with sync interval", func(c *IngestConfig) { c.Targets = []string{"jetstream-interval"} }, `"jetstream-interval" is the no-fsync comparison for a run with sync always`},
+		{"relay", func(c *IngestConfig) { c.Targets = []string{"semaq", "jetstream-relay", "jetstream"} }, ""},
+		{"relay with sync always", func(c *IngestConfig) { c.Targets, c.Sync = []string{"jetstream-relay"}, broker.SyncAlways }, `"jetstream-relay" stores like a SemaQ stream only with sync interval`},
 		{"semaq-interval with sync interval", func(c *IngestConfig) { c.Targets = []string{"semaq", "semaq-interval"} }, `"semaq-interval" is the no-fsync comparison`},
 		{"schema", func(c *IngestConfig) {
 			c.Targets, c.Payload = SchemaTargets, []byte(`{}`)

@@ -35,10 +35,20 @@ const (
 	// baseline's is the disk's ceiling, the most any group commit can gain
 	// over one fsync per message on this machine.
 	TargetJetStreamInterval = "jetstream-interval"
+	// TargetJetStreamRelay publishes into a JetStream stream stored like
+	// the SemaQ stream, through a relay (relay.go): one client of the
+	// broker's nats-server that receives each message and publishes it
+	// again, over the ingress's transport, and does nothing else. Raw
+	// JetStream plus the one client hop SemaQ's ingress adds: SemaQ over
+	// it is the cost of SemaQ's own work, it over the baseline the cost
+	// of the hop. Only in runs with sync interval: with sync always the
+	// SemaQ stream's durability is the ingress's group commit, which a
+	// relay does not do.
+	TargetJetStreamRelay = "jetstream-relay"
 )
 
 // TargetNames lists the targets in the order reports show them.
-var TargetNames = []string{TargetSemaq, TargetSemaqNoSchema, TargetJetStream, TargetSemaqInterval, TargetJetStreamInterval}
+var TargetNames = []string{TargetSemaq, TargetSemaqNoSchema, TargetJetStream, TargetJetStreamRelay, TargetSemaqInterval, TargetJetStreamInterval}
 
 // CeilingTargets are the targets of a run with sync always that also
 // measures the ceiling: the durable pair and the same pair without fsync.
@@ -206,6 +216,9 @@ func (c *IngestConfig) Validate() error {
 		}
 		if (t == TargetSemaqInterval || t == TargetJetStreamInterval) && c.Sync != broker.SyncAlways {
 			return fmt.Errorf("%w: targets: %q is the no-fsync comparison for a run with sync %s", ErrBadConfig, t, broker.SyncAlways)
+		}
+		if t == TargetJetStreamRelay && c.Sync != broker.SyncInterval {
+			return fmt.Errorf("%w: targets: %q stores like a SemaQ stream only with sync %s (with %s the ingress's group commit makes the SemaQ stream durable, which a relay does not do)", ErrBadConfig, t, broker.SyncInterval, broker.SyncAlways)
 		}
 	}
 	if c.Duration <= 0 || c.Duration > MaxDuration {

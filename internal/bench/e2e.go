@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -150,12 +151,13 @@ func newE2EReader(ctx context.Context, r *Rig, t *Target, epoch time.Time) (_ *e
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s: %w", t.Name, err)
 	}
-	stream := t.Stream
+	stream, filter := t.Stream, t.subject
 	if stream == "" {
-		stream = JetStreamStream
+		stream = cmp.Or(t.jsStream, JetStreamStream)
+		filter = cmp.Or(t.stored, t.subject)
 	}
 	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
-		FilterSubject:     t.subject,
+		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverNewPolicy,
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           e2eAckWait,

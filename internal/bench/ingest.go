@@ -134,6 +134,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			return nil, err
 		}
 	}
+	if slices.Contains(cfg.Targets, TargetJetStreamRelay) {
+		progress("starting the relay of %s (%s)", TargetJetStreamRelay, r.Broker.IngressTransport())
+		if err := r.startRelay(ctx); err != nil {
+			return nil, err
+		}
+	}
 	setup, err := r.Setup(ctx, cfg.Targets)
 	if err != nil {
 		return nil, err

@@ -63,6 +63,8 @@ type Report struct {
 	// Ceiling is set when a run with sync always also measured the
 	// targets without fsync (CeilingTargets).
 	Ceiling *Ceiling `json:"ceiling,omitempty"`
+	// Floor is set when SemaQ ran beside the relay (TargetJetStreamRelay).
+	Floor *Floor `json:"floor,omitempty"`
 	// Dispatch holds the figures of the dispatch scenario (dispatch.go).
 	Dispatch *DispatchReport `json:"dispatch,omitempty"`
 }
@@ -75,6 +77,19 @@ type SchemaCost struct {
 	// LatencyDeltaUS is semaq's sequential publish latency minus
 	// semaq-noschema's.
 	LatencyDeltaUS Latency `json:"latency_delta_us"`
+}
+
+// Floor is SemaQ against the relay in this run: raw JetStream plus the
+// one client hop SemaQ's ingress adds, and nothing else. The relay's own
+// ratio to the baseline (its Result.RatioVsJetStream) is what the hop
+// costs; SemaQ's over the relay's is what SemaQ's own work costs beyond
+// it.
+type Floor struct {
+	// ThroughputRatio is semaq's throughput over jetstream-relay's.
+	ThroughputRatio float64 `json:"semaq_ratio_vs_relay"`
+	// LatencyDeltaUS is semaq's sequential publish latency minus
+	// jetstream-relay's.
+	LatencyDeltaUS Latency `json:"semaq_latency_delta_us_vs_relay"`
 }
 
 // ReportConfig records what was run and where.
@@ -131,7 +146,7 @@ type TargetSetup struct {
 	Schema string `json:"schema,omitempty"`
 	// IngressTransport is how the broker's ingress reaches its
 	// nats-server (broker.IngressPipe or broker.IngressTCP); SemaQ
-	// targets only.
+	// targets only, and TargetJetStreamRelay, whose relay uses the same.
 	IngressTransport string `json:"ingress_transport,omitempty"`
 }
 
@@ -168,7 +183,13 @@ func (s TargetSetup) Describe() string {
 		bound = ", every message validated against registry subject " + s.Schema
 	}
 	var via string
-	if s.IngressTransport == broker.IngressTCP {
+	switch {
+	case s.Target == TargetJetStreamRelay:
+		via = ", through one relaying client (no SemaQ work) over the in-process pipe"
+		if s.IngressTransport == broker.IngressTCP {
+			via = ", through one relaying client (no SemaQ work) over loopback TCP"
+		}
+	case s.IngressTransport == broker.IngressTCP:
 		via = ", ingress over loopback TCP"
 	}
 	return fmt.Sprintf("%s on %s (JetStream sync_always %v)%s, stream %s, %s%s", s.Target, server, s.JetStreamSyncAlways, via, s.Stream, ack, bound)
@@ -394,10 +415,16 @@ func (r *Report) Result(target string) *Result {
 	return nil
 }
 
-// compare sets the ratios to the baseline, the goals, and the cost of
-// schema enforcement.
+// compare sets the ratios to the baseline, the goals, the cost of schema
+// enforcement and SemaQ over the relay.
 func (r *Report) compare() {
 	r.ceiling()
+	if s, f := r.Result(TargetSemaq), r.Result(TargetJetStreamRelay); s != nil && f != nil && f.ThroughputMsgsPerS > 0 {
+		r.Floor = &Floor{
+			ThroughputRatio: math.Round(s.ThroughputMsgsPerS/f.ThroughputMsgsPerS*1000) / 1000,
+			LatencyDeltaUS:  s.Latency.Sub(f.Latency),
+		}
+	}
 	if s, n := r.Result(TargetSemaq), r.Result(TargetSemaqNoSchema); s != nil && n != nil && n.ThroughputMsgsPerS > 0 {
 		r.SchemaCost = &SchemaCost{
 			ThroughputRatio: math.Round(s.ThroughputMsgsPerS/n.ThroughputMsgsPerS*1000) / 1000,
@@ -506,6 +533,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		width = max(width, len(res.Target))
 	}
+	if r.Floor != nil {
+		width = max(width, len(TargetSemaq+" vs "+TargetJetStreamRelay))
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\tmsgs/s\tMB/s\tp50 µs\tp99 µs\tp99.9 µs\tacked\tsamples\terrors\t\n", width, "target")
 	for _, res := range r.Results {
@@ -520,6 +550,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		d := res.LatencyDeltaUS
 		fmt.Fprintf(tw, "%-*s\t%.3f×\t\t%+.1f\t%+.1f\t%+.1f\t\t\t\t\n",
 			width, res.Target+" vs "+TargetJetStream, *res.RatioVsJetStream, d.P50, d.P99, d.P999)
+	}
+	if f := r.Floor; f != nil {
+		d := f.LatencyDeltaUS
+		fmt.Fprintf(tw, "%-*s\t%.3f×\t\t%+.1f\t%+.1f\t%+.1f\t\t\t\t\n",
+			width, TargetSemaq+" vs "+TargetJetStreamRelay, f.ThroughputRatio, d.P50, d.P99, d.P999)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -546,6 +581,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		d := sc.LatencyDeltaUS
 		fmt.Fprintf(&b, "schema enforcement: %s at %.3f× the throughput of %s; sequential publish p50 %+.1f µs, p99 %+.1f µs\n",
 			TargetSemaq, sc.ThroughputRatio, TargetSemaqNoSchema, d.P50, d.P99)
+	}
+	if f := r.Floor; f != nil {
+		fmt.Fprintf(&b, "the floor: %s is raw JetStream plus the one client hop of SemaQ's ingress, nothing else; %s at %.3f× its throughput is what SemaQ's own work costs beyond the hop\n",
+			TargetJetStreamRelay, TargetSemaq, f.ThroughputRatio)
 	}
 	if err := r.writePaced(&b, width); err != nil {
 		return err

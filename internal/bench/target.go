@@ -49,6 +49,10 @@ type Target struct {
 	Stream string
 	// Dial opens a publisher connection over loopback TCP.
 	Dial func(r *Rig, name string) (*nats.Conn, error)
+	// jsStream and stored are the JetStream stream and the subject a
+	// target without a SemaQ Stream stores under, where they are not the
+	// baseline's stream and the subject published on (the relay's).
+	jsStream, stored string
 }
 
 // Targets are the ingest targets by name (Target* constants).
@@ -85,6 +89,17 @@ var Targets = map[string]*Target{
 		Name:    TargetJetStreamInterval,
 		subject: jetstreamIntervalSubject,
 		// Always on the broker, whose JetStream runs without sync_always.
+		Dial: func(r *Rig, name string) (*nats.Conn, error) {
+			return r.OperatorConn(nats.Name(name))
+		},
+	},
+	TargetJetStreamRelay: {
+		Name:     TargetJetStreamRelay,
+		subject:  relaySubject,
+		jsStream: relayStream,
+		stored:   relayStoredSubject,
+		// Like TargetJetStreamInterval's: on the broker, below the
+		// semantic layer.
 		Dial: func(r *Rig, name string) (*nats.Conn, error) {
 			return r.OperatorConn(nats.Name(name))
 		},
@@ -256,8 +271,14 @@ func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 				s.Durability = DurabilitySyncAlways
 			}
 			out = append(out, s)
-		case TargetJetStreamInterval:
+		case TargetJetStreamInterval, TargetJetStreamRelay:
 			s := TargetSetup{Target: name, Server: ServerBroker, Stream: jetstreamIntervalStream, JetStreamSyncAlways: syncAlways(r.Broker.NATSServer())}
+			if name == TargetJetStreamRelay {
+				if r.relay == nil {
+					return nil, fmt.Errorf("bench: %s: the relay is not running", name)
+				}
+				s.Stream, s.IngressTransport = relayStream, r.relay.transport
+			}
 			s.Durability = DurabilityInterval
 			if s.JetStreamSyncAlways {
 				s.Durability = DurabilitySyncAlways

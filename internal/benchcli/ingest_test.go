@@ -246,7 +246,7 @@ func TestBenchIngestErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"unknown target", []string{"ingest", "--targets", "semaq,rabbitmq"}, `targets: "rabbitmq" is not a target (want semaq, semaq-noschema, jetstream, semaq-interval, jetstream-interval)`},
+		{"unknown target", []string{"ingest", "--targets", "semaq,rabbitmq"}, `targets: "rabbitmq" is not a target (want semaq, semaq-noschema, jetstream, jetstream-relay, semaq-interval, jetstream-interval)`},
 		{"empty targets", []string{"ingest", "--targets", ""}, "targets: none given"},
 		{"duplicate target", []string{"ingest", "--targets", "semaq, semaq"}, `"semaq" is given twice`},
 		{"bad sync", []string{"ingest", "--sync", "never"}, `sync: "never" is not a sync mode`},

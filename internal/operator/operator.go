@@ -38,6 +38,13 @@ func (o *Operator) Option() broker.Option { return broker.WithOperator(o.pub) }
 
 // Connect opens a connection to url as the operator.
 func (o *Operator) Connect(url string, opts ...nats.Option) (*nats.Conn, error) {
-	auth := nats.Nkey(o.pub, func(nonce []byte) ([]byte, error) { return o.kp.Sign(nonce) })
-	return nats.Connect(url, append([]nats.Option{auth}, opts...)...)
+	return nats.Connect(url, append([]nats.Option{nats.Nkey(o.pub, o.Sign)}, opts...)...)
 }
+
+// PublicKey is the operator's nkey, for a client that logs in with its own
+// protocol code (wire.Config.Nkey).
+func (o *Operator) PublicKey() string { return o.pub }
+
+// Sign signs a server's login nonce with the operator's private key, which
+// never leaves the Operator (wire.Config.Sign).
+func (o *Operator) Sign(nonce []byte) ([]byte, error) { return o.kp.Sign(nonce) }
