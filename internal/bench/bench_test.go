@@ -468,7 +468,8 @@ func TestRunIngestCeiling(t *testing.T) {
 	cfg.Targets = CeilingTargets
 	cfg.Rounds = 1
 	cfg.Sync = broker.SyncAlways
-	cfg.Rates = nil
+	// Each target's consumer reads its own stream.
+	cfg.Rates, cfg.E2E = []int{200}, true
 	rep, err := RunIngest(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -489,6 +490,9 @@ func TestRunIngestCeiling(t *testing.T) {
 		res := rep.Result(name)
 		if res == nil || res.Msgs <= 0 {
 			t.Fatalf("%s: nothing measured: %+v", name, res)
+		}
+		if len(res.Paced) != 1 || res.Paced[0].E2E == nil || res.Paced[0].E2E.Received <= 0 {
+			t.Errorf("%s: paced %+v: want its consumer to receive", name, res.Paced)
 		}
 		if (res.GroupCommit != nil) != (name == TargetSemaq) {
 			t.Errorf("%s: group commit figures %+v", name, res.GroupCommit)

@@ -86,8 +86,9 @@ var Targets = map[string]*Target{
 		Dial:    publicConn,
 	},
 	TargetJetStreamInterval: {
-		Name:    TargetJetStreamInterval,
-		subject: jetstreamIntervalSubject,
+		Name:     TargetJetStreamInterval,
+		subject:  jetstreamIntervalSubject,
+		jsStream: jetstreamIntervalStream,
 		// Always on the broker, whose JetStream runs without sync_always.
 		Dial: func(r *Rig, name string) (*nats.Conn, error) {
 			return r.OperatorConn(nats.Name(name))
