@@ -51,7 +51,8 @@ type Target struct {
 	Dial func(r *Rig, name string) (*nats.Conn, error)
 	// jsStream and stored are the JetStream stream and the subject a
 	// target without a SemaQ Stream stores under, where they are not the
-	// baseline's stream and the subject published on (the relay's).
+	// baseline's stream and the subject published on (the relay's,
+	// jetstream-interval's stream).
 	jsStream, stored string
 }
 
