@@ -17,7 +17,10 @@
 // baseline. Phases: asynchronous throughput with a bounded in-flight window,
 // sequential publish latency, and publish latency at paced offered rates
 // (with IngestConfig.E2E also to each message's receipt by a consumer of the
-// stream), each in HDR histograms. Reports print as a table or JSON.
+// stream), each in HDR histograms. With sync interval, TargetJetStreamRelay
+// measures the floor of any client-hop ingress: raw JetStream behind a relay
+// that republishes each message and does nothing else (relay.go). Reports
+// print as a table or JSON.
 //
 // The workload scenarios of `semaq bench run` are package bench/scenario,
 // built on the rig (Rig), targets (Targets) and histograms (Histogram)
