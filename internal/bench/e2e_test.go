@@ -214,16 +214,7 @@ func TestE2EReader(t *testing.T) {
 			consumer := rd.cons.CachedInfo().Name
 			rd.close()
 			closed = true
-			nc, err := r.OperatorConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := js.Consumer(ctx, rd.stream, consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			if _, err := operatorJS(t, r).Consumer(ctx, rd.stream, consumer); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				t.Errorf("consumer %s on %s after close: %v, want it deleted", consumer, rd.stream, err)
 			}
 		})

@@ -3,11 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/broker/wire"
@@ -58,31 +56,15 @@ func (r *Rig) startRelay(ctx context.Context) error {
 	}
 	c := rawConfig(cfg)
 	c.Name, c.Description, c.Subjects = relayStream, "semaq bench: raw JetStream behind one client hop", []string{relayStoredSubjects}
-	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
-	if err != nil {
-		return fmt.Errorf("bench: internal connection: %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	if _, err := js.CreateStream(ctx, c); err != nil {
-		return fmt.Errorf("bench: creating stream %s: %w", relayStream, err)
+	if err := createOperatorStream(ctx, r, c); err != nil {
+		return err
 	}
 
 	rl := &relay{transport: r.Broker.IngressTransport()}
 	dial := r.Broker.NATSServer().InProcessConn
 	if rl.transport == broker.IngressTCP {
 		addr := r.Broker.NATSServer().Addr().String() // the rig listens on 127.0.0.1
-		dial = func() (net.Conn, error) {
-			c, err := net.DialTimeout("tcp", addr, relayDialTimeout)
-			if err != nil {
-				return nil, err
-			}
-			_ = c.(*net.TCPConn).SetNoDelay(true)
-			return c, nil
-		}
+		dial = wire.TCPDial(addr, relayDialTimeout)
 	}
 	rl.conn, err = wire.Connect(wire.Config{Dial: dial, Name: "semaq-bench-relay", Nkey: r.op.PublicKey(), Sign: r.op.Sign})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker"
 )
@@ -74,16 +73,7 @@ func TestRelayStores(t *testing.T) {
 				t.Fatalf("%d async publishes failed, first: %v", p.failed.Load(), p.err())
 			}
 
-			nc, err := r.OperatorConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := js.Stream(ctx, relayStream)
+			st, err := operatorJS(t, r).Stream(ctx, relayStream)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The route rules of IngestConfig.Routes sit on each SemaQ target's
@@ -42,16 +39,7 @@ func TestAddRoutes(t *testing.T) {
 			t.Errorf("rule %s: subject %s, error %q, matched %d, failed %d", ri.Name, ri.Subject, ri.Error, ri.Stats.Matched, ri.Stats.Errors)
 		}
 	}
-	nc, err := r.OperatorConn(nats.Name("routes-test"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, semaqStream)
+	st, err := operatorJS(t, r).Stream(ctx, semaqStream)
 	if err != nil {
 		t.Fatal(err)
 	}

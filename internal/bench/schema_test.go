@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/schema"
 	"github.com/semaq/semaq/semaq"
@@ -223,15 +221,7 @@ func TestTargetsStoreSchema(t *testing.T) {
 				t.Errorf("%s validated: %v", TargetSemaqNoSchema, err)
 			}
 
-			nc, err := r.OperatorConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			js := operatorJS(t, r)
 			for _, tc := range []struct {
 				stream string
 				id     string

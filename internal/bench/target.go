@@ -199,6 +199,23 @@ func createCeilingStreams(ctx context.Context, r *Rig) error {
 	}
 	c := rawConfig(cfg)
 	c.Name, c.Subjects = jetstreamIntervalStream, []string{jetstreamIntervalSubjects}
+	return createOperatorStream(ctx, r, c)
+}
+
+// createOperatorStream creates c on the broker's JetStream below the
+// semantic layer, as the bench's operator.
+func createOperatorStream(ctx context.Context, r *Rig, c jetstream.StreamConfig) error {
+	return withOperatorJS(r, func(js jetstream.JetStream) error {
+		if _, err := js.CreateStream(ctx, c); err != nil {
+			return fmt.Errorf("bench: creating stream %s: %w", c.Name, err)
+		}
+		return nil
+	})
+}
+
+// withOperatorJS runs fn with a JetStream context on a short-lived
+// operator connection.
+func withOperatorJS(r *Rig, fn func(jetstream.JetStream) error) error {
 	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
 	if err != nil {
 		return fmt.Errorf("bench: internal connection: %w", err)
@@ -208,29 +225,22 @@ func createCeilingStreams(ctx context.Context, r *Rig) error {
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
-	if _, err := js.CreateStream(ctx, c); err != nil {
-		return fmt.Errorf("bench: creating stream %s: %w", jetstreamIntervalStream, err)
-	}
-	return nil
+	return fn(js)
 }
 
 // storedConfig reads the JetStream configuration the broker stores SemaQ
 // stream name under, over an operator connection.
 func storedConfig(ctx context.Context, r *Rig, name string) (jetstream.StreamConfig, error) {
-	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
-	if err != nil {
-		return jetstream.StreamConfig{}, fmt.Errorf("bench: internal connection: %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return jetstream.StreamConfig{}, fmt.Errorf("bench: %w", err)
-	}
-	st, err := js.Stream(ctx, name)
-	if err != nil {
-		return jetstream.StreamConfig{}, fmt.Errorf("bench: reading stream %s: %w", name, err)
-	}
-	return st.CachedInfo().Config, nil
+	var cfg jetstream.StreamConfig
+	err := withOperatorJS(r, func(js jetstream.JetStream) error {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("bench: reading stream %s: %w", name, err)
+		}
+		cfg = st.CachedInfo().Config
+		return nil
+	})
+	return cfg, err
 }
 
 // rawConfig is the baseline stream: the SemaQ stream's JetStream
@@ -295,27 +305,20 @@ func (r *Rig) Setup(ctx context.Context, names []string) ([]TargetSetup, error) 
 // stored: its last message carries the schema's id in AI-Schema-Id, which
 // the ingress sets only on a payload it validated.
 func (r *Rig) checkEnforced(ctx context.Context) error {
-	nc, err := r.OperatorConn(nats.Name("semaq-bench-admin"))
-	if err != nil {
-		return fmt.Errorf("bench: internal connection: %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	st, err := js.Stream(ctx, semaqStream)
-	if err != nil {
-		return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
-	}
-	m, err := st.GetMsg(ctx, st.CachedInfo().State.LastSeq)
-	if err != nil {
-		return fmt.Errorf("bench: reading the last message of %s: %w", semaqStream, err)
-	}
-	if got, want := m.Header.Get(semaq.HdrSchemaID), strconv.Itoa(r.schemaID); got != want {
-		return fmt.Errorf("bench: stream %s stored a message with %s %q, want %s: the schema was not enforced", semaqStream, semaq.HdrSchemaID, got, want)
-	}
-	return nil
+	return withOperatorJS(r, func(js jetstream.JetStream) error {
+		st, err := js.Stream(ctx, semaqStream)
+		if err != nil {
+			return fmt.Errorf("bench: reading stream %s: %w", semaqStream, err)
+		}
+		m, err := st.GetMsg(ctx, st.CachedInfo().State.LastSeq)
+		if err != nil {
+			return fmt.Errorf("bench: reading the last message of %s: %w", semaqStream, err)
+		}
+		if got, want := m.Header.Get(semaq.HdrSchemaID), strconv.Itoa(r.schemaID); got != want {
+			return fmt.Errorf("bench: stream %s stored a message with %s %q, want %s: the schema was not enforced", semaqStream, semaq.HdrSchemaID, got, want)
+		}
+		return nil
+	})
 }
 
 func syncAlways(ns *server.Server) bool {

@@ -295,14 +295,7 @@ func (s *Server) ingressDialer() (func(name string) (*wire.Conn, error), error) 
 		if err != nil {
 			return nil, fmt.Errorf("ingress_transport %s: %w", IngressTCP, err)
 		}
-		dial = func() (net.Conn, error) {
-			c, err := net.DialTimeout("tcp", addr, ingressDialTimeout)
-			if err != nil {
-				return nil, err
-			}
-			_ = c.(*net.TCPConn).SetNoDelay(true)
-			return c, nil
-		}
+		dial = wire.TCPDial(addr, ingressDialTimeout)
 	}
 	return func(name string) (*wire.Conn, error) {
 		return wire.Connect(wire.Config{Dial: dial, Name: name, Nkey: u.pub, Sign: u.kp.Sign,

@@ -41,6 +41,22 @@ type Config struct {
 	Log  *slog.Logger
 }
 
+// TCPDial is a Config.Dial over TCP to addr, with Nagle's algorithm off:
+// the client's small frames (an ack, a republished message) go out at
+// once instead of waiting for the previous one's ACK.
+func TCPDial(addr string, timeout time.Duration) func() (net.Conn, error) {
+	return func() (net.Conn, error) {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return nil, err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		return c, nil
+	}
+}
+
 // Msg is one delivered message. Its slices point into the connection's
 // read buffer: they are valid only until the handler returns.
 type Msg struct {
