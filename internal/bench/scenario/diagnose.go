@@ -248,6 +248,15 @@ func ackWaitRule(sc *Scenario, res *ScenarioResult) *Finding {
 	}
 }
 
+// backlog is what was published and not yet through the last stage.
+// published counts publisher acks, and a message can complete before its
+// publisher has the ack (a classic RabbitMQ queue may confirm a message
+// only once its consumer acked it), so completions can run ahead of acks:
+// that is no backlog, not a negative one.
+func backlog(published, completed int64) int64 {
+	return max(published-completed, 0)
+}
+
 // Lag is the backlog at the end of the measured window.
 func (res *ScenarioResult) Lag() int64 {
 	if n := len(res.Series); n > 0 {

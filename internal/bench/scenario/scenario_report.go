@@ -103,7 +103,8 @@ type Point struct {
 	T             float64 `json:"t_s"`
 	PublishedPerS float64 `json:"published_per_s"`
 	CompletedPerS float64 `json:"completed_per_s"`
-	// Lag is published but not yet through the last stage, at T.
+	// Lag is published (acknowledged to the publisher) but not yet through
+	// the last stage, at T; never below zero.
 	Lag int64 `json:"lag"`
 	// Latency of the messages completed in the interval.
 	P50US          float64 `json:"p50_us"`

@@ -648,7 +648,7 @@ func (m *measurement) sample(ctx context.Context, bar *progressBar) {
 				T:              round3(now.Sub(m.measureStart).Seconds()),
 				PublishedPerS:  bench.Round1(float64(pub-prevPub) / secs),
 				CompletedPerS:  bench.Round1(float64(done-prevDone) / secs),
-				Lag:            pub - done,
+				Lag:            backlog(pub, done),
 				P50US:          l.P50,
 				P99US:          l.P99,
 				P999US:         l.P999,

@@ -111,6 +111,11 @@ func (s *rabbitSystem) target() string {
 	return TargetRabbitMQ
 }
 
+// errorf is an error of this target, named by it.
+func (s *rabbitSystem) errorf(format string, args ...any) error {
+	return fmt.Errorf("bench: "+s.target()+": "+format, args...)
+}
+
 func (s *rabbitSystem) dial(name string) (*amqp.Connection, error) {
 	props := amqp.NewConnectionProperties()
 	props.SetClientConnectionName("semaq-bench-" + s.target() + "-" + name)
@@ -166,7 +171,7 @@ func (s *rabbitSystem) setup(ctx context.Context, sc *Scenario) error {
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return fmt.Errorf("bench: rabbitmq: channel: %w", err)
+		return s.errorf("channel: %w", err)
 	}
 	defer ch.Close()
 	for stage := range sc.Hops {
@@ -179,7 +184,7 @@ func (s *rabbitSystem) setup(ctx context.Context, sc *Scenario) error {
 		s.queues = append(s.queues, q)
 		s.mu.Unlock()
 		if _, err := ch.QueuePurge(q, false); err != nil {
-			return fmt.Errorf("bench: rabbitmq: purging queue %s: %w", q, err)
+			return s.errorf("purging queue %s: %w", q, err)
 		}
 	}
 	return ctx.Err()
@@ -219,13 +224,13 @@ func (s *rabbitSystem) producer(_ context.Context, name string, stage, window in
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("bench: rabbitmq: channel: %w", err)
+		return nil, s.errorf("channel: %w", err)
 	}
 	if err := ch.Confirm(false); err != nil {
-		return nil, fmt.Errorf("bench: rabbitmq: confirm mode: %w", err)
+		return nil, s.errorf("confirm mode: %w", err)
 	}
 	p := &rabbitProducer{
-		ch: ch, queue: s.queue(stage), mode: s.deliveryMode(), done: done,
+		target: s.target(), ch: ch, queue: s.queue(stage), mode: s.deliveryMode(), done: done,
 		slots: make(chan struct{}, window), confirms: ch.NotifyPublish(make(chan amqp.Confirmation, window)),
 		idle: make(chan struct{}),
 	}
@@ -237,6 +242,7 @@ func (s *rabbitSystem) producer(_ context.Context, name string, stage, window in
 // unconfirmed messages. Confirms come in publish order, so the publish
 // times wait in a FIFO.
 type rabbitProducer struct {
+	target   string // rabbitmq or rabbitmq-quorum, for errors
 	ch       *amqp.Channel
 	queue    string
 	mode     uint8
@@ -317,7 +323,7 @@ func (p *rabbitProducer) flush(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		return fmt.Errorf("bench: rabbitmq: %d messages still unconfirmed %s after publishing stopped", n, bench.DrainTimeout)
+		return fmt.Errorf("bench: %s: %d messages still unconfirmed %s after publishing stopped", p.target, n, bench.DrainTimeout)
 	}
 }
 
@@ -330,15 +336,15 @@ func (s *rabbitSystem) consume(_ context.Context, stage int, name string, prefet
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("bench: rabbitmq: channel: %w", err)
+		return nil, s.errorf("channel: %w", err)
 	}
 	if err := ch.Qos(prefetch, 0, false); err != nil {
-		return nil, fmt.Errorf("bench: rabbitmq: prefetch: %w", err)
+		return nil, s.errorf("prefetch: %w", err)
 	}
 	tag := "semaq-bench-" + name
 	deliveries, err := ch.Consume(s.queue(stage), tag, false, false, false, false, nil)
 	if err != nil {
-		return nil, fmt.Errorf("bench: rabbitmq: consuming %s: %w", s.queue(stage), err)
+		return nil, s.errorf("consuming %s: %w", s.queue(stage), err)
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -361,16 +367,16 @@ func (s *rabbitSystem) inbox(_ context.Context, name string, h func(*inMsg)) (st
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return "", nil, fmt.Errorf("bench: rabbitmq: channel: %w", err)
+		return "", nil, s.errorf("channel: %w", err)
 	}
 	// Server-named, exclusive, gone with the connection: a reply queue.
 	q, err := ch.QueueDeclare("", false, true, true, false, nil)
 	if err != nil {
-		return "", nil, fmt.Errorf("bench: rabbitmq: reply queue: %w", err)
+		return "", nil, s.errorf("reply queue: %w", err)
 	}
 	deliveries, err := ch.Consume(q.Name, "", true, true, false, false, nil)
 	if err != nil {
-		return "", nil, fmt.Errorf("bench: rabbitmq: consuming %s: %w", q.Name, err)
+		return "", nil, s.errorf("consuming %s: %w", q.Name, err)
 	}
 	finished := make(chan struct{})
 	go func() {
@@ -389,7 +395,7 @@ func (s *rabbitSystem) replier(_ context.Context, name string) (replier, error) 
 	}
 	ch, err := conn.Channel()
 	if err != nil {
-		return nil, fmt.Errorf("bench: rabbitmq: channel: %w", err)
+		return nil, s.errorf("channel: %w", err)
 	}
 	return &rabbitReplier{ch: ch}, nil
 }
