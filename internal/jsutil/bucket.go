@@ -46,7 +46,9 @@ func Bucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueC
 // EnsureStream creates the stream cfg names or updates it to cfg, keeping
 // its replicas when it has more than cfg asks (a node starting while the
 // cluster is short of nodes never lowers them). Transient cluster errors are
-// retried (Retry).
+// retried (Retry), and so is a create that another node's create of the
+// same stream beat (nodes starting together): the next attempt finds that
+// stream and updates it.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	var st jetstream.Stream
 	err := Retry(ctx, func(ctx context.Context) error {
@@ -61,6 +63,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 			}
 		}
 		st, err = js.CreateOrUpdateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = retryable{err}
+		}
 		return err
 	})
 	return st, err

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -59,7 +60,8 @@ type Deps struct {
 	// MaxAge and MaxBytes bound the stream; 0 keeps each default.
 	MaxAge   time.Duration
 	MaxBytes int64
-	// Replicas of the stream; 0 is 1.
+	// Replicas of the stream when it is made or has fewer; 0 is 1. A
+	// stream with more keeps them.
 	Replicas int
 	// Written counts a record stored, by outcome; Failed one that could
 	// not be. Nil counts nothing.
@@ -93,7 +95,11 @@ func Open(ctx context.Context, deps Deps) (*Log, error) {
 	if deps.Replicas == 0 {
 		deps.Replicas = 1
 	}
-	_, err := deps.JS.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	// Every node of a cluster opens it at start, while the meta group may
+	// be electing a leader: EnsureStream retries what is transient, bounds
+	// each attempt (a request lost with a leader is not waited for until
+	// ctx ends) and never lowers replicas raised before.
+	_, err := jsutil.EnsureStream(ctx, deps.JS, jetstream.StreamConfig{
 		Name:        reserved.AuditStream,
 		Description: "SemaQ audit records: one per admin change (docs/security.md, Audit)",
 		Subjects:    []string{reserved.AuditPrefix + ">"},
