@@ -13,12 +13,11 @@ import (
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
-	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
 // ownStreams are SemaQ's own buckets and streams a node without auth makes.
-var ownStreams = []string{"KV_SQ_SCHEMAS", "KV_SQ_ROUTES", "KV_SQ_AGENTS", semaq.DLQStream, semaq.TokenStream, reserved.AuditStream}
+var ownStreams = []string{"KV_SQ_SCHEMAS", "KV_SQ_ROUTES", "KV_SQ_AGENTS", semaq.DLQStream, semaq.TokenStream}
 
 // replicasOf is each stream's replicas as JetStream has them.
 func replicasOf(ctx context.Context, js jetstream.JetStream, names []string) (map[string]int, error) {
