@@ -1,0 +1,3 @@
+module github.com/semaq/semaq/tools/citest
+
+go 1.26.8

@@ -1,0 +1,7 @@
+package broken
+
+import "testing"
+
+func TestAlways(t *testing.T) { t.Fatal("always fails: a real bug") }
+
+func TestFine(t *testing.T) {}

@@ -1,0 +1,3 @@
+module example.com/suite
+
+go 1.26.8

@@ -1,0 +1,5 @@
+package nobuild
+
+import "testing"
+
+func TestNothing(t *testing.T) { undefinedCall() }
