@@ -16,6 +16,7 @@ import (
 // With auth on, the admin reads the cluster status; no other role may ask
 // for it or for a node's report.
 func TestClusterStatusAdminOnly(t *testing.T) {
+	t.Parallel()
 	s := brokertest.Start(t, brokertest.WithAuth)
 	admin := brokertest.ConnectKey(t, s, brokertest.AdminKey(t, s))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -24,6 +24,7 @@ import (
 // by every other node's ingress from the moment the add returns: the next
 // publish anywhere sees them, with no wait.
 func TestClusterSchemaEnforcedOnEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -69,6 +70,7 @@ func TestClusterSchemaEnforcedOnEveryNode(t *testing.T) {
 
 // A change returns naming the nodes that could not apply it.
 func TestClusterSyncNamesLaggingNodes(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -163,6 +165,7 @@ func TestClusterSyncNamesLaggingNodes(t *testing.T) {
 // A route rule added through one node routes the next publish on every
 // other node; removed, it routes none.
 func TestClusterRouteInEffectOnEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

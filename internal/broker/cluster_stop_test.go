@@ -17,6 +17,7 @@ import (
 // (watchers and consumers it no longer needs) cannot be answered without a
 // quorum, and an operator stopping the node must not read that as a failure.
 func TestClusterStopWithoutQuorumIsClean(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	c.Stop(0)
 	s := c.Node(1)
@@ -32,6 +33,7 @@ func TestClusterStopWithoutQuorumIsClean(t *testing.T) {
 // Nodes that disagree on --sync are named: an fsync ack of a replicated
 // stream rests on a quorum, which may be the interval node and one other.
 func TestClusterNodesDisagreeingOnSyncAreNamed(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3, func(cfg *broker.Config) {
 		if cfg.Name != "n2" {
 			cfg.Sync = broker.SyncAlways

@@ -17,6 +17,7 @@ import (
 // those subscribers, and to no other tenant's. Subscribers of a tenant
 // added while it was down are disconnected once and subscribe again.
 func TestClusterAuthTenantInterestAfterRestart(t *testing.T) {
+	t.Parallel()
 	a := startAuthCluster(t)
 	a.add(
 		semaq.UserAddRequest{Name: "acme-pub", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"orders.>"}},

@@ -84,6 +84,7 @@ func (a *authCluster) conn(name string, i int) (nc *nats.Conn, closed <-chan str
 // The admin is made once when the nodes start together, and its key, like
 // every user's added through n1, opens every node at once.
 func TestClusterAuthUsersEveryNode(t *testing.T) {
+	t.Parallel()
 	a := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -143,6 +144,7 @@ func TestClusterAuthUsersEveryNode(t *testing.T) {
 // stream created after a user connected is reachable from that user's
 // account on every node the moment its add returns.
 func TestClusterAuthTenancy(t *testing.T) {
+	t.Parallel()
 	a := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -255,6 +257,7 @@ func TestClusterAuthTenancy(t *testing.T) {
 // A worker on one node fetches from a queue another node dispatches, and
 // only from the queues its globs grant.
 func TestClusterAuthWorkerRemoteQueue(t *testing.T) {
+	t.Parallel()
 	a := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -300,6 +303,7 @@ func TestClusterAuthWorkerRemoteQueue(t *testing.T) {
 // A rotation or a removal answered by n1 closes the user's connections on
 // n3, and the old key opens n3 no more once it returns.
 func TestClusterAuthRevocationEveryNode(t *testing.T) {
+	t.Parallel()
 	a := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -50,6 +50,7 @@ func allReplicas(ctx context.Context, js jetstream.JetStream, names []string, wa
 // replicated stream and read through any other node; stream info names the
 // leader and the followers.
 func TestClusterIngressEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -103,6 +104,7 @@ func TestClusterIngressEveryNode(t *testing.T) {
 // ones lowered to R1 (as made before the cluster grew) are raised again
 // when a node starts.
 func TestClusterOwnStreamsR3(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -137,6 +139,7 @@ func TestClusterOwnStreamsR3(t *testing.T) {
 // message is in the stream exactly once. Likewise on --sync always nodes,
 // where every ack waited for fsyncs on a quorum (durability.go).
 func TestClusterStreamSurvivesLeaderLoss(t *testing.T) {
+	t.Parallel()
 	for _, sync := range []string{broker.SyncInterval, broker.SyncAlways} {
 		t.Run("sync="+sync, func(t *testing.T) {
 			streamSurvivesLeaderLoss(t, func(cfg *broker.Config) { cfg.Sync = sync })
@@ -252,6 +255,7 @@ func streamSurvivesLeaderLoss(t *testing.T, opts ...func(*broker.Config)) {
 // cluster status names every node, the meta leader, each stream's leader
 // and where each queue is dispatched.
 func TestClusterStatus(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

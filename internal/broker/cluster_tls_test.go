@@ -20,6 +20,7 @@ import (
 // cluster with certificates of the CA, and a peer presenting a certificate
 // of another CA is refused at the handshake.
 func TestClusterRoutesMutualTLS(t *testing.T) {
+	t.Parallel()
 	ca := brokertest.NewCA(t, "semaq cluster CA")
 	certFile, keyFile := ca.Node(t, "node").Write(t, t.TempDir())
 	c := brokertest.StartCluster(t, 3, func(cfg *broker.Config) {

@@ -225,6 +225,7 @@ func messages(t *testing.T, c *client.Client, stream string) uint64 {
 }
 
 func TestStorageNamespaceIsReserved(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: waits out request timeouts to show nothing answers; runs without -short")
 	}

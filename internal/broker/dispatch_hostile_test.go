@@ -276,6 +276,7 @@ func pauseDispatchConsumer(t *testing.T, js jetstream.JetStream, _ *client.Clien
 }
 
 func TestQueueSurvivesDispatchConsumerLoss(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name       string
 		attack     consumerAttack

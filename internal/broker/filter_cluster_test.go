@@ -48,6 +48,7 @@ func nextEven(t *testing.T, sub *client.Subscription, timeout time.Duration) (*c
 // node alone; when that node stops, the subscription goes on through a
 // survivor with every match, in order for first deliveries, none lost.
 func TestClusterFilterTakeoverAndFailover(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

@@ -283,6 +283,7 @@ func TestFilterDurableSurvivesRestart(t *testing.T) {
 // A filter whose client stops pinging ends, and its ephemeral consumer is
 // deleted.
 func TestFilterEndsWhenClientGone(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: waits out the filter's missed pings; runs without -short")
 	}

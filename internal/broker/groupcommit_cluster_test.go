@@ -24,6 +24,7 @@ func syncAlways(cfg *broker.Config) { cfg.Sync = broker.SyncAlways }
 // publisher reached used to fsync that node's files: an R1 stream held by
 // another node failed every such publish with ErrCommit.)
 func TestClusterFsyncAckedThroughEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3, syncAlways)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -77,6 +78,7 @@ func TestClusterFsyncAckedThroughEveryNode(t *testing.T) {
 // On a cluster of --sync interval nodes no stream can promise fsync: the
 // request is refused with what to change, and nothing is created.
 func TestClusterFsyncNeedsSyncAlways(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

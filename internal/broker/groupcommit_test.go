@@ -275,6 +275,7 @@ func TestGroupCommitBatchesAndKeepsOrder(t *testing.T) {
 }
 
 func TestGroupCommitSyncsEveryNewBlock(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		synced  = map[string]int{}

@@ -215,6 +215,7 @@ func groupInfoEverywhere(c *brokertest.Cluster, want []string) string {
 // group goes on on a survivor with the other members, and every key's
 // messages still first arrive in publish order, none lost.
 func TestClusterKeySharedFailover(t *testing.T) {
+	t.Parallel()
 	const keys, per = 12, 20
 	c := brokertest.StartCluster(t, 3)
 	admin := brokertest.Connect(t, c.Node(0))
@@ -313,6 +314,7 @@ func TestClusterKeySharedFailover(t *testing.T) {
 // user's inbox, and a JOIN is checked against the reader's grants by the
 // node it reached.
 func TestClusterKeySharedAuth(t *testing.T) {
+	t.Parallel()
 	a := startAuthCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

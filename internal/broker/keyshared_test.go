@@ -228,6 +228,7 @@ func publishSessionsFrom(t *testing.T, c *client.Client, subject string, keys, f
 // processed once each in publish order, and a key reaches a new member only
 // after its previous member acked.
 func TestKeySharedOrderAcrossRebalance(t *testing.T) {
+	t.Parallel()
 	const keys, per = 50, 40
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
@@ -378,6 +379,7 @@ func TestKeySharedHoldsMovingKey(t *testing.T) {
 // TestKeySharedKilledMember: a member that dies without acking (no leave,
 // no pings) is dropped; its keys' messages go to the others, in order.
 func TestKeySharedKilledMember(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: waits for a dead member to be dropped; runs without -short")
 	}
@@ -483,6 +485,7 @@ func TestKeySharedJoinErrors(t *testing.T) {
 // restart a member joining without a key still processes every key in
 // order: the new pump holds newer messages until the old ones come back.
 func TestKeySharedSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: restarts the broker; runs without -short")
 	}

@@ -82,6 +82,7 @@ func ackUntilHeard(t *testing.T, ackOnce func() error, what string) {
 // any node; and when the dispatch consumer's own leader moves, held jobs
 // keep their leases and nothing is served twice.
 func TestClusterQueueEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -209,6 +210,7 @@ func TestClusterQueueEveryNode(t *testing.T) {
 // moment the add returns, as a stream is: the next publish anywhere is
 // stored.
 func TestClusterQueueAddServedEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -233,6 +235,7 @@ func TestClusterQueueAddServedEveryNode(t *testing.T) {
 // A queue add waits for every node, and its answer names a node that did
 // not confirm (semaq.HdrClusterLagging).
 func TestClusterQueueAddNamesLaggingNodes(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	nc, err := nats.Connect(c.Node(0).ClientURL())
 	if err != nil {

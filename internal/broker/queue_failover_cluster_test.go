@@ -21,6 +21,7 @@ import (
 // is served once more with delivery count 2 after its lease, queued jobs
 // are kept, and workers on the surviving nodes keep fetching.
 func TestClusterQueueFailover(t *testing.T) {
+	t.Parallel()
 	// The lease must outlast the setup after the fetch and the failover
 	// itself (a graceful stop, an election, the new dispatcher's start):
 	// on a loaded 2-core machine that took more than 10 s, and the acks

@@ -44,6 +44,7 @@ func leaseLost(r semaq.JobReply) bool {
 // with its delivery count carried over; every job is acked once and the
 // queue ends empty.
 func TestQueueLeasesSurviveRestart(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		restart func(t *testing.T, s *broker.Server, dir string) *broker.Server

@@ -460,6 +460,7 @@ func TestQueueNakDelayTermAndMaxDeliver(t *testing.T) {
 }
 
 func TestQueueInProgressExtendsLease(t *testing.T) {
+	t.Parallel()
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
 	addQueue(t, c, semaq.QueueConfig{Name: "Q", AckWait: time.Second})

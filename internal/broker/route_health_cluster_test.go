@@ -92,6 +92,7 @@ func sameEverywhere(ctx context.Context, c *brokertest.Cluster) (float64, error)
 // every node's weights follow that ratio, not what each node routed. When
 // the node computing the weights stops, another goes on from them.
 func TestClusterAdaptiveWeightsShared(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()

@@ -41,6 +41,7 @@ func targetHealth(t *testing.T, c *client.Client, route, subject string) semaq.R
 // traffic moves to b. Once a's consumer acks again, a's weight comes back
 // and so does its traffic.
 func TestAdaptiveSplitShiftsAndRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: waits for a target's health to fall and recover (~20s); runs without -short")
 	}
@@ -171,6 +172,7 @@ func TestAdaptiveNeedsSplit(t *testing.T) {
 // TestAdaptiveSplitFollowsAckLatency: both targets' consumers sample acks;
 // a's consumer is slow, so a's health and effective weight fall below b's.
 func TestAdaptiveSplitFollowsAckLatency(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: samples ack latency of a deliberately slow consumer; runs without -short")
 	}

@@ -458,6 +458,7 @@ func TestRouteSurvivesRestart(t *testing.T) {
 // A stored rule this node cannot compile (say, written by a newer
 // version) is listed with the reason and skipped; the others still route.
 func TestRouteStoredRuleNotLoaded(t *testing.T) {
+	t.Parallel()
 	r := startRouting(t)
 	ctx := context.Background()
 	nc, err := brokertest.DialOperator(r.s)

@@ -20,6 +20,7 @@ import (
 // with an error record after the last stored one. A reader on another node
 // gets the whole answer or that error — never a gap, never silence.
 func TestClusterTokenStreamWritersNodeLost(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()

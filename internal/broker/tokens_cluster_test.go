@@ -20,6 +20,7 @@ import (
 // third node. A writer that claimed the id on the worker's node first is
 // purged there, as on one node (docs/tokens.md, Claims: in a cluster).
 func TestClusterTokenStreamFromAFarWorker(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -167,6 +167,7 @@ func (v *victim) finish(t *testing.T) {
 }
 
 func TestTokenHostileForgedChunk(t *testing.T) {
+	t.Parallel()
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
 	a := newAttacker(t, s)
@@ -317,6 +318,7 @@ func TestTokenHostileMalformed(t *testing.T) {
 }
 
 func TestTokenHostileFlood(t *testing.T) {
+	t.Parallel()
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)
 

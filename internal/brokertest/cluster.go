@@ -124,16 +124,35 @@ func startNode(cfg broker.Config) (*broker.Server, error) {
 	return s, nil
 }
 
-// freePorts picks n free ports on 127.0.0.1.
+// handedOut are the cluster ports freePorts gave out in this process: a
+// cluster keeps its ports across restarts of its nodes, so no other
+// cluster of a parallel test may be given one of them.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freePorts picks n free ports on 127.0.0.1, none given out before in this
+// process.
 func freePorts(n int) ([]int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	ports := make([]int, 0, n)
-	for range n {
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 100*n {
+			return nil, fmt.Errorf("brokertest: no free port in %d tries", tries)
+		}
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, err
 		}
 		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		port := ln.Addr().(*net.TCPAddr).Port
+		if handedOut.ports[port] {
+			continue
+		}
+		handedOut.ports[port] = true
+		ports = append(ports, port)
 	}
 	return ports, nil
 }

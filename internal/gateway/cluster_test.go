@@ -54,6 +54,7 @@ func agentsOf(ctx context.Context, e *env) ([]string, error) {
 // completion asked through n3 is answered by the workers on n1 and n2; when
 // a worker leaves, every node stops listing its model.
 func TestClusterModelsAndAgentsEveryNode(t *testing.T) {
+	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
 	var envs []*env
 	for _, s := range c.Nodes() {

@@ -533,6 +533,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 // answer; after it, the client gets the tokens so far, never twice, then
 // an error event with code worker_lost.
 func TestWorkerKilled(t *testing.T) {
+	t.Parallel()
 	e := setup(t)
 	const ackWait = 400 * time.Millisecond
 

@@ -197,6 +197,7 @@ func hangingUpstream(t *testing.T, first bool) (url string, started chan struct{
 // error (worker_lost) long before its own timeout, instead of keep-alives,
 // and the request leaves the queue.
 func TestOnlyWorkerKilled(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: kills workers and waits for their leases to lapse; runs without -short")
 	}

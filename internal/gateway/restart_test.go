@@ -66,6 +66,7 @@ func TestWorkerRecreatesItsQueue(t *testing.T) {
 // recreates its queue and serves again, and /v1/models agrees with what
 // the gateway accepts at every moment.
 func TestWorkerHealsAfterBrokerRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: restarts the broker; runs without -short")
 	}

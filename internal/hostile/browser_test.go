@@ -204,6 +204,7 @@ var webAttackPaths = []string{
 // site: localhost) fires simple requests at the broker: nothing it asks
 // for may happen.
 func TestBrowserCannotDriveTheBroker(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("slow: drives a headless Chromium (installing it when missing); runs without -short")
 	}

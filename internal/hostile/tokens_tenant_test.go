@@ -20,6 +20,7 @@ import (
 // records under the tenant the ingress stamped on the job, and each
 // user's token-reading permissions name its own tenant.
 func TestTokenStreamsStayWithTheirTenant(t *testing.T) {
+	t.Parallel()
 	s, admin := authBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -78,6 +78,7 @@ func (e *authEnv) call(t *testing.T, method, path, key, ctype, body string) auth
 }
 
 func TestAuthRefusesRequestsWithoutAValidKey(t *testing.T) {
+	t.Parallel()
 	e := newAuthEnv(t)
 	revoked := e.addUser(t, semaq.UserAddRequest{Name: "gone", Role: semaq.RoleReader, Subjects: []string{"orders.>"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -1,0 +1,32 @@
+package brokertest
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// Main runs a package's tests with up to parallel tests marked
+// t.Parallel at once, unless -test.parallel was given. Brokers under test
+// mostly wait (a cluster electing its leaders, a lease lapsing, a health
+// window closing) rather than compute, so more of them than cores run at
+// once without starving each other; the default, one per core, leaves the
+// package's wall time to its slowest waits in a row. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { brokertest.Main(m, 4) }
+func Main(m *testing.M, parallel int) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "test.parallel" {
+			given = true
+		}
+	})
+	if !given {
+		// The testing package's own flag, read when m.Run starts: setting
+		// it cannot fail, and if it did the default would only be slower.
+		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
+	os.Exit(m.Run())
+}
