@@ -343,6 +343,9 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 	if err := s.cfg.setCluster(opts, tlsFiles, &s.tls); err != nil {
 		return nil, err
 	}
+	if err := s.guardRoutes(opts); err != nil {
+		return nil, err
+	}
 	return opts, nil
 }
 

@@ -2,9 +2,13 @@ package brokertest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,6 +77,11 @@ func (c *Cluster) start(n int, opts []func(*broker.Config)) error {
 	for i, p := range ports {
 		routes[i] = fmt.Sprintf("nats://127.0.0.1:%d", p)
 	}
+	// Every node reads the same cluster secret (routes prove it).
+	secret, err := ClusterSecretFile(c.t)
+	if err != nil {
+		return err
+	}
 	c.cfgs = make([]broker.Config, n)
 	for i := range n {
 		cfg := broker.DefaultConfig()
@@ -83,6 +92,7 @@ func (c *Cluster) start(n int, opts []func(*broker.Config)) error {
 		cfg.ClusterName = ClusterName
 		cfg.ClusterListen = fmt.Sprintf("127.0.0.1:%d", ports[i])
 		cfg.Routes = routes // the node's own route is ignored by NATS
+		cfg.ClusterSecretFile = secret
 		for _, o := range opts {
 			o(&cfg)
 		}
@@ -103,6 +113,17 @@ func (c *Cluster) start(n int, opts []func(*broker.Config)) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// ClusterSecretFile writes a fresh cluster secret, readable by its owner
+// only, to a file of the test's and returns its path.
+func ClusterSecretFile(t testing.TB) (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	path := filepath.Join(t.TempDir(), "cluster.secret")
+	return path, os.WriteFile(path, []byte(hex.EncodeToString(b)+"\n"), 0o600)
 }
 
 // startNode starts one node with an operator, for DialOperator.

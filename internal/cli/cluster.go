@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -16,12 +18,34 @@ import (
 func newClusterCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect the cluster of SemaQ nodes: status",
+		Short: "Inspect the cluster of SemaQ nodes (status), make its secret (secret)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newClusterStatusCmd(e))
+	cmd.AddCommand(newClusterStatusCmd(e), newClusterSecretCmd(e))
 	return cmd
+}
+
+func newClusterSecretCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "secret",
+		Short: "Print a new cluster secret: 256 random bits, hex",
+		Long: `Print a new secret for --cluster-secret-file (config key cluster_secret_file).
+Every node of a cluster reads the same file; a route proves it holds the
+secret, so a client certificate alone cannot join the cluster as a node
+(docs/cluster.md, Security). Write it once, readable by its owner only, and
+copy the file to every node.`,
+		Example: "  (umask 077; semaq cluster secret > cluster.secret)\n  semaq serve --cluster-secret-file cluster.secret ...",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b := make([]byte, 32)
+			if _, err := rand.Read(b); err != nil {
+				return fmt.Errorf("cluster secret: %w", err)
+			}
+			_, err := fmt.Fprintln(e.stdout, hex.EncodeToString(b))
+			return err
+		},
+	}
 }
 
 func newClusterStatusCmd(e *env) *cobra.Command {

@@ -133,3 +133,19 @@ func TestClusterExampleConfigs(t *testing.T) {
 		}
 	}
 }
+
+// semaq cluster secret prints a new 256-bit secret each time, in a form
+// --cluster-secret-file takes.
+func TestClusterSecretCommand(t *testing.T) {
+	secret := func() string {
+		var out, errOut bytes.Buffer
+		if code := Main([]string{"cluster", "secret"}, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("semaq cluster secret: exit %d: %s", code, errOut.String())
+		}
+		return strings.TrimSpace(out.String())
+	}
+	a, b := secret(), secret()
+	if len(a) != 64 || strings.Trim(a, "0123456789abcdef") != "" || a == b {
+		t.Fatalf("cluster secret printed %q then %q, want two different 64-digit hex secrets", a, b)
+	}
+}

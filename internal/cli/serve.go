@@ -27,7 +27,7 @@ var configKeys = []string{
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins", "audit_max_age", "audit_max_bytes",
 	"tls_cert", "tls_key", "tls_client_ca", "insecure", "auth",
-	"cluster_name", "cluster_listen", "routes", "quotas",
+	"cluster_name", "cluster_listen", "routes", "cluster_secret_file", "quotas",
 }
 
 // shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
@@ -116,6 +116,9 @@ loopback rule, and routes use the node's TLS settings.`,
 			if f.Changed("routes") {
 				cfg.Routes = flags.Routes
 			}
+			if f.Changed("cluster-secret-file") {
+				cfg.ClusterSecretFile = flags.ClusterSecretFile
+			}
 			return serve(cmd.Context(), e, cfg)
 		},
 	}
@@ -137,6 +140,7 @@ loopback rule, and routes use the node's TLS settings.`,
 	f.StringVar(&flags.ClusterName, "cluster-name", "", "join the cluster of this name (docs/cluster.md)")
 	f.StringVar(&flags.ClusterListen, "cluster-listen", "", "cluster address host:port other nodes' routes reach (loopback unless --insecure, or --auth with --tls-client-ca)")
 	f.StringSliceVar(&flags.Routes, "routes", nil, "cluster addresses of the nodes, comma-separated: nats://host:port,... (this node's own may be listed)")
+	f.StringVar(&flags.ClusterSecretFile, "cluster-secret-file", "", "file (mode 600) of the secret every node of the cluster shares and routes prove; required with --auth (semaq cluster secret makes one)")
 	f.BoolVar(&flags.Auth, "auth", false, "authenticate every NATS client with a key of the user store (semaq user); lets --listen leave loopback")
 	return cmd
 }

@@ -233,7 +233,7 @@ func (m *Metrics) AuthFailure(reason string) {
 		return
 	}
 	switch reason {
-	case "nkey", "no_key", "bad_key", "unknown_key", "expired_key", "cert":
+	case "nkey", "no_key", "bad_key", "unknown_key", "expired_key", "cert", "route_settings", "route_secret":
 	default:
 		reason = Other
 	}
