@@ -100,8 +100,8 @@ func parseRoute(r string) (*url.URL, error) {
 
 // checkClusterExposure applies the loopback rule to the cluster port: a
 // route is a peer with every right, so another machine may reach the port
-// only with insecure, or with auth and mutual TLS, whose client CA
-// authenticates the routes (auth authenticates clients, not routes).
+// only with insecure, or with auth and mutual TLS (auth authenticates
+// clients, not routes; the cluster secret does, cluster_auth.go).
 func (c *Config) checkClusterExposure() error {
 	if c.Insecure || c.ClusterListen == "" {
 		return nil
@@ -115,8 +115,9 @@ func (c *Config) checkClusterExposure() error {
 	}
 	if c.Auth {
 		return fmt.Errorf("cluster_listen: %s is not a loopback address and routes are not authenticated: auth checks clients, "+
-			"not the other nodes; set tls_cert, tls_key and tls_client_ca (--tls-client-ca) so routes present certificates "+
-			"of that CA (docs/cluster.md, Security), keep --cluster-listen on loopback, or set insecure: true (--insecure)", c.ClusterListen)
+			"not the other nodes; set tls_cert, tls_key and tls_client_ca (--tls-client-ca) so routes are mutual TLS, with "+
+			"the cluster secret (cluster_secret_file) proving they are nodes (docs/cluster.md, Security), keep --cluster-listen "+
+			"on loopback, or set insecure: true (--insecure)", c.ClusterListen)
 	}
 	return fmt.Errorf("cluster_listen: %s is not a loopback address and no authentication is configured: anything that "+
 		"can reach it could join the cluster as a node and read every message (docs/cluster.md, Security); keep "+

@@ -18,6 +18,10 @@ func TestClusterConfigErrors(t *testing.T) {
 		c.Name, c.ClusterName, c.ClusterListen = "n1", "prod", "127.0.0.1:6222"
 		c.Routes = []string{"nats://127.0.0.1:6222", "nats://127.0.0.1:6223", "nats://127.0.0.1:6224"}
 	}
+	secret, err := brokertest.ClusterSecretFile(t)
+	if err != nil {
+		t.Fatal(err)
+	}
 	many := make([]string, broker.MaxRoutes+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("nats://127.0.0.1:%d", 7000+i)
@@ -50,9 +54,14 @@ func TestClusterConfigErrors(t *testing.T) {
 		{"off loopback with auth but no client CA", func(c *broker.Config) {
 			c.ClusterListen, c.Auth = "10.0.0.1:6222", true
 		}, "cluster_listen: 10.0.0.1:6222 is not a loopback address and routes are not authenticated"},
-		{"off loopback with auth and mutual TLS", func(c *broker.Config) {
+		{"off loopback with auth and mutual TLS but no cluster secret", func(c *broker.Config) {
 			c.ClusterListen, c.Auth = "10.0.0.1:6222", true
 			c.TLSCert, c.TLSKey, c.TLSClientCA = certFile, keyFile, ca.File
+		}, "cluster_secret_file: a clustered node with auth needs the cluster's secret"},
+		{"off loopback with auth, mutual TLS and the cluster secret", func(c *broker.Config) {
+			c.ClusterListen, c.Auth = "10.0.0.1:6222", true
+			c.TLSCert, c.TLSKey, c.TLSClientCA = certFile, keyFile, ca.File
+			c.ClusterSecretFile = secret
 		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -265,13 +265,13 @@ func (c *Config) Validate() error {
 	if err := c.checkCluster(); err != nil {
 		return err
 	}
-	if err := c.checkClusterSecret(); err != nil {
-		return err
-	}
 	if err := c.checkExposure(); err != nil {
 		return err
 	}
 	if err := c.checkClusterExposure(); err != nil {
+		return err
+	}
+	if err := c.checkClusterSecret(); err != nil {
 		return err
 	}
 	if _, err := c.loadTLS(); err != nil {
