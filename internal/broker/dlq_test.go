@@ -377,27 +377,100 @@ func TestDLQPayloadLost(t *testing.T) {
 		t.Fatalf("replaying a dead letter without payload: %v", err)
 	}
 
-	// Deleted or expired before JetStream gave up on it; its stream gone.
-	broker.HandleDLQAdvisory(s, advisory("max", "L", "C", 999, ""))
-	broker.HandleDLQAdvisory(s, advisory("term", "GONE", "C", 5, "x"))
-	dls, err := c.DeadLetters(ctx, client.DeadLetterFilter{Consumer: "C"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(dls) != 2 || dls[0].PayloadLost != "message 999 was no longer in stream L" || dls[0].Reason != "max_deliveries" ||
-		dls[1].PayloadLost != "stream GONE no longer exists" || dls[1].Stream != "GONE" || dls[1].Reason != "terminated: x" {
-		t.Fatalf("dead letters of vanished messages: %+v", dls)
-	}
-
 	// Streams SemaQ does not manage, the queue itself included, are not
-	// dead-lettered; malformed advisories are ignored.
+	// dead-lettered; malformed advisories are ignored; advisories no
+	// consumer confirms (a message never delivered, a stream gone, a
+	// consumer that never was) store nothing.
 	broker.HandleDLQAdvisory(s, advisory("term", semaq.DLQStream, "C", d.Seq, "reader gave up"))
 	broker.HandleDLQAdvisory(s, advisory("term", "KV_SQ_SCHEMAS", "C", 1, ""))
 	broker.HandleDLQAdvisory(s, advisory("term", "L", "bad.name", 1, ""))
 	broker.HandleDLQAdvisory(s, &nats.Msg{Subject: "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.L.C", Data: []byte("{")})
-	if dls, err := c.DeadLetters(ctx, client.DeadLetterFilter{}); err != nil || len(dls) != 3 {
+	broker.HandleDLQAdvisory(s, advisory("max", "L", "C", 999, ""))
+	broker.HandleDLQAdvisory(s, advisory("term", "GONE", "C", 5, "x"))
+	if dls, err := c.DeadLetters(ctx, client.DeadLetterFilter{}); err != nil || len(dls) != 1 {
 		t.Fatalf("dead letters after advisories to ignore: %+v, %v", dls, err)
 	}
+}
+
+// An advisory is not taken on its word (docs/security.md, Confused
+// deputies): what a user can make JetStream deliver to an advisory subject
+// (a stored copy of an advisory, through a consumer or an API reply) or
+// forge about a consumer that never gives up, such as the dispatcher of a
+// work queue, dead-letters nothing and removes nothing.
+func TestDLQForgedAdvisoriesRefused(t *testing.T) {
+	t.Parallel()
+	s, c := startDLQ(t)
+	ctx := context.Background()
+	addStream(t, c, semaq.StreamConfig{Name: "F", Subjects: []string{"f.>"}})
+	addStream(t, c, semaq.StreamConfig{Name: "FW", Subjects: []string{"fw.>"}, Retention: "workqueue"})
+	publish(t, c, "f.a", "a")
+	publish(t, c, "fw.job", "job")
+	cons := consumer(t, c, "F", "C", 5)
+	m := mustNext(t, cons) // delivered once, max_deliver 5
+
+	for _, tc := range []struct {
+		name   string
+		msg    *nats.Msg
+		reason string
+	}{
+		{"a stored advisory delivered by a consumer", func() *nats.Msg {
+			a := advisory("max", "F", "C", 1, "")
+			a.Reply = "$JS.ACK.X.Y.1.1.1.1700000000000000000.0"
+			return a
+		}(), "not_advisory"},
+		{"a direct get answered onto the advisory subject", func() *nats.Msg {
+			a := advisory("term", "F", "C", 1, "")
+			a.Header = nats.Header{"Nats-Stream": {"X"}, "Nats-Sequence": {"1"}}
+			return a
+		}(), "not_advisory"},
+		{"max deliveries below the consumer's max_deliver", advisory("max", "F", "C", 1, ""), "unconfirmed"},
+		{"a message the consumer never delivered", advisory("term", "F", "C", 2, "x"), "unconfirmed"},
+		{"a consumer that does not exist", advisory("term", "F", "NOBODY", 1, "x"), "unconfirmed"},
+		{"the dispatcher of a work queue, which never gives up", advisory("max", "FW", "semaq-dispatch", 1, ""), "unconfirmed"},
+	} {
+		before := dlqRefusals(t, s, tc.reason)
+		broker.HandleDLQAdvisory(s, tc.msg)
+		if got := dlqRefusals(t, s, tc.reason); got != before+1 {
+			t.Errorf("%s: semaq_dlq_advisories_refused_total{reason=%q} went %v -> %v, want one more", tc.name, tc.reason, before, got)
+		}
+	}
+	if dls, err := c.DeadLetters(ctx, client.DeadLetterFilter{}); err != nil || len(dls) != 0 {
+		t.Fatalf("forged advisories stored dead letters: %+v, %v", dls, err)
+	}
+	info, err := c.StreamInfo(ctx, "FW")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Messages != 1 {
+		t.Fatalf("the work queue holds %d jobs after a forged advisory about its dispatcher, want 1", info.State.Messages)
+	}
+	// A real termination is still dead-lettered.
+	if err := m.TermWithReason("really bad"); err != nil {
+		t.Fatal(err)
+	}
+	waitDeadLetters(t, c, client.DeadLetterFilter{Stream: "F"}, 1, nil)
+}
+
+// dlqRefusals reads semaq_dlq_advisories_refused_total{reason} of s.
+func dlqRefusals(t *testing.T, s *broker.Server, reason string) float64 {
+	t.Helper()
+	mfs, err := s.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "semaq_dlq_advisories_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 func TestDLQWorkqueueMaxDeliveriesMovesMessage(t *testing.T) {
@@ -493,6 +566,9 @@ func TestDLQDeletedMessageIsNoDeadLetter(t *testing.T) {
 	addStream(t, c, semaq.StreamConfig{Name: "DEL", Subjects: []string{"del.>"}})
 	publish(t, c, "del.a", "a")
 	publish(t, c, "del.b", "b")
+	cons := consumer(t, c, "DEL", "C", 0)
+	mustNext(t, cons)
+	mustNext(t, cons) // C has delivered both: it confirms advisories about them
 	broker.HandleDLQAdvisory(s, advisory("term", "DEL", "C", 1, "Unacknowledged message was deleted"))
 	broker.HandleDLQAdvisory(s, advisory("term", "DEL", "C", 2, "bad input"))
 	dls, err := c.DeadLetters(context.Background(), client.DeadLetterFilter{Stream: "DEL"})

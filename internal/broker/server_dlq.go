@@ -24,6 +24,7 @@ func (s *Server) startDLQ(ctx context.Context) error {
 		Conn:          s.nc,
 		IsSemaqStream: isSemaqStream,
 		OnDeadLetter:  s.metrics.DeadLetter,
+		OnRefused:     s.metrics.DLQAdvisoryRefused,
 		Audit:         s.audit,
 	})
 	if err != nil {

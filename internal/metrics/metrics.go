@@ -93,6 +93,7 @@ type Metrics struct {
 	accepted, rejected                            *prometheus.CounterVec
 	ingressLatency, deliveryLatency, promptTokens *prometheus.HistogramVec
 	deadLetters                                   *prometheus.CounterVec
+	dlqAdvisoriesRefused                          *prometheus.CounterVec
 	authFailures                                  *prometheus.CounterVec
 	auditRecords                                  *prometheus.CounterVec
 	auditFailures                                 prometheus.Counter
@@ -143,8 +144,10 @@ func New(o Options) *Metrics {
 		"AI-Prompt-Tokens of accepted messages, by model and tenant.", prometheus.ExponentialBuckets(16, 2, 17), "model", "tenant")
 	m.deadLetters = f.counter("semaq_dead_letters_total",
 		"Messages dead-lettered into SQ_DLQ, by stream and reason.", "stream", "reason")
+	m.dlqAdvisoriesRefused = f.counter("semaq_dlq_advisories_refused_total",
+		"Dead-letter advisories not acted on, by reason: not_advisory (a reply subject or headers: JetStream delivered it on someone's behalf), unconfirmed (JetStream's consumer does not confirm it).", "reason")
 	m.authFailures = f.counter("semaq_auth_failures_total",
-		"NATS connections refused by authentication (auth on), by reason: nkey, no_key, bad_key, unknown_key, cert.", "reason")
+		"NATS connections and routes refused by authentication, by reason: nkey, no_key, bad_key, unknown_key, cert, route_settings, route_secret.", "reason")
 	m.auditRecords = f.counter("semaq_audit_records_total",
 		"Audit records stored in SQ_AUDIT, by outcome of the admin change: ok or refused.", "outcome")
 	m.auditRecords.WithLabelValues("ok")
@@ -206,6 +209,20 @@ func (m *Metrics) Handler() http.Handler {
 		EnableOpenMetrics: true,
 		ErrorHandling:     promhttp.ContinueOnError,
 	})
+}
+
+// DLQAdvisoryRefused counts one dead-letter advisory not acted on: reason
+// is not_advisory or unconfirmed.
+func (m *Metrics) DLQAdvisoryRefused(reason string) {
+	if m == nil {
+		return
+	}
+	switch reason {
+	case "not_advisory", "unconfirmed":
+	default:
+		reason = Other
+	}
+	m.dlqAdvisoriesRefused.WithLabelValues(reason).Inc()
 }
 
 // DeadLetter counts one message dead-lettered from stream. reason is

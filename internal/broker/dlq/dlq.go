@@ -113,6 +113,12 @@ type Deps struct {
 	// OnDeadLetter counts a dead letter stored from an advisory or a
 	// capture (not those Put stores for a caller). Nil counts nothing.
 	OnDeadLetter func(stream, reason string)
+	// OnRefused counts an advisory not acted on: "not_advisory" (it
+	// carries a reply subject or headers, so JetStream delivered it there
+	// for someone: a consumer's delivery or an API answer, not an
+	// advisory) or "unconfirmed" (the consumer it names does not confirm
+	// it). Nil counts nothing.
+	OnRefused func(reason string)
 	// Audit records each purge and replay (docs/security.md, Audit). Nil
 	// records nothing.
 	Audit api.AuditFunc
@@ -128,6 +134,9 @@ type Store struct {
 	subs      []*nats.Subscription
 	stop      chan struct{} // closed by Close: no more retries
 	closeOnce sync.Once
+
+	refusalMu     sync.Mutex
+	refusalLogged map[string]time.Time // by reason: a flood of forgeries logs once a second
 }
 
 // Open makes sure SQ_DLQ exists and follows the advisories; the advisory
@@ -143,7 +152,10 @@ func Open(ctx context.Context, deps Deps) (*Store, error) {
 	if deps.Audit == nil {
 		deps.Audit = api.NoAudit
 	}
-	s := &Store{log: deps.Log, deps: deps, stop: make(chan struct{})}
+	if deps.OnRefused == nil {
+		deps.OnRefused = func(string) {}
+	}
+	s := &Store{log: deps.Log, deps: deps, stop: make(chan struct{}), refusalLogged: map[string]time.Time{}}
 	if _, err := jsutil.EnsureStream(ctx, deps.JS, streamConfig(deps.Replicas)); err != nil {
 		return nil, fmt.Errorf("dead-letter stream %s: %w", semaq.DLQStream, err)
 	}
@@ -285,10 +297,22 @@ func termReason(why string) string {
 }
 
 // HandleAdvisory dead-letters the message an advisory reports: the
-// advisory subscriptions call it. A failure is
-// retried briefly and then logged with everything needed to find the
-// message by hand: it is never dropped without a word.
+// advisory subscriptions call it. The advisory's word is not enough, since a
+// user can make JetStream deliver a stored copy of one to the advisory
+// subject (a consumer's deliver subject, an API request's reply subject):
+// a message with a reply subject or headers is no advisory, and the
+// consumer it names must confirm it (confirm). A refusal is counted and
+// logged. A failure to store is retried briefly and then logged with
+// everything needed to find the message by hand: it is never dropped
+// without a word.
 func (s *Store) HandleAdvisory(m *nats.Msg) {
+	if m.Reply != "" || len(m.Header) > 0 {
+		// JetStream publishes its advisories bare; what carries an ack
+		// subject or headers was delivered there on someone's behalf.
+		s.refuse("not_advisory", "a message on an advisory subject with a reply subject or headers: delivered there by a consumer or an API answer, not published by JetStream",
+			"subject", m.Subject, "reply", m.Reply)
+		return
+	}
 	ev, err := parseAdvisory(m.Data)
 	if err != nil {
 		s.log.Warn("dead-letter advisory ignored", "subject", m.Subject, "err", err)
@@ -306,10 +330,18 @@ func (s *Store) HandleAdvisory(m *nats.Msg) {
 	}
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
-		_, err = s.deadLetter(ctx, ev, true)
+		err = s.confirm(ctx, ev)
+		if err == nil {
+			_, err = s.deadLetter(ctx, ev, true)
+		}
 		cancel()
+		var unconfirmed *unconfirmedError
 		switch {
 		case err == nil:
+			return
+		case errors.As(err, &unconfirmed):
+			s.refuse("unconfirmed", "a dead-letter advisory JetStream does not confirm: "+unconfirmed.why,
+				"subject", m.Subject, "stream", ev.Stream, "seq", ev.Seq, "consumer", ev.Consumer, "reason", ev.Reason)
 			return
 		case errors.Is(err, errNotSemaqStream):
 			s.log.Debug("advisory of a stream SemaQ does not manage", "subject", m.Subject)
@@ -321,6 +353,58 @@ func (s *Store) HandleAdvisory(m *nats.Msg) {
 		s.log.Error("message could not be dead-lettered", "stream", ev.Stream, "seq", ev.Seq,
 			"consumer", ev.Consumer, "reason", ev.Reason, "err", err)
 		return
+	}
+}
+
+// unconfirmedError says why JetStream does not confirm an advisory.
+type unconfirmedError struct{ why string }
+
+func (e *unconfirmedError) Error() string { return "advisory not confirmed: " + e.why }
+
+// confirm asks JetStream whether the consumer an advisory names could have
+// sent it: the consumer exists on that stream, has delivered the message,
+// and for max deliveries has a max_deliver the advisory's count reaches.
+// JetStream keeps no delivery count per message once a consumer gave up on
+// it, so this is as far as the advisory can be checked; what it rules out
+// is an advisory about a consumer or message that never was, or a consumer
+// that never gives up.
+func (s *Store) confirm(ctx context.Context, ev Event) error {
+	cons, err := s.deps.JS.Consumer(ctx, ev.Stream, ev.Consumer)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return &unconfirmedError{fmt.Sprintf("stream %s does not exist", ev.Stream)}
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return &unconfirmedError{fmt.Sprintf("stream %s has no consumer %s", ev.Stream, ev.Consumer)}
+	case err != nil:
+		return err
+	}
+	ci := cons.CachedInfo()
+	if ci.Delivered.Stream < ev.Seq {
+		return &unconfirmedError{fmt.Sprintf("consumer %s of stream %s has delivered up to message %d, not %d",
+			ev.Consumer, ev.Stream, ci.Delivered.Stream, ev.Seq)}
+	}
+	if ev.Reason == semaq.DLQReasonMaxDeliveries {
+		if md := ci.Config.MaxDeliver; md <= 0 || ev.Deliveries < uint64(md) {
+			return &unconfirmedError{fmt.Sprintf("consumer %s of stream %s has max_deliver %d, the advisory claims %d deliveries",
+				ev.Consumer, ev.Stream, md, ev.Deliveries)}
+		}
+	}
+	return nil
+}
+
+// refuse counts and logs (at most once a second per reason) an advisory
+// not acted on.
+func (s *Store) refuse(reason, msg string, args ...any) {
+	s.deps.OnRefused(reason)
+	s.refusalMu.Lock()
+	now := time.Now()
+	quiet := now.Sub(s.refusalLogged[reason]) < time.Second
+	if !quiet {
+		s.refusalLogged[reason] = now
+	}
+	s.refusalMu.Unlock()
+	if !quiet {
+		s.log.Warn("dead-letter advisory refused: "+msg, args...)
 	}
 }
 
