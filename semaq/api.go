@@ -37,7 +37,7 @@ type StreamConfig struct {
 	Retention   string        `json:"retention,omitempty"` // limits (default), workqueue, interest
 	Storage     string        `json:"storage,omitempty"`   // file (default), memory
 	MaxAge      time.Duration `json:"max_age,omitempty"`
-	MaxBytes    int64         `json:"max_bytes,omitempty"`
+	MaxBytes    int64         `json:"max_bytes,omitempty"` // 0: the broker's stream_max_bytes (1 GiB file, 256 MiB memory)
 	MaxMsgs     int64         `json:"max_msgs,omitempty"`
 	Replicas    int           `json:"replicas,omitempty"`
 	// Duplicates is the Nats-Msg-Id dedup window; 0 means two minutes.

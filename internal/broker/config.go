@@ -117,6 +117,11 @@ type Config struct {
 	TokenMaxStreams       int   `yaml:"token_max_streams"`
 	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
 	HTTPMaxConns int `yaml:"http_max_conns"`
+	// StreamMaxBytes is the max_bytes a user stream gets when its create
+	// names none: 0 means DefaultStreamMaxBytes (file storage) or
+	// DefaultStreamMaxBytesMemory (memory), -1 no limit. A stream full to
+	// it drops its oldest messages, as any max_bytes does.
+	StreamMaxBytes int64 `yaml:"stream_max_bytes"`
 	// AuditMaxAge and AuditMaxBytes bound SQ_AUDIT, the record of admin
 	// changes (docs/security.md, Audit); past either the oldest records
 	// go. 0 keeps each default: 90 days, 256 MiB.
@@ -225,6 +230,10 @@ func (c *Config) Validate() error {
 	}
 	if c.AuditMaxAge < 0 || (c.AuditMaxAge > 0 && c.AuditMaxAge < time.Minute) {
 		return fmt.Errorf("audit_max_age: %s is under one minute", c.AuditMaxAge)
+	}
+	if c.StreamMaxBytes < -1 {
+		return fmt.Errorf("stream_max_bytes: %d; use a size in bytes, 0 for the default (%d on file, %d in memory) or -1 for no limit",
+			c.StreamMaxBytes, DefaultStreamMaxBytes, DefaultStreamMaxBytesMemory)
 	}
 	if c.AuditMaxBytes < 0 || (c.AuditMaxBytes > 0 && c.AuditMaxBytes < 1<<20) {
 		return fmt.Errorf("audit_max_bytes: %d is under 1048576 (1 MiB)", c.AuditMaxBytes)

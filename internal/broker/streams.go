@@ -246,7 +246,7 @@ func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error)
 		return jc, fmt.Errorf("max age %s is under one second", c.MaxAge)
 	}
 	if c.MaxBytes == 0 {
-		jc.MaxBytes = -1
+		jc.MaxBytes = s.defaultStreamMaxBytes(jc.Storage)
 	} else if c.MaxBytes < 0 {
 		return jc, fmt.Errorf("max bytes %d is negative", c.MaxBytes)
 	}
@@ -264,6 +264,28 @@ func (s *Server) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error)
 		return jc, fmt.Errorf("duplicate window %s is negative", c.Duplicates)
 	}
 	return jc, nil
+}
+
+// Default bounds of a user stream whose create names no max_bytes
+// (stream_max_bytes changes them): every stream a client can fill has a
+// bound, so a publisher, or a loop of deliveries between streams, cannot
+// take the disk (or, for memory streams, the RAM) of the node.
+const (
+	DefaultStreamMaxBytes       = 1 << 30
+	DefaultStreamMaxBytesMemory = 256 << 20
+)
+
+// defaultStreamMaxBytes is the max_bytes of a stream created without one
+// (-1: none).
+func (s *Server) defaultStreamMaxBytes(storage jetstream.StorageType) int64 {
+	switch {
+	case s.cfg.StreamMaxBytes != 0:
+		return s.cfg.StreamMaxBytes
+	case storage == jetstream.MemoryStorage:
+		return DefaultStreamMaxBytesMemory
+	default:
+		return DefaultStreamMaxBytes
+	}
 }
 
 // streamInfo maps JetStream's stream info onto SemaQ's.

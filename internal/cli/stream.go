@@ -94,7 +94,7 @@ func newStreamAddCmd(e *env) *cobra.Command {
 	f.StringVar(&cfg.Storage, "storage", "", "file (default) or memory")
 	f.StringVar(&cfg.Durability, "durability", "", "fsync (an ack means on disk; group-committed) or interval (periodic fsync); default: the server's --sync")
 	f.DurationVar(&cfg.MaxAge, "max-age", 0, "drop messages older than this (0: no limit)")
-	f.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "drop the oldest messages beyond this many bytes (0: no limit)")
+	f.Int64Var(&cfg.MaxBytes, "max-bytes", 0, "drop the oldest messages beyond this many bytes (0: the broker's stream_max_bytes, 1 GiB on file and 256 MiB in memory by default)")
 	f.IntVar(&cfg.Replicas, "replicas", 0, "number of replicas (0: the broker's default)")
 	f.StringVar(&cfg.Description, "description", "", "what the stream is for")
 	f.StringVar(&cfg.Schema, "schema", "", "schema registry `SUBJECT` every message must match (schema-on-write)")
