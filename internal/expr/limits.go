@@ -3,6 +3,7 @@ package expr
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"regexp/syntax"
 	"strings"
 	"time"
@@ -37,6 +38,13 @@ const (
 	// expression is compiled, patterns computed from the message when they
 	// are used. 5,000 instructions are about 200 KB.
 	MaxRegexProgram = 5000
+	// MaxRegexWork bounds one regular expression match: the input's bytes
+	// times the instructions of the pattern's program. Go's regexp runs in
+	// time proportional to that product (no backtracking blow-up, but a
+	// 2,000-instruction pattern over a 900 KiB payload is 1.8e9 steps, tens
+	// of seconds), and a match cannot be interrupted, so the product is
+	// checked before matching: 2^27 is a fraction of a second here.
+	MaxRegexWork = 1 << 27
 	// maxRegexSource is the longest pattern computed at run time that is
 	// parsed at all.
 	maxRegexSource = 16 << 10
@@ -357,7 +365,66 @@ func sizeMatches(args []ref.Val) (int64, ref.Val) {
 	if err != nil {
 		return 0, types.WrapErr(err)
 	}
+	if n, ok := strLen(args[0]); ok {
+		if err := checkRegexWork(n, insts); err != nil {
+			return 0, types.WrapErr(err)
+		}
+	}
 	return 40*insts + 8*int64(len(p)), nil
+}
+
+// checkRegexWork refuses a match of an input of n bytes against a program of
+// insts instructions past MaxRegexWork.
+func checkRegexWork(n, insts int64) error {
+	if n > 0 && insts > 0 && n > MaxRegexWork/insts {
+		return fmt.Errorf("regular expression match too large: a %d-byte input against a %d-instruction pattern is over %d "+
+			"(input bytes × pattern instructions); match a smaller field or a shorter pattern", n, insts, int64(MaxRegexWork))
+	}
+	return nil
+}
+
+// boundedMatch is a matches() call with a constant pattern, compiled once
+// when the program is built; each match first checks MaxRegexWork against
+// the input's length. It is no InterpretableCall, so CEL's own constant
+// regex optimisation, which would drop the check, leaves it alone.
+type boundedMatch struct {
+	call  interpreter.InterpretableCall
+	re    *regexp.Regexp
+	insts int64
+}
+
+// ID implements interpreter.Interpretable.
+func (m *boundedMatch) ID() int64 { return m.call.ID() }
+
+// Eval implements interpreter.Interpretable; programs run Exec.
+func (m *boundedMatch) Eval(a interpreter.Activation) ref.Val {
+	if f, ok := a.(*interpreter.ExecutionFrame); ok {
+		return m.Exec(f)
+	}
+	return types.NewErr("expr: matches evaluated outside an execution frame")
+}
+
+// Exec implements interpreter.InterpretableV2.
+func (m *boundedMatch) Exec(f *interpreter.ExecutionFrame) ref.Val {
+	args := m.call.Args()
+	v := args[0].Exec(f)
+	if types.IsUnknownOrError(v) {
+		return v
+	}
+	in, ok := v.(types.String)
+	if !ok {
+		return types.LabelErrNode(m.ID(), types.MaybeNoSuchOverloadErr(v))
+	}
+	var res ref.Val
+	if err := checkRegexWork(int64(len(in)), m.insts); err != nil {
+		res = types.LabelErrNode(m.ID(), types.WrapErr(err))
+	} else {
+		res = types.Bool(m.re.MatchString(string(in)))
+	}
+	if costs := f.CostTracker(); costs != nil {
+		costs.EvalVarArgs(f, m.ID(), m.call, []ref.Val{v, args[1].(interpreter.InterpretableConst).Value()}, res)
+	}
+	return res
 }
 
 // regexProgramSize estimates the instructions of the compiled program of
@@ -490,10 +557,15 @@ func boundCalls(impls map[string]*functions.Overload) interpreter.InterpretableD
 		if fn == overloads.Matches && len(args) == 2 {
 			if c, ok := args[1].(interpreter.InterpretableConst); ok {
 				if p, ok := c.Value().(types.String); ok {
-					if _, err := regexProgramSize(string(p)); err != nil {
+					insts, err := regexProgramSize(string(p))
+					if err != nil {
 						return nil, err
 					}
-					return i, nil // compiled once, when the program is built
+					re, err := regexp.Compile(string(p))
+					if err != nil {
+						return nil, fmt.Errorf("invalid regular expression: %w", err)
+					}
+					return &boundedMatch{call: call, re: re, insts: insts}, nil // compiled once, when the program is built
 				}
 			}
 		}

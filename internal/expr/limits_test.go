@@ -240,3 +240,30 @@ func BenchmarkMemoryLimitAttack(b *testing.B) {
 		}
 	}
 }
+
+// TestRegexWorkBounded: a pattern under the program limit over a large
+// payload is still work in proportion to their product, and a match cannot
+// be interrupted by the evaluation's deadline. Such a match is refused
+// before it starts, constant pattern or one read from the message, and a
+// match within the bound still runs.
+func TestRegexWorkBounded(t *testing.T) {
+	e := testEnv(t)
+	const pattern = `a.{1000}.{1000}c` // about 2,000 instructions
+	huge := Message{Data: []byte(`{"s":"` + strings.Repeat("a", 900<<10) + `","p":"` + pattern + `"}`)}
+	for _, src := range []string{`payload.s.matches("` + pattern + `")`, `payload.s.matches(payload.p)`, `matches(payload.s, "` + pattern + `")`} {
+		p, err := e.Compile(src)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		start := time.Now()
+		ok, err := p.Match(huge)
+		if ok || err == nil || !strings.Contains(err.Error(), "regular expression match too large") {
+			t.Errorf("%s over 900 KiB: %v, %v; want the match refused", src, ok, err)
+		}
+		t.Logf("%s over 900 KiB refused in %v", src, time.Since(start))
+		small := Message{Data: []byte(`{"s":"a` + strings.Repeat("b", 2000) + `c","p":"` + pattern + `"}`)}
+		if ok, err := p.Match(small); !ok || err != nil {
+			t.Errorf("%s over 2 KiB: %v, %v; want a match", src, ok, err)
+		}
+	}
+}
