@@ -175,7 +175,10 @@ func (p *pumpSource) close() error {
 	close(p.stopHB)
 	<-p.hbDone
 	_ = p.sub.Unsubscribe()
-	if p.c.nc.IsClosed() {
+	if !p.c.nc.IsConnected() {
+		// Closed, or reconnecting (a revoked key's connection, which the
+		// broker closed): no end request could go out, and the broker ends
+		// the pump when the heartbeats stop.
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.c.timeout)

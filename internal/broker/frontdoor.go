@@ -61,6 +61,8 @@ type FrontDoorDeps struct {
 // Identity authenticates keys: *identity.Store.
 type Identity interface {
 	Authenticate(key string) (identity.Principal, error)
+	// Changed is closed at the next change of the store.
+	Changed() <-chan struct{}
 }
 
 // FrontDoorFunc starts a front door listening on deps.Config.HTTP, over TLS

@@ -34,6 +34,9 @@ import (
 // Identity authenticates keys: *identity.Store.
 type Identity interface {
 	Authenticate(key string) (identity.Principal, error)
+	// Changed is closed at the next change of the store (a user or key
+	// added, rotated or removed).
+	Changed() <-chan struct{}
 }
 
 // FailureLimiter slows down repeated failures from one IP: the NATS door's
@@ -161,7 +164,12 @@ func (h *Handler) authorize(w http.ResponseWriter, r *http.Request) (_ *http.Req
 	if a.Limiter != nil {
 		a.Limiter.Succeed(ip)
 	}
-	caller := &httpauth.Caller{Principal: p}
+	caller := &httpauth.Caller{Principal: p,
+		// A long answer (an event stream) ends when its key stops being
+		// valid: revoked, rotated away, its user removed or expired.
+		Changed: a.Identity.Changed,
+		Recheck: func() error { _, err := a.Identity.Authenticate(key); return err },
+	}
 	switch kind {
 	case routeAdmin:
 		if p.Role != semaq.RoleAdmin {

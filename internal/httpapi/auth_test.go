@@ -199,3 +199,77 @@ func TestAuthRevocationOverHTTP(t *testing.T) {
 		t.Fatalf("after revocation: %d %s, want 401", a.status, a.body)
 	}
 }
+
+// An open event stream ends when its key stops being valid: a removed user's
+// stream and a rotated key's stream each get a final event: error naming
+// why, instead of staying open and silent (docs/security.md, Revocation).
+func TestRevocationEndsEventStreams(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		name   string
+		revoke func(user string) error
+	}{
+		{"user removed", func(user string) error { _, err := e.admin.RemoveUser(ctx, user); return err }},
+		{"key rotated", func(user string) error { _, err := e.admin.RotateKey(ctx, user); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user := strings.ReplaceAll(tc.name, " ", "-")
+			key := e.addUser(t, semaq.UserAddRequest{Name: user, Role: semaq.RoleReader, Subjects: []string{"orders.>"}})
+			for _, path := range []string{"/api/v1/subscribe/orders.>", "/api/v1/subscribe/orders.>?filter=true"} {
+				req, err := http.NewRequestWithContext(ctx, "GET", e.base+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header.Set("Authorization", "Bearer "+key)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					b, _ := io.ReadAll(resp.Body)
+					t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+				}
+				buf := make([]byte, 4096)
+				n, err := resp.Body.Read(buf)
+				if err != nil || !strings.Contains(string(buf[:n]), ": subscribed") {
+					t.Fatalf("%s: first read %q, %v", path, buf[:n], err)
+				}
+				if path == "/api/v1/subscribe/orders.>" {
+					// Both streams open: revoke once, below.
+					defer func() {
+						if rest, ok := readUntil(resp.Body, "no longer valid"); !ok || !strings.Contains(rest, "event: error") {
+							t.Errorf("%s after %s: %q, want a final event: error naming the key", path, tc.name, rest)
+						}
+					}()
+					continue
+				}
+				if err := tc.revoke(user); err != nil {
+					t.Fatal(err)
+				}
+				if rest, ok := readUntil(resp.Body, "no longer valid"); !ok || !strings.Contains(rest, "event: error") {
+					t.Fatalf("%s after %s: %q, want a final event: error naming the key", path, tc.name, rest)
+				}
+			}
+		})
+	}
+}
+
+// readUntil reads r until what it read contains want (true), or r ends.
+func readUntil(r io.Reader, want string) (string, bool) {
+	var got []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		got = append(got, buf[:n]...)
+		if strings.Contains(string(got), want) {
+			return string(got), true
+		}
+		if err != nil {
+			return string(got), false
+		}
+	}
+}

@@ -113,15 +113,23 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(h.closing, cancel)()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(h.closing, func() { cancel(nil) })()
+	if caller := httpauth.From(r.Context()); caller != nil && caller.Recheck != nil {
+		stop := watchKey(caller, func(err error) { cancel(&keyRevokedError{err}) })
+		defer stop()
+	}
 	for {
 		wait, stopWait := context.WithTimeout(ctx, keepalive)
 		msg, err := src.next(wait)
 		stopWait()
+		var revoked *keyRevokedError
 		switch {
 		case err == nil:
+		case errors.As(context.Cause(ctx), &revoked):
+			ew.fail(revoked.Error())
+			return
 		case errors.Is(err, client.ErrSubscriptionDone), ctx.Err() != nil:
 			return
 		case errors.Is(err, context.DeadlineExceeded):
@@ -146,6 +154,45 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		}
 		src.written(ctx, msg)
 	}
+}
+
+// keyRevokedError ends an event stream whose key stopped being valid.
+type keyRevokedError struct{ err error }
+
+func (e *keyRevokedError) Error() string {
+	return "the key of this stream is no longer valid (revoked, rotated, expired or its user removed): " + e.err.Error()
+}
+
+// watchKey calls revoked, once, when caller's key stops being valid: at
+// each change of the identity store, and at the key's expiry. stop ends
+// the watch and waits for its goroutine.
+func watchKey(caller *httpauth.Caller, revoked func(error)) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var expiry <-chan time.Time
+		if !caller.Expires.IsZero() {
+			t := time.NewTimer(time.Until(caller.Expires))
+			defer t.Stop()
+			expiry = t.C
+		}
+		for {
+			changed := caller.Changed()
+			if err := caller.Recheck(); err != nil {
+				revoked(err)
+				return
+			}
+			select {
+			case <-changed:
+			case <-expiry:
+				expiry = nil
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-exited }
 }
 
 // dropSlow ends a stream whose client did not take an event within the
@@ -367,7 +414,9 @@ func (s *pullSource) written(context.Context, *client.Msg) {}
 // close deletes an ephemeral consumer at once; an open pull ends on its
 // own within fetchWait. A durable keeps its position.
 func (s *pullSource) close() {
-	if !s.ephemeral || s.c.Conn().IsClosed() {
+	if !s.ephemeral || !s.c.Conn().IsConnected() {
+		// Nothing to delete with, or closed or reconnecting (a revoked
+		// key's): the consumer lapses after its inactive threshold.
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

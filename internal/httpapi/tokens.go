@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/httpauth"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
@@ -80,9 +81,13 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	defer context.AfterFunc(h.closing, cancel)()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	defer context.AfterFunc(h.closing, func() { cancel(nil) })()
+	if caller := httpauth.From(r.Context()); caller != nil && caller.Recheck != nil {
+		stop := watchKey(caller, func(err error) { cancel(&keyRevokedError{err}) })
+		defer stop()
+	}
 	var buf []byte
 	// Until the first event, a stream with nothing stored waits at most
 	// firstBy (zero: no bound).
@@ -99,6 +104,10 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		c, err := rd.Next(waitCtx)
 		stopWait()
 		if ctx.Err() != nil {
+			var revoked *keyRevokedError
+			if errors.As(context.Cause(ctx), &revoked) {
+				ew.fail(revoked.Error())
+			}
 			return
 		}
 		if !firstBy.IsZero() && errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(firstBy) {

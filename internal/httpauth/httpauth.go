@@ -23,6 +23,12 @@ type Caller struct {
 	// what goes through NATS for this request goes through it, with the
 	// key's rights. Nil for endpoints served in process.
 	Client *client.Client
+	// Changed is closed at the identity store's next change, and Recheck
+	// then tells whether the caller's key is still valid (nil) or why
+	// not: answers that stream (SSE) end when the key is revoked. Nil
+	// without auth.
+	Changed func() <-chan struct{}
+	Recheck func() error
 }
 
 type callerKey struct{}
