@@ -88,16 +88,11 @@ func TestClusterRefusesRoutesWithoutNodeCredentials(t *testing.T) {
 			}
 			go rogue.Start()
 			t.Cleanup(rogue.Shutdown)
-			waitFor(t, "a "+tc.reason+" refusal of the rogue route", func() bool { return routeRefusals(t, target, tc.reason) > before })
-			if n := rogue.NumRoutes(); n != 0 {
-				t.Fatalf("the rogue server holds %d routes, want none", n)
-			}
-			// Still none after its next attempts: a refusal is not a delay.
-			before = routeRefusals(t, target, tc.reason)
-			waitFor(t, "a second refusal", func() bool { return routeRefusals(t, target, tc.reason) > before })
-			if n := rogue.NumRoutes(); n != 0 {
-				t.Fatalf("the rogue server holds %d routes after retrying, want none", n)
-			}
+			// Refused, and refused again on each of its next attempts: a
+			// route the node had admitted would be kept, not retried. (The
+			// rogue's own route count is no proof either way: it lists its
+			// attempt until the node closes it.)
+			waitFor(t, "three "+tc.reason+" refusals of the rogue route", func() bool { return routeRefusals(t, target, tc.reason) >= before+3 })
 		})
 	}
 

@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"errors"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,7 +23,27 @@ type evenMsg struct {
 func publishEvens(t *testing.T, c *client.Client, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		publish(t, c, "f.x", fmt.Sprintf(`{"i": %d, "even": %v}`, i, i%2 == 0))
+		publishAcked(t, c, "f.x", fmt.Sprintf(`{"i": %d, "even": %v}`, i, i%2 == 0), fmt.Sprintf("f-%d", i))
+	}
+}
+
+// publishAcked publishes as a client riding out a failover does: a publish
+// not acked in time (a stream electing a new leader after a node stopped)
+// is sent again under the same Nats-Msg-Id, so it is stored once, for at
+// most a minute.
+func publishAcked(t *testing.T, c *client.Client, subject, data, id string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := c.Publish(ctx, subject, []byte(data), client.WithMsgID(id))
+		cancel()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || time.Now().After(deadline) {
+			t.Fatalf("publish %s to %s: %v", id, subject, err)
+		}
 	}
 }
 
