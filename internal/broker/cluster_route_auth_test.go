@@ -16,17 +16,24 @@ import (
 // route_secret), from its metrics.
 func routeRefusals(t *testing.T, s *broker.Server, reason string) float64 {
 	t.Helper()
+	return counterOf(t, s, "semaq_auth_failures_total", "reason", reason)
+}
+
+// counterOf reads the counter name{label=value} of s's metrics (0 when it
+// has not counted yet).
+func counterOf(t *testing.T, s *broker.Server, name, label, value string) float64 {
+	t.Helper()
 	mfs, err := s.Metrics().Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "semaq_auth_failures_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
+				if l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
 				}
 			}

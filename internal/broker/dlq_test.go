@@ -454,23 +454,7 @@ func TestDLQForgedAdvisoriesRefused(t *testing.T) {
 // dlqRefusals reads semaq_dlq_advisories_refused_total{reason} of s.
 func dlqRefusals(t *testing.T, s *broker.Server, reason string) float64 {
 	t.Helper()
-	mfs, err := s.Metrics().Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "semaq_dlq_advisories_refused_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" && l.GetValue() == reason {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return counterOf(t, s, "semaq_dlq_advisories_refused_total", "reason", reason)
 }
 
 func TestDLQWorkqueueMaxDeliveriesMovesMessage(t *testing.T) {

@@ -113,13 +113,8 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	defer context.AfterFunc(h.closing, func() { cancel(nil) })()
-	if caller := httpauth.From(r.Context()); caller != nil && caller.Recheck != nil {
-		stop := watchKey(caller, func(err error) { cancel(&keyRevokedError{err}) })
-		defer stop()
-	}
+	ctx, stop := h.streamContext(r)
+	defer stop()
 	for {
 		wait, stopWait := context.WithTimeout(ctx, keepalive)
 		msg, err := src.next(wait)
@@ -161,6 +156,23 @@ type keyRevokedError struct{ err error }
 
 func (e *keyRevokedError) Error() string {
 	return "the key of this stream is no longer valid (revoked, rotated, expired or its user removed): " + e.err.Error()
+}
+
+// streamContext is the context of an event stream of r: done when the
+// request ends, the server closes, or the caller's key stops being valid
+// (its cause a *keyRevokedError then). stop releases it.
+func (h *Handler) streamContext(r *http.Request) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	stopClosing := context.AfterFunc(h.closing, func() { cancel(nil) })
+	stopWatch := func() {}
+	if caller := httpauth.From(r.Context()); caller != nil && caller.Recheck != nil {
+		stopWatch = watchKey(caller, func(err error) { cancel(&keyRevokedError{err}) })
+	}
+	return ctx, func() {
+		stopWatch()
+		stopClosing()
+		cancel(nil)
+	}
 }
 
 // watchKey calls revoked, once, when caller's key stops being valid: at

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
-	"github.com/semaq/semaq/internal/httpauth"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
@@ -81,13 +80,8 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	defer context.AfterFunc(h.closing, func() { cancel(nil) })()
-	if caller := httpauth.From(r.Context()); caller != nil && caller.Recheck != nil {
-		stop := watchKey(caller, func(err error) { cancel(&keyRevokedError{err}) })
-		defer stop()
-	}
+	ctx, stop := h.streamContext(r)
+	defer stop()
 	var buf []byte
 	// Until the first event, a stream with nothing stored waits at most
 	// firstBy (zero: no bound).

@@ -252,34 +252,17 @@ func ci(ctx context.Context, cfg config) (bool, error) {
 			verdicts = append(verdicts, verdict{pkg: p.Name, first: failureText(r, p)})
 		case p.crashed():
 			fmt.Fprintf(cfg.stdout, "rerun %s (its test binary died)\n", p.Name)
-			again, err := goTest(ctx, cfg, "", []string{p.Name}, true, nil)
-			if err != nil && again == nil {
+			v, err := rerun(ctx, cfg, verdict{pkg: p.Name, first: failureText(r, p)}, "")
+			if err != nil {
 				return false, err
-			}
-			v := verdict{pkg: p.Name, first: failureText(r, p)}
-			if ap := again.pkgs[p.Name]; err == nil && ap != nil && ap.Action == "pass" {
-				v.flaky = true
-			} else if ap != nil {
-				v.again = failureText(again, ap)
-			} else if err != nil {
-				v.again = "    " + err.Error() + "\n"
 			}
 			verdicts = append(verdicts, v)
 		default:
 			for _, root := range p.failedRoots() {
 				fmt.Fprintf(cfg.stdout, "rerun %s %s\n", p.Name, root)
-				again, err := goTest(ctx, cfg, "^"+regexp.QuoteMeta(root)+"$", []string{p.Name}, true, nil)
-				if err != nil && again == nil {
+				v, err := rerun(ctx, cfg, verdict{pkg: p.Name, test: root, first: rootFailureText(p, root)}, "^"+regexp.QuoteMeta(root)+"$")
+				if err != nil {
 					return false, err
-				}
-				v := verdict{pkg: p.Name, test: root, first: rootFailureText(p, root)}
-				ap := again.pkgs[p.Name]
-				if err == nil && ap != nil && ap.Action == "pass" && ap.tests[root] != nil && ap.tests[root].Action == "pass" {
-					v.flaky = true
-				} else if ap != nil {
-					v.again = failureText(again, ap)
-				} else if err != nil {
-					v.again = "    " + err.Error() + "\n"
 				}
 				verdicts = append(verdicts, v)
 			}
@@ -322,6 +305,31 @@ func ci(ctx context.Context, cfg config) (bool, error) {
 	fmt.Fprintf(w, "\ncitest: %d packages, %d tests passed, %d skipped; %d failed twice, %d flaky (passed on a rerun), %d did not build; %s\n",
 		len(r.pkgs), pass, skip, failed, flaky, len(broken), time.Since(start).Round(time.Second))
 	return failed == 0 && len(broken) == 0, nil
+}
+
+// rerun runs v's package again, only the tests run matches ("" for all),
+// and completes v: flaky when it passed (and v.test with it), the second
+// failure otherwise. The error is the go command failing to run at all.
+func rerun(ctx context.Context, cfg config, v verdict, run string) (verdict, error) {
+	again, err := goTest(ctx, cfg, run, []string{v.pkg}, true, nil)
+	if err != nil && again == nil {
+		return v, err
+	}
+	ap := again.pkgs[v.pkg]
+	passed := err == nil && ap != nil && ap.Action == "pass"
+	if passed && v.test != "" {
+		t := ap.tests[v.test]
+		passed = t != nil && t.Action == "pass"
+	}
+	switch {
+	case passed:
+		v.flaky = true
+	case ap != nil:
+		v.again = failureText(again, ap)
+	case err != nil:
+		v.again = "    " + err.Error() + "\n"
+	}
+	return v, nil
 }
 
 // rootFailureText is the failure of one top-level test and its subtests.
