@@ -12,12 +12,11 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/quietlog"
 )
 
 // Routes authenticate as nodes (docs/cluster.md, Security). A route is a
@@ -130,8 +129,7 @@ type routeGuard struct {
 	log            *slog.Logger
 	metrics        *metrics.Metrics
 
-	mu     sync.Mutex
-	logged map[string]time.Time // last log line per reason: a flood logs once a second
+	quiet quietlog.Gate // a flood of refusals logs once a second
 }
 
 var _ server.Authentication = (*routeGuard)(nil)
@@ -160,14 +158,7 @@ func (g *routeGuard) refuse(c server.ClientAuthentication, reason, why string) {
 	if a := c.RemoteAddress(); a != nil {
 		remote = a.String()
 	}
-	g.mu.Lock()
-	now := time.Now()
-	quiet := now.Sub(g.logged[reason]) < time.Second
-	if !quiet {
-		g.logged[reason] = now
-	}
-	g.mu.Unlock()
-	if !quiet {
+	if g.quiet.Open(reason) {
 		g.log.Warn("cluster: route refused: "+why, "remote", remote, "this_node", g.settings)
 	}
 }
@@ -196,7 +187,7 @@ func (s *Server) guardRoutes(opts *server.Options) error {
 	}
 	opts.CustomRouterAuthentication = &routeGuard{
 		user: user, password: password, settings: settings,
-		log: s.log, metrics: s.metrics, logged: map[string]time.Time{},
+		log: s.log, metrics: s.metrics,
 	}
 	return nil
 }

@@ -80,9 +80,10 @@ type ingress struct {
 	// (ingress_pipeline.go).
 	pipeline []step
 
-	// principal names the sender of a message with auth on
-	// (Server.principal); nil with auth off, when AI-Tenant is the
-	// publisher's word.
+	// principal names the sender of a message (Server.principal):
+	// anonymous with auth off, when AI-Tenant is the publisher's word.
+	// Every user account's publish arrives through an import that adds
+	// Nats-Request-Info (tenancy.go); the ingress drops it.
 	principal func(nats.Header) api.Principal
 
 	// Observability (observe.go): nil metrics and tracing record nothing.

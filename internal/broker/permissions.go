@@ -70,6 +70,10 @@ func reservedForBroker() []string {
 		"$JS.API.STREAM.DELETE.>",
 		"$JS.API.STREAM.PURGE.>",
 		"$JS.API.STREAM.RESTORE.>",
+		// A snapshot is delivered, with the server's rights, to a subject
+		// the request names: backups are the node's (jsguard.go).
+		"$JS.API.STREAM.SNAPSHOT.>",
+		jsGuardPrefix + ">", // users reach it only through their imports
 		"$JS.API.STREAM.MSG.DELETE.>",
 		"$JS.API.STREAM.PEER.REMOVE.>",
 		"$JS.API.STREAM.LEADER.STEPDOWN.>",
@@ -95,7 +99,7 @@ func reservedForBroker() []string {
 // brokerInboxes are the broker's own reply inboxes: JetStream answers it
 // there (acks it forwards, sampled latencies, payload reads of the
 // dispatcher). Nobody else may publish there, and nobody else may listen.
-var brokerInboxes = []string{"_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">", tokens.BindSubject, pump.RemotePrefix + ">", routes.RemotePrefix + ">"}
+var brokerInboxes = []string{jsGuardInbox + ".>", "_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">", tokens.BindSubject, pump.RemotePrefix + ">", routes.RemotePrefix + ">"}
 
 // consumerVerbs are the JetStream API calls that change a consumer or take
 // its messages, with %s for the stream and %s for the consumer.

@@ -29,6 +29,7 @@ import (
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/quietlog"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
@@ -54,6 +55,10 @@ type Server struct {
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	agents  *agentTable        // agent capability registry (agents.go)
 	apiSubs []*nats.Subscription
+	// jsGuardQuiet keeps the JetStream guard's refusals to a line a
+	// second (jsguard.go).
+	jsGuardQuiet quietlog.Gate
+	jsGuard      *jsGuard
 	filters *filter.Service    // filtered subscriptions (filter/)
 	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
@@ -64,7 +69,7 @@ type Server struct {
 
 	authn       *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
 	identities  *identity.Store     // users and keys with auth on (internal/identity)
-	tenancy     *tenancy            // the accounts of store users with auth on (tenancy.go)
+	tenancy     *tenancy            // the user accounts: tenants' with auth on, the public one without (tenancy.go)
 	revoker     sync.WaitGroup      // closeRevoked (server_identity.go)
 	revokerStop chan struct{}       // closed by stopIdentity
 	revoking    sync.Map            // user names the user API revokes now → struct{}
@@ -153,19 +158,28 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1)}
 	ns.SetLoggerV2(nl, s.cfg.LogLevel == "debug", false, false)
 	s.ns = ns
+	// The user accounts' imports before JetStream starts: an account
+	// JetStream finds without an import of $JS.API.INFO gets JetStream's
+	// whole API from the system account, beside the broker's imports.
+	if s.tenancy, err = newTenancy(ns); err != nil {
+		return err
+	}
+	if s.cfg.Auth {
+		s.tenancy.known = known
+		err = s.tenancy.ensureAccounts(ns, known)
+	} else {
+		err = s.tenancy.public(ns)
+	}
+	if err != nil {
+		return err
+	}
 	go ns.Start()
 	if err := waitNATSReady(ctx, ns, nl.fatal, natsReadyTimeout); err != nil {
 		// A listen error names the address itself, as the HTTP port's does.
 		return fmt.Errorf("broker: nats: %w", err)
 	}
-	if s.cfg.Auth {
-		if s.tenancy, err = newTenancy(ns); err != nil {
-			return err
-		}
-		s.tenancy.known = known
-		if !ns.GlobalAccount().JetStreamEnabled() {
-			return fmt.Errorf("broker: the NATS server did not enable JetStream for the node's account")
-		}
+	if !ns.GlobalAccount().JetStreamEnabled() {
+		return fmt.Errorf("broker: the NATS server did not enable JetStream for the node's account")
 	}
 	if err := s.waitJetStreamCluster(ctx); err != nil {
 		return err
@@ -217,9 +231,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.ingress.syncFile = s.syncFile
 	s.ingress.clustered = s.cfg.Clustered()
 	s.ingress.reg = s.reg
-	if s.cfg.Auth {
-		s.ingress.principal = s.principal
-	}
+	s.ingress.principal = s.principal
 	if err := s.observeIngress(); err != nil {
 		return err
 	}
@@ -264,6 +276,9 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.startQuotas(); err != nil {
 		return err
 	}
+	if err := s.startJetStreamGuard(); err != nil {
+		return err
+	}
 	if err := s.startAPI(); err != nil {
 		return err
 	}
@@ -291,6 +306,7 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 	if err != nil {
 		return nil, err
 	}
+	pub := server.NewAccount(publicAccount)
 	opts := &server.Options{
 		ServerName: s.cfg.Name,
 		Host:       host,
@@ -317,8 +333,10 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 			{Nkey: s.users.egress.pub, Permissions: egressPermissions()},
 			{Nkey: s.users.front.pub, Permissions: publicPermissions()},
 		},
-		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions()}},
+		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions(), Account: pub}},
 		NoAuthUser: publicUser,
+		// The public user lives in an account of its own (tenancy.go).
+		Accounts: []*server.Account{pub},
 	}
 	for _, pub := range s.operators {
 		// All rights, as the internal user: see WithOperator.
@@ -332,7 +350,7 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		s.authn = s.newAuthenticator()
 		opts.CustomClientAuthentication = s.authn
 		opts.AlwaysEnableNonce = true // nkey users sign it
-		opts.Nkeys, opts.Users, opts.NoAuthUser = nil, nil, ""
+		opts.Nkeys, opts.Users, opts.NoAuthUser, opts.Accounts = nil, nil, "", nil
 	}
 	if port == 0 {
 		opts.Port = server.RANDOM_PORT
@@ -466,6 +484,7 @@ func (s *Server) stop(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("schema registry: %w", err))
 		}
 	}
+	s.stopJetStreamGuard()
 	if s.egress != nil {
 		_ = s.egress.Drain()
 	}

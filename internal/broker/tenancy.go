@@ -49,11 +49,28 @@ const (
 	// noTenantAccount is the account of users without a tenant (admins,
 	// workers, services acting for every tenant).
 	noTenantAccount = "SQ_USERS"
+	// publicAccount is the account of the public user with auth off
+	// (every client without credentials): like a tenant's, it reaches
+	// the node's account only through the imports below, so nothing it
+	// sends, and no reply to it, lands in the node's account on a subject
+	// it chose.
+	publicAccount = "SQ_PUBLIC"
+	// publicInbox is what the public account imports of the node's
+	// account besides userDeliveries: deliveries to the inboxes of
+	// clients without credentials (filtered subscriptions, key-shared
+	// members, push consumers: jsguard.go keeps their deliver subjects
+	// there).
+	publicInbox = "_INBOX.>"
 )
 
 // brokerService is one fixed service import of every user account.
 type brokerService struct {
 	subject string
+	// to is the subject of the node's account the import maps subject to
+	// ("" for subject itself): the JetStream calls that name a subject
+	// JetStream will publish to go to the broker's check first
+	// (jsguard.go).
+	to string
 	// streamed: the broker answers one request with several messages
 	// (a pull's batch, a fetch's jobs), so the reply mapping lives until
 	// the NATS server's response threshold (2 minutes), not until the
@@ -66,8 +83,8 @@ var brokerServices = []brokerService{
 	// JetStream: what the roles' permissions may reach (auth/roles.go).
 	{subject: "$JS.API.INFO"},
 	{subject: "$JS.API.STREAM.>"},
-	{subject: "$JS.API.CONSUMER.CREATE.>"},
-	{subject: "$JS.API.CONSUMER.DURABLE.>"},
+	{subject: "$JS.API.CONSUMER.CREATE.>", to: jsGuardPrefix + "CONSUMER.CREATE.>"},
+	{subject: "$JS.API.CONSUMER.DURABLE.>", to: jsGuardPrefix + "CONSUMER.DURABLE.>"},
 	{subject: "$JS.API.CONSUMER.NAMES.>"},
 	{subject: "$JS.API.CONSUMER.LIST.>"},
 	{subject: "$JS.API.CONSUMER.INFO.>"},
@@ -101,12 +118,20 @@ var brokerServices = []brokerService{
 	{subject: semaq.TokenWritePrefix + ">"},
 }
 
+// target is the subject of the node's account the import reaches.
+func (b brokerService) target() string {
+	if b.to != "" {
+		return b.to
+	}
+	return b.subject
+}
+
 // userDeliveries are the subjects the broker sends every user's account
 // on, besides the users' inboxes: token republishes and cancel notices.
 var userDeliveries = []string{semaq.TokenLivePrefix + ">", semaq.QueueCancelPrefix + ">"}
 
-// tenancy keeps the user accounts of a node with auth on. Safe for
-// concurrent use.
+// tenancy keeps the user accounts of a node: the tenants' with auth on,
+// the public account without. Safe for concurrent use.
 type tenancy struct {
 	node *server.Account // the node's account: the broker and its streams
 
@@ -136,8 +161,8 @@ func newTenancy(ns *server.Server) (*tenancy, error) {
 		if b.streamed {
 			rt = server.Streamed
 		}
-		if err := t.node.AddServiceExportWithResponse(b.subject, rt, nil); err != nil {
-			return nil, fmt.Errorf("broker: exporting %s to user accounts: %w", b.subject, err)
+		if err := t.node.AddServiceExportWithResponse(b.target(), rt, nil); err != nil {
+			return nil, fmt.Errorf("broker: exporting %s to user accounts: %w", b.target(), err)
 		}
 	}
 	if err := t.node.AddStreamExport(">", nil); err != nil { // the imports pick their subjects
@@ -202,30 +227,60 @@ func (t *tenancy) tenantAccount(ns *server.Server, tenant string) (*server.Accou
 			return nil, fmt.Errorf("broker: account of tenant %q: %w", tenant, err)
 		}
 	}
-	for _, b := range brokerServices {
-		if err := t.importService(acc, b.subject); err != nil {
-			return nil, err
-		}
-	}
-	for _, subj := range t.streams {
-		if err := t.importService(acc, subj); err != nil {
-			return nil, err
-		}
-	}
-	for _, subj := range userDeliveries {
-		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
-			return nil, fmt.Errorf("broker: account %s: importing %s: %w", name, subj, err)
-		}
+	if err := t.importSurface(acc); err != nil {
+		return nil, err
 	}
 	t.accounts[name] = acc
 	return acc, nil
 }
 
-func (t *tenancy) importService(acc *server.Account, subject string) error {
-	if err := acc.AddServiceImport(t.node, subject, subject); err != nil {
+// public gives the public account, registered with the server's options
+// (natsOptions), its imports: the broker's surface, and the inboxes of
+// clients without credentials.
+func (t *tenancy) public(ns *server.Server) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	acc, err := ns.LookupAccount(publicAccount)
+	if err != nil {
+		return fmt.Errorf("broker: the public account: %w", err)
+	}
+	if err := t.importSurface(acc); err != nil {
+		return err
+	}
+	if err := acc.AddStreamImport(t.node, publicInbox, ""); err != nil {
+		return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, publicInbox, err)
+	}
+	t.accounts[publicAccount] = acc
+	return nil
+}
+
+// importSurface imports the broker's surface into a user account: its
+// services, the public subjects of the streams so far, and the
+// deliveries every user may receive. t.mu is held.
+func (t *tenancy) importSurface(acc *server.Account) error {
+	for _, b := range brokerServices {
+		if err := t.importService(acc, b.subject, b.target()); err != nil {
+			return err
+		}
+	}
+	for _, subj := range t.streams {
+		if err := t.importService(acc, subj, subj); err != nil {
+			return err
+		}
+	}
+	for _, subj := range userDeliveries {
+		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
+			return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, subj, err)
+		}
+	}
+	return nil
+}
+
+func (t *tenancy) importService(acc *server.Account, subject, to string) error {
+	if err := acc.AddServiceImport(t.node, subject, to); err != nil {
 		return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, subject, err)
 	}
-	if err := acc.SetServiceImportSharing(t.node, subject, true); err != nil {
+	if err := acc.SetServiceImportSharing(t.node, to, true); err != nil {
 		return fmt.Errorf("broker: account %s: sharing %s: %w", acc.Name, subject, err)
 	}
 	return nil
@@ -246,7 +301,7 @@ func (t *tenancy) addStreamSubjects(subjects []string) error {
 			return fmt.Errorf("broker: exporting %s to user accounts: %w", s, err)
 		}
 		for _, acc := range t.accounts {
-			if err := t.importService(acc, s); err != nil {
+			if err := t.importService(acc, s, s); err != nil {
 				return err
 			}
 		}
@@ -299,6 +354,22 @@ func (t *tenancy) ensureTenants(ns *server.Server, tenants []string) error {
 	defer t.mu.Unlock()
 	for _, tenant := range append([]string{""}, tenants...) {
 		if _, err := t.tenantAccount(ns, tenant); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureAccounts gives the user accounts of names (accountName), made
+// before the NATS server started, their imports.
+func (t *tenancy) ensureAccounts(ns *server.Server, names []string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, name := range names {
+		if !t.isUserAccount(name) {
+			return fmt.Errorf("broker: %s is not a user account", name)
+		}
+		if _, err := t.tenantAccount(ns, t.tenantOf(name)); err != nil {
 			return err
 		}
 	}

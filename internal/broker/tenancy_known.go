@@ -149,10 +149,11 @@ func (s *Server) knownAccounts() []string {
 }
 
 // newNATSServer makes the embedded NATS server from opts, with the
-// accounts of names registered before anything listens; with accounts,
-// the global account keeps JetStream.
+// accounts of names registered before anything listens; with accounts
+// (these or the options' own: the public account), the global account
+// keeps JetStream.
 func newNATSServer(opts *server.Options, names []string) (*server.Server, error) {
-	if len(names) == 0 {
+	if len(names) == 0 && len(opts.Accounts) == 0 {
 		return server.NewServer(opts)
 	}
 	gacc, err := globalJetStreamAccount()

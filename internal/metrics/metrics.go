@@ -94,6 +94,7 @@ type Metrics struct {
 	ingressLatency, deliveryLatency, promptTokens *prometheus.HistogramVec
 	deadLetters                                   *prometheus.CounterVec
 	dlqAdvisoriesRefused                          *prometheus.CounterVec
+	jsGuardRefused                                *prometheus.CounterVec
 	authFailures                                  *prometheus.CounterVec
 	auditRecords                                  *prometheus.CounterVec
 	auditFailures                                 prometheus.Counter
@@ -146,6 +147,8 @@ func New(o Options) *Metrics {
 		"Messages dead-lettered into SQ_DLQ, by stream and reason.", "stream", "reason")
 	m.dlqAdvisoriesRefused = f.counter("semaq_dlq_advisories_refused_total",
 		"Dead-letter advisories not acted on, by reason: not_advisory (a reply subject or headers: JetStream delivered it on someone's behalf), unconfirmed (JetStream's consumer does not confirm it).", "reason")
+	m.jsGuardRefused = f.counter("semaq_jetstream_calls_refused_total",
+		"JetStream API calls of users refused by the broker before JetStream saw them, by reason: deliver_subject (a push consumer delivering outside its maker's inbox), not_imported (a call that did not come through a user account's import).", "reason")
 	m.authFailures = f.counter("semaq_auth_failures_total",
 		"NATS connections and routes refused by authentication, by reason: nkey, no_key, bad_key, unknown_key, cert, route_settings, route_secret.", "reason")
 	m.auditRecords = f.counter("semaq_audit_records_total",
@@ -209,6 +212,20 @@ func (m *Metrics) Handler() http.Handler {
 		EnableOpenMetrics: true,
 		ErrorHandling:     promhttp.ContinueOnError,
 	})
+}
+
+// JetStreamRefused counts one JetStream API call refused by the broker's
+// guard: reason is deliver_subject or not_imported.
+func (m *Metrics) JetStreamRefused(reason string) {
+	if m == nil {
+		return
+	}
+	switch reason {
+	case "deliver_subject", "not_imported":
+	default:
+		reason = Other
+	}
+	m.jsGuardRefused.WithLabelValues(reason).Inc()
 }
 
 // DLQAdvisoryRefused counts one dead-letter advisory not acted on: reason

@@ -29,6 +29,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/quietlog"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -135,8 +136,7 @@ type Store struct {
 	stop      chan struct{} // closed by Close: no more retries
 	closeOnce sync.Once
 
-	refusalMu     sync.Mutex
-	refusalLogged map[string]time.Time // by reason: a flood of forgeries logs once a second
+	refusals quietlog.Gate // a flood of forgeries logs once a second
 }
 
 // Open makes sure SQ_DLQ exists and follows the advisories; the advisory
@@ -155,7 +155,7 @@ func Open(ctx context.Context, deps Deps) (*Store, error) {
 	if deps.OnRefused == nil {
 		deps.OnRefused = func(string) {}
 	}
-	s := &Store{log: deps.Log, deps: deps, stop: make(chan struct{}), refusalLogged: map[string]time.Time{}}
+	s := &Store{log: deps.Log, deps: deps, stop: make(chan struct{})}
 	if _, err := jsutil.EnsureStream(ctx, deps.JS, streamConfig(deps.Replicas)); err != nil {
 		return nil, fmt.Errorf("dead-letter stream %s: %w", semaq.DLQStream, err)
 	}
@@ -396,14 +396,7 @@ func (s *Store) confirm(ctx context.Context, ev Event) error {
 // not acted on.
 func (s *Store) refuse(reason, msg string, args ...any) {
 	s.deps.OnRefused(reason)
-	s.refusalMu.Lock()
-	now := time.Now()
-	quiet := now.Sub(s.refusalLogged[reason]) < time.Second
-	if !quiet {
-		s.refusalLogged[reason] = now
-	}
-	s.refusalMu.Unlock()
-	if !quiet {
+	if s.refusals.Open(reason) {
 		s.log.Warn("dead-letter advisory refused: "+msg, args...)
 	}
 }

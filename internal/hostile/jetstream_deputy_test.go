@@ -1,0 +1,209 @@
+package hostile
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+// JetStream publishes as the NATS server, with no permissions, on subjects
+// a client names: an API request's reply subject and a push consumer's
+// deliver subject (docs/security.md, Subjects users choose). None of them
+// may land in the node's account, where storage, advisories and the
+// broker's own subjects are.
+
+// forgedTargets are subjects of the node's account the broker acts on or
+// stores from: a work queue's storage, a stream's storage, the
+// dead-letter advisory of the queue's dispatcher, a cancel notice.
+var forgedTargets = []string{
+	"$SQ.w.q.forged",
+	"$SQ.w.victim.forged",
+	"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.Q.semaq-dispatch",
+	"$SQ.QC.victim",
+}
+
+// jsAnswer asks JetStream's API on nc and returns its error, if any.
+func jsAnswer(t *testing.T, nc *nats.Conn, subject string, body any) *jetstream.APIError {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := nc.Request(subject, data, 10*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	var resp struct {
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		t.Fatalf("%s: answer %q: %v", subject, m.Data, err)
+	}
+	return resp.Error
+}
+
+func pushConsumer(stream, deliver string) map[string]any {
+	return map[string]any{"stream_name": stream, "config": map[string]any{
+		"durable_name": "spy", "deliver_subject": deliver, "ack_policy": "none", "deliver_policy": "all"}}
+}
+
+// readerPushConsumer is a push consumer as a reader makes it: the create
+// subject names its filter, which the NATS server checks against the
+// reader's subjects.
+func readerPushConsumer(name, deliver string) (string, map[string]any) {
+	return "$JS.API.CONSUMER.CREATE.VICTIM." + name + ".victim.one", map[string]any{"stream_name": "VICTIM", "config": map[string]any{
+		"durable_name": name, "deliver_subject": deliver, "ack_policy": "none", "filter_subject": "victim.one"}}
+}
+
+// TestJetStreamPublishesStayOutOfTheNodesAccount: with auth off, replies
+// of DIRECT.GET, STREAM.MSG.GET, STREAM.INFO and a pull's MSG.NEXT on the
+// node's subjects reach only the attacker's own account, push consumers
+// delivering anywhere but the maker's inbox are refused, snapshots are
+// closed, and the streams, queue and dead letters hold what they held.
+func TestJetStreamPublishesStayOutOfTheNodesAccount(t *testing.T) {
+	srv := brokertest.Start(t)
+	c := brokertest.Connect(t, srv)
+	victim(t, c)
+	if _, err := c.AddQueue(ctxT(t), semaq.QueueConfig{Name: "Q", Subjects: []string{"q.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	watch := spy(t, srv, forgedTargets...)
+	a := connectAttacker(t, srv)
+
+	// Replies: the attacker listens where it pointed them, in its own
+	// account, so it knows each answer was sent.
+	mine := make(chan *nats.Msg, 256)
+	for _, subj := range forgedTargets {
+		if _, err := a.nc.ChanSubscribe(subj, mine); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pull, err := js.CreateConsumer(ctxT(t), "VICTIM", jetstream.ConsumerConfig{Name: "pull", AckPolicy: jetstream.AckNonePolicy})
+	if err != nil {
+		t.Fatalf("a pull consumer with auth off: %v", err)
+	}
+	calls := []struct{ subject, body string }{
+		{"$JS.API.DIRECT.GET.VICTIM", `{"seq":1}`},
+		{"$JS.API.STREAM.MSG.GET.VICTIM", `{"seq":1}`},
+		{"$JS.API.STREAM.INFO.VICTIM", ``},
+		{"$JS.API.CONSUMER.MSG.NEXT.VICTIM." + pull.CachedInfo().Name, `{"batch":1,"no_wait":true}`},
+	}
+	want := 0
+	for _, call := range calls {
+		for _, reply := range forgedTargets {
+			// MSG.NEXT: the first pull gets the one message, the rest a 404.
+			if err := a.nc.PublishRequest(call.subject, reply, []byte(call.body)); err != nil {
+				t.Fatal(err)
+			}
+			want++
+		}
+	}
+	for got := 0; got < want; got++ {
+		select {
+		case <-mine:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the attacker's own account got %d of %d answers", got, want)
+		}
+	}
+
+	// Push consumers: every deliver subject outside the maker's inbox is
+	// refused, a stream's public subject (a loop through the ingress)
+	// included.
+	for _, deliver := range append(append([]string{}, forgedTargets...), "victim.loop", "q.loop", "elsewhere.x") {
+		e := jsAnswer(t, a.nc, "$JS.API.CONSUMER.DURABLE.CREATE.VICTIM.spy", pushConsumer("VICTIM", deliver))
+		if e == nil || !strings.Contains(e.Description, "deliver_subject") {
+			t.Fatalf("push consumer delivering to %s: got %v, want a refusal naming deliver_subject", deliver, e)
+		}
+		e = jsAnswer(t, a.nc, "$JS.API.CONSUMER.CREATE.VICTIM.spy", pushConsumer("VICTIM", deliver))
+		if e == nil || !strings.Contains(e.Description, "deliver_subject") {
+			t.Fatalf("push consumer (create form) delivering to %s: got %v, want a refusal", deliver, e)
+		}
+	}
+	// A snapshot is delivered to a subject the request names: closed.
+	if err := a.nc.PublishRequest("$JS.API.STREAM.SNAPSHOT.VICTIM", "_INBOX.snap",
+		[]byte(`{"deliver_subject":"$SQ.w.victim.forged","chunk_size":1024}`)); err != nil {
+		t.Fatal(err)
+	}
+	a.refused(t, "$JS.API.STREAM.SNAPSHOT.VICTIM")
+
+	// A push consumer into the maker's own inbox works, as stock clients
+	// make it.
+	js1, err := a.nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := js1.SubscribeSync("victim.>", nats.BindStream("VICTIM"), nats.DeliverAll(), nats.AckNone())
+	if err != nil {
+		t.Fatalf("a push consumer into the maker's inbox: %v", err)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != `{"x":1}` {
+		t.Fatalf("push consumer into the maker's inbox: %v %v", m, err)
+	}
+
+	noneOn(t, watch)
+	victimHeld(t, c)
+	if q, err := c.QueueInfo(ctxT(t), "Q"); err != nil || q.Status.Queued+q.Status.Held+q.Status.Delayed != 0 {
+		t.Fatalf("queue Q after the attack: %+v %v, want nothing queued", q, err)
+	}
+	if st, err := internalJS(t, srv).Stream(ctxT(t), semaq.DLQStream); err != nil || st.CachedInfo().State.Msgs != 0 {
+		t.Fatalf("SQ_DLQ after the attack: %v, want empty", err)
+	}
+}
+
+// TestPushConsumersStayInTheirMakersInbox: with auth on, a tenant reader's
+// push consumer delivers into its own inbox or is refused; refused ones
+// are not made, and a refused one into storage stores nothing.
+func TestPushConsumersStayInTheirMakersInbox(t *testing.T) {
+	srv, admin := authBroker(t)
+	brokertest.AddStream(t, admin, "VICTIM", "victim.>")
+	if _, err := admin.Publish(ctxT(t), "victim.one", []byte(`{"x":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	key := addUser(t, admin, semaq.UserAddRequest{Name: "mallory", Role: semaq.RoleReader, Tenant: "acme", Subjects: []string{"victim.>"}})
+	nc, err := dialKey(t, srv, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	watch := spy(t, srv, append(forgedTargets, "_INBOX_admin.>")...)
+	for _, deliver := range append(append([]string{}, forgedTargets...), "_INBOX_admin.x", "_INBOX.x", "victim.loop") {
+		subj, body := readerPushConsumer("spy", deliver)
+		e := jsAnswer(t, nc, subj, body)
+		if e == nil || !strings.Contains(e.Description, "deliver_subject") || e.Code != 403 && e.Code != 400 {
+			t.Fatalf("reader's push consumer delivering to %s: got %v, want a refusal naming deliver_subject", deliver, e)
+		}
+	}
+	ijs := internalJS(t, srv)
+	if _, err := ijs.Consumer(ctxT(t), "VICTIM", "spy"); err == nil {
+		t.Fatal("a refused consumer exists")
+	}
+	// Its own inbox: accepted, and it gets the stream's message.
+	inbox := semaq.UserInboxPrefix + "mallory.push"
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj, body := readerPushConsumer("own", inbox)
+	if e := jsAnswer(t, nc, subj, body); e != nil {
+		t.Fatalf("reader's push consumer into its own inbox: %v", e)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != `{"x":1}` {
+		t.Fatalf("push consumer into its own inbox: %v %v", m, err)
+	}
+	noneOn(t, watch)
+	info, err := admin.StreamInfo(ctxT(t), "VICTIM")
+	if err != nil || info.State.Messages != 1 {
+		t.Fatalf("victim stream after the attack: %+v %v, want 1 message", info, err)
+	}
+}
