@@ -107,6 +107,10 @@ func (d *denials) watchSubscription(subj string, fail func(error)) func() {
 // subscription the server refused.
 func (d *denials) violation(err error) {
 	if subj, ok := refused(err, "Subscription"); ok {
+		if strings.HasPrefix(subj, sharedInbox) {
+			d.inboxRefused(subj)
+			return
+		}
 		cause := semaq.NewAPIError(semaq.ErrForbidden, "the NATS server refused a subscription to %s: this connection's user may not (its role and grants: semaq user info)", subj)
 		d.mu.Lock()
 		for w := range d.subscribed[subj] {
@@ -128,6 +132,30 @@ func (d *denials) violation(err error) {
 		if match(subj) {
 			w.cancel(cause)
 		}
+	}
+	d.mu.Unlock()
+}
+
+// sharedInbox is nats.go's default reply inbox prefix. With auth on, a
+// user may listen on its own inbox only (_INBOX_<user>.), so a
+// connection left on the default cannot get a single reply.
+const sharedInbox = "_INBOX."
+
+// inboxRefused fails every request in flight when the server refused the
+// connection's reply inbox: none of them can be answered, and the
+// server's words do not say why.
+func (d *denials) inboxRefused(subj string) {
+	cause := semaq.NewAPIError(semaq.ErrForbidden, "the NATS server refused this connection's reply inbox %s: with auth on a user "+
+		"receives replies on its own inbox only, %s<user>; connect with client.WithKey, or client.WithUser with a certificate "+
+		"or nkey (nats.go: nats.CustomInboxPrefix(%q))", subj, semaq.UserInboxPrefix, semaq.UserInboxPrefix+"<user>")
+	d.mu.Lock()
+	for _, ws := range d.waiting {
+		for w := range ws {
+			w.cancel(cause)
+		}
+	}
+	for w := range d.matching {
+		w.cancel(cause)
 	}
 	d.mu.Unlock()
 }

@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/internal/broker/api"
 )
 
 // account is the one place that knows which NATS account SemaQ's streams,
@@ -26,16 +29,24 @@ func (s *Server) account() account { return account{ns: s.ns, dataDir: s.cfg.Dat
 func (a account) name() string { return server.DEFAULT_GLOBAL_ACCOUNT }
 
 // hasInterest reports whether any client of the account subscribes to
-// subject: a reply subject nobody listens on has no one to answer.
+// subject, the reply subject of a request with headers h: a reply
+// subject nobody listens on has no one to answer.
 //
 // A reply subject under _R_ is the NATS server's mapping of a user
 // account's reply inbox (tenancy.go): the server keeps it while the
 // requester listens and drops it when it stops, but shows no interest
-// for it, so it counts as listened to; a worker gone since is found out
-// by its lease.
-func (a account) hasInterest(subject string) bool {
+// for it. The requester's connection, named in the request's
+// Nats-Request-Info, stands for it: on this node, it counts while that
+// connection is open; on another, it counts as listened to, and a worker
+// gone since is found out by its lease.
+func (a account) hasInterest(subject string, h nats.Header) bool {
 	if strings.HasPrefix(subject, responsePrefix) {
-		return true
+		ri, ok := api.ParseRequestInfo(h)
+		if !ok || ri.Conn == 0 || ri.Server != a.ns.Name() {
+			return true
+		}
+		cz, err := a.ns.Connz(&server.ConnzOptions{CID: ri.Conn})
+		return err != nil || len(cz.Conns) > 0
 	}
 	return a.ns.GlobalAccount().SubscriptionInterest(subject)
 }

@@ -123,7 +123,7 @@ func (s *Server) waitStorageInterest(ctx context.Context, patterns []string) err
 	for {
 		missing := ""
 		for _, p := range patterns {
-			if subj := reserved.StoragePrefix + sampleSubject(p); !s.account().hasInterest(subj) {
+			if subj := reserved.StoragePrefix + sampleSubject(p); !s.account().hasInterest(subj, nil) {
 				missing = subj
 				break
 			}

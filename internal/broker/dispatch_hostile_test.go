@@ -38,6 +38,22 @@ func rawConn(t *testing.T, s *broker.Server) *nats.Conn {
 	return nc
 }
 
+// nodeConn is a client of the node's own account, as the front door and
+// operators are. A client without credentials reaches the broker through
+// its account's imports, which replace its reply subject with the
+// server's _R_ mapping back into its own account (docs/security.md); the
+// broker's own check of reply subjects is what stands for the node's
+// account, and is tested from here.
+func nodeConn(t *testing.T, s *broker.Server) *nats.Conn {
+	t.Helper()
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 // internalJS is JetStream with the broker's own rights: what a user could
 // do before the permissions close it, and how tests look at storage.
 func internalJS(t *testing.T, s *broker.Server) jetstream.JetStream {
@@ -530,7 +546,7 @@ func TestQueueFetchReplyToReservedSubjectGetsNothing(t *testing.T) {
 				pubReq(t, c, "r"+strconv.Itoa(i))
 			}
 			waitQueued(t, c, "Q", tc.queued)
-			nc := rawConn(t, s)
+			nc := nodeConn(t, s)
 			body, _ := json.Marshal(semaq.FetchRequest{Worker: "w1", Max: 8, Wait: tc.wait})
 			for _, r := range badReplies {
 				if err := nc.PublishRequest("$SQ.API.QUEUE.FETCH.Q", r, body); err != nil {
@@ -560,7 +576,7 @@ func TestQueueAnswerAndCancelReplyToReservedSubject(t *testing.T) {
 	pubReq(t, c, "held")
 	pubReq(t, c, "queued")
 	waitQueued(t, c, "Q", 2)
-	nc := rawConn(t, s)
+	nc := nodeConn(t, s)
 	jobs := rawFetch(t, nc, "Q", 1)
 	cancelBody, _ := json.Marshal(semaq.CancelRequest{ID: "queued"})
 	for _, r := range badReplies {

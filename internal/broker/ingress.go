@@ -360,11 +360,10 @@ func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 	case p.stream.commit != nil:
 		out.Reply = in.acks.prefix + m.Reply
 		in.acks.sent.Add(1)
+	case in.lat.sample(p.obs.po, &out, received):
+		// Timed: the sampler forwards the ack, whatever the reply.
 	default:
 		out.Reply = in.replyVia(m.Reply)
-	}
-	if out.Reply == m.Reply {
-		in.lat.sample(p.obs.po, &out, received)
 	}
 	if err := p.out.Publish(out.Subject, out.Reply, m.Header, m.Data); err != nil {
 		if out.Reply != m.Reply {

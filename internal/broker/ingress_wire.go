@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/wire"
 )
 
@@ -34,14 +36,18 @@ import (
 //     request inbox _INBOX.<id>.*, a JetStream context's async inbox), so
 //     every acknowledged publish of one publisher stays in order, across
 //     subjects too;
-//   - a message without a reply, or with a reply the server mapped for
-//     another account (_R_.…, a new prefix per message), is keyed by its
-//     subject: order per publisher and subject.
+//   - a message with a reply the server mapped for another account (_R_.…,
+//     a new prefix per message) or without a reply, sent through a user
+//     account's import, is keyed by the connection the server names in
+//     its Nats-Request-Info: every publish of one connection stays in
+//     order;
+//   - any other message is keyed by its subject: order per publisher and
+//     subject.
 //
 // With one shard (the default on two cores or fewer) every message of a
 // connection keeps its order, as before sharding. With more, order between
-// a publisher's messages with and without a reply, or across accounts'
-// mapped replies on different subjects, is not kept.
+// a node-account publisher's messages with and without a reply is not
+// kept.
 
 // shardQueue bounds the messages waiting for one shard; past it (or past
 // ingressPendingBytes over all shards) a message is dropped, as the
@@ -139,24 +145,70 @@ func (in *ingress) receive(st *ingressStream, po *patternObs, wm *wire.Msg) {
 }
 
 // shardOf picks a message's shard by its ordering key (see Order above):
-// FNV-1a of the reply's inbox prefix, or of the subject.
+// FNV-1a of the reply's inbox prefix, of the sending connection the
+// server names in Nats-Request-Info, or of the subject.
 func shardOf(wm *wire.Msg, n int) int {
-	key := wm.Subject
-	if r := wm.Reply; len(r) > 0 && !(len(r) >= len(responsePrefix) && string(r[:len(responsePrefix)]) == responsePrefix) {
-		key = r
+	h := uint32(2166136261)
+	hash := func(key []byte) {
+		for _, c := range key {
+			h ^= uint32(c)
+			h *= 16777619
+		}
+	}
+	r := wm.Reply
+	switch mapped := len(r) >= len(responsePrefix) && string(r[:len(responsePrefix)]) == responsePrefix; {
+	case len(r) > 0 && !mapped:
+		key := r
 		for i := len(r) - 1; i > 0; i-- {
 			if r[i] == '.' {
 				key = r[:i]
 				break
 			}
 		}
-	}
-	h := uint32(2166136261)
-	for _, c := range key {
-		h ^= uint32(c)
-		h *= 16777619
+		hash(key)
+	default:
+		if id, server := requestConn(wm.Header); id != nil {
+			hash(id)
+			hash(server)
+		} else {
+			hash(wm.Subject)
+		}
 	}
 	return int(h % uint32(n))
+}
+
+// requestConn reads the connection a message came from out of its
+// Nats-Request-Info header (set by the NATS server on every message
+// through a user account's import): the connection's id and server, or
+// nil when the header has none.
+func requestConn(hdr []byte) (id, server []byte) {
+	i := bytes.Index(hdr, requestInfoKey)
+	if i < 0 {
+		return nil, nil
+	}
+	line := hdr[i+len(requestInfoKey):]
+	if j := bytes.IndexByte(line, '\r'); j >= 0 {
+		line = line[:j]
+	}
+	id = jsonField(line, `"id":`, ',')
+	server = jsonField(line, `"server":"`, '"')
+	return id, server
+}
+
+var requestInfoKey = []byte(api.RequestInfoHeader + ":")
+
+// jsonField is what follows key in line up to end: enough to read two
+// fields of the server's own flat JSON, never a client's.
+func jsonField(line []byte, key string, end byte) []byte {
+	i := bytes.Index(line, []byte(key))
+	if i < 0 {
+		return nil
+	}
+	v := line[i+len(key):]
+	if j := bytes.IndexByte(v, end); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }
 
 // run is a shard's goroutine: messages in order, a flush whenever the

@@ -230,14 +230,17 @@ func (l *latencySampler) id(sm *metrics.Subject) int {
 	return len(cur)
 }
 
-// sample gives out a timed reply subject when this message is sampled. A
-// failed publish undoes the count like any reply the ingress replaced.
-func (l *latencySampler) sample(po *patternObs, out *nats.Msg, received time.Time) {
+// sample gives out a timed reply subject when this message is sampled,
+// and reports whether it did. A failed publish undoes the count like any
+// reply the ingress replaced. A mapped reply (_R_.…) is sampled too: the
+// sampler forwards the ack from the egress connection.
+func (l *latencySampler) sample(po *patternObs, out *nats.Msg, received time.Time) bool {
 	if l.prefix == "" || po.id < 0 || out.Reply == "" || out.Reply[0] == '$' || !po.sm.Sample() {
-		return
+		return false
 	}
 	out.Reply = l.prefix + strconv.Itoa(po.id) + "." + strconv.FormatInt(received.UnixNano(), 10) + "." + out.Reply
 	l.acks.sent.Add(1)
+	return true
 }
 
 func (l *latencySampler) route(nc *nats.Conn, m *nats.Msg) {

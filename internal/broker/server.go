@@ -596,6 +596,7 @@ func waitNATSReady(ctx context.Context, ns *server.Server, fatal <-chan error, t
 type natsLogger struct {
 	log   *slog.Logger
 	fatal chan error // buffered 1; nil keeps nothing
+	quiet quietlog.Gate
 }
 
 // Notices are the NATS startup banner and routine news; SemaQ prints its own.
@@ -625,7 +626,17 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 	default:
 	}
 }
-func (l *natsLogger) Errorf(format string, v ...any) { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *natsLogger) Errorf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error(msg)
+	// The server's refusal names the subject only; a stock client on its
+	// default inbox with auth on meets it first (docs/security.md).
+	if strings.Contains(msg, `Subscription Violation - Subject "_INBOX.`) && l.quiet.Open("inbox") {
+		l.log.Info("a client subscribed to the shared reply inbox _INBOX.: with auth on a user receives replies on " +
+			"its own inbox only, _INBOX_<user>; set the client's inbox prefix (nats.go CustomInboxPrefix, nats.js inboxPrefix, " +
+			"natscli --inbox-prefix) or use the SemaQ SDK with its key")
+	}
+}
 func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 

@@ -61,6 +61,11 @@ const (
 	// members, push consumers: jsguard.go keeps their deliver subjects
 	// there).
 	publicInbox = "_INBOX.>"
+	// publicEvents are JetStream's advisories, which every client without
+	// credentials saw before it had an account of its own (`nats event`,
+	// dead-letter tooling). Tenants do not see them: they name every
+	// tenant's streams and consumers.
+	publicEvents = "$JS.EVENT.>"
 )
 
 // brokerService is one fixed service import of every user account.
@@ -235,8 +240,8 @@ func (t *tenancy) tenantAccount(ns *server.Server, tenant string) (*server.Accou
 }
 
 // public gives the public account, registered with the server's options
-// (natsOptions), its imports: the broker's surface, and the inboxes of
-// clients without credentials.
+// (natsOptions), its imports: the broker's surface, the inboxes of
+// clients without credentials, and JetStream's advisories.
 func (t *tenancy) public(ns *server.Server) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -247,8 +252,10 @@ func (t *tenancy) public(ns *server.Server) error {
 	if err := t.importSurface(acc); err != nil {
 		return err
 	}
-	if err := acc.AddStreamImport(t.node, publicInbox, ""); err != nil {
-		return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, publicInbox, err)
+	for _, subj := range []string{publicInbox, publicEvents} {
+		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
+			return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, subj, err)
+		}
 	}
 	t.accounts[publicAccount] = acc
 	return nil

@@ -207,3 +207,44 @@ func TestPushConsumersStayInTheirMakersInbox(t *testing.T) {
 		t.Fatalf("victim stream after the attack: %+v %v, want 1 message", info, err)
 	}
 }
+
+// TestJetStreamGuardOnACluster: on three nodes, a push consumer made
+// through one node into storage is refused, one into the maker's inbox
+// delivers what another node's client published, and a reply pointed at
+// storage through a third node stores nothing.
+func TestJetStreamGuardOnACluster(t *testing.T) {
+	t.Parallel()
+	cl := brokertest.StartCluster(t, 3)
+	c := brokertest.Connect(t, cl.Node(0))
+	victim(t, c)
+	watch := spy(t, cl.Node(0), forgedTargets...)
+	a := connectAttacker(t, cl.Node(1))
+	e := jsAnswer(t, a.nc, "$JS.API.CONSUMER.DURABLE.CREATE.VICTIM.spy", pushConsumer("VICTIM", "$SQ.w.victim.forged"))
+	if e == nil || !strings.Contains(e.Description, "deliver_subject") {
+		t.Fatalf("push consumer into storage through node 2: got %v, want a refusal", e)
+	}
+	b := connectAttacker(t, cl.Node(2))
+	mine, err := b.nc.SubscribeSync("$SQ.w.victim.forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET.VICTIM", "$SQ.w.victim.forged", []byte(`{"seq":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mine.NextMsg(10 * time.Second); err != nil {
+		t.Fatalf("the direct get's answer in the attacker's own account: %v", err)
+	}
+	js, err := a.nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := js.SubscribeSync("victim.>", nats.BindStream("VICTIM"), nats.DeliverAll(), nats.AckNone())
+	if err != nil {
+		t.Fatalf("a push consumer into the maker's inbox through node 2: %v", err)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != `{"x":1}` {
+		t.Fatalf("push consumer on node 2: %v %v", m, err)
+	}
+	noneOn(t, watch)
+	victimHeld(t, c)
+}

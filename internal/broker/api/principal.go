@@ -51,6 +51,10 @@ func (p Principal) String() string {
 type RequestInfo struct {
 	Account string `json:"acc"`
 	User    string `json:"user"`
+	// Conn and Server are the sending connection's id and the node it
+	// is connected to.
+	Conn   uint64 `json:"id"`
+	Server string `json:"server"`
 }
 
 // ParseRequestInfo reads RequestInfoHeader from h; ok is false when there

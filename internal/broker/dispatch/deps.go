@@ -31,9 +31,10 @@ type Deps struct {
 	// the second line behind semaq.CheckReplySubject. Required.
 	Egress func(opts ...nats.Option) (*nats.Conn, error)
 	// Interest reports whether anyone listens on subject (a parked
-	// fetch's reply): work is not leased to a worker that is gone.
-	// Called with the dispatcher's lock held. Nil: always true.
-	Interest func(subject string) bool
+	// fetch's reply, h its request's headers): work is not leased to a
+	// worker that is gone. Called with the dispatcher's lock held. Nil:
+	// always true.
+	Interest func(subject string, h nats.Header) bool
 	// Authorize says whether the sender of a fetch (its headers h) may
 	// serve queue: the node checks a worker's queue grants. Called
 	// without the lock. Nil: everyone may.
@@ -125,7 +126,7 @@ func (deps *Deps) check() error {
 // withDefaults fills the optional dependencies with ones that do nothing.
 func (deps Deps) withDefaults() Deps {
 	if deps.Interest == nil {
-		deps.Interest = func(string) bool { return true }
+		deps.Interest = func(string, nats.Header) bool { return true }
 	}
 	if deps.BindJob == nil {
 		deps.BindJob = func(string, string, string) {}

@@ -47,7 +47,7 @@ func (f *fakeNode) deps(ns *server.Server) Deps {
 	return Deps{
 		Internal: dial,
 		Egress:   dial,
-		Interest: func(subject string) bool { return ns.GlobalAccount().SubscriptionInterest(subject) },
+		Interest: func(subject string, _ nats.Header) bool { return ns.GlobalAccount().SubscriptionInterest(subject) },
 		Match:    func(pattern, subject string) bool { return pattern == subject || pattern == ">" },
 		StoreDeadLetter: func(_ context.Context, dl *semaq.DeadLetter, _ nats.Header, data []byte) error {
 			f.mu.Lock()

@@ -136,6 +136,7 @@ type Dispatcher struct {
 type parkedFetch struct {
 	req   semaq.FetchRequest
 	reply string
+	hdr   nats.Header // the request's: who asked (Deps.Interest)
 	until time.Time
 }
 
@@ -624,7 +625,7 @@ func (d *Dispatcher) onFetch(m *nats.Msg) {
 	case len(jobs) > 0:
 		ship = d.deliver(m.Reply, jobs, now)
 	case req.Wait > 0:
-		d.parked = append(d.parked, &parkedFetch{req: req, reply: m.Reply, until: now.Add(req.Wait)})
+		d.parked = append(d.parked, &parkedFetch{req: req, reply: m.Reply, hdr: m.Header, until: now.Add(req.Wait)})
 	default:
 		out = []*outMsg{endOfBatch(m.Reply, 408, 0, "no requests")}
 	}
@@ -650,7 +651,7 @@ func (d *Dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 	keep := d.parked[:0]
 	for _, p := range d.parked {
 		if d.sched.Queued() > 0 {
-			if !d.deps.Interest(p.reply) {
+			if !d.deps.Interest(p.reply, p.hdr) {
 				continue // the worker is gone: leasing it work would only delay the work by an ack wait
 			}
 			w := d.sched.TouchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))

@@ -369,7 +369,7 @@ func (c *Conn) serve(conn net.Conn, pending []byte) error {
 	start := 0
 	for {
 		for {
-			f, n, err := parseFrame(buf[start:end], int(c.maxPayload.Load()))
+			f, n, err := parseFrame(buf[start:end], c.readLimit())
 			if err != nil {
 				conn.Close()
 				return err
@@ -398,7 +398,7 @@ func (c *Conn) serve(conn net.Conn, pending []byte) error {
 		if end+len(ch.b) > len(buf) {
 			// A message bigger than the buffer: grow, up to what the
 			// server may send at most.
-			if end > int(c.maxPayload.Load())+MaxControlLine+2 {
+			if end > c.readLimit()+MaxControlLine+2 {
 				conn.Close()
 				return fmt.Errorf("%w: message larger than the server's limit", errProtocol)
 			}
@@ -513,6 +513,17 @@ func (s *Sub) Unsubscribe() error {
 	c.wakeFlusher()
 	return nil
 }
+
+// ImportHeaderAllowance is what the NATS server may add to a message it
+// delivers through a service import beyond what its publisher sent (the
+// Nats-Request-Info header naming the sender: tens to hundreds of
+// bytes), so a publish of the maximal payload through a user account's
+// import still reaches the ingress.
+const ImportHeaderAllowance = 16 << 10
+
+// readLimit is the largest message the connection reads: the server's
+// max_payload, plus what an import adds.
+func (c *Conn) readLimit() int { return int(c.maxPayload.Load()) + ImportHeaderAllowance }
 
 // Publish buffers a message; h is encoded as nats.go would (AppendHeader).
 // It fails with nats.ErrMaxPayload when headers and data exceed the
