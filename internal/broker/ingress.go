@@ -391,6 +391,14 @@ func (in *ingress) replyVia(reply string) string {
 	return in.acks.prefix + reply
 }
 
+// replyDropped undoes replyVia for a message that was not published
+// after all: no ack will come for it.
+func (in *ingress) replyDropped(reply, via string) {
+	if via != reply {
+		in.acks.sent.Add(^uint64(0))
+	}
+}
+
 // reject refuses p: counted, recorded on its span, and answered to the
 // publisher with e.
 func (in *ingress) reject(p *publication, e *semaq.APIError) {

@@ -60,7 +60,16 @@ func tokenTenantOf(p api.Principal) (tenant string, anyTenant bool) {
 // the user's, as the NATS server would for a consumer of the user's own
 // (docs/security.md, Roles). Readers and services read the subjects they
 // are granted, into their own inbox; admins and the node read anything.
+// With auth off, everyone reads anything, into an inbox.
 func (s *Server) authorizeRead(ctx context.Context, subject, deliver string) error {
+	if !s.cfg.Auth {
+		// The public account receives the node's deliveries on its
+		// inboxes only (tenancy.go): elsewhere they would reach no one.
+		if inbox := s.deliverInbox(nil); !strings.HasPrefix(deliver, inbox) {
+			return semaq.NewAPIError(semaq.ErrBadRequest, "deliver_subject %s is not an inbox: clients without credentials receive deliveries under %s only", deliver, inbox)
+		}
+		return nil
+	}
 	p := s.principal(api.RequestHeader(ctx))
 	if p.Who != api.User || p.Role == semaq.RoleAdmin {
 		return nil

@@ -261,7 +261,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, Metrics: s.metrics, Tracing: s.tracing,
+		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, ReplyDropped: s.ingress.replyDropped, Metrics: s.metrics, Tracing: s.tracing,
 		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites})
 	if err != nil {
 		return err

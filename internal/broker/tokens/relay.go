@@ -242,9 +242,6 @@ func (ts *Store) relay(m *nats.Msg) {
 	out := &nats.Msg{Reply: m.Reply, Data: m.Data}
 	// Refusals name the subject the writer used.
 	m.Subject = semaq.TokenWritePrefix + m.Subject[len(ts.writePrefix):]
-	if out.Reply != "" && ts.reply != nil {
-		out.Reply = ts.reply(out.Reply)
-	}
 	if end {
 		// Retention and measurements stay; the key never reaches storage.
 		out.Header = make(nats.Header, len(m.Header))
@@ -369,8 +366,17 @@ func (ts *Store) admit(id, tenant, key string, end bool, rec *semaq.TokenChunk, 
 
 // store hands a checked record to JetStream. mu is held, so records leave
 // in the order they were admitted.
+// The writer's reply is mapped here, when the record does leave: a
+// mapping promises an ack to forward (Deps.Reply).
 func (ts *Store) store(out *nats.Msg) *semaq.APIError {
-	if err := ts.nc.PublishMsg(out); err != nil {
+	msg := *out
+	if msg.Reply != "" && ts.reply != nil {
+		msg.Reply = ts.reply(out.Reply)
+	}
+	if err := ts.nc.PublishMsg(&msg); err != nil {
+		if msg.Reply != out.Reply && ts.replyDrop != nil {
+			ts.replyDrop(out.Reply, msg.Reply)
+		}
 		return semaq.NewAPIError(semaq.ErrUnavailable, "storing token record on %s: %v", out.Subject, err)
 	}
 	ts.stats.stored.Add(1)

@@ -56,6 +56,9 @@ type Deps struct {
 	// the replies the NATS server would refuse from a client of its
 	// account (another account's, _R_.…) through its ack router.
 	Reply func(reply string) string
+	// ReplyDropped undoes Reply for a record that was not sent after all
+	// (reply is the writer's, via what Reply made of it). Nil: nothing.
+	ReplyDropped func(reply, via string)
 	// Log receives the store's warnings and debug lines; nil discards them.
 	Log *slog.Logger
 	// Limits bound token streams; a zero field keeps its default
@@ -131,6 +134,7 @@ type Store struct {
 	// writePrefix is where the relay listens (Deps.WritePrefix).
 	writePrefix string
 	reply       func(string) string // nil keeps a writer's reply
+	replyDrop   func(reply, via string)
 	metrics     *metrics.Metrics
 	tracing     *telemetry.Tracing
 
@@ -167,7 +171,7 @@ func New(deps Deps) (*Store, error) {
 		writePrefix = semaq.TokenWritePrefix
 	}
 	return &Store{js: deps.JS, writePrefix: writePrefix, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
-		queuedJob: deps.QueuedJob, sender: deps.Sender, node: deps.Node, share: deps.ShareBinds, reply: deps.Reply, metrics: deps.Metrics, tracing: deps.Tracing,
+		queuedJob: deps.QueuedJob, sender: deps.Sender, node: deps.Node, share: deps.ShareBinds, reply: deps.Reply, replyDrop: deps.ReplyDropped, metrics: deps.Metrics, tracing: deps.Tracing,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
 }
