@@ -59,11 +59,11 @@ type Server struct {
 	// second (jsguard.go).
 	jsGuardQuiet quietlog.Gate
 	jsGuard      *jsGuard
-	filters *filter.Service    // filtered subscriptions (filter/)
-	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
-	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
-	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	filters      *filter.Service    // filtered subscriptions (filter/)
+	queues       queues             // work-queue dispatchers (queue.go, package dispatch)
+	metrics      *metrics.Metrics   // Prometheus metrics (observe.go)
+	tracing      *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
+	tokens       *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
 	auditLog *audit.Log // the record of admin changes (audit.go, audit/)
 
