@@ -62,6 +62,23 @@ func readerPushConsumer(name, deliver string) (string, map[string]any) {
 		"durable_name": name, "deliver_subject": deliver, "ack_policy": "none", "filter_subject": "victim.one"}}
 }
 
+// pushIntoOwnInbox makes a push consumer of VICTIM into nc's own inbox, as
+// stock clients make one, and reads the victim's message with it.
+func pushIntoOwnInbox(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	js, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := js.SubscribeSync("victim.>", nats.BindStream("VICTIM"), nats.DeliverAll(), nats.AckNone())
+	if err != nil {
+		t.Fatalf("a push consumer into the maker's inbox: %v", err)
+	}
+	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != `{"x":1}` {
+		t.Fatalf("push consumer into the maker's inbox: %v %v", m, err)
+	}
+}
+
 // TestJetStreamPublishesStayOutOfTheNodesAccount: with auth off, replies
 // of DIRECT.GET, STREAM.MSG.GET, STREAM.INFO and a pull's MSG.NEXT on the
 // node's subjects reach only the attacker's own account, push consumers
@@ -137,19 +154,7 @@ func TestJetStreamPublishesStayOutOfTheNodesAccount(t *testing.T) {
 	}
 	a.refused(t, "$JS.API.STREAM.SNAPSHOT.VICTIM")
 
-	// A push consumer into the maker's own inbox works, as stock clients
-	// make it.
-	js1, err := a.nc.JetStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := js1.SubscribeSync("victim.>", nats.BindStream("VICTIM"), nats.DeliverAll(), nats.AckNone())
-	if err != nil {
-		t.Fatalf("a push consumer into the maker's inbox: %v", err)
-	}
-	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != `{"x":1}` {
-		t.Fatalf("push consumer into the maker's inbox: %v %v", m, err)
-	}
+	pushIntoOwnInbox(t, a.nc)
 
 	noneOn(t, watch)
 	victimHeld(t, c)
@@ -234,17 +239,7 @@ func TestJetStreamGuardOnACluster(t *testing.T) {
 	if _, err := mine.NextMsg(10 * time.Second); err != nil {
 		t.Fatalf("the direct get's answer in the attacker's own account: %v", err)
 	}
-	js, err := a.nc.JetStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := js.SubscribeSync("victim.>", nats.BindStream("VICTIM"), nats.DeliverAll(), nats.AckNone())
-	if err != nil {
-		t.Fatalf("a push consumer into the maker's inbox through node 2: %v", err)
-	}
-	if m, err := sub.NextMsg(10 * time.Second); err != nil || string(m.Data) != `{"x":1}` {
-		t.Fatalf("push consumer on node 2: %v %v", m, err)
-	}
+	pushIntoOwnInbox(t, a.nc)
 	noneOn(t, watch)
 	victimHeld(t, c)
 }
