@@ -43,6 +43,9 @@ type Client struct {
 
 	// tokens is the async publisher shared by token writers (tokens.go).
 	tokens tokenPublisher
+	// cancels are the cancel tokens of this client's recent publishes
+	// (cancel_tokens.go).
+	cancels cancelTokens
 	// tracerProvider starts Msg.StartSpan spans; nil means the global one.
 	tracerProvider trace.TracerProvider
 	// denied fails requests the server's permissions refuse (denied.go).

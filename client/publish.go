@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -154,9 +156,18 @@ func (c *Client) Publish(ctx context.Context, subject string, data []byte, opts 
 
 // PublishMsg sends a prepared NATS message through the ingress and waits for
 // the acknowledgement.
+//
+// A message without a cancel token (semaq.HdrCancelToken) gets a random
+// one, returned in the ack's CancelToken: without auth, only it cancels a
+// request (Cancel with CancelToken).
 func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, error) {
 	if m.Header == nil {
 		m.Header = nats.Header{}
+	}
+	token := m.Header.Get(semaq.HdrCancelToken)
+	if token == "" {
+		token = newCancelToken()
+		m.Header.Set(semaq.HdrCancelToken, token)
 	}
 	injectIfAbsent(ctx, m.Header) // a publish inside a span continues its trace
 	ctx, cancel := c.withTimeout(ctx)
@@ -189,5 +200,14 @@ func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, er
 	if ack.Stream == "" {
 		return nil, fmt.Errorf("client: publish to %s: acknowledgement names no stream", m.Subject)
 	}
+	ack.CancelToken = token
+	c.cancels.keep(ack.Stream, ack.Sequence, m.Header.Get(semaq.HdrMsgID), token)
 	return &ack.PubAck, nil
+}
+
+// newCancelToken is 128 random bits, base64url.
+func newCancelToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }

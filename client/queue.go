@@ -60,12 +60,19 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 // Cancel cancels a request by its Nats-Msg-Id (or its sequence in the
 // queue): a queued request is removed; a request a worker holds is removed
 // and the worker's Job context is cancelled. An unknown request returns
-// semaq.ErrRequestNotFound.
+// semaq.ErrRequestNotFound; a request the caller may not cancel (not its
+// own, without its token: CancelToken) semaq.ErrForbidden. A request this
+// client published lately is cancelled with the token it was published
+// with, remembered for the last 10,000 publishes.
 func (c *Client) Cancel(ctx context.Context, queue, id string, opts ...CancelOption) (*semaq.CancelResponse, error) {
 	var out semaq.CancelResponse
-	req := semaq.CancelRequest{ID: id}
+	co := cancelOptions{req: semaq.CancelRequest{ID: id}}
 	for _, o := range opts {
-		o(&req)
+		o(&co)
+	}
+	req := co.req
+	if !co.tokenGiven {
+		req.Token = c.cancels.token(queue, id) // this client published it
 	}
 	if err := req.Check(); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: Cancel: %v", err)
@@ -81,13 +88,27 @@ func (c *Client) Cancel(ctx context.Context, queue, id string, opts ...CancelOpt
 }
 
 // CancelOption configures one Cancel.
-type CancelOption func(*semaq.CancelRequest)
+type CancelOption func(*cancelOptions)
+
+type cancelOptions struct {
+	req        semaq.CancelRequest
+	tokenGiven bool // CancelToken was given, even "": no remembered token
+}
+
+// CancelToken cancels with the request's cancel token (PubAck.CancelToken
+// of its publish): without auth the broker cancels a request only with it;
+// with auth its publisher, a service of its tenant and admins need none.
+// A CancelToken, even "", replaces the token this client remembers of its
+// own publish: a front door acting for others passes its caller's.
+func CancelToken(token string) CancelOption {
+	return func(o *cancelOptions) { o.req.Token, o.tokenGiven = token, true }
+}
 
 // CancelEndStream also ends the request's token stream with te, unless it
 // has ended: for a request whose worker is gone, whose stream no one else
 // may write.
 func CancelEndStream(te *semaq.TokenError) CancelOption {
-	return func(r *semaq.CancelRequest) { r.EndStream = te }
+	return func(o *cancelOptions) { o.req.EndStream = te }
 }
 
 // FetchOption configures one Fetch.

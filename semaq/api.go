@@ -26,6 +26,11 @@ type PubAck struct {
 	Sequence  uint64 `json:"seq"`
 	Duplicate bool   `json:"duplicate,omitempty"`
 	Domain    string `json:"domain,omitempty"`
+	// CancelToken is the secret the message was published with
+	// (HdrCancelToken), which cancels it (CancelRequest.Token). The
+	// broker never sends it: the SDK and the HTTP front door, which chose
+	// it, fill it in.
+	CancelToken string `json:"cancel_token,omitempty"`
 }
 
 // StreamConfig is what a user asks for when adding a stream. Subjects are

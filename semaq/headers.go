@@ -17,6 +17,19 @@ const (
 	HdrTraceParent  = "traceparent"
 	HdrTraceState   = "tracestate"
 
+	// HdrCancelToken is a secret of the publisher's choosing (16 to 128
+	// visible ASCII characters) that may cancel the request later
+	// (CancelRequest.Token): the ingress keeps only its SHA-256, as
+	// HdrCancelSum, and drops it. The SDK sets one on every publish and
+	// returns it in PubAck.CancelToken.
+	HdrCancelToken = "AI-Cancel-Token"
+	// HdrCancelSum is stamped by the ingress: the SHA-256 (base64url) of
+	// the request's HdrCancelToken. A client may not set it.
+	HdrCancelSum = "AI-Cancel-Sum"
+	// HdrPublisher is stamped by the ingress with auth on: the store user
+	// that published the message. A client may not set it.
+	HdrPublisher = "AI-Publisher"
+
 	// HdrReceived is stamped by the ingress: the time the broker accepted the
 	// message, RFC 3339 with nanoseconds, UTC. A value sent by a client is
 	// replaced.

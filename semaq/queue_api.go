@@ -1,6 +1,8 @@
 package semaq
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -92,8 +94,9 @@ type QueueConfig struct {
 	Description string   `json:"description,omitempty"`
 	Subjects    []string `json:"subjects"`
 	Storage     string   `json:"storage,omitempty"` // file (default), memory
-	// Replicas is how many nodes of a cluster store the queue (1 to 5, 0
-	// means 1); its lease store takes the same (docs/queues.md).
+	// Replicas is how many nodes of a cluster store the queue (1 to 5; 0
+	// means what SemaQ's own state has: 3 on a cluster of three nodes or
+	// more, else 1); its lease store takes the same (docs/queues.md).
 	Replicas int `json:"replicas,omitempty"`
 	// MaxMessages, MaxBytes and MaxTokens bound what the queue holds
 	// (queued plus held by workers); past them a publish is refused with
@@ -291,6 +294,9 @@ type QueueCounters struct {
 	// BadReplies counts fetches, answers and cancels ignored because their
 	// reply subject was not one the broker answers (CheckReplySubject).
 	BadReplies uint64 `json:"bad_replies"`
+	// CancelsRefused counts cancels refused because their sender was not
+	// the request's owner and had not its cancel token (docs/queues.md).
+	CancelsRefused uint64 `json:"cancels_refused"`
 	// ConsumerRecoveries counts the times the dispatcher found its stream
 	// consumer deleted, paused or altered and made it anew.
 	ConsumerRecoveries uint64 `json:"consumer_recoveries"`
@@ -381,10 +387,43 @@ type JobReply struct {
 // sequence in the queue.
 type CancelRequest struct {
 	ID string `json:"id"`
+	// Token is the request's cancel token (HdrCancelToken, returned in
+	// PubAck.CancelToken). Without auth it is what makes a cancel the
+	// publisher's: a request is cancelled only with its token. With
+	// auth its publisher, a service of its tenant and admins may cancel
+	// it without one.
+	Token string `json:"token,omitempty"`
 	// EndStream, when set, also ends the request's token stream with this
 	// error if it has not ended: for a request whose worker is gone (only
 	// the lease holder may write the stream, so nobody else could).
 	EndStream *TokenError `json:"end_stream,omitempty"`
+}
+
+// Bounds of a cancel token (HdrCancelToken).
+const (
+	MinCancelTokenLen = 16
+	MaxCancelTokenLen = 128
+)
+
+// CheckCancelToken reports whether t can be a cancel token: 16 to 128
+// visible ASCII characters.
+func CheckCancelToken(t string) error {
+	if len(t) < MinCancelTokenLen || len(t) > MaxCancelTokenLen {
+		return fmt.Errorf("cancel token: %d characters; want %d to %d", len(t), MinCancelTokenLen, MaxCancelTokenLen)
+	}
+	for i := 0; i < len(t); i++ {
+		if t[i] <= ' ' || t[i] > '~' {
+			return fmt.Errorf("cancel token: character %d is not visible ASCII", i)
+		}
+	}
+	return nil
+}
+
+// CancelSum is what the broker keeps of a cancel token: its SHA-256,
+// base64url (HdrCancelSum).
+func CancelSum(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
 }
 
 // MaxEndStreamBytes bounds the code and message of CancelRequest.EndStream.
@@ -394,6 +433,11 @@ const MaxEndStreamBytes = 1024
 func (r *CancelRequest) Check() error {
 	if strings.TrimSpace(r.ID) == "" {
 		return errors.New(`cancel needs {"id":"<Nats-Msg-Id or sequence>"}`)
+	}
+	if r.Token != "" {
+		if err := CheckCancelToken(r.Token); err != nil {
+			return err
+		}
 	}
 	if e := r.EndStream; e != nil {
 		if e.Code == "" || len(e.Code)+len(e.Message) > MaxEndStreamBytes || !utf8.ValidString(e.Code+e.Message) {

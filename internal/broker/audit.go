@@ -39,7 +39,7 @@ const auditWriteTimeout = 5 * time.Second
 func (s *Server) startAudit(ctx context.Context) error {
 	l, err := audit.Open(ctx, audit.Deps{
 		JS: s.js, Conn: s.nc, Log: s.log.With("component", "audit"),
-		MaxAge: s.cfg.AuditMaxAge, MaxBytes: s.cfg.AuditMaxBytes,
+		MaxAge: s.cfg.AuditMaxAge, MaxBytes: s.cfg.AuditMaxBytes, Replicas: s.ownReplicas(),
 		Written: s.metrics.AuditRecord, Failed: s.metrics.AuditWriteFailure,
 	})
 	if err != nil {

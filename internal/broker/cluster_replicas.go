@@ -12,9 +12,11 @@ import (
 )
 
 // ownStreams are the streams of SemaQ's own state: the schema registry,
-// route rules, agents and identities (KV buckets), dead letters and token
-// streams. Queues' metadata lives in their streams' metadata, user streams
-// keep the replicas they were made with.
+// route rules, agents and identities (KV buckets), dead letters, token
+// streams and the audit records. Queues' metadata lives in their streams'
+// metadata; a queue made without replicas gets ownReplicas, and its lease
+// store the queue's (queue.go); user streams keep the replicas they were
+// made with.
 var ownStreams = []string{
 	"KV_" + registry.DefaultBucket,
 	"KV_" + reserved.RouteBucket,
@@ -22,6 +24,7 @@ var ownStreams = []string{
 	"KV_" + reserved.UserBucket,
 	semaq.DLQStream,
 	semaq.TokenStream,
+	reserved.AuditStream,
 }
 
 // replicasKeepInterval is how often a node checks whether the cluster

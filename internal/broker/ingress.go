@@ -330,6 +330,10 @@ func (in *ingress) handle(out *wire.Conn, st *ingressStream, po *patternObs, m *
 		}
 		p.user = who.User
 	}
+	if e := takeOwnerHeaders(&p, who); e != nil {
+		in.reject(&p, e)
+		return
+	}
 	p.obs.begin(in, m, env)
 	defer p.obs.end()
 	// 2-5. schema, policy, route, admission
@@ -354,6 +358,9 @@ func (in *ingress) handle(out *wire.Conn, st *ingressStream, po *patternObs, m *
 func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 	m := p.m
 	p.obs.carry(m.Header)
+	if p.cancel != "" && in.isQueue(p.stream.name) {
+		m.Header.Set(semaq.HdrCancelSum, semaq.CancelSum(p.cancel))
+	}
 	out := nats.Msg{Subject: reserved.StoragePrefix + p.subject, Reply: m.Reply}
 	switch {
 	case m.Reply == "":
@@ -376,6 +383,12 @@ func (in *ingress) append(p *publication, received time.Time) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrUnavailable, "storing message on %s: %v", m.Subject, err)
 	}
 	return nil
+}
+
+// isQueue reports whether stream is a work queue this node admits for.
+func (in *ingress) isQueue(stream string) bool {
+	qs := in.queues.Load()
+	return qs != nil && (*qs)[stream] != nil
 }
 
 // replyVia is the reply subject a message stored for a client carries:

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
@@ -66,6 +67,34 @@ func stampTenant(p *publication, who api.Principal) *semaq.APIError {
 	}
 }
 
+// takeOwnerHeaders reads the headers that name a request's owner
+// (docs/queues.md, Cancel): the publisher's cancel token is taken out (the
+// stored message keeps its SHA-256 only, when its stream is a queue:
+// append), and the headers the ingress stamps may not come from a client.
+// who is the sender, stamped as the publisher with auth on.
+func takeOwnerHeaders(p *publication, who api.Principal) *semaq.APIError {
+	h := p.m.Header
+	for k, vs := range h {
+		switch {
+		case strings.EqualFold(k, semaq.HdrCancelSum), strings.EqualFold(k, semaq.HdrPublisher):
+			return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s is stamped by the broker; a client may not set it", p.m.Subject, k)
+		case strings.EqualFold(k, semaq.HdrCancelToken):
+			if len(vs) != 1 {
+				return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s is given %d times", p.m.Subject, k, len(vs))
+			}
+			if err := semaq.CheckCancelToken(vs[0]); err != nil {
+				return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s: %v", p.m.Subject, k, err)
+			}
+			p.cancel = vs[0]
+			delete(h, k)
+		}
+	}
+	if who.Who == api.User {
+		h.Set(semaq.HdrPublisher, who.User)
+	}
+	return nil
+}
+
 // publication is one message on its way through the pipeline.
 type publication struct {
 	m       *nats.Msg
@@ -73,6 +102,7 @@ type publication struct {
 	subject string         // the subject it is stored under; routing may change it
 	stream  *ingressStream // the stream that stores it; routing may change it
 	user    string         // the store user that sent it (auth on), for its quota
+	cancel  string         // its cancel token (semaq.HdrCancelToken), dropped from its headers
 	obs     msgObs
 	out     *wire.Conn // the connection that appends it
 }

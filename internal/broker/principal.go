@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
@@ -117,4 +119,21 @@ func (s *Server) authorizeQueue(h nats.Header, queue string) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: user %s may not serve it: its queues are %s", queue, p.User, strings.Join(u.Queues, ", "))
 	}
 	return nil
+}
+
+// cancelRights is whom the sender of a cancel (headers h) may cancel
+// without the request's token (dispatch.CancelRights): with auth on, an
+// admin and the node anyone's, a service its tenant's, a user its own;
+// with auth off nobody: every client is the same public user, and the
+// token is what tells the publisher apart.
+func (s *Server) cancelRights(h nats.Header) dispatch.CancelRights {
+	if !s.cfg.Auth {
+		return dispatch.CancelRights{}
+	}
+	p := s.principal(h)
+	if p.Who != api.User || p.Role == semaq.RoleAdmin {
+		return dispatch.CancelRights{Any: true}
+	}
+	return dispatch.CancelRights{User: p.User, Service: p.Role == semaq.RoleService, Tenant: p.Tenant,
+		Who: fmt.Sprintf("user %s (role %s)", p.User, p.Role)}
 }

@@ -79,6 +79,12 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "%v", err)
 	}
 	full := qc.WithDefaults()
+	if qc.Replicas == 0 {
+		// Queued work is SemaQ's state as much as its own streams are:
+		// a node's loss loses none of it, nor its leases (the lease store
+		// takes the queue's replicas).
+		qc.Replicas = s.ownReplicas()
+	}
 	jc, err := s.jsConfig(&semaq.StreamConfig{
 		Name: qc.Name, Description: qc.Description, Subjects: qc.Subjects, Storage: full.Storage, Replicas: qc.Replicas,
 		Retention: "workqueue", MaxMsgs: full.MaxMessages, MaxBytes: dispatch.StreamMaxBytes(full, s.nc.MaxPayload()),

@@ -650,8 +650,9 @@ func (s *Server) dispatchDeps() dispatch.Deps {
 		Egress: func(opts ...nats.Option) (*nats.Conn, error) {
 			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.egressAuth()}, opts...)...)
 		},
-		Interest:  s.account().hasInterest,
-		Authorize: s.authorizeQueue,
+		Interest:     s.account().hasInterest,
+		Authorize:    s.authorizeQueue,
+		CancelRights: s.cancelRights,
 		Match:     subjectMatches,
 		StoreDeadLetter: func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error {
 			ev := dlqEvent{stream: dl.Stream, consumer: dl.Consumer, seq: dl.StreamSeq, deliveries: dl.Deliveries, reason: dl.Reason}

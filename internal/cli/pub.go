@@ -39,7 +39,9 @@ func newPubCmd(e *env) *cobra.Command {
 		Long: `Publish one message to SUBJECT and wait for the broker to store it. DATA is
 the payload; - reads it from stdin; no DATA sends an empty payload. The
 envelope flags set the AI-* headers; --header adds any other header (envelope
-aliases such as X-Model-Version are accepted and normalised by the broker).`,
+aliases such as X-Model-Version are accepted and normalised by the broker).
+--json also prints the request's cancel token (semaq cancel --token); set
+your own with --header AI-Cancel-Token=<16 to 128 characters>.`,
 		Example: `  semaq pub ai.inference.llm '{"prompt":"hi"}' --model llama3-70b --priority high --timeout 8s
   cat prompt.json | semaq pub ai.inference.llm - --tenant acme --json`,
 		Args: cobra.RangeArgs(1, 2),
@@ -66,10 +68,11 @@ aliases such as X-Model-Version are accepted and normalised by the broker).`,
 				if fl.json {
 					// PubAck omits duplicate when false; the CLI always shows it.
 					b, err := json.Marshal(struct {
-						Stream    string `json:"stream"`
-						Seq       uint64 `json:"seq"`
-						Duplicate bool   `json:"duplicate"`
-					}{ack.Stream, ack.Sequence, ack.Duplicate})
+						Stream      string `json:"stream"`
+						Seq         uint64 `json:"seq"`
+						Duplicate   bool   `json:"duplicate"`
+						CancelToken string `json:"cancel_token"`
+					}{ack.Stream, ack.Sequence, ack.Duplicate, ack.CancelToken})
 					if err != nil {
 						return err
 					}

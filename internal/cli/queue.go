@@ -276,16 +276,21 @@ func writeJob(e *env, j *client.Job) error {
 
 // newCancelCmd is `semaq cancel QUEUE ID`.
 func newCancelCmd(e *env) *cobra.Command {
+	var token string
 	cmd := &cobra.Command{
 		Use:     "cancel QUEUE ID",
-		Example: `  semaq cancel INFER req-42`,
+		Example: `  semaq cancel INFER req-42 --token 3q2-7wEtVxXnBv1H2kq9sA`,
 		Short:   "Cancel a request by its Nats-Msg-Id or queue sequence",
 		Long: `A queued request is removed before any worker gets it; a request a worker holds
-is removed and the worker is told to stop (its job context is cancelled).`,
+is removed and the worker is told to stop (its job context is cancelled).
+
+Only the request's owner may cancel it. Without auth that is whoever has its
+cancel token (--token: semaq pub --json prints it); with auth its publisher,
+a service of its tenant or an admin, or whoever has its token.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				res, err := c.Cancel(ctx, args[0], args[1])
+				res, err := c.Cancel(ctx, args[0], args[1], client.CancelToken(token))
 				if err != nil {
 					return err
 				}
@@ -299,6 +304,7 @@ is removed and the worker is told to stop (its job context is cancelled).`,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&token, "token", "", "the request's cancel token (AI-Cancel-Token of its publish)")
 	e.addServerFlag(cmd)
 	return cmd
 }

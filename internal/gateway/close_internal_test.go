@@ -14,15 +14,15 @@ func TestCloseWaitsForWithdrawals(t *testing.T) {
 	release := make(chan struct{})
 	var started, ended atomic.Int32
 	running := make(chan struct{}, 2)
-	g.withdraw = func(ctx context.Context, model, id string) error {
+	g.withdraw = func(ctx context.Context, model, id, _ string) error {
 		started.Add(1)
 		running <- struct{}{}
 		<-release
 		ended.Add(1)
 		return nil
 	}
-	g.cancelRequest("m", "req-1")
-	g.cancelRequest("m", "req-2")
+	g.cancelRequest("m", "req-1", "")
+	g.cancelRequest("m", "req-2", "")
 	<-running
 	<-running
 
@@ -51,15 +51,15 @@ func TestCloseWaitsForWithdrawals(t *testing.T) {
 
 	// A withdrawal that starts around Close is waited for too.
 	release2 := make(chan struct{})
-	g.withdraw = func(ctx context.Context, model, id string) error {
+	g.withdraw = func(ctx context.Context, model, id, _ string) error {
 		<-release2
 		ended.Add(1)
 		return nil
 	}
-	g.cancelRequest("m", "req-3")
+	g.cancelRequest("m", "req-3", "")
 	closed = make(chan error, 1)
 	go func() { closed <- g.Close(context.Background()) }()
-	g.cancelRequest("m", "req-4")
+	g.cancelRequest("m", "req-4", "")
 	close(release2)
 	if err := <-closed; err != nil {
 		t.Fatal(err)

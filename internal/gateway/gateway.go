@@ -76,7 +76,7 @@ type Gateway struct {
 	// withdrawals are the cancelRequest goroutines still running; Close
 	// waits for them. withdraw is what each runs (the queue's cancel).
 	withdrawals inflight
-	withdraw    func(ctx context.Context, model, id string) error
+	withdraw    func(ctx context.Context, model, id, token string) error
 
 	mu       sync.Mutex
 	models   []string          // sorted
@@ -107,8 +107,8 @@ func New(o Options) *Gateway {
 	}
 	g := &Gateway{o: o, c: o.Client, log: o.Log}
 	g.closing, g.close = context.WithCancel(context.Background())
-	g.withdraw = func(ctx context.Context, model, id string) error {
-		_, err := g.c.Cancel(ctx, g.queueFor(model), id)
+	g.withdraw = func(ctx context.Context, model, id, token string) error {
+		_, err := g.c.Cancel(ctx, g.queueFor(model), id, client.CancelToken(token))
 		return err
 	}
 	return g
@@ -509,14 +509,15 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rd.Close()
-	if _, err := c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...); err != nil {
+	ack, err := c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...)
+	if err != nil {
 		g.publishError(ctx, w, req.Model, err)
 		return
 	}
 	finished := false
 	defer func() {
 		if !finished {
-			g.cancelRequest(req.Model, id)
+			g.cancelRequest(req.Model, id, ack.CancelToken)
 		}
 	}()
 	ctx, end := context.WithCancelCause(ctx)
@@ -541,11 +542,11 @@ func withClosing(ctx, closing context.Context) (context.Context, func()) {
 // out: the queue drops it, or the worker holding it is told to stop.
 // It runs on its own goroutine, so the handler returns at once; Close
 // waits for it.
-func (g *Gateway) cancelRequest(model, id string) {
+func (g *Gateway) cancelRequest(model, id, token string) {
 	g.withdrawals.goFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := g.withdraw(ctx, model, id); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
+		if err := g.withdraw(ctx, model, id, token); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
 			g.log.Warn("cancelling a request", "id", id, "err", err)
 		}
 	})

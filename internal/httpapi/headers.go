@@ -55,6 +55,8 @@ func (e *headerError) Error() string { return fmt.Sprintf("invalid header %s: %s
 func forwardedName(k string) (string, error) {
 	lk := strings.ToLower(k)
 	switch {
+	case strings.EqualFold(k, semaq.HdrCancelToken):
+		return semaq.HdrCancelToken, nil // the ingress keeps its hash only
 	case semaq.IsEnvelopeHeader(k):
 		if n, ok := envelopeSpelling[lk]; ok {
 			return n, nil

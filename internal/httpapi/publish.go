@@ -26,6 +26,10 @@ type pubAck struct {
 	Stream    string `json:"stream"`
 	Seq       uint64 `json:"seq"`
 	Duplicate bool   `json:"duplicate"`
+	// CancelToken cancels the request (POST /api/v1/queues/{name}/cancel/{id}
+	// with {"token": ...}): the AI-Cancel-Token the request came with, or
+	// one the door chose.
+	CancelToken string `json:"cancel_token,omitempty"`
 }
 
 // publish stores the request body on the subject in the path. The envelope
@@ -144,7 +148,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, pubAck{Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate})
+	writeJSON(w, http.StatusOK, pubAck{Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate, CancelToken: ack.CancelToken})
 }
 
 // unknownOutcome is the 504 answer of a publish whose acknowledgement

@@ -242,13 +242,22 @@ func (h *Handler) queueCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
 		return
 	}
-	// The body is optional and carries nothing yet; a present one must
-	// still be a JSON object, so a stray form post is not taken as intent.
-	var none struct{}
-	if !decodeBody(w, r, "cancel body", maxAnswerBody, true, &none) {
+	// The body is optional: {"token": "<cancel token of the publish>"};
+	// a present one must be a JSON object, so a stray form post is not
+	// taken as intent.
+	var body struct {
+		Token string `json:"token"`
+	}
+	if !decodeBody(w, r, "cancel body", maxAnswerBody, true, &body) {
 		return
 	}
-	res, err := h.client(r.Context()).Cancel(r.Context(), name, id)
+	if body.Token != "" {
+		if err := semaq.CheckCancelToken(body.Token); err != nil {
+			writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, err.Error())
+			return
+		}
+	}
+	res, err := h.client(r.Context()).Cancel(r.Context(), name, id, client.CancelToken(body.Token))
 	if err != nil {
 		writeErr(w, err)
 		return

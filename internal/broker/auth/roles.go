@@ -62,6 +62,11 @@ func tokenReader(tenant string) (pub, sub []string) {
 	return pub, []string{semaq.TokenLiveFilter(tenant, "*")}
 }
 
+// cancelAPI is how a publisher or service cancels a request: the broker
+// checks that the request is the user's own, or its tenant's for a
+// service (internal/broker/principal.go, cancelRights).
+var cancelAPI = []string{fmt.Sprintf(semaq.APIQueueCancelT, "*")}
+
 // agentAPI is how a worker announces itself in the agent registry and
 // leaves it (semaq worker does).
 var agentAPI = []string{semaq.APIAgentAnnounce, semaq.APIAgentLeave}
@@ -118,7 +123,7 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	switch p.Role {
 	case semaq.RolePublisher:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(p.Subjects, readOnlyAPI, tpub)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub)
 		sub = append(sub, tsub...)
 	case semaq.RoleReader:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
@@ -126,7 +131,7 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 		sub = slices.Concat(sub, p.Subjects, tsub)
 	case semaq.RoleService:
 		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub)
 		sub = slices.Concat(sub, p.Subjects, tsub)
 	case semaq.RoleWorker:
 		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants)

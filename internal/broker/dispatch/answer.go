@@ -317,6 +317,10 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrBadRequest, "queue %s: %v", d.name, err)))
 		return
 	}
+	var rights CancelRights
+	if d.deps.CancelRights != nil {
+		rights = d.deps.CancelRights(m.Header)
+	}
 	d.mu.Lock()
 	j := d.sched.ByID(req.ID)
 	if j == nil {
@@ -332,6 +336,12 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 	if j == nil {
 		d.mu.Unlock()
 		d.reply(m, semaq.MarshalError(semaq.NewAPIError(semaq.ErrRequestNotFound, "queue %s holds no request %q (never there, done, expired or cancelled)", d.name, req.ID)))
+		return
+	}
+	if e := d.mayCancel(rights, j, req.Token); e != nil {
+		d.stats.cancelsRefused++
+		d.mu.Unlock()
+		d.reply(m, semaq.MarshalError(e))
 		return
 	}
 	resp := semaq.CancelResponse{Seq: j.Seq, Result: "removed"}
@@ -356,6 +366,32 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 	}
 	body, _ := json.Marshal(resp)
 	d.reply(m, body)
+}
+
+// mayCancel says whether the sender of a cancel with rights and token
+// may cancel j: its token does, and so do the rights of its publisher, a
+// service of its tenant and admins (auth on). mu is held.
+func (d *Dispatcher) mayCancel(rights CancelRights, j *sched.Job, token string) *semaq.APIError {
+	if token != "" && j.CancelSum != "" && sumMatches(j.CancelSum, token) {
+		return nil
+	}
+	if rights.may(j.Publisher, j.Tenant) {
+		return nil
+	}
+	id := j.ID
+	if id == "" {
+		id = strconv.FormatUint(j.Seq, 10)
+	}
+	switch {
+	case token != "":
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: request %s: the cancel token is not the one it was published with", d.name, id)
+	case rights.Who != "":
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: request %s: %s may not cancel it: its publisher, a service of its tenant or an admin may, or anyone with its cancel token", d.name, id, rights.Who)
+	case j.CancelSum == "":
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: request %s was published without a cancel token (%s), so nobody may cancel it without auth", d.name, id, semaq.HdrCancelToken)
+	default:
+		return semaq.NewAPIError(semaq.ErrForbidden, "queue %s: request %s: cancelling it needs the cancel token it was published with (%s)", d.name, id, semaq.HdrCancelToken)
+	}
 }
 
 // reply answers a request whose reply subject badReply accepted, by the

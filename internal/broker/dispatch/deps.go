@@ -35,6 +35,10 @@ type Deps struct {
 	// worker that is gone. Called with the dispatcher's lock held. Nil:
 	// always true.
 	Interest func(subject string, h nats.Header) bool
+	// CancelRights is who the sender of a cancel (its headers h) may
+	// cancel without the request's token. Called without the lock. Nil:
+	// nobody (every cancel needs the token).
+	CancelRights func(h nats.Header) CancelRights
 	// Authorize says whether the sender of a fetch (its headers h) may
 	// serve queue: the node checks a worker's queue grants. Called
 	// without the lock. Nil: everyone may.
@@ -144,4 +148,21 @@ func (deps Deps) withDefaults() Deps {
 		deps.Log = slog.New(slog.DiscardHandler)
 	}
 	return deps
+}
+
+// CancelRights is who may cancel a request without its cancel token
+// (docs/queues.md, Cancel): anyone's (admins, the node), the requests a
+// user published, or as a service those of its tenant.
+type CancelRights struct {
+	Any     bool
+	User    string // the requests this store user published
+	Service bool   // and, a service, every request of Tenant
+	Tenant  string
+	// Who names the sender in a refusal.
+	Who string
+}
+
+// may reports whether r covers j.
+func (r CancelRights) may(publisher, tenant string) bool {
+	return r.Any || r.User != "" && r.User == publisher || r.Service && r.Tenant == tenant
 }

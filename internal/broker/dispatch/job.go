@@ -35,6 +35,8 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 	if hdr != nil {
 		j.ID = strings.Clone(hdr.Get(semaq.HdrMsgID))
 		j.Tenant = strings.Clone(hdr.Get(semaq.HdrTenant))
+		j.Publisher = strings.Clone(hdr.Get(semaq.HdrPublisher))
+		j.CancelSum = strings.Clone(hdr.Get(semaq.HdrCancelSum))
 		j.Model = strings.Clone(hdr.Get(semaq.HdrModel))
 		j.Adapter = strings.Clone(hdr.Get(semaq.HdrAdapter))
 		if p, err := semaq.ParsePriority(hdr.Get(semaq.HdrPriority)); err == nil {

@@ -16,6 +16,7 @@ type queueStats struct {
 	arrivals, dispatched, acked, nacked, redelivered uint64
 	expired, cancelled, deadLetters, outputTokens    uint64
 	badReplies, consumerRecoveries                   uint64
+	cancelsRefused                                   uint64
 
 	// per-interval accumulators, folded into the averages by roll
 	intervalAcks   uint64
@@ -187,7 +188,7 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 			Admitted: d.admitted.Load(), Refused: d.refused.Load(),
 			Dispatched: st.dispatched, Acked: st.acked, Nacked: st.nacked, Redelivered: st.redelivered,
 			Expired: st.expired, Cancelled: st.cancelled, DeadLetters: st.deadLetters, OutputToks: st.outputTokens,
-			BadReplies: st.badReplies, ConsumerRecoveries: st.consumerRecoveries,
+			BadReplies: st.badReplies, ConsumerRecoveries: st.consumerRecoveries, CancelsRefused: st.cancelsRefused,
 		},
 	}
 	out.Admission.Saturated = d.saturation(1) != ""

@@ -82,16 +82,21 @@ type Job struct {
 	JSReply  string // ack subject of its latest delivery by the stream consumer
 	ReplyGen uint64 // the consumer generation that delivered jsReply
 	Tenant   string
-	Model    string
-	Adapter  string
-	Prio     int
-	Tokens   int64
-	Bytes    int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
-	Size     int   // bytes it takes in a batch frame, about
-	Estimate bool
-	HasDL    bool      // its stored headers carry AI-Deadline
-	Arrived  time.Time // AI-Received: when the ingress took it
-	Deadline time.Time // zero: none
+	// Publisher is the store user that published it (AI-Publisher, auth
+	// on); CancelSum the SHA-256 of its cancel token (AI-Cancel-Sum).
+	// Who may cancel it is decided from them (dispatch/answer.go).
+	Publisher string
+	CancelSum string
+	Model     string
+	Adapter   string
+	Prio      int
+	Tokens    int64
+	Bytes     int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
+	Size      int   // bytes it takes in a batch frame, about
+	Estimate  bool
+	HasDL     bool      // its stored headers carry AI-Deadline
+	Arrived   time.Time // AI-Received: when the ingress took it
+	Deadline  time.Time // zero: none
 
 	State      State
 	Deliveries int
