@@ -653,7 +653,7 @@ func (s *Server) dispatchDeps() dispatch.Deps {
 		Interest:     s.account().hasInterest,
 		Authorize:    s.authorizeQueue,
 		CancelRights: s.cancelRights,
-		Match:     subjectMatches,
+		Match:        subjectMatches,
 		StoreDeadLetter: func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error {
 			ev := dlqEvent{stream: dl.Stream, consumer: dl.Consumer, seq: dl.StreamSeq, deliveries: dl.Deliveries, reason: dl.Reason}
 			_, err := s.storeDeadLetter(ctx, ev, dl, hdr, data)
