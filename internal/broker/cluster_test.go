@@ -340,10 +340,7 @@ func TestClusterStatus(t *testing.T) {
 	}
 	for _, name := range append([]string{"AI", "JOBS"}, ownStreams...) {
 		s, ok := byName[name]
-		want := 3
-		if name == "JOBS" {
-			want = 1 // queues take the default replicas (docs/cluster.md)
-		}
+		want := 3 // a queue made without replicas too (docs/cluster.md)
 		if !ok || s.Replicas != want || c.Index(s.Leader) < 0 || len(s.Followers) != want-1 || s.Own != slices.Contains(ownStreams, name) {
 			t.Fatalf("stream %s: %+v (listed %v)", name, s, ok)
 		}

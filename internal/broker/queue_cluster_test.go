@@ -109,8 +109,14 @@ func TestClusterQueueEveryNode(t *testing.T) {
 		_, err := pubC.Publish(ctx, "infer.x", []byte(`{}`), client.WithMsgID("r0"))
 		return err
 	})
+	// r2 is cancelled by another client, which knows its cancel token.
+	const r2Token = "cancel-token-of-r2"
 	for i := 1; i < 6; i++ {
-		pubReq(t, pubC, "r"+strconv.Itoa(i))
+		var opts []client.PublishOption
+		if i == 2 {
+			opts = append(opts, client.WithHeader(semaq.HdrCancelToken, r2Token))
+		}
+		pubReq(t, pubC, "r"+strconv.Itoa(i), opts...)
 	}
 	_, err := pubC.Publish(ctx, "infer.x", []byte(`{}`), client.WithMsgID("r6"))
 	if !errors.Is(err, semaq.ErrOverloaded) {
@@ -137,7 +143,7 @@ func TestClusterQueueEveryNode(t *testing.T) {
 	if fmt.Sprint(ids(held)) != "[r0 r1]" {
 		t.Fatalf("far worker got %v", ids(held))
 	}
-	res, err := cancelC.Cancel(ctx, "Q", "r2")
+	res, err := cancelC.Cancel(ctx, "Q", "r2", client.CancelToken(r2Token))
 	if err != nil || res.Result != "removed" {
 		t.Fatalf("cancel through a far node: %+v, %v", res, err)
 	}

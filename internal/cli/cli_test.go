@@ -353,11 +353,11 @@ func TestPubDedup(t *testing.T) {
 		return a, raw
 	}
 	a, raw := ack(mustSemaq(t, url, "", "pub", "ai.x", "once", "--msg-id", "job-1", "--json"))
-	if a.Stream != "AI" || a.Sequence != 1 || a.Duplicate || raw["duplicate"] != false || len(raw) != 3 {
-		t.Errorf("first pub --json = %v, want stream AI, seq 1, duplicate false", raw)
+	if a.Stream != "AI" || a.Sequence != 1 || a.Duplicate || raw["duplicate"] != false || len(raw) != 4 || semaq.CheckCancelToken(a.CancelToken) != nil {
+		t.Errorf("first pub --json = %v, want stream AI, seq 1, duplicate false and a cancel token", raw)
 	}
 	a, raw = ack(mustSemaq(t, url, "", "pub", "ai.x", "once", "--msg-id", "job-1", "--json"))
-	if a.Sequence != 1 || !a.Duplicate || len(raw) != 3 {
+	if a.Sequence != 1 || !a.Duplicate || len(raw) != 4 {
 		t.Errorf("second pub --json = %v, want seq 1, duplicate true", raw)
 	}
 	if out := mustSemaq(t, url, "", "pub", "ai.x", "once", "--msg-id", "job-1"); out != "Published to stream AI seq 1 (duplicate)\n" {

@@ -19,9 +19,10 @@ func TestQueueCommands(t *testing.T) {
 	}
 	mustSemaq(t, url, "", "pub", "ai.infer.llama", `{"prompt":"bulk"}`, "--priority", "bulk", "--msg-id", "r1", "--tenant", "acme")
 	mustSemaq(t, url, "", "pub", "ai.infer.llama", `{"prompt":"now"}`, "--priority", "critical", "--msg-id", "r2", "--prompt-tokens", "50")
-	mustSemaq(t, url, "", "pub", "ai.infer.llama", `{"prompt":"gone"}`, "--msg-id", "r3")
+	mustSemaq(t, url, "", "pub", "ai.infer.llama", `{"prompt":"gone"}`, "--msg-id", "r3", "-H", "AI-Cancel-Token=token-of-request-r3")
 
-	out = mustSemaq(t, url, "", "cancel", "INFER", "r3")
+	mustFailSemaq(t, url, "needs the cancel token", "cancel", "INFER", "r3")
+	out = mustSemaq(t, url, "", "cancel", "INFER", "r3", "--token", "token-of-request-r3")
 	if !strings.Contains(out, "Request r3 (seq 3) removed from queue INFER") {
 		t.Fatalf("cancel: %q", out)
 	}

@@ -141,8 +141,8 @@ func wantAck(t *testing.T, r response) ack {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	if !slices.Equal(keys, []string{"duplicate", "seq", "stream"}) {
-		t.Errorf("ack fields %v, want duplicate, seq, stream: %s", keys, r.body)
+	if !slices.Equal(keys, []string{"cancel_token", "duplicate", "seq", "stream"}) {
+		t.Errorf("ack fields %v, want cancel_token, duplicate, seq, stream: %s", keys, r.body)
 	}
 	var a ack
 	if err := json.Unmarshal(r.body, &a); err != nil {

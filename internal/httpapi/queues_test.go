@@ -22,8 +22,15 @@ func TestHTTPQueueWorkerFlow(t *testing.T) {
 		h := http.Header{"Ai-Priority": {prio}, "Nats-Msg-Id": {id}, "Ai-Prompt-Tokens": {"40"}}
 		return e.do(t, "POST", "/api/v1/publish/infer.llama", h, []byte(`{"prompt":"`+id+`"}`))
 	}
-	if r := pub("a", "bulk"); r.status != 200 {
-		t.Fatalf("publish a: %d %s", r.status, r.body)
+	ra := pub("a", "bulk")
+	if ra.status != 200 {
+		t.Fatalf("publish a: %d %s", ra.status, ra.body)
+	}
+	var pa struct {
+		CancelToken string `json:"cancel_token"`
+	}
+	if err := json.Unmarshal(ra.body, &pa); err != nil || pa.CancelToken == "" {
+		t.Fatalf("publish a: no cancel token in %s", ra.body)
 	}
 	if r := pub("b", "critical"); r.status != 200 {
 		t.Fatalf("publish b: %d %s", r.status, r.body)
@@ -75,7 +82,11 @@ func TestHTTPQueueWorkerFlow(t *testing.T) {
 	if r.status != 409 || !strings.Contains(string(r.body), "no longer held") {
 		t.Fatalf("a nak after the ack: %d %s", r.status, r.body)
 	}
-	r = e.do(t, "POST", "/api/v1/queues/INFER/cancel/a", jsonHdr(), nil)
+	// Only with the token of a's publish (docs/queues.md, Cancellation).
+	if r = e.do(t, "POST", "/api/v1/queues/INFER/cancel/a", jsonHdr(), nil); r.status != 403 {
+		t.Fatalf("cancel without the token: %d %s", r.status, r.body)
+	}
+	r = e.do(t, "POST", "/api/v1/queues/INFER/cancel/a", jsonHdr(), fmt.Appendf(nil, `{"token":%q}`, pa.CancelToken))
 	if r.status != 200 || !strings.Contains(string(r.body), `"removed"`) {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}

@@ -73,6 +73,7 @@ func TestDispatcherThroughDeps(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		m := nats.NewMsg("q.x")
 		m.Header.Set(semaq.HdrMsgID, fmt.Sprintf("r%d", i))
+		m.Header.Set(semaq.HdrCancelSum, semaq.CancelSum(fmt.Sprintf("cancel-token-of-r%d", i))) // as the ingress stamps it
 		m.Data = fmt.Appendf(nil, "payload %d", i)
 		if _, err := js.PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestDispatcherThroughDeps(t *testing.T) {
 	})
 
 	// Cancel r3 while queued: removed, its token stream ended.
-	body, _ := json.Marshal(semaq.CancelRequest{ID: "r3", EndStream: &semaq.TokenError{Code: "cancelled"}})
+	body, _ := json.Marshal(semaq.CancelRequest{ID: "r3", Token: "cancel-token-of-r3", EndStream: &semaq.TokenError{Code: "cancelled"}})
 	waitIndexed(t, d, 3)
 	rep, err := nc.Request(fmt.Sprintf(semaq.APIQueueCancelT, "Q"), body, 5*time.Second)
 	if err != nil || !strings.Contains(string(rep.Data), `"removed"`) {
