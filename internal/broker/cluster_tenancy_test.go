@@ -15,6 +15,7 @@ import (
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -332,4 +333,40 @@ func TestClusterAuthRevocationEveryNode(t *testing.T) {
 			t.Fatalf("%s: the connection on n3 is still open", tc.user)
 		}
 	}
+}
+
+// A user added while one node of three is stopped — the one leading the
+// identity store, the worst case — returns within the client's default
+// timeout with the user's key, and names no node as lagging (the stopped
+// one is not part of the cluster the change waits for); the user then
+// connects through the third node.
+func TestClusterUserAddWithANodeDown(t *testing.T) {
+	t.Parallel()
+	a := startAuthCluster(t)
+	down := a.c.StreamLeader("KV_" + reserved.UserBucket)
+	via, other := (down+1)%3, (down+2)%3
+	a.c.Stop(down)
+	var lagging []string
+	c, err := client.Connect(context.Background(), a.c.Node(via).ClientURL(), client.WithKey(a.keys["admin"]),
+		client.WithLagging(func(_ string, nodes []string) { lagging = nodes }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	// The SDK's default timeout, which `semaq user add` uses.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := c.AddUser(ctx, semaq.UserAddRequest{Name: "late", Role: semaq.RolePublisher, Subjects: []string{"orders.>"}})
+	if err != nil {
+		t.Fatalf("user add with the store's leader down, after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+	t.Logf("user add with the store's leader down took %s", time.Since(start).Round(time.Millisecond))
+	if !strings.HasPrefix(resp.Key, "sq_late_") {
+		t.Fatalf("user add answered no key: %+v", resp)
+	}
+	if len(lagging) != 0 {
+		t.Fatalf("user add named lagging nodes %v with %s stopped", lagging, a.c.Node(down).Config().Name)
+	}
+	brokertest.ConnectKey(t, a.c.Node(other), resp.Key)
 }
