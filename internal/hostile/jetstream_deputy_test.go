@@ -2,6 +2,8 @@ package hostile
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -242,4 +244,96 @@ func TestJetStreamGuardOnACluster(t *testing.T) {
 	pushIntoOwnInbox(t, a.nc)
 	noneOn(t, watch)
 	victimHeld(t, c)
+}
+
+// TestNoRequestPublishesOnReservedSubjects is a property test: requests
+// drawn at random (seeded, so a failure repeats) from the JetStream and
+// SemaQ calls a client without credentials may make, each with a reply
+// subject, and a deliver subject where the call takes one, drawn from the
+// node's reserved subjects, never make anything publish on those subjects
+// in the node's account.
+func TestNoRequestPublishesOnReservedSubjects(t *testing.T) {
+	srv := brokertest.Start(t)
+	c := brokertest.Connect(t, srv)
+	victim(t, c)
+	if _, err := c.AddQueue(ctxT(t), semaq.QueueConfig{Name: "Q", Subjects: []string{"q.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	targets := append([]string{
+		"$KV.SQ_ROUTES.evil", "$SQ.dlq.VICTIM.1", "_SQ_ACK.x.y", "$SQ.T.w.x", "$JS.API.STREAM.DELETE.VICTIM",
+		"$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED.VICTIM.x",
+	}, forgedTargets...)
+	watch := spy(t, srv, targets...)
+	a := connectAttacker(t, srv)
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateConsumer(ctxT(t), "VICTIM", jetstream.ConsumerConfig{Name: "pull", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	calls := []func(r *rand.Rand, target string) (subject string, body any){
+		func(*rand.Rand, string) (string, any) { return "$JS.API.DIRECT.GET.VICTIM", map[string]any{"seq": 1} },
+		func(*rand.Rand, string) (string, any) { return "$JS.API.STREAM.MSG.GET.VICTIM", map[string]any{"seq": 1} },
+		func(*rand.Rand, string) (string, any) { return "$JS.API.STREAM.INFO.VICTIM", nil },
+		func(*rand.Rand, string) (string, any) { return "$JS.API.STREAM.NAMES", nil },
+		func(*rand.Rand, string) (string, any) { return "$JS.API.INFO", nil },
+		func(*rand.Rand, string) (string, any) { return "$JS.API.CONSUMER.INFO.VICTIM.pull", nil },
+		func(*rand.Rand, string) (string, any) {
+			return "$JS.API.CONSUMER.MSG.NEXT.VICTIM.pull", map[string]any{"batch": 1, "no_wait": true}
+		},
+		func(r *rand.Rand, target string) (string, any) {
+			name := fmt.Sprintf("c%d", r.IntN(1000))
+			return "$JS.API.CONSUMER.CREATE.VICTIM." + name, pushConsumer("VICTIM", target)
+		},
+		func(r *rand.Rand, target string) (string, any) {
+			name := fmt.Sprintf("d%d", r.IntN(1000))
+			return "$JS.API.CONSUMER.DURABLE.CREATE.VICTIM." + name, pushConsumer("VICTIM", target)
+		},
+		func(r *rand.Rand, target string) (string, any) {
+			name := fmt.Sprintf("f%d", r.IntN(1000))
+			return "$JS.API.CONSUMER.CREATE.VICTIM." + name + ".victim.one", pushConsumer("VICTIM", target)
+		},
+		func(*rand.Rand, string) (string, any) { return semaq.APIStreamList, nil },
+		func(*rand.Rand, string) (string, any) { return fmt.Sprintf(semaq.APIQueueInfoT, "Q"), nil },
+		func(*rand.Rand, string) (string, any) {
+			return semaq.APIFilterStart, map[string]any{"subject": "victim.>", "filter": "true", "deliver_subject": "_INBOX.f"}
+		},
+		func(*rand.Rand, string) (string, any) { return "victim.x", map[string]any{"x": 1} },
+	}
+	r := rand.New(rand.NewPCG(25, 2))
+	stored := uint64(1) // victim.one
+	for range 400 {
+		reply, target := targets[r.IntN(len(targets))], targets[r.IntN(len(targets))]
+		subject, body := calls[r.IntN(len(calls))](r, target)
+		if subject == "victim.x" {
+			stored++ // a publish the ingress takes: its ack goes to the attacker's own account
+		}
+		data := []byte{}
+		if body != nil {
+			data, _ = json.Marshal(body)
+		}
+		if err := a.nc.PublishRequest(subject, reply, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each call has an answer on the attacker's own inbox, in order
+	// behind the random ones of its kind: once all answered, every random
+	// call has been handled.
+	for i, call := range calls {
+		subject, body := call(r, "_INBOX.after")
+		data := []byte{}
+		if body != nil {
+			data, _ = json.Marshal(body)
+		}
+		if _, err := a.nc.Request(subject, data, 10*time.Second); err != nil {
+			t.Fatalf("call %d (%s) after the random ones: %v", i, subject, err)
+		}
+	}
+	stored++ // the last call's publish
+	noneOn(t, watch)
+	info, err := c.StreamInfo(ctxT(t), "VICTIM")
+	if err != nil || info.State.Messages != stored {
+		t.Fatalf("victim stream after the random calls: %+v %v, want %d messages", info, err, stored)
+	}
 }
