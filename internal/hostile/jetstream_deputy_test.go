@@ -274,7 +274,9 @@ func TestNoRequestPublishesOnReservedSubjects(t *testing.T) {
 	}
 	calls := []func(r *rand.Rand, target string) (subject string, body any){
 		func(*rand.Rand, string) (string, any) { return "$JS.API.DIRECT.GET.VICTIM", map[string]any{"seq": 1} },
-		func(*rand.Rand, string) (string, any) { return "$JS.API.STREAM.MSG.GET.VICTIM", map[string]any{"seq": 1} },
+		func(*rand.Rand, string) (string, any) {
+			return "$JS.API.STREAM.MSG.GET.VICTIM", map[string]any{"seq": 1}
+		},
 		func(*rand.Rand, string) (string, any) { return "$JS.API.STREAM.INFO.VICTIM", nil },
 		func(*rand.Rand, string) (string, any) { return "$JS.API.STREAM.NAMES", nil },
 		func(*rand.Rand, string) (string, any) { return "$JS.API.INFO", nil },
