@@ -11,10 +11,31 @@ import (
 // The user API of a broker started with auth on (docs/security.md,
 // Identities). Only an admin's key may call it.
 
+// keyAnswerTimeout is how long AddUser and RotateKey wait for their
+// answer when ctx has no deadline, if the client's timeout is shorter. The
+// answer is the only copy of the key, and on a cluster the broker answers
+// after the change is made and the other nodes applied it (up to 5 s for
+// one that does not confirm) and its audit record is stored (up to 5 s),
+// while a node's loss has JetStream elect new leaders.
+const keyAnswerTimeout = 30 * time.Second
+
+// withKeyAnswerTimeout is ctx for a call whose answer carries a key.
+func (c *Client) withKeyAnswerTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, max(c.timeout, keyAnswerTimeout))
+}
+
 // AddUser creates a user and returns it with its key: the only time the
 // key is shown. A name already taken is semaq.ErrUserExists; a request
 // the broker refuses is semaq.ErrBadRequest naming the field at fault.
+// Without a deadline in ctx it waits up to 30 s (keyAnswerTimeout); when
+// it times out all the same, the user may exist without its key known:
+// RotateKey gives it a new one.
 func (c *Client) AddUser(ctx context.Context, r semaq.UserAddRequest) (*semaq.UserAddResponse, error) {
+	ctx, cancel := c.withKeyAnswerTimeout(ctx)
+	defer cancel()
 	var resp semaq.UserAddResponse
 	if err := c.request(ctx, semaq.APIUserAdd, r, &resp); err != nil {
 		return nil, err
@@ -61,6 +82,8 @@ func (c *Client) RotateKey(ctx context.Context, name string, expiresIn ...time.D
 	if len(expiresIn) > 0 {
 		r.ExpiresIn = expiresIn[0]
 	}
+	ctx, cancel := c.withKeyAnswerTimeout(ctx)
+	defer cancel()
 	var resp semaq.UserAddResponse
 	if err := c.request(ctx, semaq.APIUserRotate, r, &resp); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,6 +106,12 @@ Such a user gets no key, and connects with --auth-user NAME.`,
 			r.Name = args[0]
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				resp, err := c.AddUser(ctx, r)
+				if errors.Is(err, context.DeadlineExceeded) {
+					// The change may have been made; its answer, with the
+					// only copy of the key, did not come.
+					return fmt.Errorf("%w\nthe user may have been added without its key reaching you: "+
+						"check with `semaq user info %s`, and if it is there, `semaq key rotate %s` gives it a new key", err, r.Name, r.Name)
+				}
 				if err != nil {
 					return err
 				}
