@@ -69,7 +69,7 @@ const (
 	// DefaultQueueMaxBytes bounds the bytes a file-storage queue holds
 	// (payloads and headers of queued and held requests); a memory queue
 	// keeps them in RAM, so its default is DefaultQueueMaxBytesMemory.
-	DefaultQueueMaxBytes       = 1 << 30
+	DefaultQueueMaxBytes       = 256 << 20
 	DefaultQueueMaxBytesMemory = 256 << 20
 	// DefaultQueueMaxTokens bounds the prompt tokens a queue holds: what
 	// DefaultQueueMaxBytes of requests would be estimated at.

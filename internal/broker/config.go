@@ -117,6 +117,11 @@ type Config struct {
 	TokenMaxStreams       int   `yaml:"token_max_streams"`
 	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
 	HTTPMaxConns int `yaml:"http_max_conns"`
+	// MaxMemory bounds the node's memory (memory.go): past 90% of it the
+	// ingress refuses publishes; `semaq serve` makes it the Go runtime's
+	// soft limit. 0 means the default (GOMEMLIMIT when set, else 60% of
+	// the cgroup's limit or the machine's memory), -1 no bound.
+	MaxMemory int64 `yaml:"max_memory"`
 	// StreamMaxBytes is the max_bytes a user stream gets when its create
 	// names none: 0 means DefaultStreamMaxBytes (file storage) or
 	// DefaultStreamMaxBytesMemory (memory), -1 no limit. A stream full to
@@ -230,6 +235,10 @@ func (c *Config) Validate() error {
 	}
 	if c.AuditMaxAge < 0 || (c.AuditMaxAge > 0 && c.AuditMaxAge < time.Minute) {
 		return fmt.Errorf("audit_max_age: %s is under one minute", c.AuditMaxAge)
+	}
+	if c.MaxMemory < -1 || c.MaxMemory > 0 && c.MaxMemory < MinMaxMemory {
+		return fmt.Errorf("max_memory: %d; use at least %d bytes, 0 for the default (60%% of the cgroup's limit or the machine's memory) or -1 for no bound",
+			c.MaxMemory, MinMaxMemory)
 	}
 	if c.StreamMaxBytes < -1 {
 		return fmt.Errorf("stream_max_bytes: %d; use a size in bytes, 0 for the default (%d on file, %d in memory) or -1 for no limit",

@@ -88,6 +88,9 @@ type ingress struct {
 
 	// Observability (observe.go): nil metrics and tracing record nothing.
 	metrics *metrics.Metrics
+	// memory refuses publishes while the node's memory is past its high
+	// water (memory.go); nil: no bound.
+	memory  *memoryGuard
 	tracing *telemetry.Tracing
 	lat     latencySampler
 }

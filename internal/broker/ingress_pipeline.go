@@ -253,6 +253,10 @@ func (in *ingress) routeStep(p *publication, sp trace.Span) *semaq.APIError {
 // admissionStep: the quotas, then the admission control of the queue the
 // message is for. A message the queue refuses gets its quota back.
 func (in *ingress) admissionStep(p *publication) *semaq.APIError {
+	if e := in.memory.refusal(); e != nil {
+		in.metrics.MemoryRefused()
+		return e
+	}
 	var d queueAdmitter // this node's dispatcher, or the node dispatching the queue
 	if qs := in.queues.Load(); qs != nil {
 		d = (*qs)[p.stream.name]

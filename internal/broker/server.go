@@ -59,6 +59,7 @@ type Server struct {
 	// second (jsguard.go).
 	jsGuardQuiet quietlog.Gate
 	jsGuard      *jsGuard
+	memory       *memoryGuard       // nil without a memory bound (memory.go)
 	filters      *filter.Service    // filtered subscriptions (filter/)
 	queues       queues             // work-queue dispatchers (queue.go, package dispatch)
 	metrics      *metrics.Metrics   // Prometheus metrics (observe.go)
@@ -232,6 +233,12 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.ingress.clustered = s.cfg.Clustered()
 	s.ingress.reg = s.reg
 	s.ingress.principal = s.principal
+	limit, source := ResolveMaxMemory(s.cfg.MaxMemory)
+	if s.memory = newMemoryGuard(limit, source); s.memory != nil {
+		s.ingress.memory = s.memory
+		s.metrics.WatchMemory(limit, s.memory.inUse.Load)
+		s.log.Info("memory: publishes are refused past 90% of max_memory", "max_memory_mib", limit>>20, "from", source)
+	}
 	if err := s.observeIngress(); err != nil {
 		return err
 	}
@@ -485,6 +492,7 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	}
 	s.stopJetStreamGuard()
+	s.memory.close()
 	if s.egress != nil {
 		_ = s.egress.Drain()
 	}

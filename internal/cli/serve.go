@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -152,6 +153,11 @@ func serve(ctx context.Context, e *env, cfg broker.Config) error {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
+	// The process is the node's: its max_memory is the Go runtime's soft
+	// limit too (the broker refuses publishes near it either way).
+	if limit, _ := broker.ResolveMaxMemory(cfg.MaxMemory); limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
 	srv, err := node.New(cfg, log)
 	if err != nil {
 		return err

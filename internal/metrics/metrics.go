@@ -99,6 +99,7 @@ type Metrics struct {
 	auditRecords                                  *prometheus.CounterVec
 	auditFailures                                 prometheus.Counter
 	quotaRefusals                                 *prometheus.CounterVec // quota.go
+	memoryRefusals                                prometheus.Counter     // memory.go
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -158,6 +159,9 @@ func New(o Options) *Metrics {
 	m.auditFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_audit_write_failures_total",
 		Help: "Audit records that could not be stored in SQ_AUDIT; each was logged at error level instead."})
 	m.reg.MustRegister(m.auditFailures)
+	m.memoryRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_memory_refusals_total",
+		Help: "Publishes the ingress refused because the node's memory was past 90% of max_memory."})
+	m.reg.MustRegister(m.memoryRefusals)
 	m.quotaRefusals = f.counter("semaq_quota_refusals_total",
 		"Messages refused by a quota, by tenant, quota (rpm, tpm, max_queued_tokens) and scope (tenant, user).", "tenant", "quota", "scope")
 	m.httpRequests = f.counter("semaq_http_requests_total",
