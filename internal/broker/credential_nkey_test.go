@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"errors"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,6 +65,13 @@ func authRefused(t *testing.T, what string, err error) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("%s: connected, want refused", what)
+	}
+	// A refusal after repeated failures from one address is slowed down
+	// (docs/security.md, Repeated failures); on a loaded machine the
+	// server's authentication timeout may close the connection first,
+	// which refuses it all the same.
+	if errors.Is(err, io.EOF) || strings.Contains(strings.ToLower(err.Error()), "authentication timeout") {
+		return
 	}
 	if !errors.Is(err, nats.ErrAuthorization) && !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Fatalf("%s: refused for another reason: %v", what, err)

@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"errors"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/semaq/semaq/internal/logtest"
@@ -25,5 +29,18 @@ func TestNATSLoggerHintsAtTheUsersInbox(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "CustomInboxPrefix") {
 		t.Fatalf("the hint does not name the client option:\n%s", logs.String())
+	}
+}
+
+// A busy cluster port is told as one: the error the start fails with
+// wraps the listener's, so a caller can pick another port.
+func TestNATSLoggerFatalWrapsTheListenError(t *testing.T) {
+	var logs logtest.Buffer
+	l := &natsLogger{log: slog.New(slog.NewTextHandler(&logs, nil)), fatal: make(chan error, 1)}
+	busy := &net.OpError{Op: "listen", Net: "tcp", Err: os.NewSyscallError("bind", syscall.EADDRINUSE)}
+	l.Fatalf("Error listening on router port: %d - %v", 46109, busy)
+	err := <-l.fatal
+	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "router port") {
+		t.Fatalf("fatal error %v: want the router port's words wrapping EADDRINUSE", err)
 	}
 }

@@ -623,10 +623,17 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 	l.log.Error(msg)
 	err := errors.New(msg)
 	// "Error listening on port: %s, %q" with the listen error: keep the
-	// net error itself, as the busy HTTP port reports it.
+	// net error itself, as the busy HTTP port reports it. Other listen
+	// errors (the cluster's "Error listening on router port: %d - %v")
+	// keep their words and wrap the net error, so a caller can tell a
+	// busy port (errors.Is syscall.EADDRINUSE) and try another.
 	if strings.HasPrefix(format, "Error listening on port") && len(v) == 2 {
 		if e, ok := v[1].(error); ok {
 			err = e
+		}
+	} else if len(v) > 0 {
+		if e, ok := v[len(v)-1].(error); ok {
+			err = &natsFatal{msg: msg, err: e}
 		}
 	}
 	select {
@@ -634,6 +641,16 @@ func (l *natsLogger) Fatalf(format string, v ...any) {
 	default:
 	}
 }
+
+// natsFatal is a fatal log line of the NATS server with the error it names.
+type natsFatal struct {
+	msg string
+	err error
+}
+
+func (e *natsFatal) Error() string { return e.msg }
+func (e *natsFatal) Unwrap() error { return e.err }
+
 func (l *natsLogger) Errorf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
 	l.log.Error(msg)
