@@ -27,6 +27,8 @@ func (c *Client) AddQueue(ctx context.Context, cfg semaq.QueueConfig) (*semaq.Qu
 	if err := semaq.CheckStreamName(cfg.Name); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "client: queue name: %v", err)
 	}
+	ctx, cancel := c.withChangeTimeout(ctx)
+	defer cancel()
 	var out semaq.QueueInfo
 	if err := c.request(ctx, fmt.Sprintf(semaq.APIQueueCreateT, cfg.Name), cfg, &out); err != nil {
 		return nil, err

@@ -13,6 +13,8 @@ func (c *Client) AddStream(ctx context.Context, cfg semaq.StreamConfig) (*semaq.
 	if err := semaq.CheckStreamName(cfg.Name); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadStream, "%v", err)
 	}
+	ctx, cancel := c.withChangeTimeout(ctx)
+	defer cancel()
 	var info semaq.StreamInfo
 	if err := c.request(ctx, fmt.Sprintf(semaq.APIStreamCreateT, cfg.Name), cfg, &info); err != nil {
 		return nil, err

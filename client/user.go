@@ -11,30 +11,32 @@ import (
 // The user API of a broker started with auth on (docs/security.md,
 // Identities). Only an admin's key may call it.
 
-// keyAnswerTimeout is how long AddUser and RotateKey wait for their
-// answer when ctx has no deadline, if the client's timeout is shorter. The
-// answer is the only copy of the key, and on a cluster the broker answers
-// after the change is made and the other nodes applied it (up to 5 s for
-// one that does not confirm) and its audit record is stored (up to 5 s),
-// while a node's loss has JetStream elect new leaders.
-const keyAnswerTimeout = 30 * time.Second
+// changeTimeout is how long a change that waits for the cluster waits
+// for its answer when ctx has no deadline, if the client's timeout is
+// shorter: a stream or queue add (JetStream places its replicas, and a
+// queue's dispatcher and lease store start), a user add or key rotation,
+// whose answer is the only copy of the key. On a cluster the broker
+// answers once the other nodes applied the change (up to 5 s for one
+// that does not confirm) and its audit record is stored, while a node's
+// loss has JetStream elect new leaders.
+const changeTimeout = 30 * time.Second
 
-// withKeyAnswerTimeout is ctx for a call whose answer carries a key.
-func (c *Client) withKeyAnswerTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+// withChangeTimeout is ctx for a change that waits for the cluster.
+func (c *Client) withChangeTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, max(c.timeout, keyAnswerTimeout))
+	return context.WithTimeout(ctx, max(c.timeout, changeTimeout))
 }
 
 // AddUser creates a user and returns it with its key: the only time the
 // key is shown. A name already taken is semaq.ErrUserExists; a request
 // the broker refuses is semaq.ErrBadRequest naming the field at fault.
-// Without a deadline in ctx it waits up to 30 s (keyAnswerTimeout); when
+// Without a deadline in ctx it waits up to 30 s (changeTimeout); when
 // it times out all the same, the user may exist without its key known:
 // RotateKey gives it a new one.
 func (c *Client) AddUser(ctx context.Context, r semaq.UserAddRequest) (*semaq.UserAddResponse, error) {
-	ctx, cancel := c.withKeyAnswerTimeout(ctx)
+	ctx, cancel := c.withChangeTimeout(ctx)
 	defer cancel()
 	var resp semaq.UserAddResponse
 	if err := c.request(ctx, semaq.APIUserAdd, r, &resp); err != nil {
@@ -82,7 +84,7 @@ func (c *Client) RotateKey(ctx context.Context, name string, expiresIn ...time.D
 	if len(expiresIn) > 0 {
 		r.ExpiresIn = expiresIn[0]
 	}
-	ctx, cancel := c.withKeyAnswerTimeout(ctx)
+	ctx, cancel := c.withChangeTimeout(ctx)
 	defer cancel()
 	var resp semaq.UserAddResponse
 	if err := c.request(ctx, semaq.APIUserRotate, r, &resp); err != nil {
