@@ -30,20 +30,11 @@ func queued(t *testing.T, c *client.Client, queue string) int {
 	return qi.Status.Queued + qi.Status.Held + qi.Status.Delayed
 }
 
-func cancelRaw(t *testing.T, nc *nats.Conn, queue string, req semaq.CancelRequest) *semaq.APIError {
+// cancel asks for a cancel as the attacker (attacker.request).
+func (a *attacker) cancel(t *testing.T, queue string, req semaq.CancelRequest) *semaq.APIError {
 	t.Helper()
 	body, _ := json.Marshal(req)
-	m, err := nc.Request(fmt.Sprintf(semaq.APIQueueCancelT, queue), body, 10*time.Second)
-	if err != nil {
-		t.Fatalf("cancel %s: %v", req.ID, err)
-	}
-	var resp struct {
-		Error *semaq.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		t.Fatalf("cancel %s: answer %q: %v", req.ID, m.Data, err)
-	}
-	return resp.Error
+	return a.request(t, fmt.Sprintf(semaq.APIQueueCancelT, queue), string(body))
 }
 
 // TestCancelNeedsTheToken: with auth off, a cancel without the request's
@@ -65,11 +56,11 @@ func TestCancelNeedsTheToken(t *testing.T) {
 	}
 	a := connectAttacker(t, srv)
 	for _, token := range []string{"", "AAAAAAAAAAAAAAAAAAAAAA", ack.CancelToken + "x"} {
-		if e := cancelRaw(t, a.nc, "Q", semaq.CancelRequest{ID: "r1", Token: token}); e == nil || e.Code != 403 {
+		if e := a.cancel(t, "Q", semaq.CancelRequest{ID: "r1", Token: token}); e == nil || e.Code != 403 {
 			t.Fatalf("cancel with token %q: got %v, want 403", token, e)
 		}
 	}
-	if e := cancelRaw(t, a.nc, "Q", semaq.CancelRequest{ID: "1"}); e == nil || e.Code != 403 {
+	if e := a.cancel(t, "Q", semaq.CancelRequest{ID: "1"}); e == nil || e.Code != 403 {
 		t.Fatalf("cancel by sequence without a token: got %v, want 403", e)
 	}
 	if n := queued(t, owner, "Q"); n != 1 {
@@ -87,7 +78,7 @@ func TestCancelNeedsTheToken(t *testing.T) {
 	if _, err := a.nc.Request("q.y", []byte(`{}`), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if e := cancelRaw(t, a.nc, "Q", semaq.CancelRequest{ID: "2"}); e == nil || e.Code != 403 || !strings.Contains(e.Description, "without a cancel token") {
+	if e := a.cancel(t, "Q", semaq.CancelRequest{ID: "2"}); e == nil || e.Code != 403 || !strings.Contains(e.Description, "without a cancel token") {
 		t.Fatalf("cancel of a request published without a token: %v", e)
 	}
 	// The owner's token cancels.
