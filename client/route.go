@@ -67,11 +67,28 @@ func (c *Client) DeleteRoute(ctx context.Context, name string) error {
 }
 
 // TestRoute asks the broker what it would do with a message published to
-// subject with data and the headers opts set, without storing it: which
-// rule matches (every rule tried, and why it did not match), the target
-// subject and the stream. A message the ingress would refuse is not an
-// error: the response's Refused says why.
+// subject with data and the headers opts set, without storing it: the
+// ingress's own steps as a dry run (envelope, policy, schema, routing) —
+// which rule matches (every rule tried, and why it did not match), the
+// target subject, the stream, and the message as it would be stored. A
+// message the ingress would refuse is not an error: the response's Refused
+// says why and RefusedBy at which step. It takes no quota and reserves no
+// queue room. The sender is the caller.
 func (c *Client) TestRoute(ctx context.Context, subject string, data []byte, opts ...PublishOption) (*semaq.RouteTestResponse, error) {
+	return c.testRoute(ctx, "", subject, data, opts)
+}
+
+// TestRouteAs is TestRoute for a message sent by the store user named as
+// (auth on): its tenant is stamped and the policy sees it as the sender,
+// as when it publishes. Admins may ask it.
+func (c *Client) TestRouteAs(ctx context.Context, as, subject string, data []byte, opts ...PublishOption) (*semaq.RouteTestResponse, error) {
+	if as == "" {
+		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: TestRouteAs: no user")
+	}
+	return c.testRoute(ctx, as, subject, data, opts)
+}
+
+func (c *Client) testRoute(ctx context.Context, as, subject string, data []byte, opts []PublishOption) (*semaq.RouteTestResponse, error) {
 	h := nats.Header{}
 	for _, opt := range opts {
 		if err := opt(h); err != nil {
@@ -79,7 +96,7 @@ func (c *Client) TestRoute(ctx context.Context, subject string, data []byte, opt
 		}
 	}
 	var resp semaq.RouteTestResponse
-	req := semaq.RouteTestRequest{Subject: subject, Headers: h, Data: data}
+	req := semaq.RouteTestRequest{Subject: subject, Headers: h, Data: data, As: as}
 	if err := c.request(ctx, semaq.APIRouteTest, req, &resp); err != nil {
 		return nil, err
 	}

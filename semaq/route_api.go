@@ -116,11 +116,16 @@ type RouteDeleteResponse struct {
 }
 
 // RouteTestRequest is a message to route without storing it: a dry run of
-// the ingress's routing.
+// the ingress's pipeline (envelope, policy, schema, routing) on the node
+// that answers.
 type RouteTestRequest struct {
 	Subject string              `json:"subject"`
 	Headers map[string][]string `json:"headers,omitempty"`
 	Data    []byte              `json:"data,omitempty"`
+	// As names a store user the message is tried as sent by (auth on):
+	// its tenant is stamped and its rights apply, as when it publishes.
+	// Empty: the caller's own.
+	As string `json:"as,omitempty"`
 }
 
 // RouteTestResponse is what the ingress would do with the message.
@@ -141,9 +146,19 @@ type RouteTestResponse struct {
 	// publish would be refused.
 	Stream string `json:"stream,omitempty"`
 	// Refused says why the ingress would refuse the message: an invalid
-	// envelope, a payload that does not match its schema, no stream
-	// capturing the target. Empty when it would be stored.
+	// envelope, a policy step's refusal, a payload that does not match its
+	// schema, no stream capturing the target. Empty when it would be
+	// stored. A dry run takes no quota and reserves no queue room: those
+	// refusals it cannot foresee.
 	Refused string `json:"refused,omitempty"`
+	// RefusedBy names the step that refused: subject, envelope, policy,
+	// schema or route.
+	RefusedBy string `json:"refused_by,omitempty"`
+	// Headers are the message's headers as they would be stored (the
+	// tenant stamped, what a policy step rewrote), when it would be.
+	Headers map[string][]string `json:"headers,omitempty"`
+	// Data is the payload as it would be stored, when it would be.
+	Data []byte `json:"data,omitempty"`
 	// Trials are the rules in the order they are tried, up to and
 	// including the one that matched.
 	Trials []RouteTrial `json:"trials"`

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +14,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/policy"
 )
 
 // Sync modes.
@@ -153,6 +156,10 @@ type Config struct {
 	// (docs/quotas.md); users' own quotas live with the users. The zero
 	// value limits nothing.
 	Quotas quota.Config `yaml:"quotas"`
+	// Policy enables the ingress's policy steps by the name each kind is
+	// registered under, run in this order on every published message
+	// (package policy, docs/policy.md). At most 32.
+	Policy []PolicyConfig `yaml:"policy"`
 }
 
 // HTTPConnLimit is the most HTTP connections open at once.
@@ -216,7 +223,10 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("token_storage: %q is not memory or file", c.TokenStorage)
 	}
-	if err := checkIngressTransport(c.IngressTransport, c.TLSCert != ""); err != nil {
+	if err := checkPolicyConfig(c.Policy); err != nil {
+		return err
+	}
+	if err := ingress.CheckTransport(c.IngressTransport, c.TLSCert != ""); err != nil {
 		return fmt.Errorf("ingress_transport: %w", err)
 	}
 	if c.OTLPEndpoint != "" {
@@ -296,6 +306,44 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return nil
+}
+
+// PolicyConfig enables one policy step of the ingress.
+type PolicyConfig struct {
+	// Name is the kind's registered name (policy.Registry).
+	Name string `yaml:"name"`
+	// Settings are the step's own, handed to its factory as JSON.
+	Settings any `yaml:"settings"`
+}
+
+// maxPolicySteps bounds Config.Policy: each step runs on every message.
+const maxPolicySteps = 32
+
+func checkPolicyConfig(steps []PolicyConfig) error {
+	if len(steps) > maxPolicySteps {
+		return fmt.Errorf("policy: %d steps; at most %d", len(steps), maxPolicySteps)
+	}
+	for i, pc := range steps {
+		if err := policy.CheckName(pc.Name); err != nil {
+			return fmt.Errorf("policy[%d]: %w", i, err)
+		}
+		if _, err := pc.settingsJSON(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settingsJSON is the step's settings as its factory reads them.
+func (pc PolicyConfig) settingsJSON() (json.RawMessage, error) {
+	if pc.Settings == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(pc.Settings)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: settings: %w", pc.Name, err)
+	}
+	return b, nil
 }
 
 // LoadConfigFile reads a YAML config file over c. Unknown keys are errors, so

@@ -2,6 +2,13 @@ package broker
 
 import "fmt"
 
+// Durability modes of a stream.
+const (
+	DurabilityFsync    = "fsync"
+	DurabilityInterval = "interval"
+	DurabilityMemory   = "memory"
+)
+
 // In a cluster the durability of a stream is the nodes' --sync, not the
 // stream's own choice. An fsync stream with replicas is only as durable as
 // the Raft log of the nodes that acknowledge it, and JetStream fsyncs that

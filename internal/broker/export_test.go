@@ -15,10 +15,10 @@ func SetSyncHook(s *Server, f func(*os.File) error) { s.syncFile = f }
 func StoreDir(s *Server, stream string) string { return s.account().streamDir(stream) }
 
 // AcksRouted is how many JetStream acks the group-commit router has seen.
-func AcksRouted(s *Server) uint64 { return s.ingress.acks.routed.Load() }
+func AcksRouted(s *Server) uint64 { return s.ingress.AcksRouted() }
 
 // CommitStats returns a stream's group-commit figures.
-func CommitStats(s *Server, stream string) *semaq.CommitStats { return s.ingress.commitStats(stream) }
+func CommitStats(s *Server, stream string) *semaq.CommitStats { return s.ingress.CommitStats(stream) }
 
 // Registry exposes the node's schema registry.
 func Registry(s *Server) *registry.Registry { return s.reg }

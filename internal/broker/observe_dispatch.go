@@ -59,14 +59,9 @@ func (o dispatchObserver) Dispatched(j *sched.Job, now time.Time) {
 	s := o.s
 	wait := now.Sub(j.Arrived)
 	s.metrics.Queue(j.Tenant, j.Prio, j.Model).Dispatched(wait)
-	if s.ingress != nil && s.metrics != nil {
-		if st := s.ingress.streamFor(j.Subject); st != nil {
-			for _, p := range st.subjects {
-				if subjectMatches(p, j.Subject) {
-					s.metrics.Subject(p).Delivered(wait)
-					break
-				}
-			}
+	if s.served != nil && s.metrics != nil {
+		if p := s.served.PatternFor(j.Subject); p != "" {
+			s.metrics.Subject(p).Delivered(wait)
 		}
 	}
 }

@@ -1,5 +1,10 @@
 package broker
 
+import (
+	"github.com/semaq/semaq/internal/broker/ingress"
+	"github.com/semaq/semaq/policy"
+)
+
 // Option configures a Server at New.
 type Option func(*Server)
 
@@ -15,16 +20,22 @@ func WithOperator(pub string) Option {
 }
 
 // WithIngressPolicy adds policy steps to the ingress pipeline, run in
-// order after schema-on-write and before routing (ingress_pipeline.go).
-func WithIngressPolicy(steps ...PolicyStep) Option {
+// order, before those Config.Policy enables (package policy).
+func WithIngressPolicy(steps ...policy.Step) Option {
 	return func(s *Server) { s.policy = append(s.policy, steps...) }
 }
 
-// WithIngressShards runs the ingress on n shards (ingress_wire.go, which
+// WithPolicyRegistry makes Config.Policy's steps from r instead of
+// policy.Default.
+func WithPolicyRegistry(r *policy.Registry) Option {
+	return func(s *Server) { s.policyReg = r }
+}
+
+// WithIngressShards runs the ingress on n shards (ingress/wire.go, which
 // says which publish order each keeps); 0 picks by the number of cores.
 // n outside 0..64 is clamped.
 func WithIngressShards(n int) Option {
-	return func(s *Server) { s.ingressShards = max(0, min(n, maxIngressShards)) }
+	return func(s *Server) { s.ingressShards = max(0, min(n, ingress.MaxShards)) }
 }
 
 // WithIngressTransport sets Config.IngressTransport (IngressPipe or

@@ -15,6 +15,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch"
+	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -254,14 +255,14 @@ func (s *Server) unserveQueue(name string) {
 // this node's dispatchers and the queues dispatched elsewhere. queues.mu
 // is held.
 func (s *Server) publishQueues() {
-	m := make(map[string]queueAdmitter, len(s.queues.all)+len(s.queues.remote))
+	m := make(map[string]ingress.Admitter, len(s.queues.all)+len(s.queues.remote))
 	for k, v := range s.queues.remote {
 		m[k] = v
 	}
 	for k, v := range s.queues.all {
 		m[k] = v
 	}
-	s.ingress.queues.Store(&m)
+	s.ingress.SetQueues(m)
 }
 
 // syncQueues runs the dispatchers of the queues in have (stream name ->
@@ -403,7 +404,7 @@ func (s *Server) apiQueueDelete(m *nats.Msg) {
 		if _, ok := queueConfigOf(&st.CachedInfo().Config); !ok {
 			return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "%s is a stream, not a queue; use stream rm", name)
 		}
-		s.ingress.remove(name)
+		s.ingress.Remove(name)
 		s.unserveQueue(name)
 		if err := s.js.DeleteStream(ctx, name); err != nil {
 			return nil, err

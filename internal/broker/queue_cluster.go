@@ -20,12 +20,6 @@ import (
 // dispatcher over _SQ_Q.* (dispatch/remote.go): the admission check of a
 // request its ingress takes, and the status its API reports.
 
-// queueAdmitter is the admission control of one queue, as the ingress
-// sees it: the queue's dispatcher on this node, or a remoteQueue.
-type queueAdmitter interface {
-	Admit(env *semaq.Envelope, dataLen int) *semaq.APIError
-}
-
 // remoteAdmitTimeout bounds an admission check asked of another node.
 const remoteAdmitTimeout = 2 * time.Second
 

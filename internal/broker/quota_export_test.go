@@ -1,7 +1,7 @@
 package broker
 
 // QuotaOn reports whether the ingress checks quotas at all.
-func QuotaOn(s *Server) bool { return s.ingress.quota.Load() != nil }
+func QuotaOn(s *Server) bool { return s.ingress.Quota() != nil }
 
 // TenantQueued is the tenant's prompt tokens waiting in the node's queues.
 func TenantQueued(s *Server, tenant string) int64 {
@@ -11,9 +11,9 @@ func TenantQueued(s *Server, tenant string) int64 {
 
 // QuotaSizes is how many tenants and users the node keeps quota buckets for.
 func QuotaSizes(s *Server) (tenants, users int) {
-	q := s.ingress.quota.Load()
+	q := s.ingress.Quota()
 	if q == nil {
 		return 0, 0
 	}
-	return q.lim.Sizes()
+	return q.Sizes()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
+	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/routes"
@@ -32,6 +33,7 @@ import (
 	"github.com/semaq/semaq/internal/quietlog"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/policy"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -49,7 +51,8 @@ type Server struct {
 	nc      *nats.Conn // internal connection of the semantic layer
 	egress  *nats.Conn // sends to subjects clients chose (permissions.go)
 	js      jetstream.JetStream
-	ingress *ingress
+	ingress *ingress.Ingress
+	served  *ingress.Served    // the streams the ingress serves; the route rules read it
 	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
 	routes  *routes.Router     // route rules (internal/broker/routes)
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
@@ -77,15 +80,16 @@ type Server struct {
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
-	frontDoor     FrontDoorFunc  // builds the HTTP front door (frontdoor.go)
-	policy        []PolicyStep   // the ingress's policy steps (ingress_pipeline.go)
-	ingressShards int            // the ingress's shards; 0 picks by cores (ingress_wire.go)
-	operators     []string       // public nkeys of operator users (WithOperator)
-	front         FrontDoor      // nil without HTTP
-	tls           tlsState       // certificates of both client ports (tls.go)
-	lock          *dataLock      // held on DataDir from Start to the end of stop
-	started       time.Time      // when the cluster API started serving (cluster_status.go)
-	keeper        *replicaKeeper // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
+	frontDoor     FrontDoorFunc    // builds the HTTP front door (frontdoor.go)
+	policy        []policy.Step    // the ingress's policy steps: WithIngressPolicy's, then Config.Policy's
+	policyReg     *policy.Registry // where Config.Policy's steps are found (WithPolicyRegistry)
+	ingressShards int              // the ingress's shards; 0 picks by cores (ingress/wire.go)
+	operators     []string         // public nkeys of operator users (WithOperator)
+	front         FrontDoor        // nil without HTTP
+	tls           tlsState         // certificates of both client ports (tls.go)
+	lock          *dataLock        // held on DataDir from Start to the end of stop
+	started       time.Time        // when the cluster API started serving (cluster_status.go)
+	keeper        *replicaKeeper   // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
 
 	shutdownOnce sync.Once
 
@@ -119,6 +123,9 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 		if !nkeys.IsValidPublicUserKey(pub) {
 			return nil, fmt.Errorf("broker: operator %q is not a public user nkey (U…)", pub)
 		}
+	}
+	if s.policy, err = s.policySteps(); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
 	}
 	return s, nil
 }
@@ -221,31 +228,21 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("broker: schema registry: %w", err)
 	}
-	dial, err := s.ingressDialer()
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	s.ingress, err = newIngress(s.egress, dial, s.ingressShards, s.log.With("component", "ingress"), s.cfg.MaxHeaderBytes, s.account().streamDir, s.policy)
-	if err != nil {
-		return err
-	}
-	s.ingress.syncFile = s.syncFile
-	s.ingress.clustered = s.cfg.Clustered()
-	s.ingress.reg = s.reg
-	s.ingress.principal = s.principal
 	limit, source := ResolveMaxMemory(s.cfg.MaxMemory)
 	if s.memory = newMemoryGuard(limit, source); s.memory != nil {
-		s.ingress.memory = s.memory
 		s.metrics.WatchMemory(limit, s.memory.inUse.Load)
 		s.log.Info("memory: publishes are refused past 90% of max_memory", "max_memory_mib", limit>>20, "from", source)
-	}
-	if err := s.observeIngress(); err != nil {
-		return err
 	}
 	if err := s.startAudit(ctx); err != nil {
 		return err
 	}
+	// The route rules open before the ingress, which takes them: no
+	// message is stored unrouted while they load.
+	s.served = ingress.NewServed()
 	if err := s.startRoutes(ctx); err != nil {
+		return err
+	}
+	if err := s.startIngress(); err != nil {
 		return err
 	}
 	// The stream list waits for every stream's leader: in a cluster some
@@ -268,7 +265,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.replyVia, ReplyDropped: s.ingress.replyDropped, Metrics: s.metrics, Tracing: s.tracing,
+		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.ReplyVia, ReplyDropped: s.ingress.ReplyDropped, Metrics: s.metrics, Tracing: s.tracing,
 		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites})
 	if err != nil {
 		return err
@@ -470,7 +467,7 @@ func (s *Server) stop(ctx context.Context) error {
 		}
 	}
 	if s.ingress != nil {
-		if err := s.ingress.shutdown(ctx); err != nil {
+		if err := s.ingress.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -36,7 +36,7 @@ func (s *Server) startQuotas() error {
 	if err != nil {
 		return err
 	}
-	s.ingress.quota.Store(&ingressQuota{lim: lim})
+	s.ingress.SetQuota(lim)
 	return nil
 }
 
@@ -63,19 +63,15 @@ func (s *Server) userQuotaHandler(st *identity.Store) nats.MsgHandler {
 // quotaServed charges the output tokens a worker reported for a request
 // of tenant to the tenant's tokens per minute.
 func (s *Server) quotaServed(tenant string, outputTokens int64) {
-	if q := s.ingress.quota.Load(); q != nil {
-		q.lim.ChargeOutput(tenant, outputTokens)
+	if q := s.ingress.Quota(); q != nil {
+		q.ChargeOutput(tenant, outputTokens)
 	}
 }
 
 // tenantQueued sums tenant's prompt tokens waiting in the work queues this
 // node dispatches, and their workers' token rates.
 func (s *Server) tenantQueued(tenant string) (tokens int64, rate float64) {
-	qs := s.ingress.queues.Load()
-	if qs == nil {
-		return 0, 0
-	}
-	for _, a := range *qs {
+	for _, a := range s.ingress.Queues() {
 		d, ok := a.(*dispatch.Dispatcher)
 		if !ok {
 			continue // dispatched by another node

@@ -2,8 +2,8 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,23 +16,17 @@ import (
 
 // Wiring of the route rules (internal/broker/routes) into the node.
 
-// startRoutes opens the route rules and hands them to the ingress. It runs
-// before the ingress serves any stream, so no message is stored unrouted
-// while the rules load.
+// startRoutes opens the route rules, before the ingress, which takes them
+// (startIngress).
 func (s *Server) startRoutes(ctx context.Context) error {
 	rt, err := routes.Open(ctx, routes.Deps{
-		Log:      s.log.With("component", "routes"),
-		JS:       s.js,
-		Replicas: s.ownReplicas(),
-		Conn:     s.nc,
-		Expr:     s.cfg.exprConfig(),
-		StreamFor: func(subject string) string {
-			if st := s.ingress.streamFor(subject); st != nil {
-				return st.name
-			}
-			return ""
-		},
-		StreamSubjects:   s.ingress.streamSubjects,
+		Log:              s.log.With("component", "routes"),
+		JS:               s.js,
+		Replicas:         s.ownReplicas(),
+		Conn:             s.nc,
+		Expr:             s.cfg.exprConfig(),
+		StreamFor:        s.served.StreamFor,
+		StreamSubjects:   s.served.Subjects,
 		StreamsCapturing: s.streamsCapturing,
 		Check:            s.routeCheck,
 		Audit:            s.audit,
@@ -46,7 +40,6 @@ func (s *Server) startRoutes(ctx context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	s.routes = rt
-	s.ingress.routes = rt
 	return nil
 }
 
@@ -67,19 +60,32 @@ func (s *Server) routeHandlers() api.Handlers {
 	return s.routes.Handlers()
 }
 
-// routeCheck runs the ingress's envelope and schema checks on the message
-// of a route dry run: the refusal's description, "" when it passes.
-func (s *Server) routeCheck(m *nats.Msg) string {
-	env, err := semaq.Normalize(m.Header, time.Now(), s.ingress.opts)
-	if err != nil {
-		return err.Error()
-	}
-	if s.reg != nil {
-		if e := checkSchema(s.reg, m, env.SchemaID); e != nil {
-			return e.Description
+// routeCheck answers a route dry run ($SQ.API.ROUTE.TEST) with the
+// ingress's own pipeline (ingress.Check), for the request's sender or, with
+// as, for that store user: its tenant stamped and its policy applied as
+// when it publishes. Only admins and the node reach the route API.
+func (s *Server) routeCheck(ctx context.Context, m *nats.Msg, as string) (routes.Checked, *semaq.APIError, error) {
+	who := s.principal(api.RequestHeader(ctx))
+	if as != "" {
+		if !s.cfg.Auth || s.identities == nil {
+			return routes.Checked{}, nil, semaq.NewAPIError(semaq.ErrBadRequest, "route test: as %q: the node runs without --auth, so every publisher is the same public user", as)
 		}
+		u, err := s.identities.Get(as)
+		if err != nil {
+			return routes.Checked{}, nil, semaq.NewAPIError(semaq.ErrBadRequest, "route test: as %q: %v", as, err)
+		}
+		who = api.Principal{Who: api.User, User: u.Name, Tenant: u.Tenant, Role: u.Role}
 	}
-	return ""
+	d, err := s.ingress.Check(ctx, m, who)
+	c := routes.Checked{Stream: d.Stream, Subject: d.Subject, Rule: d.Rule, Target: d.Target, RefusedBy: d.RefusedBy}
+	if err != nil {
+		var e *semaq.APIError
+		if !errors.As(err, &e) {
+			e = semaq.NewAPIError(semaq.ErrUnavailable, "%v", err)
+		}
+		return c, e, nil
+	}
+	return c, nil, nil
 }
 
 // streamsCapturing names the SemaQ streams that capture a public subject,

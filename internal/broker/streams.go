@@ -98,9 +98,9 @@ func (s *Server) syncStreams(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("broker: listing stream names: %w", err)
 	}
-	for _, name := range s.ingress.names() {
+	for _, name := range s.ingress.Names() {
 		if !have[name] && !unknown[name] {
-			s.ingress.remove(name)
+			s.ingress.Remove(name)
 		}
 	}
 	return s.syncQueues(ctx, queued, remote, unknown)
@@ -142,7 +142,7 @@ func (s *Server) serveStream(name string, subjects []string, durability string) 
 			return err
 		}
 	}
-	return s.ingress.set(name, subjects, durability)
+	return s.ingress.Serve(name, subjects, durability == DurabilityFsync)
 }
 
 func isSemaqStream(c *jetstream.StreamConfig) bool {
@@ -328,7 +328,7 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 	switch out.Config.Durability {
 	case DurabilityFsync:
 		out.Sync = SyncAlways
-		out.Commit = s.ingress.commitStats(c.Name)
+		out.Commit = s.ingress.CommitStats(c.Name)
 	case DurabilityMemory:
 		out.Sync = "memory"
 	default:
@@ -412,7 +412,7 @@ func (s *Server) apiDelete(ctx context.Context, name string, _ *anyBody) (out an
 	}
 	// Stop taking writes first, so nothing is acknowledged into a stream
 	// that is going away.
-	s.ingress.remove(name)
+	s.ingress.Remove(name)
 	if err := s.js.DeleteStream(ctx, name); err != nil {
 		return nil, api.JSError(err, "stream %s", name)
 	}

@@ -20,7 +20,7 @@ const (
 	ReasonQuota          = "quota"            // over its tenant's or user's quota
 )
 
-var reasons = [...]string{ReasonEnvelope, ReasonSchema, ReasonSchemaNotFound, ReasonNoStream, ReasonTooLarge, ReasonUnavailable, ReasonOverloaded, ReasonQuota, Other}
+var reasons = [...]string{ReasonEnvelope, ReasonSchema, ReasonSchemaNotFound, ReasonNoStream, ReasonTooLarge, ReasonUnavailable, ReasonOverloaded, ReasonQuota, ReasonPolicy, Other}
 
 // Subject holds the pre-resolved metrics of one stream subject pattern, so
 // the ingress records a message with no label lookup and no allocation.

@@ -123,9 +123,10 @@ func (rt *Router) remove(ctx context.Context, req *semaq.RouteDeleteRequest) (ou
 	return semaq.RouteDeleteResponse{Success: true}, nil
 }
 
-// routeTest runs the ingress's checks and routing on a message without
-// storing it or counting it.
-func (rt *Router) test(_ context.Context, req *semaq.RouteTestRequest) (any, error) {
+// test runs the ingress's pipeline on a message as a dry run (Deps.Check)
+// and explains the route rules' part: every rule tried, in order, up to
+// the one that matched.
+func (rt *Router) test(ctx context.Context, req *semaq.RouteTestRequest) (any, error) {
 	if err := semaq.CheckSubject(req.Subject, false); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "route test: %v", err)
 	}
@@ -133,15 +134,31 @@ func (rt *Router) test(_ context.Context, req *semaq.RouteTestRequest) (any, err
 	for k, vs := range req.Headers {
 		m.Header[k] = slices.Clone(vs)
 	}
-	out := semaq.RouteTestResponse{Subject: req.Subject, Target: req.Subject, Trials: []semaq.RouteTrial{}}
-	if rt.deps.Check != nil {
-		if refused := rt.deps.Check(m); refused != "" {
-			out.Refused = refused
-			return out, nil
-		}
+	c, refused, err := rt.deps.Check(ctx, m, req.As)
+	if err != nil {
+		return nil, err
 	}
+	out := semaq.RouteTestResponse{Subject: req.Subject, Target: req.Subject, Trials: []semaq.RouteTrial{}}
+	if refused != nil {
+		out.Refused, out.RefusedBy = refused.Description, c.RefusedBy
+	}
+	switch c.RefusedBy {
+	case "", "route":
+		out.Trials = rt.trials(m, c, &out)
+	default:
+		return out, nil // it never reached the rules
+	}
+	if refused == nil {
+		out.Stream, out.Headers, out.Data = c.Stream, m.Header, m.Data
+	}
+	return out, nil
+}
+
+// trials judges the rules of the table in the order the ingress tries them,
+// loaded and unloadable alike, on m as the pipeline left it, up to the one
+// that matched (c.Rule), whose pick is the ingress's.
+func (rt *Router) trials(m *nats.Msg, c Checked, out *semaq.RouteTestResponse) []semaq.RouteTrial {
 	t := rt.Table()
-	// Loaded and unloadable rules, in the order the ingress tries them.
 	type entry struct {
 		r *Rule
 		b *brokenRule
@@ -164,43 +181,53 @@ func (rt *Router) test(_ context.Context, req *semaq.RouteTestRequest) (any, err
 			tr.Result, tr.Reason = semaq.RouteResultNotLoaded, e.b.err
 		case !subjects.Match(e.d.Subject, m.Subject):
 			tr.Result, tr.Reason = semaq.RouteResultOtherSubject, fmt.Sprintf("%s does not match %s", m.Subject, e.d.Subject)
+		case c.Rule != nil && e.r.def.Name == c.Rule.def.Name:
+			tr.Result, tr.Reason = semaq.RouteResultMatched, matched(c.Rule, c.Target, em, out)
 		default:
-			tr.Result, tr.Reason = judgeTrial(e.r, em, &out)
+			tr.Result, tr.Reason = judgeTrial(e.r, em)
 		}
 		trials = append(trials, tr)
-		if out.Route != "" {
+		if tr.Result == semaq.RouteResultMatched {
 			break
 		}
 	}
-	out.Trials = trials
-	if name := rt.deps.StreamFor(out.Target); name != "" {
-		out.Stream = name
-	} else if out.Route != "" {
-		out.Refused = fmt.Sprintf("route %s sends messages on %s to %s, which no stream captures", out.Route, out.Subject, out.Target)
-	} else {
-		out.Refused = fmt.Sprintf("no stream captures subject %s", out.Subject)
-	}
-	return out, nil
+	return trials
 }
 
-// judgeTrial evaluates one rule for a dry run, recording a match in out.
-func judgeTrial(r *Rule, em expr.Message, out *semaq.RouteTestResponse) (result, reason string) {
-	target, key, err := r.judge(em)
-	switch {
-	case err != nil:
-		return semaq.RouteResultError, err.Error()
-	case target == nil:
-		return semaq.RouteResultFalse, "when is false: " + r.def.When
+// judgeTrial evaluates a rule that did not match for a dry run: why not.
+func judgeTrial(r *Rule, em expr.Message) (result, reason string) {
+	if r.when != nil {
+		ok, err := r.when.Match(em)
+		switch {
+		case err != nil:
+			return semaq.RouteResultError, err.Error()
+		case !ok:
+			return semaq.RouteResultFalse, "when is false: " + r.def.When
+		}
 	}
-	out.Route, out.Target, out.Key = r.def.Name, target.subject, key
+	if r.key != nil {
+		if _, err := r.key.Key(em); err != nil {
+			return semaq.RouteResultError, err.Error()
+		}
+	}
+	// It matches now though the ingress's run found it did not (the
+	// rules changed in between): say so rather than guess.
+	return semaq.RouteResultFalse, "did not match when the message was tried (the rules changed since)"
+}
+
+// matched describes the ingress's pick tg of rule r for the message, and
+// records it in out.
+func matched(r *Rule, tg *Target, em expr.Message, out *semaq.RouteTestResponse) string {
+	out.Route, out.Target = r.def.Name, tg.subject
 	switch {
 	case len(r.to) == 1:
-		return semaq.RouteResultMatched, "to " + target.subject
+		return "to " + tg.subject
 	case r.key != nil:
-		return semaq.RouteResultMatched, fmt.Sprintf("split: sticky key %q picks %s (weight %d of %d)", key, target.subject, target.weight, r.total)
+		out.Key, _ = r.key.Key(em)
+		return fmt.Sprintf("split: sticky key %q picks %s (weight %d of %d)", out.Key, tg.subject, tg.weight, r.total)
 	default:
 		out.Random = true
-		return semaq.RouteResultMatched, fmt.Sprintf("split at random: picked %s this time (weight %d of %d)", target.subject, target.weight, r.total)
+		return fmt.Sprintf("split at random: picked %s this time (weight %d of %d)", tg.subject, tg.weight, r.total)
 	}
 }
 

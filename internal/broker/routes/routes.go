@@ -73,11 +73,12 @@ type Deps struct {
 	// revision holding it: in a cluster the node waits there for the
 	// other nodes to apply it (WaitApplied on theirs).
 	Applied func(ctx context.Context, rev uint64)
-	// Check runs the ingress's checks short of routing (envelope, schema)
-	// on the message of a dry run ($SQ.API.ROUTE.TEST), which may change
-	// its headers as the ingress would: the refusal's description, "" when
-	// the message passes. Nil checks nothing.
-	Check func(m *nats.Msg) string
+	// Check runs the ingress's pipeline as a dry run on the message of
+	// $SQ.API.ROUTE.TEST, sent by the request's sender (ctx carries its
+	// headers) or, with as, by that store user: what the ingress decided,
+	// and its refusal. err is for a request that cannot be tried (an
+	// unknown as). m is changed as the ingress changes it. Required.
+	Check func(ctx context.Context, m *nats.Msg, as string) (c Checked, refused *semaq.APIError, err error)
 	// Audit records each rule added or deleted (docs/security.md, Audit).
 	// Nil records nothing.
 	Audit api.AuditFunc
@@ -86,6 +87,17 @@ type Deps struct {
 	// bucket's stream computes the adaptive weights (shared.go).
 	Node      string
 	Clustered bool
+}
+
+// Checked is what the ingress decided on the message of a dry run.
+type Checked struct {
+	// Stream and Subject are where it is stored.
+	Stream, Subject string
+	// Rule is the rule that matched, Target its pick; nil when none did.
+	Rule   *Rule
+	Target *Target
+	// RefusedBy names the step that refused it, if one did.
+	RefusedBy string
 }
 
 // Router owns the rule bucket, its watcher, the current table and the

@@ -268,7 +268,12 @@ func (t *Table) Len() int { return len(t.rules) }
 // rule and its target, or nils when none does. A rule whose evaluation
 // fails does not match; the failure is counted on it. Match counts no
 // routed message: the caller calls Routed once the target is accepted.
-func (t *Table) Match(m *nats.Msg) (*Rule, *Target) {
+func (t *Table) Match(m *nats.Msg) (*Rule, *Target) { return t.match(m, true) }
+
+// Try is Match for a dry run: it counts nothing, failures included.
+func (t *Table) Try(m *nats.Msg) (*Rule, *Target) { return t.match(m, false) }
+
+func (t *Table) match(m *nats.Msg, count bool) (*Rule, *Target) {
 	cands := t.candidates(m.Subject)
 	if len(cands) == 0 {
 		return nil, nil
@@ -280,7 +285,9 @@ func (t *Table) Match(m *nats.Msg) (*Rule, *Target) {
 		}
 		tg, _, err := r.judge(em)
 		if err != nil {
-			r.fail(err)
+			if count {
+				r.fail(err)
+			}
 			continue
 		}
 		if tg != nil {

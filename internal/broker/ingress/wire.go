@@ -1,14 +1,11 @@
-package broker
+package ingress
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
-	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -50,18 +47,18 @@ import (
 // kept.
 
 // shardQueue bounds the messages waiting for one shard; past it (or past
-// ingressPendingBytes over all shards) a message is dropped, as the
+// pendingBytes over all shards) a message is dropped, as the
 // subscription's pending limits dropped it before sharding: the publisher
 // sees no ack and retries.
 const shardQueue = 8192
 
-// maxIngressShards bounds WithIngressShards.
-const maxIngressShards = 64
+// MaxShards bounds Deps.Shards.
+const MaxShards = 64
 
-// defaultIngressShards is one shard on two cores or fewer, where the
+// DefaultShards is one shard on two cores or fewer, where the
 // ingress is bound by CPU and a hand-off costs more than it gains, and
 // then one per two cores up to eight.
-func defaultIngressShards() int {
+func DefaultShards() int {
 	n := runtime.GOMAXPROCS(0)
 	if n <= 2 {
 		return 1
@@ -69,8 +66,8 @@ func defaultIngressShards() int {
 	return min(n/2, 8)
 }
 
-type ingressShard struct {
-	in      *ingress
+type shard struct {
+	in      *Ingress
 	conn    *wire.Conn // publishes into storage
 	scratch []byte     // the reader's or the shard goroutine's
 	q       chan shardMsg
@@ -81,24 +78,25 @@ type ingressShard struct {
 // shardMsg is a message handed to a shard, copied out of the reader's
 // buffer.
 type shardMsg struct {
-	st  *ingressStream
-	po  *patternObs
+	st  *stream
+	po  *pattern
 	m   wire.Msg
 	buf []byte // what m points into
 }
 
 // startWire connects the reader and the shards' connections.
-func (in *ingress) startWire(dial func(name string) (*wire.Conn, error), shards int) error {
+func (in *Ingress) startWire(dial func(name string) (*wire.Conn, error), shards int) error {
 	if shards <= 0 {
-		shards = defaultIngressShards()
+		shards = DefaultShards()
 	}
+	shards = min(shards, MaxShards)
 	c, err := dial("semaq-ingress")
 	if err != nil {
 		return fmt.Errorf("ingress: %w", err)
 	}
 	in.wire = c
 	if shards == 1 {
-		in.shards = []*ingressShard{{in: in, conn: c}}
+		in.shards = []*shard{{in: in, conn: c}}
 		return nil
 	}
 	for i := range shards {
@@ -107,7 +105,7 @@ func (in *ingress) startWire(dial func(name string) (*wire.Conn, error), shards 
 			in.closeWire()
 			return fmt.Errorf("ingress: shard %d: %w", i, err)
 		}
-		sh := &ingressShard{in: in, conn: sc, q: make(chan shardMsg, shardQueue), stop: make(chan struct{}), done: make(chan struct{})}
+		sh := &shard{in: in, conn: sc, q: make(chan shardMsg, shardQueue), stop: make(chan struct{}), done: make(chan struct{})}
 		in.shards = append(in.shards, sh)
 		go sh.run()
 	}
@@ -115,14 +113,14 @@ func (in *ingress) startWire(dial func(name string) (*wire.Conn, error), shards 
 }
 
 // receive is the reader's handler of every subscription.
-func (in *ingress) receive(st *ingressStream, po *patternObs, wm *wire.Msg) {
+func (in *Ingress) receive(st *stream, po *pattern, wm *wire.Msg) {
 	if len(in.shards) == 1 {
 		in.shards[0].deliver(st, po, wm)
 		return
 	}
 	sh := in.shards[shardOf(wm, len(in.shards))]
 	size := int64(len(wm.Subject) + len(wm.Reply) + len(wm.Header) + len(wm.Data))
-	if in.queuedBytes.Add(size) > ingressPendingBytes {
+	if in.queuedBytes.Add(size) > pendingBytes {
 		in.queuedBytes.Add(-size)
 		in.dropped.Add(1)
 		return
@@ -156,7 +154,7 @@ func shardOf(wm *wire.Msg, n int) int {
 		}
 	}
 	r := wm.Reply
-	switch mapped := len(r) >= len(responsePrefix) && string(r[:len(responsePrefix)]) == responsePrefix; {
+	switch mapped := len(r) >= len(mappedReplyPrefix) && string(r[:len(mappedReplyPrefix)]) == mappedReplyPrefix; {
 	case len(r) > 0 && !mapped:
 		key := r
 		for i := len(r) - 1; i > 0; i-- {
@@ -215,7 +213,7 @@ func jsonField(line []byte, key string, end byte) []byte {
 // queue runs dry.
 // The queue is never closed: a message the reader hands over after the
 // stop stays in it, dropped with the shard.
-func (sh *ingressShard) run() {
+func (sh *shard) run() {
 	defer close(sh.done)
 	for {
 		select {
@@ -235,7 +233,7 @@ func (sh *ingressShard) run() {
 	}
 }
 
-func (sh *ingressShard) handleQueued(sm shardMsg) {
+func (sh *shard) handleQueued(sm shardMsg) {
 	sh.deliver(sm.st, sm.po, &sm.m)
 	sh.in.queuedBytes.Add(-int64(len(sm.buf)))
 	if len(sh.q) == 0 {
@@ -247,7 +245,7 @@ func (sh *ingressShard) handleQueued(sm shardMsg) {
 // header block become one string (one allocation; the header map's keys
 // and values are substrings of it), the data stays where it is, valid
 // until the pipeline returns.
-func (sh *ingressShard) deliver(st *ingressStream, po *patternObs, wm *wire.Msg) {
+func (sh *shard) deliver(st *stream, po *pattern, wm *wire.Msg) {
 	ls, lr := len(wm.Subject), len(wm.Reply)
 	sh.scratch = append(append(append(sh.scratch[:0], wm.Subject...), wm.Reply...), wm.Header...)
 	s := string(sh.scratch)
@@ -262,7 +260,7 @@ func (sh *ingressShard) deliver(st *ingressStream, po *patternObs, wm *wire.Msg)
 // drainWire ends intake: every message the server delivered before the
 // subscriptions ended is handled and its republish processed by the
 // server. in.mu is held; the subscriptions are gone.
-func (in *ingress) drainWire(ctx context.Context) error {
+func (in *Ingress) drainWire(ctx context.Context) error {
 	if in.wire == nil {
 		return nil
 	}
@@ -287,7 +285,7 @@ func (in *ingress) drainWire(ctx context.Context) error {
 }
 
 // closeWire closes every connection of the ingress.
-func (in *ingress) closeWire() {
+func (in *Ingress) closeWire() {
 	if in.wire == nil {
 		return
 	}
@@ -299,76 +297,30 @@ func (in *ingress) closeWire() {
 	in.wire.Close()
 }
 
-// subscribeTimeout bounds the wait for the server to confirm the ingress's
-// subscriptions of a stream.
-const subscribeTimeout = 10 * time.Second
-
 // The ingress's transports (Config.IngressTransport).
 const (
-	// IngressPipe connects the ingress through nats-server's in-process
+	// Pipe connects the ingress through nats-server's in-process
 	// connection, a synchronous pipe: the server's write of a delivery
 	// waits until the ingress's reader takes it, and the ingress's write
 	// of a republish until the server's reader does.
-	IngressPipe = "pipe"
-	// IngressTCP connects it over loopback TCP to the client port: the
+	Pipe = "pipe"
+	// TCP connects it over loopback TCP to the client port: the
 	// kernel's socket buffers stand between the two sides, so neither
 	// waits for the other to be scheduled.
-	IngressTCP = "tcp"
+	TCP = "tcp"
 )
 
-// checkIngressTransport says what is wrong with transport t on a node
+// CheckTransport says what is wrong with transport t on a node
 // whose client port has TLS (tls) or not.
-func checkIngressTransport(t string, tls bool) error {
+func CheckTransport(t string, tls bool) error {
 	switch t {
-	case "", IngressPipe:
+	case "", Pipe:
 		return nil
-	case IngressTCP:
+	case TCP:
 		if tls {
-			return fmt.Errorf("%s needs a client port without TLS (tls_cert is set); use %s", IngressTCP, IngressPipe)
+			return fmt.Errorf("%s needs a client port without TLS (tls_cert is set); use %s", TCP, Pipe)
 		}
 		return nil
 	}
-	return fmt.Errorf("%q is not %s or %s", t, IngressPipe, IngressTCP)
-}
-
-// ingressDialTimeout bounds one dial of an ingress connection over TCP.
-const ingressDialTimeout = 5 * time.Second
-
-// ingressDialer logs the ingress's connections in as the internal user,
-// over the configured transport.
-func (s *Server) ingressDialer() (func(name string) (*wire.Conn, error), error) {
-	if err := checkIngressTransport(s.cfg.IngressTransport, s.cfg.TLSCert != ""); err != nil {
-		return nil, fmt.Errorf("ingress_transport: %w", err)
-	}
-	u := s.users.internal
-	dial := s.ns.InProcessConn
-	if s.cfg.IngressTransport == IngressTCP {
-		addr, err := s.loopbackClientAddr()
-		if err != nil {
-			return nil, fmt.Errorf("ingress_transport %s: %w", IngressTCP, err)
-		}
-		dial = wire.TCPDial(addr, ingressDialTimeout)
-	}
-	return func(name string) (*wire.Conn, error) {
-		return wire.Connect(wire.Config{Dial: dial, Name: name, Nkey: u.pub, Sign: u.kp.Sign,
-			Log: s.log.With("component", "ingress")})
-	}, nil
-}
-
-// loopbackClientAddr is the address this node's own connections dial to
-// reach its client port: the listener's, with an unspecified host (every
-// interface) made the loopback address.
-func (s *Server) loopbackClientAddr() (string, error) {
-	a, ok := s.ns.Addr().(*net.TCPAddr)
-	if !ok || a == nil {
-		return "", errors.New("the NATS server has no client listener")
-	}
-	ip := a.IP
-	if ip == nil || ip.IsUnspecified() {
-		ip = net.IPv4(127, 0, 0, 1)
-		if a.IP != nil && a.IP.To4() == nil {
-			ip = net.IPv6loopback
-		}
-	}
-	return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port)), nil
+	return fmt.Errorf("%q is not %s or %s", t, Pipe, TCP)
 }

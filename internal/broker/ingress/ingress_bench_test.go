@@ -1,4 +1,4 @@
-package broker
+package ingress
 
 import (
 	"bufio"
@@ -29,8 +29,8 @@ func BenchmarkIngressOwn(b *testing.B) {
 	for _, tp := range []bool{true, false} {
 		b.Run("traceparent="+strconv.FormatBool(tp), func(b *testing.B) {
 			in := ownIngress(b)
-			st := &ingressStream{name: "BENCH", subjects: []string{"bench.semaq.>"}}
-			po := in.patternObs("bench.semaq.>")
+			st := &stream{name: "BENCH", subjects: []string{"bench.semaq.>"}}
+			po := in.pattern("bench.semaq.>")
 			m := nats.NewMsg("bench.semaq.ingest")
 			m.Header.Set(semaq.HdrModel, "llama3-70b-instruct")
 			m.Header.Set(semaq.HdrTenant, "acme-prod")
@@ -65,7 +65,7 @@ func BenchmarkIngressOwn(b *testing.B) {
 // ownIngress is an ingress with metrics and one shard whose connection
 // talks to a stand-in server on a pipe: INFO, PONG for the login, then it
 // reads and discards.
-func ownIngress(b *testing.B) *ingress {
+func ownIngress(b *testing.B) *Ingress {
 	b.Helper()
 	dial := func() (net.Conn, error) {
 		cli, srv := net.Pipe()
@@ -77,15 +77,15 @@ func ownIngress(b *testing.B) *ingress {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	in := &ingress{
+	in := &Ingress{
 		log:     slog.New(slog.DiscardHandler),
 		opts:    semaq.NormalizeOptions{Stamp: true},
-		streams: make(map[string]*ingressStream),
+		streams: make(map[string]*stream),
+		served:  NewServed(),
 		metrics: metrics.New(metrics.Options{Version: "bench"}),
 		wire:    c,
 	}
-	in.pipeline = steps(nil)
-	in.shards = []*ingressShard{{in: in, conn: c}}
+	in.shards = []*shard{{in: in, conn: c}}
 	return in
 }
 

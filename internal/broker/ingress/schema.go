@@ -1,4 +1,4 @@
-package broker
+package ingress
 
 import (
 	"encoding/binary"
@@ -15,18 +15,15 @@ import (
 // schema id as a 4-byte big-endian integer, then the encoded payload.
 const confluentMagic = 0
 
-// checkSchema enforces schema-on-write for one message: if its subject is
-// bound to a registry subject, the payload must match a live version of it.
+// checkSchema enforces schema-on-write for one message whose subject is
+// bound (b) to a registry subject: the payload must match a live version of it.
 // The schema comes from the Confluent wire-format prefix, else from the
 // AI-Schema-Id header, else (JSON Schema only) the latest version. On success
 // the message carries the schema id in AI-Schema-Id. Reads only the
 // registry's in-memory snapshot: no I/O on this path.
-func checkSchema(reg *registry.Registry, m *nats.Msg, hdrID int64) *semaq.APIError {
-	b, ok := reg.BindingFor(m.Subject)
-	if !ok {
-		return nil
-	}
+func checkSchema(reg *registry.Registry, b registry.Binding, m *nats.Msg, hdrID int64) *semaq.APIError {
 	var (
+		ok    bool
 		entry *registry.Entry
 		body  = m.Data
 		id    int

@@ -1,4 +1,4 @@
-package broker
+package ingress
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 
 // routeBench is an ingress serving AI (ai.>) and GPU (gpu.>) with a table
 // of rules, without a server: the cost of routing alone.
-func routeBench(b *testing.B, defs []semaq.Route) (*ingress, *routes.Table, *ingressStream) {
+func routeBench(b *testing.B, defs []semaq.Route) (*Ingress, *routes.Table, *stream) {
 	env, err := expr.NewEnv()
 	if err != nil {
 		b.Fatal(err)
@@ -22,9 +22,9 @@ func routeBench(b *testing.B, defs []semaq.Route) (*ingress, *routes.Table, *ing
 	if err != nil {
 		b.Fatal(err)
 	}
-	ai := &ingressStream{name: "AI", subjects: []string{"ai.>"}}
-	in := &ingress{streams: map[string]*ingressStream{"AI": ai, "GPU": {name: "GPU", subjects: []string{"gpu.>"}}}}
-	in.publishServed()
+	ai := &stream{name: "AI", subjects: []string{"ai.>"}}
+	in := &Ingress{served: NewServed(), streams: map[string]*stream{"AI": ai, "GPU": {name: "GPU", subjects: []string{"gpu.>"}}}}
+	in.served.publish(in.streams)
 	return in, t, ai
 }
 
@@ -56,7 +56,8 @@ func BenchmarkRoute(b *testing.B) {
 			m := &nats.Msg{Subject: "ai.inference.llm", Header: h, Data: make([]byte, 256)}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, _, e := in.routeRule(rt, ai, m); e != nil {
+				p := publication{m: m, subject: m.Subject, stream: ai}
+				if e := in.routeRule(rt, &p, noSpan); e != nil {
 					b.Fatal(e)
 				}
 			}
