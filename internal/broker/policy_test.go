@@ -32,7 +32,7 @@ type testSteps struct {
 
 func newTestSteps(t *testing.T) *testSteps {
 	t.Helper()
-	ts := &testSteps{reg: policy.Default().Clone()}
+	ts := &testSteps{reg: policy.NewRegistry()}
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
