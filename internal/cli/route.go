@@ -206,18 +206,23 @@ func newRouteTestCmd(e *env) *cobra.Command {
 	var (
 		fl      pubFlags
 		subject string
+		as      string
 		asJSON  bool
 	)
 	cmd := &cobra.Command{
-		Use:   "test --subject SUBJECT [--header K=V]... [DATA|-]",
+		Use:   "test --subject SUBJECT [--header K=V]... [--as USER] [DATA|-]",
 		Short: "Show where a message would be routed, without publishing it (exit 0 accepted, 1 refused, 2 error)",
-		Long: `Run the broker's routing on a message without storing it: every rule tried, in
-order, and why it did or did not match; the target subject and the stream that
-would store the message. The envelope is checked as on publish. Exits 0 when the
-message would be stored, 1 when the publish would be refused (bad envelope or
-payload, a target no stream captures), 2 when the test could not run.`,
+		Long: `Run the broker's ingress on a message without storing it: the same steps a
+publish takes (envelope, policy steps, schema, routing), short of quotas and
+queue admission. Shows every rule tried, in order, and why it did or did not
+match; the target subject and the stream that would store the message; the step
+that would refuse it. With --as USER (auth on, admins) the message is tried as
+that user's: its tenant stamped, its policy applied. Exits 0 when the message
+would be stored, 1 when the publish would be refused (bad envelope or payload, a
+policy step, a target no stream captures), 2 when the test could not run.`,
 		Example: `  semaq route test --subject ai.inference.llm --model llama3-70b
-  echo '{"confidence":0.9}' | semaq route test --subject ai.answers.x -H AI-Tenant=acme -`,
+  echo '{"confidence":0.9}' | semaq route test --subject ai.answers.x -H AI-Tenant=acme -
+  semaq route test --subject ai.inference.llm --as alice --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
 				return &exitError{code: 2, msg: err.Error()}
@@ -249,6 +254,9 @@ payload, a target no stream captures), 2 when the test could not run.`,
 					return nil, err
 				}
 				defer c.Close()
+				if as != "" {
+					return c.TestRouteAs(ctx, as, subject, data, opts...)
+				}
 				return c.TestRoute(ctx, subject, data, opts...)
 			}()
 			if err != nil {
@@ -277,6 +285,7 @@ payload, a target no stream captures), 2 when the test could not run.`,
 	f.StringVar(&fl.intent, "intent", "", "what the message asks for (AI-Intent)")
 	f.StringVar(&fl.session, "session", "", "session id (AI-Session)")
 	f.IntVar(&fl.promptTokens, "prompt-tokens", 0, "prompt size in tokens (AI-Prompt-Tokens)")
+	f.StringVar(&as, "as", "", "try the message as sent by store `USER` (auth on; admins)")
 	f.BoolVar(&asJSON, "json", false, "print the outcome as JSON")
 	e.addServerFlag(cmd)
 	return cmd
@@ -296,6 +305,8 @@ func writeRouteTest(w io.Writer, res *semaq.RouteTestResponse) error {
 	}
 	var err error
 	switch {
+	case res.Route == "" && res.Refused != "" && res.RefusedBy != "":
+		_, err = fmt.Fprintf(w, "Refused: %s (%s step)\n", oneLine(res.Refused), res.RefusedBy)
 	case res.Route == "" && res.Refused != "":
 		_, err = fmt.Fprintf(w, "Refused: %s\n", oneLine(res.Refused))
 	case res.Route == "":

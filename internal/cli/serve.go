@@ -28,7 +28,7 @@ var configKeys = []string{
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins", "audit_max_age", "audit_max_bytes", "stream_max_bytes", "max_memory",
 	"tls_cert", "tls_key", "tls_client_ca", "insecure", "auth",
-	"cluster_name", "cluster_listen", "routes", "cluster_secret_file", "quotas",
+	"cluster_name", "cluster_listen", "routes", "cluster_secret_file", "quotas", "policy",
 }
 
 // shutdownGrace bounds a graceful shutdown after SIGINT or SIGTERM.
