@@ -30,6 +30,18 @@ func queued(t *testing.T, c *client.Client, queue string) int {
 	return qi.Status.Queued + qi.Status.Held + qi.Status.Delayed
 }
 
+// waitQueued waits until queue holds n requests.
+func waitQueued(t *testing.T, c *client.Client, queue string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for queued(t, c, queue) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %s holds %d requests after 10 s, want %d", queue, queued(t, c, queue), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // cancel asks for a cancel as the attacker (attacker.request).
 func (a *attacker) cancel(t *testing.T, queue string, req semaq.CancelRequest) *semaq.APIError {
 	t.Helper()
@@ -54,6 +66,7 @@ func TestCancelNeedsTheToken(t *testing.T) {
 	if semaq.CheckCancelToken(ack.CancelToken) != nil {
 		t.Fatalf("the SDK's ack carries no cancel token: %+v", ack)
 	}
+	waitQueued(t, owner, "Q", 1)
 	a := connectAttacker(t, srv)
 	for _, token := range []string{"", "AAAAAAAAAAAAAAAAAAAAAA", ack.CancelToken + "x"} {
 		if e := a.cancel(t, "Q", semaq.CancelRequest{ID: "r1", Token: token}); e == nil || e.Code != 403 {
@@ -78,6 +91,7 @@ func TestCancelNeedsTheToken(t *testing.T) {
 	if _, err := a.nc.Request("q.y", []byte(`{}`), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	waitQueued(t, owner, "Q", 2)
 	if e := a.cancel(t, "Q", semaq.CancelRequest{ID: "2"}); e == nil || e.Code != 403 || !strings.Contains(e.Description, "without a cancel token") {
 		t.Fatalf("cancel of a request published without a token: %v", e)
 	}
@@ -108,6 +122,9 @@ func TestCancelNeedsTheToken(t *testing.T) {
 		t.Fatalf("HTTP publish answer: %+v %v", pa, err)
 	}
 	id := resp.Header.Get(semaq.HdrMsgID)
+	// The dispatcher takes the acked request in from its consumer on its
+	// own time; a cancel before that finds no request (404).
+	waitQueued(t, owner, "Q", 2)
 	for _, body := range []string{``, `{"token":"AAAAAAAAAAAAAAAAAAAAAA"}`} {
 		code, text := httpPost(t, base+"/api/v1/queues/Q/cancel/"+id, body)
 		if code != http.StatusForbidden {

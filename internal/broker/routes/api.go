@@ -134,6 +134,9 @@ func (rt *Router) test(ctx context.Context, req *semaq.RouteTestRequest) (any, e
 	for k, vs := range req.Headers {
 		m.Header[k] = slices.Clone(vs)
 	}
+	if rt.deps.Check == nil {
+		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route test: this node has no ingress to try the message with")
+	}
 	c, refused, err := rt.deps.Check(ctx, m, req.As)
 	if err != nil {
 		return nil, err
