@@ -76,12 +76,6 @@ type AgentLeaveResponse struct {
 	Success bool `json:"success"`
 }
 
-// Agent error codes.
-const (
-	ErrCodeAgentNotFound uint16 = 20050
-	ErrCodeBadAgent      uint16 = 20051
-)
-
 var (
 	// ErrAgentNotFound matches a leave of an agent that is not in the table.
 	ErrAgentNotFound = &APIError{Code: 404, ErrCode: ErrCodeAgentNotFound, Description: "agent not found"}

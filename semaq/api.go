@@ -176,25 +176,8 @@ func (e *APIError) Is(target error) bool {
 	return e.Code == t.Code
 }
 
-// Error codes. Codes 10000-10999 are JetStream's and pass through unchanged;
-// SemaQ's own start at 20000 so they never collide.
-const (
-	ErrCodeBadEnvelope    uint16 = 20001
-	ErrCodeHeaderTooLarge uint16 = 20002
-	ErrCodeBadRequest     uint16 = 20003
-	ErrCodeNoStream       uint16 = 20004
-	ErrCodeStreamNotFound uint16 = 20005
-	ErrCodeStreamExists   uint16 = 20006
-	ErrCodeBadStream      uint16 = 20007
-	ErrCodeTooLarge       uint16 = 20008
-	ErrCodeUnavailable    uint16 = 20009
-	ErrCodeInternal       uint16 = 20010
-	ErrCodeSchema         uint16 = 20011
-	ErrCodeSchemaNotFound uint16 = 20012
-	ErrCodeCommit         uint16 = 20013
-)
-
-// Sentinels for errors.Is. Each matches any *APIError with the same code.
+// Sentinels for errors.Is. Each matches any *APIError with the same code;
+// the codes are in errcodes.go.
 var (
 	ErrNoStream       = &APIError{Code: 404, ErrCode: ErrCodeNoStream, Description: "no stream captures the subject"}
 	ErrStreamNotFound = &APIError{Code: 404, ErrCode: ErrCodeStreamNotFound, Description: "stream not found"}

@@ -304,12 +304,6 @@ type DLQCaptureResponse struct {
 	Duplicate bool   `json:"duplicate,omitempty"`
 }
 
-// Dead-letter error codes.
-const (
-	ErrCodeDeadLetterNotFound uint16 = 20030
-	ErrCodePayloadLost        uint16 = 20031
-)
-
 var (
 	// ErrDeadLetterNotFound matches a dead-letter sequence that is not in the
 	// queue (never was, replayed, or purged).

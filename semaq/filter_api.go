@@ -21,10 +21,6 @@ const (
 	// MetadataFilter is the consumer metadata key holding a filtered
 	// consumer's CEL source: a durable keeps its filter across restarts.
 	MetadataFilter = "semaq.filter"
-
-	// ErrCodeFilterGone: the broker runs no filter with the id (it ended,
-	// or the broker restarted).
-	ErrCodeFilterGone uint16 = 20090
 )
 
 // ErrFilterGone matches a ping or stop for a filter the broker does not run.

@@ -18,10 +18,6 @@ const (
 	// MetadataKeyShared is the consumer metadata key holding a group's CEL
 	// key expression: a broker restart resumes the group with it.
 	MetadataKeyShared = "semaq.keyshared.key"
-
-	// ErrCodeMemberGone: the broker has no member with the id (it left, was
-	// dropped for missing heartbeats, or the broker restarted).
-	ErrCodeMemberGone uint16 = 20100
 )
 
 // ErrMemberGone matches a ping or leave for a member the broker does not

@@ -463,15 +463,6 @@ type CancelNotice struct {
 	Reason string `json:"reason"`
 }
 
-// Queue error codes.
-const (
-	ErrCodeQueueNotFound   uint16 = 20060
-	ErrCodeOverloaded      uint16 = 20061
-	ErrCodeRequestNotFound uint16 = 20062
-	ErrCodeLeaseLost       uint16 = 20063
-	ErrCodeBadQueue        uint16 = 20064
-)
-
 var (
 	ErrQueueNotFound = &APIError{Code: 404, ErrCode: ErrCodeQueueNotFound, Description: "queue not found"}
 	// ErrOverloaded matches a publish refused by a queue's admission

@@ -185,13 +185,6 @@ const (
 	RouteResultNotLoaded    = "not_loaded"    // the stored rule cannot run on this node
 )
 
-// Route error codes.
-const (
-	ErrCodeRouteNotFound uint16 = 20040
-	ErrCodeRouteExists   uint16 = 20041
-	ErrCodeBadRoute      uint16 = 20042
-)
-
 var (
 	// ErrRouteNotFound matches a rule name that is not stored.
 	ErrRouteNotFound = &APIError{Code: 404, ErrCode: ErrCodeRouteNotFound, Description: "route not found"}

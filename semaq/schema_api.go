@@ -249,37 +249,8 @@ type SchemaLookup struct {
 	SchemaType string        `json:"schema_type"`
 }
 
-// Registry error codes. A registry error keeps Confluent Schema Registry's
-// error code as ErrCode and its HTTP status (the code's first three digits)
-// as Code, so the NATS API, the REST API and Confluent's documentation agree.
-// 4049x and 4229x are SemaQ's own (bindings).
-//
-// ErrSchemaNotFound (20012) is not one of them: it is the ingress's
-// rejection of a message whose schema id or bound subject does not exist.
-// Registry reads of a missing id fail with ErrSchemaIDNotFound (40403).
-const (
-	ErrCodeSchemaSubjectNotFound       uint16 = 40401
-	ErrCodeSchemaVersionNotFound       uint16 = 40402
-	ErrCodeSchemaIDNotFound            uint16 = 40403
-	ErrCodeSchemaSubjectSoftDeleted    uint16 = 40404
-	ErrCodeSchemaSubjectNotSoftDeleted uint16 = 40405
-	ErrCodeSchemaVersionSoftDeleted    uint16 = 40406
-	ErrCodeSchemaVersionNotSoftDeleted uint16 = 40407
-	ErrCodeSchemaCompatNotConfigured   uint16 = 40408
-	ErrCodeSchemaBindingNotFound       uint16 = 40491
-	ErrCodeSchemaIncompatible          uint16 = 409
-	ErrCodeSchemaUnprocessable         uint16 = 422
-	ErrCodeSchemaInvalid               uint16 = 42201
-	ErrCodeSchemaInvalidVersion        uint16 = 42202
-	ErrCodeSchemaInvalidCompatibility  uint16 = 42203
-	ErrCodeSchemaReferenceExists       uint16 = 42206
-	ErrCodeSchemaInvalidSubject        uint16 = 42208
-	ErrCodeSchemaInvalidBinding        uint16 = 42291
-	ErrCodeSchemaStore                 uint16 = 50001
-	ErrCodeSchemaTimeout               uint16 = 50002
-)
-
-// Sentinels of the registry errors, for errors.Is.
+// Sentinels of the registry errors, for errors.Is. Their codes are
+// Confluent Schema Registry's (errcodes.go).
 var (
 	ErrSchemaSubjectNotFound       = &APIError{Code: 404, ErrCode: ErrCodeSchemaSubjectNotFound, Description: "schema subject not found"}
 	ErrSchemaVersionNotFound       = &APIError{Code: 404, ErrCode: ErrCodeSchemaVersionNotFound, Description: "schema version not found"}
@@ -308,6 +279,10 @@ var (
 	ErrSchemaReferenceExists = &APIError{Code: 422, ErrCode: ErrCodeSchemaReferenceExists, Description: "a schema references it"}
 	ErrSchemaInvalidSubject  = &APIError{Code: 422, ErrCode: ErrCodeSchemaInvalidSubject, Description: "invalid schema subject"}
 	ErrSchemaInvalidBinding  = &APIError{Code: 422, ErrCode: ErrCodeSchemaInvalidBinding, Description: "invalid binding pattern"}
+	// ErrSchemaLimitExceeded: a registration would pass one of the
+	// registry's bounds (subjects, versions of a subject, schemas, total
+	// bytes). A schema over its own limits is ErrSchemaInvalid.
+	ErrSchemaLimitExceeded = &APIError{Code: 422, ErrCode: ErrCodeSchemaLimitExceeded, Description: "schema registry limit exceeded"}
 	// ErrSchemaStore: the registry's storage failed or timed out.
 	ErrSchemaStore   = &APIError{Code: 500, ErrCode: ErrCodeSchemaStore, Description: "schema registry storage error"}
 	ErrSchemaTimeout = &APIError{Code: 500, ErrCode: ErrCodeSchemaTimeout, Description: "schema registry timed out"}

@@ -93,15 +93,8 @@ const (
 	MaxTokenRecordBytes = 256 << 10
 )
 
-// Error codes of the token relay's refusals, answered to the writer as
-// JetStream-shaped errors in place of a PubAck.
-const (
-	ErrCodeTokenWriter uint16 = 20070
-	ErrCodeTokenRecord uint16 = 20071
-	ErrCodeTokenLimit  uint16 = 20072
-	ErrCodeTokenBusy   uint16 = 20073
-)
-
+// The token relay's refusals, answered to the writer as JetStream-shaped
+// errors in place of a PubAck.
 var (
 	// ErrTokenWriter matches a record refused because its sender is not
 	// the stream's writer: no key, a wrong key, or a stream the broker
@@ -649,9 +642,6 @@ func plainString(b []byte, i int) (string, int, bool) {
 // (TokenStatusRequest -> TokenStatus), on every node. It reads memory and at
 // most two stored records, so a front door can ask before it opens a stream.
 const APITokenStatus = "$SQ.API.TOKENS.STATUS"
-
-// ErrCodeTokenStreamNotFound is the code of ErrTokenStreamNotFound.
-const ErrCodeTokenStreamNotFound uint16 = 20074
 
 // ErrTokenStreamNotFound matches a read of a token stream the broker never
 // issued: no stored record, no writer's claim, no queued or held request

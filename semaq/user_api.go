@@ -53,13 +53,6 @@ const (
 	RoleService   = "service"
 )
 
-// Error codes of the user API.
-const (
-	ErrCodeUserNotFound uint16 = 20110
-	ErrCodeUserExists   uint16 = 20111
-	ErrCodeForbidden    uint16 = 20112
-)
-
 var (
 	// ErrUserNotFound matches a user name the store does not hold.
 	ErrUserNotFound = &APIError{Code: 404, ErrCode: ErrCodeUserNotFound, Description: "user not found"}
