@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
@@ -45,8 +46,9 @@ type agentTable struct {
 // agentBucketBytes bounds the agent registry on disk.
 const agentBucketBytes = 64 << 20
 
-// startAgents opens (or creates) the announcement bucket.
-func (s *Server) startAgents(ctx context.Context) error {
+// openAgents opens (or creates) the announcement bucket and serves the
+// registry on $SQ.API.AGENT.*.
+func openAgents(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	ctx, cancel := context.WithTimeout(ctx, agentLoadTimeout)
 	defer cancel()
 	kv, err := jsutil.Bucket(ctx, s.js, jetstream.KeyValueConfig{
@@ -61,14 +63,14 @@ func (s *Server) startAgents(ctx context.Context) error {
 		Replicas: s.ownReplicas(),
 	})
 	if err != nil {
-		return fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)
+		return nil, fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)
 	}
 	stream, err := s.js.Stream(ctx, "KV_"+reserved.AgentBucket)
 	if err != nil {
-		return fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)
+		return nil, fmt.Errorf("broker: agent registry: bucket %s: %w", reserved.AgentBucket, err)
 	}
 	s.agents = &agentTable{kv: kv, stream: stream, now: time.Now}
-	return nil
+	return subsystem.WithHandlers(subsystem.None, s.agentHandlers()), nil
 }
 
 // agentHandlers serves the registry on $SQ.API.AGENT.*.

@@ -49,7 +49,7 @@ func (s *Server) auditedHTTP(op string, h http.Handler) http.Handler {
 		if !ok {
 			p = api.Principal{Who: api.Anonymous} // auth off: HTTP requests carry no identity
 		}
-		done := s.auditAs(r.Context(), p, "http", op, r.PathValue("subject"))
+		done := s.audits.As(r.Context(), p, "http", op, r.PathValue("subject"))
 		rec := &statusRecorder{ResponseWriter: w}
 		h.ServeHTTP(rec, r)
 		var out any

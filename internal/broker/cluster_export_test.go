@@ -16,10 +16,5 @@ func CloseRegistry(s *Server) error { return s.reg.Close() }
 // StopSyncReplies makes the node deaf to other nodes' sync requests, as a
 // node that cannot keep up.
 func StopSyncReplies(s *Server) error {
-	for _, sub := range s.apiSubs {
-		if sub.Subject == syncSubject {
-			return sub.Unsubscribe()
-		}
-	}
-	return nil
+	return s.syncSub.Unsubscribe()
 }

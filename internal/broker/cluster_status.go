@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -25,8 +28,8 @@ const gatherTimeout = 2 * time.Second
 // (permissions.go), on their internal connections: no client reads a
 // report meant for a node or answers in a node's name.
 const (
-	nodeReportSubject     = "_SQ_NODE.req"
-	nodeReportReplyPrefix = "_SQ_NODE.reply."
+	nodeReportSubject     = reserved.NodeInbox + "req"
+	nodeReportReplyPrefix = reserved.NodeInbox + "reply."
 )
 
 // nodeReport is what a node answers on $SQ.API.CLUSTER.NODE: itself, and
@@ -38,22 +41,30 @@ type nodeReport struct {
 	MetaPeers  []semaq.PeerStatus `json:"meta_peers,omitempty"`
 }
 
-// startClusterAPI serves $SQ.API.CLUSTER.STATUS (one node of the queue
+// openClusterAPI serves $SQ.API.CLUSTER.STATUS (one node of the queue
 // group answers) and $SQ.API.CLUSTER.NODE (every node answers), on the
 // egress connection like every API handler.
-func (s *Server) startClusterAPI() error {
+func openClusterAPI(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	s.started = time.Now()
+	var subs []*nats.Subscription
+	unsubscribe := subsystem.Func(func(context.Context) error {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+		return nil
+	})
 	status := api.Op(s.log, "cluster status", s.apiClusterStatus, nil)
 	sub, err := s.egress.QueueSubscribe(semaq.APIClusterStatus, reserved.APIQueueGroup, api.CheckedReply(s.log, status))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.apiSubs = append(s.apiSubs, sub)
+	subs = append(subs, sub)
 	report := api.Op(s.log, "cluster node", func(context.Context, *struct{}) (any, error) { return s.nodeReport(), nil }, nil)
 	if sub, err = s.egress.Subscribe(semaq.APIClusterNode, api.CheckedReply(s.log, report)); err != nil {
-		return err
+		_ = unsubscribe.Close(context.Background())
+		return nil, err
 	}
-	s.apiSubs = append(s.apiSubs, sub)
+	subs = append(subs, sub)
 	sub, err = s.nc.Subscribe(nodeReportSubject, func(m *nats.Msg) {
 		if !strings.HasPrefix(m.Reply, nodeReportReplyPrefix) {
 			return
@@ -64,13 +75,15 @@ func (s *Server) startClusterAPI() error {
 		}
 	})
 	if err != nil {
-		return err
+		_ = unsubscribe.Close(context.Background())
+		return nil, err
 	}
-	s.apiSubs = append(s.apiSubs, sub)
-	if err := s.nc.Flush(); err != nil {
-		return err
+	subs = append(subs, sub)
+	if err := errors.Join(s.nc.Flush(), s.egress.Flush()); err != nil {
+		_ = unsubscribe.Close(context.Background())
+		return nil, fmt.Errorf("broker: cluster api: %w", err)
 	}
-	return s.egress.Flush()
+	return unsubscribe, nil
 }
 
 // nodeReport describes this node.
@@ -212,7 +225,7 @@ func (s *Server) apiClusterStatus(ctx context.Context, _ *struct{}) (any, error)
 			break
 		}
 		sc := semaq.StreamClusterStatus{Stream: info.Config.Name, Replicas: info.Config.Replicas,
-			Own: slices.Contains(ownStreams, info.Config.Name)}
+			Own: slices.Contains(s.resources.Replicated(), info.Config.Name)}
 		if c := streamCluster(info.Cluster); c != nil {
 			sc.StreamCluster = *c
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/reserved"
 )
 
@@ -21,8 +22,8 @@ import (
 // it had. So a change returns only once every node it reaches has applied
 // it (clusterSync), or after syncTimeout naming the nodes that had not.
 const (
-	syncSubject     = "_SQ_SYNC.req"    // every node's internal connection listens
-	syncReplyPrefix = "_SQ_SYNC.reply." // the asking node's inbox
+	syncSubject     = reserved.SyncInbox + "req"    // every node's internal connection listens
+	syncReplyPrefix = reserved.SyncInbox + "reply." // the asking node's inbox
 	syncTimeout     = 5 * time.Second
 )
 
@@ -48,13 +49,17 @@ type syncReply struct {
 	Err  string `json:"err,omitempty"`
 }
 
-// startClusterSync answers other nodes' sync requests. The subjects are
+// openClusterSync answers other nodes' sync requests. The subjects are
 // among the broker's inboxes (permissions.go): only the nodes' internal
 // users publish or listen there.
-func (s *Server) startClusterSync() error {
+//
+// Catching up may wait: each request is answered in a goroutine of the
+// node's gate, which closing the subsystem waits for.
+func openClusterSync(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	if !s.cfg.Clustered() {
-		return nil
+		return nil, nil
 	}
+	g := s.gate.Child("cluster-sync")
 	sub, err := s.nc.Subscribe(syncSubject, func(m *nats.Msg) {
 		var req syncRequest
 		if json.Unmarshal(m.Data, &req) != nil || m.Reply == "" {
@@ -64,18 +69,20 @@ func (s *Server) startClusterSync() error {
 			s.replySync(m, nil)
 			return
 		}
-		// Catching up may wait; the subscription's goroutine must not.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+		g.Go("apply", func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, syncTimeout)
 			defer cancel()
 			s.replySync(m, s.applyNow(ctx, req))
-		}()
+		})
 	})
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("broker: cluster sync: %w", err)
 	}
-	s.apiSubs = append(s.apiSubs, sub)
-	return nil
+	s.syncSub = sub
+	return subsystem.Func(func(ctx context.Context) error {
+		_ = sub.Unsubscribe()
+		return g.Close(ctx)
+	}), nil
 }
 
 // applyNow brings this node up to what JetStream holds now.

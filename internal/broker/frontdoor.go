@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -73,9 +74,12 @@ type FrontDoorFunc func(ctx context.Context, deps FrontDoorDeps) (FrontDoor, err
 // configuration names an HTTP address. Without it, the server runs no HTTP.
 func WithFrontDoor(f FrontDoorFunc) Option { return func(s *Server) { s.frontDoor = f } }
 
-func (s *Server) startFrontDoor(ctx context.Context) error {
+// openFrontDoor starts the HTTP front door (WithFrontDoor) when the
+// configuration names an HTTP address. Closing it stops taking requests
+// first of all.
+func openFrontDoor(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	if s.frontDoor == nil || s.cfg.HTTP == "" {
-		return nil
+		return nil, nil
 	}
 	deps := FrontDoorDeps{
 		Config:  s.cfg,
@@ -89,7 +93,7 @@ func (s *Server) startFrontDoor(ctx context.Context) error {
 	}
 	if s.cfg.Auth {
 		if s.identities == nil {
-			return errors.New("broker: http front door: auth is on but the identity store is not open")
+			return nil, errors.New("broker: http front door: auth is on but the identity store is not open")
 		}
 		deps.Identity = s.identities
 		deps.KeyConnect = []nats.Option{nats.InProcessServer(s.ns), nats.Name("semaq-http-key")}
@@ -98,8 +102,8 @@ func (s *Server) startFrontDoor(ctx context.Context) error {
 	}
 	fd, err := s.frontDoor(ctx, deps)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.front = fd
-	return nil
+	return subsystem.Func(fd.Shutdown), nil
 }

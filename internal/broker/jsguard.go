@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -34,9 +35,9 @@ const (
 	// jsGuardPrefix is where user accounts' consumer create and update
 	// calls arrive in the node's account: jsGuardPrefix+"CONSUMER.CREATE.…"
 	// for $JS.API.CONSUMER.CREATE.…, and so on.
-	jsGuardPrefix = "$SQ.JSG."
+	jsGuardPrefix = reserved.JetStreamGuardPrefix
 	// jsGuardInbox is the guard's own reply inbox (brokerInboxes).
-	jsGuardInbox = "_SQ_JSG"
+	jsGuardInbox = reserved.JetStreamGuardInbox
 	// jsGuardConcurrency bounds the calls one node hands on at once; more
 	// wait in the subscription's pending buffer, whose bound is the NATS
 	// client's (a slow consumer drops them, and their clients time out).
@@ -53,12 +54,13 @@ type jsGuard struct {
 	wg   sync.WaitGroup
 }
 
-// startJetStreamGuard serves jsGuardPrefix on every node.
-func (s *Server) startJetStreamGuard() error {
+// openJetStreamGuard serves jsGuardPrefix on every node. Closing it stops
+// taking calls and waits for those under way.
+func openJetStreamGuard(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	nc, err := nats.Connect("", nats.InProcessServer(s.ns), s.internalAuth(), nats.Name("semaq-jsguard"),
 		nats.CustomInboxPrefix(jsGuardInbox), nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("broker: jetstream guard: %w", err)
+		return nil, fmt.Errorf("broker: jetstream guard: %w", err)
 	}
 	g := &jsGuard{nc: nc, busy: make(chan struct{}, jsGuardConcurrency)}
 	if g.sub, err = nc.QueueSubscribe(jsGuardPrefix+">", reserved.APIQueueGroup, func(m *nats.Msg) {
@@ -70,24 +72,18 @@ func (s *Server) startJetStreamGuard() error {
 		}()
 	}); err != nil {
 		nc.Close()
-		return fmt.Errorf("broker: jetstream guard: %w", err)
+		return nil, fmt.Errorf("broker: jetstream guard: %w", err)
 	}
 	if err := nc.Flush(); err != nil {
 		nc.Close()
-		return fmt.Errorf("broker: jetstream guard: %w", err)
+		return nil, fmt.Errorf("broker: jetstream guard: %w", err)
 	}
-	s.jsGuard = g
-	return nil
-}
-
-// stopJetStreamGuard stops taking calls and waits for those under way.
-func (s *Server) stopJetStreamGuard() {
-	if s.jsGuard == nil {
-		return
-	}
-	_ = s.jsGuard.sub.Unsubscribe()
-	s.jsGuard.wg.Wait()
-	s.jsGuard.nc.Close()
+	return subsystem.Func(func(context.Context) error {
+		_ = g.sub.Unsubscribe()
+		g.wg.Wait()
+		g.nc.Close()
+		return nil
+	}), nil
 }
 
 // guardJetStream checks one consumer create or update and hands it on to

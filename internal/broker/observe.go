@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -16,29 +15,6 @@ import (
 // Observability: Prometheus metrics (internal/metrics) and OpenTelemetry
 // traces (internal/telemetry) of the node. docs/metrics.md and
 // docs/tracing.md are the user-facing contracts.
-
-// startObservability makes the node's metrics and, with an OTLP endpoint,
-// its tracer. It runs first in Start: every component after it may record.
-func (s *Server) startObservability(ctx context.Context) error {
-	s.metrics = metrics.New(metrics.Options{Version: Version})
-	t, err := telemetry.New(ctx, telemetry.Config{
-		Endpoint:       s.cfg.OTLPEndpoint,
-		SampleRatio:    s.cfg.TraceSample,
-		ServiceVersion: Version,
-	})
-	if err != nil {
-		return fmt.Errorf("broker: tracing: %w", err)
-	}
-	s.tracing = t
-	s.metrics.SetConsumerSource(s.consumerStats)
-	s.metrics.AddQueueSource(queueSource{s}) // work queues (observe_dispatch.go)
-	return nil
-}
-
-// stopTracing exports the spans still buffered. It runs last in stop.
-func (s *Server) stopTracing(ctx context.Context) error {
-	return s.tracing.Shutdown(ctx)
-}
 
 // Metrics is the node's Prometheus metrics: components record on it, and
 // the HTTP front door serves it at GET /metrics.

@@ -7,9 +7,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
-	"github.com/semaq/semaq/internal/broker/dispatch"
-	"github.com/semaq/semaq/internal/broker/pump"
-	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
@@ -35,31 +32,17 @@ const (
 	frontUser  = "semaq-http"
 )
 
-// internalStreams are the streams SemaQ keeps for itself. Public users may
-// read them where docs/security.md says so, never change them or their
-// consumers.
-var internalStreams = []string{
-	semaq.DLQStream,
-	semaq.TokenStream,
-	"KV_" + reserved.RouteBucket,
-	"KV_" + reserved.AgentBucket,
-	"KV_" + reserved.UserBucket,
-	"KV_SQ_SCHEMAS",
-	reserved.AuditStream,
-}
-
 // internalConsumers are consumers SemaQ creates under fixed names on user
 // streams.
 var internalConsumers = []string{reserved.DispatchConsumer}
 
 // reservedForBroker are subjects only the broker may publish on, whoever
-// else asks.
-func reservedForBroker() []string {
-	return append([]string{
+// else asks: the storage namespace, what the table's streams capture, and
+// the JetStream calls that would change them behind its back.
+func reservedForBroker(t *reserved.Table) []string {
+	deny := []string{
 		reserved.StoragePrefix + ">", // storage: only the ingress writes it
-		semaq.DLQPrefix + ">",        // only the broker writes SQ_DLQ
 		semaq.QueueCancelPrefix + ">",
-		semaq.TokenPrefix + ">", // stored token records: only the relay writes them (tokens_relay.go)
 		"$KV.>",
 		"$O.>",
 		"$SYS.>",
@@ -80,26 +63,19 @@ func reservedForBroker() []string {
 		"$JS.API.ACCOUNT.PURGE.>",
 		"$JS.API.SERVER.>",
 		"$JS.API.META.>",
-		// The identity store: its values hold only hashes of 256-bit
-		// secrets, but no client reads them (internal/identity).
-		"$JS.API.DIRECT.GET.KV_" + reserved.UserBucket,
-		"$JS.API.DIRECT.GET.KV_" + reserved.UserBucket + ".>",
-		"$JS.API.STREAM.MSG.GET.KV_" + reserved.UserBucket,
-		"$JS.API.CONSUMER.CREATE.KV_" + reserved.UserBucket,
-		// The audit records: admins read them through $SQ.API.AUDIT.LIST,
-		// nobody reads the stream itself (its writes are storage's:
-		// reserved.AuditPrefix is under $SQ.w.).
-		"$JS.API.DIRECT.GET." + reserved.AuditStream,
-		"$JS.API.DIRECT.GET." + reserved.AuditStream + ".>",
-		"$JS.API.STREAM.MSG.GET." + reserved.AuditStream,
-		"$JS.API.CONSUMER.CREATE." + reserved.AuditStream,
-	}, brokerInboxes...)
+	}
+	deny = append(deny, t.Writes()...) // SQ_DLQ, stored token records
+	// Hidden streams (identities, audit records): no client reads their
+	// messages, by direct get, message get or a consumer without a name.
+	for _, st := range t.Hidden() {
+		deny = append(deny,
+			"$JS.API.DIRECT.GET."+st,
+			"$JS.API.DIRECT.GET."+st+".>",
+			"$JS.API.STREAM.MSG.GET."+st,
+			"$JS.API.CONSUMER.CREATE."+st)
+	}
+	return append(deny, reserved.InboxSubjects()...)
 }
-
-// brokerInboxes are the broker's own reply inboxes: JetStream answers it
-// there (acks it forwards, sampled latencies, payload reads of the
-// dispatcher). Nobody else may publish there, and nobody else may listen.
-var brokerInboxes = []string{jsGuardInbox + ".>", "_SQ_ACK.>", "_SQ_LAT.>", "_SQ_DGET.>", "_SQ_SYNC.>", "_SQ_NODE.>", dispatch.RemotePrefix + ">", tokens.BindSubject, pump.RemotePrefix + ">", routes.RemotePrefix + ">"}
 
 // consumerVerbs are the JetStream API calls that change a consumer or take
 // its messages, with %s for the stream and %s for the consumer.
@@ -118,19 +94,16 @@ var consumerVerbs = []string{
 }
 
 // publicDeny is what the public (and front) users may not publish to.
-func publicDeny() []string {
-	deny := reservedForBroker()
+func publicDeny(t *reserved.Table) []string {
+	deny := reservedForBroker(t)
 	// SemaQ's own consumers on user streams: the dispatcher's consumer
 	// cannot be deleted, paused, redefined, pulled from or acked.
 	for _, c := range internalConsumers {
 		deny = append(deny, consumerDeny("*", c)...)
 	}
-	// Consumers of SemaQ's own streams, except SQ_TOKENS, whose readers are
-	// public clients that make and delete their own consumers.
-	for _, st := range internalStreams {
-		if st == semaq.TokenStream {
-			continue
-		}
+	// Consumers of SemaQ's own streams, except those whose readers make
+	// and delete their own (SQ_TOKENS).
+	for _, st := range t.ClosedConsumers() {
 		deny = append(deny, consumerDeny(st, "*")...)
 	}
 	return deny
@@ -147,9 +120,9 @@ func consumerDeny(stream, consumer string) []string {
 // publicPermissions is what every client without credentials gets: public
 // subjects, the SemaQ API, its own consumers; never storage, SemaQ's own
 // consumers and streams, or the system account.
-func publicPermissions() *server.Permissions {
+func publicPermissions(t *reserved.Table) *server.Permissions {
 	return &server.Permissions{
-		Publish: &server.SubjectPermission{Deny: publicDeny()},
+		Publish: &server.SubjectPermission{Deny: publicDeny(t)},
 		// Answers to jobs carry the job's lease in their subject: only the
 		// broker listens to them.
 		Subscribe: &server.SubjectPermission{Deny: append([]string{
@@ -157,7 +130,7 @@ func publicPermissions() *server.Permissions {
 			semaq.TokenWritePrefix + ">", // token writes carry the writer's key
 			tokens.NodeWritePrefixAll + ">",
 			"$SYS.>",
-		}, brokerInboxes...)},
+		}, reserved.InboxSubjects()...)},
 	}
 }
 
@@ -168,7 +141,7 @@ func egressPermissions() *server.Permissions {
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{Deny: append([]string{
 			"$JS.>", "$SQ.>", "$KV.>", "$O.>", "$SYS.>", "$NRG.>", "$MQTT.>", "$G.>",
-		}, brokerInboxes...)},
+		}, reserved.InboxSubjects()...)},
 	}
 }
 

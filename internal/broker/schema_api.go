@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/schema"
 	"github.com/semaq/semaq/semaq"
@@ -16,6 +17,10 @@ import (
 // schemaHandlers serves the schema registry on $SQ.API.SCHEMA.*, for the
 // CLI and the SDK (Confluent's REST API is served over HTTP). Handlers read
 // s.reg when a request arrives; without a registry they answer 503.
+func openSchemaAPI(_ context.Context, s *Server) (subsystem.Subsystem, error) {
+	return subsystem.WithHandlers(subsystem.None, s.schemaHandlers()), nil
+}
+
 func (s *Server) schemaHandlers() map[string]nats.MsgHandler {
 	return map[string]nats.MsgHandler{
 		semaq.APISchemaRegister:  schemaOp(s, "register", audited(s, semaq.AuditOpSchemaRegister, func(r *semaq.SchemaRegisterRequest) string { return r.Subject }, apiSchemaRegister)),

@@ -15,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/auth"
 	"github.com/semaq/semaq/internal/broker/dispatch"
@@ -23,15 +22,14 @@ import (
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
-	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
-	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/identity"
-	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/quietlog"
 	"github.com/semaq/semaq/internal/registry"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/policy"
 	"github.com/semaq/semaq/semaq"
@@ -57,11 +55,10 @@ type Server struct {
 	routes  *routes.Router     // route rules (internal/broker/routes)
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	agents  *agentTable        // agent capability registry (agents.go)
-	apiSubs []*nats.Subscription
+	syncSub *nats.Subscription // the cluster sync's (cluster_sync.go)
 	// jsGuardQuiet keeps the JetStream guard's refusals to a line a
 	// second (jsguard.go).
 	jsGuardQuiet quietlog.Gate
-	jsGuard      *jsGuard
 	memory       *memoryGuard       // nil without a memory bound (memory.go)
 	filters      *filter.Service    // filtered subscriptions (filter/)
 	queues       queues             // work-queue dispatchers (queue.go, package dispatch)
@@ -69,14 +66,12 @@ type Server struct {
 	tracing      *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens       *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
-	auditLog *audit.Log // the record of admin changes (audit.go, audit/)
+	audits *audit.Recorder // records admin changes (audit/recorder.go; the readers: audit.go)
 
-	authn       *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
-	identities  *identity.Store     // users and keys with auth on (internal/identity)
-	tenancy     *tenancy            // the user accounts: tenants' with auth on, the public one without (tenancy.go)
-	revoker     sync.WaitGroup      // closeRevoked (server_identity.go)
-	revokerStop chan struct{}       // closed by stopIdentity
-	revoking    sync.Map            // user names the user API revokes now → struct{}
+	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
+	identities *identity.Store     // users and keys with auth on (internal/identity)
+	tenancy    *tenancy            // the user accounts: tenants' with auth on, the public one without (tenancy.go)
+	revoking   sync.Map            // user names the user API revokes now → struct{}
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 
@@ -87,11 +82,14 @@ type Server struct {
 	operators     []string         // public nkeys of operator users (WithOperator)
 	front         FrontDoor        // nil without HTTP
 	tls           tlsState         // certificates of both client ports (tls.go)
-	lock          *dataLock        // held on DataDir from Start to the end of stop
 	started       time.Time        // when the cluster API started serving (cluster_status.go)
-	keeper        *replicaKeeper   // raises SemaQ's own replicas as the cluster grows (cluster_replicas.go)
 
 	shutdownOnce sync.Once
+
+	gate      *subsystem.Gate  // every goroutine of the node starts here
+	opened    []opened         // the subsystems open now, in order (subsystems.go)
+	embedded  []subsystem.Spec // WithSubsystem's
+	resources *reserved.Table  // what the node keeps for itself (internal/reserved)
 
 	// streamsMu serialises stream create, delete and the resync that
 	// follows JetStream's stream advisories.
@@ -127,177 +125,35 @@ func New(cfg Config, log *slog.Logger, opts ...Option) (*Server, error) {
 	if s.policy, err = s.policySteps(); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	var extra []reserved.Resource
+	var services []reserved.Service
+	for _, spec := range s.embedded {
+		if spec.Name == "" || spec.Open == nil {
+			return nil, errors.New("broker: a subsystem needs a name and an Open")
+		}
+		extra = append(extra, spec.Resources...)
+		services = append(services, spec.Services...)
+	}
+	if s.resources, err = reserved.NewTable(extra, services); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.gate = subsystem.NewGate("node")
 	return s, nil
 }
 
-// Start runs the embedded NATS server, connects the semantic layer, loads
-// the streams, and opens the HTTP front door. It returns when the node is
-// ready to serve, or with an error and nothing left running.
+// Start opens the node's subsystems in order (subsystems.go): the
+// embedded NATS server, the semantic layer's connections, the streams,
+// the HTTP front door. It returns when the node is ready to serve, or with
+// an error and nothing left running.
 func (s *Server) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
-			s.stop(context.Background())
+			_ = s.closeAll(context.Background())
 		}
 	}()
-	// Two nodes on one data directory would each rebuild JetStream's
-	// state under the other: refuse before anything is opened.
-	if s.lock, err = lockDataDir(s.cfg.DataDir); err != nil {
+	if err := s.openAll(ctx); err != nil {
 		return err
 	}
-	if err := s.startObservability(ctx); err != nil {
-		return err
-	}
-	tlsFiles, err := s.cfg.loadTLS()
-	if err != nil {
-		return err
-	}
-	if tlsFiles != nil {
-		s.tls.serve(tlsFiles)
-	}
-	opts, err := s.natsOptions(tlsFiles)
-	if err != nil {
-		return err
-	}
-	known := s.knownAccounts()
-	ns, err := newNATSServer(opts, known)
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1)}
-	ns.SetLoggerV2(nl, s.cfg.LogLevel == "debug", false, false)
-	s.ns = ns
-	// The user accounts' imports before JetStream starts: an account
-	// JetStream finds without an import of $JS.API.INFO gets JetStream's
-	// whole API from the system account, beside the broker's imports.
-	if s.tenancy, err = newTenancy(ns); err != nil {
-		return err
-	}
-	if s.cfg.Auth {
-		s.tenancy.known = known
-		err = s.tenancy.ensureAccounts(ns, known)
-	} else {
-		err = s.tenancy.public(ns)
-	}
-	if err != nil {
-		return err
-	}
-	go ns.Start()
-	if err := waitNATSReady(ctx, ns, nl.fatal, natsReadyTimeout); err != nil {
-		// A listen error names the address itself, as the HTTP port's does.
-		return fmt.Errorf("broker: nats: %w", err)
-	}
-	if !ns.GlobalAccount().JetStreamEnabled() {
-		return fmt.Errorf("broker: the NATS server did not enable JetStream for the node's account")
-	}
-	if err := s.waitJetStreamCluster(ctx); err != nil {
-		return err
-	}
-
-	s.nc, err = nats.Connect("", nats.InProcessServer(ns), s.internalAuth(),
-		nats.Name("semaq-internal"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				s.log.Warn("semantic layer disconnected from the NATS server", "err", err)
-			}
-		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
-			subj := ""
-			if sub != nil {
-				subj = sub.Subject
-			}
-			s.log.Error("semantic layer connection error", "subject", subj, "err", err)
-		}))
-	if err != nil {
-		return fmt.Errorf("broker: internal connection: %w", err)
-	}
-	s.egress, err = nats.Connect("", nats.InProcessServer(ns), s.egressAuth(),
-		nats.Name("semaq-egress"), nats.MaxReconnects(-1), nats.ReconnectBufSize(-1),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			// A permissions violation here is a reply subject a check
-			// above missed: the server refused it, which is the point.
-			s.log.Warn("egress connection refused a send", "err", err)
-		}))
-	if err != nil {
-		return fmt.Errorf("broker: egress connection: %w", err)
-	}
-	s.js, err = jetstream.New(s.nc)
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	s.reg, err = registry.Open(ctx, s.js, registry.Config{Log: s.log.With("component", "registry"), Replicas: s.ownReplicas()})
-	if err != nil {
-		return fmt.Errorf("broker: schema registry: %w", err)
-	}
-	limit, source := ResolveMaxMemory(s.cfg.MaxMemory)
-	if s.memory = newMemoryGuard(limit, source); s.memory != nil {
-		s.metrics.WatchMemory(limit, s.memory.inUse.Load)
-		s.log.Info("memory: publishes are refused past 90% of max_memory", "max_memory_mib", limit>>20, "from", source)
-	}
-	if err := s.startAudit(ctx); err != nil {
-		return err
-	}
-	// The route rules open before the ingress, which takes them: no
-	// message is stored unrouted while they load.
-	s.served = ingress.NewServed()
-	if err := s.startRoutes(ctx); err != nil {
-		return err
-	}
-	if err := s.startIngress(); err != nil {
-		return err
-	}
-	// The stream list waits for every stream's leader: in a cluster some
-	// may be electing one (this node started again right after a crash).
-	if err := jsutil.Retry(ctx, s.syncStreams); err != nil {
-		return err
-	}
-	if err := s.startDLQ(ctx); err != nil {
-		return err
-	}
-	if err := s.startAgents(ctx); err != nil {
-		return err
-	}
-	// Each node's relay takes the records of the writers connected to it
-	// (tokens/bind.go).
-	tokenWrites := tokens.NodeWritePrefix(s.ns.Name())
-	if err := s.ns.GlobalAccount().AddMapping(semaq.TokenWritePrefix+">", tokenWrites+">"); err != nil {
-		return fmt.Errorf("broker: token writes: %w", err)
-	}
-	s.tokens, err = tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
-		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
-			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.ReplyVia, ReplyDropped: s.ingress.ReplyDropped, Metrics: s.metrics, Tracing: s.tracing,
-		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites})
-	if err != nil {
-		return err
-	}
-	if err := s.tokens.Start(ctx); err != nil {
-		return err
-	}
-	s.startPumps()
-	if err := s.startIdentity(ctx); err != nil {
-		return err
-	}
-	if err := s.startQuotas(); err != nil {
-		return err
-	}
-	if err := s.startJetStreamGuard(); err != nil {
-		return err
-	}
-	if err := s.startAPI(); err != nil {
-		return err
-	}
-	if err := s.startClusterSync(); err != nil {
-		return fmt.Errorf("broker: cluster sync: %w", err)
-	}
-	if err := s.startClusterAPI(); err != nil {
-		return fmt.Errorf("broker: cluster api: %w", err)
-	}
-	if s.cfg.HTTP != "" {
-		if err := s.startFrontDoor(ctx); err != nil {
-			return err
-		}
-	}
-	s.startReplicaKeeper()
 	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.HTTPAddr(), "data", s.cfg.DataDir, "sync", s.cfg.Sync,
 		"node", s.cfg.Name, "cluster", s.cfg.ClusterName)
 	return nil
@@ -335,9 +191,9 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		Nkeys: []*server.NkeyUser{
 			{Nkey: s.users.internal.pub},
 			{Nkey: s.users.egress.pub, Permissions: egressPermissions()},
-			{Nkey: s.users.front.pub, Permissions: publicPermissions()},
+			{Nkey: s.users.front.pub, Permissions: publicPermissions(s.resources)},
 		},
-		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions(), Account: pub}},
+		Users:      []*server.User{{Username: publicUser, Permissions: publicPermissions(s.resources), Account: pub}},
 		NoAuthUser: publicUser,
 		// The public user lives in an account of its own (tenancy.go).
 		Accounts: []*server.Account{pub},
@@ -441,128 +297,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
-func (s *Server) stop(ctx context.Context) error {
-	var errs []error
-	if s.front != nil {
-		if err := s.front.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http: %w", err))
-		}
-	}
-	s.stopReplicaKeeper()
-	// Pumps publish on the internal connection: stop them before it drains.
-	if s.filters != nil {
-		if err := s.filters.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("filters: %w", err))
-		}
-	}
-	if err := s.stopQueues(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.tokens.Close(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if s.keyShared != nil {
-		if err := s.keyShared.Close(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("key-shared groups: %w", err))
-		}
-	}
-	if s.ingress != nil {
-		if err := s.ingress.Shutdown(ctx); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := s.stopRoutes(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.stopDLQ(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if err := s.stopIdentity(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("identities: %w", err))
-	}
-	if err := s.stopAudit(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("audit: %w", err))
-	}
-	if s.reg != nil {
-		if err := s.reg.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("schema registry: %w", err))
-		}
-	}
-	s.stopJetStreamGuard()
-	s.memory.close()
-	if s.egress != nil {
-		_ = s.egress.Drain()
-	}
-	if s.nc != nil && !s.nc.IsClosed() {
-		closed := make(chan struct{})
-		s.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-		if err := s.nc.Drain(); err != nil {
-			s.nc.Close()
-		} else {
-			select {
-			case <-closed:
-			case <-ctx.Done():
-				s.nc.Close()
-				errs = append(errs, fmt.Errorf("draining ingress: %w", ctx.Err()))
-			}
-		}
-	}
-	if s.ns != nil {
-		s.ns.Shutdown()
-		s.ns.WaitForShutdown()
-	}
-	if err := s.stopTracing(ctx); err != nil {
-		errs = append(errs, err)
-	}
-	if s.lock != nil {
-		// Last: the NATS server has closed its files.
-		if err := s.lock.release(); err != nil {
-			errs = append(errs, err)
-		}
-		s.lock = nil
-	}
-	return errors.Join(errs...)
-}
-
-// startPumps makes the subsystems built on consumer pumps: filtered
-// subscriptions and key-shared groups. Each runs its reap loop until its
-// Close in stop; their handlers are served by startAPI (pumpHandlers).
-func (s *Server) startPumps() {
-	env, err := expr.NewEnvConfig(s.cfg.exprConfig())
-	if err != nil {
-		// The environment is static; this cannot fail at runtime.
-		s.log.Error("filters and key-shared groups disabled", "err", err)
-		return
-	}
-	deps := pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: s.streamsCapturing, Authorize: s.authorizeRead, Node: s.ns.Name()}
-	fd := filter.Deps{Deps: deps, Schemas: s.reg, NC: s.nc,
-		Delivered: func(stream string) func(string, nats.Header) {
-			pos := s.streamPatterns(stream)
-			return func(subject string, h nats.Header) { recordDelivered(pos, subject, h) }
-		},
-	}
-	fd.Log, fd.Max = s.log.With("component", "filter"), s.cfg.MaxFilters
-	if s.filters, err = filter.New(fd); err != nil {
-		s.log.Error("filters disabled", "err", err)
-	}
-	kd := keyshared.Deps{Deps: deps, NC: s.nc}
-	kd.Log, kd.Max = s.log.With("component", "keyshared"), s.cfg.MaxKeySharedMembers
-	if s.keyShared, err = keyshared.New(kd); err != nil {
-		s.log.Error("key-shared groups disabled", "err", err)
-	}
-}
-
-// pumpHandlers serves $SQ.API.FILTER.* and $SQ.API.KEYSHARED.*.
-func (s *Server) pumpHandlers() api.Handlers {
-	h := api.Handlers{}
-	if s.filters != nil {
-		h.Merge(s.filters.Handlers())
-	}
-	if s.keyShared != nil {
-		h.Merge(s.keyShared.Handlers())
-	}
-	return h
-}
+func (s *Server) stop(ctx context.Context) error { return s.closeAll(ctx) }
 
 // natsReadyTimeout bounds the embedded server's start when it reports no
 // failure: JetStream recovering a large store takes a while.

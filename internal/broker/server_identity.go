@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
 )
@@ -29,15 +31,15 @@ func (s *Server) newAuthenticator() *auth.Authenticator {
 	nodeUsers := map[string]*server.Permissions{
 		s.users.internal.pub: nil,
 		s.users.egress.pub:   egressPermissions(),
-		s.users.front.pub:    publicPermissions(),
+		s.users.front.pub:    publicPermissions(s.resources),
 	}
 	for _, pub := range s.operators {
 		nodeUsers[pub] = nil // all rights: see WithOperator
 	}
-	pub := publicPermissions()
+	pub := publicPermissions(s.resources)
 	return auth.New(auth.Deps{
 		NodeUsers: nodeUsers,
-		Rules:     auth.Rules{Deny: publicDeny(), Admin: pub, SubscribeDeny: pub.Subscribe.Deny},
+		Rules:     auth.Rules{Deny: publicDeny(s.resources), Admin: pub, SubscribeDeny: pub.Subscribe.Deny},
 		Account:   s.userAccount,
 		Failed:    s.metrics.AuthFailure,
 		Log:       s.log.With("component", "auth"),
@@ -53,24 +55,31 @@ func (s *Server) userAccount(tenant, user string) (*server.Account, error) {
 	return s.tenancy.account(s.ns, tenant, user)
 }
 
-// startIdentity opens the identity store and hands it to the
+// openUsers opens the identity store and hands it to the
 // authenticator. With no admin in the store it creates one and writes its
 // key to AdminKeyFile; the log names the file, never the key.
-func (s *Server) startIdentity(ctx context.Context) error {
+//
+// With auth off it serves only answers that users need it.
+func openUsers(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	if !s.cfg.Auth {
-		return nil
+		return subsystem.WithHandlers(subsystem.None, s.userHandlers()), nil
 	}
 	st, err := identity.Open(ctx, s.js, s.ownReplicas())
 	if err != nil {
-		return fmt.Errorf("broker: %w", err)
+		return nil, fmt.Errorf("broker: %w", err)
 	}
+	g := s.gate.Child("users")
+	closeStore := subsystem.Func(func(ctx context.Context) error {
+		gerr := g.Close(ctx)
+		return errors.Join(gerr, st.Close(ctx))
+	})
 	s.identities = st
-	s.revokerStop = make(chan struct{})
 	st.ReserveNkeys(s.authn.IsNodeNkey)
 	path := filepath.Join(s.cfg.DataDir, AdminKeyFile)
 	created, err := st.Bootstrap(ctx, path)
 	if err != nil {
-		return fmt.Errorf("broker: %w", err)
+		_ = closeStore.Close(ctx)
+		return nil, fmt.Errorf("broker: %w", err)
 	}
 	if created {
 		s.log.Warn("auth: created user admin; its key is in the file named here, shown nowhere else: "+
@@ -78,15 +87,15 @@ func (s *Server) startIdentity(ctx context.Context) error {
 	}
 	// Every tenant's account before any user connects (ensureTenants).
 	if err := s.tenancy.ensureTenants(s.ns, st.Tenants()); err != nil {
-		return err
+		_ = closeStore.Close(ctx)
+		return nil, err
 	}
 	s.rememberTenants(st.Tenants())
 	s.authn.SetStore(st)
-	s.revoker.Add(1)
-	go s.closeRevoked(st)
+	g.Go("revoker", func(ctx context.Context) { s.closeRevoked(ctx, st) })
 	// Users the other nodes disconnect may come back here.
 	s.resubscribeLate(ctx, st.Tenants())
-	return nil
+	return subsystem.WithHandlers(closeStore, s.userHandlers()), nil
 }
 
 // revokingHere marks name as being revoked by this node's user API, whose
@@ -103,8 +112,7 @@ func (s *Server) revokingHere(name string) func() {
 // the NATS server's connection deadline, auth/auth.go): the
 // node that answered `semaq user rm` closes its own at once; this is how
 // every other node of a cluster follows. It runs until the store stops.
-func (s *Server) closeRevoked(st *identity.Store) {
-	defer s.revoker.Done()
+func (s *Server) closeRevoked(ctx context.Context, st *identity.Store) {
 	// A user's credentials: its key IDs, and its nkey and certificate
 	// subject (prefixed, so no key ID equals them). nkeys are the users'
 	// nkeys in the snapshot keys last read.
@@ -132,7 +140,7 @@ func (s *Server) closeRevoked(st *identity.Store) {
 	for {
 		select {
 		case <-changed:
-		case <-s.revokerStop:
+		case <-ctx.Done():
 			return
 		}
 		changed = st.Changed()
@@ -158,15 +166,6 @@ func (s *Server) closeRevoked(st *identity.Store) {
 		}
 		prev = cur
 	}
-}
-
-func (s *Server) stopIdentity(ctx context.Context) error {
-	if s.identities == nil {
-		return nil
-	}
-	close(s.revokerStop)
-	s.revoker.Wait()
-	return s.identities.Close(ctx)
 }
 
 // userHandlers serve $SQ.API.USER.* with auth on. Only the admin role's

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/broker/ingress"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/policy"
 )
@@ -19,12 +21,13 @@ const (
 	IngressTCP  = ingress.TCP
 )
 
-// startIngress opens the ingress (internal/broker/ingress) with the
-// node's parts: it serves no stream until syncStreams.
-func (s *Server) startIngress() error {
+// openIngress opens the ingress (internal/broker/ingress) with the node's
+// parts: it serves no stream until the streams open. Closing it hands
+// the messages in flight to JetStream.
+func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	dial, err := s.ingressDialer()
 	if err != nil {
-		return fmt.Errorf("broker: %w", err)
+		return nil, fmt.Errorf("broker: %w", err)
 	}
 	d := ingress.Deps{
 		Log:            s.log.With("component", "ingress"),
@@ -35,7 +38,7 @@ func (s *Server) startIngress() error {
 		Served:         s.served,
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
 		Registry:       s.reg,
-		Routes:         s.routes,
+		Routes:         s.routes.Table,
 		Policy:         s.policy,
 		Principal:      s.principal,
 		Metrics:        s.metrics,
@@ -49,12 +52,12 @@ func (s *Server) startIngress() error {
 	}
 	s.ingress, err = ingress.New(d)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, st := range s.policy {
 		s.log.Info("ingress policy step enabled", "step", st.Name())
 	}
-	return nil
+	return subsystem.Func(s.ingress.Shutdown), nil
 }
 
 // policySteps are the ingress's policy steps: those the embedder gave

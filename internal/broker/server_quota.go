@@ -9,18 +9,19 @@ import (
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/quota"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
 )
 
-// startQuotas gives the ingress the node's quotas (docs/quotas.md): the
+// openQuotas gives the ingress the node's quotas (docs/quotas.md): the
 // config file's, per tenant, and with auth on the users' own, read from
 // the identity store's snapshot. With neither the ingress has no limiter
 // and pays nothing for quotas. Called once the identity store is open;
 // until then (the node is not ready) no quota applies.
-func (s *Server) startQuotas() error {
+func openQuotas(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	if s.cfg.Quotas.IsZero() && !s.cfg.Auth {
-		return nil
+		return nil, nil
 	}
 	deps := quota.Deps{QueuedTokens: s.tenantQueued, Now: s.quotaNow}
 	if st := s.identities; st != nil {
@@ -34,10 +35,10 @@ func (s *Server) startQuotas() error {
 	}
 	lim, err := quota.New(s.cfg.Quotas, deps)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.ingress.SetQuota(lim)
-	return nil
+	return nil, nil
 }
 
 // WithQuotaClock makes the node's quotas read the time from now instead of

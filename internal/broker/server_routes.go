@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,50 +14,6 @@ import (
 )
 
 // Wiring of the route rules (internal/broker/routes) into the node.
-
-// startRoutes opens the route rules, before the ingress, which takes them
-// (startIngress).
-func (s *Server) startRoutes(ctx context.Context) error {
-	rt, err := routes.Open(ctx, routes.Deps{
-		Log:              s.log.With("component", "routes"),
-		JS:               s.js,
-		Replicas:         s.ownReplicas(),
-		Conn:             s.nc,
-		Expr:             s.cfg.exprConfig(),
-		StreamFor:        s.served.StreamFor,
-		StreamSubjects:   s.served.Subjects,
-		StreamsCapturing: s.streamsCapturing,
-		Check:            s.routeCheck,
-		Audit:            s.audit,
-		Applied: func(ctx context.Context, rev uint64) {
-			s.clusterSync(ctx, syncRequest{Routes: rev})
-		},
-		Node:      s.ns.Name(),
-		Clustered: s.cfg.Clustered(),
-	})
-	if err != nil {
-		return fmt.Errorf("broker: %w", err)
-	}
-	s.routes = rt
-	return nil
-}
-
-// stopRoutes stops the rule watcher and the health interval; the ingress
-// keeps the last table.
-func (s *Server) stopRoutes(ctx context.Context) error {
-	if s.routes == nil {
-		return nil
-	}
-	return s.routes.Close(ctx)
-}
-
-// routeHandlers serves the route rules on $SQ.API.ROUTE.*.
-func (s *Server) routeHandlers() api.Handlers {
-	if s.routes == nil {
-		return api.Handlers{}
-	}
-	return s.routes.Handlers()
-}
 
 // routeCheck answers a route dry run ($SQ.API.ROUTE.TEST) with the
 // ingress's own pipeline (ingress.Check), for the request's sender or, with

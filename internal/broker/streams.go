@@ -13,42 +13,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
-// startAPI serves the management API on $SQ.API and follows JetStream's
-// stream advisories, so streams changed through another node (or restored
-// from disk) are served by this node's ingress too.
-func (s *Server) startAPI() error {
-	handlers := api.Handlers{
-		fmt.Sprintf(semaq.APIStreamCreateT, "*"): api.NamedOp(s.log, "stream create", s.apiCreate, nil),
-		fmt.Sprintf(semaq.APIStreamInfoT, "*"):   api.NamedOp(s.log, "stream info", s.apiInfo, nil),
-		fmt.Sprintf(semaq.APIStreamDeleteT, "*"): api.NamedOp(s.log, "stream delete", s.apiDelete, nil),
-		semaq.APIStreamList:                      api.Op(s.log, "stream list", s.apiList, nil),
-		semaq.APIStreamLookup:                    api.Op(s.log, "stream lookup", s.apiLookup, nil),
-		semaq.APIInfo:                            api.Op(s.log, "server info", s.apiServerInfo, nil),
-	}.Merge(
-		s.schemaHandlers(),
-		s.dlqHandlers(),
-		s.routeHandlers(),
-		s.pumpHandlers(),
-		s.agentHandlers(),
-		s.queueHandlers(),
-		s.tokens.Handlers(),
-		s.userHandlers(),
-		s.auditHandlers(),
-	)
-	for subj, h := range handlers {
-		// Requests come in, and replies go out, on the egress connection:
-		// whatever reply subject a client names, the broker cannot be made
-		// to publish into its own namespaces with it.
-		sub, err := s.egress.QueueSubscribe(subj, reserved.APIQueueGroup, api.CheckedReply(s.log, h))
-		if err != nil {
-			return fmt.Errorf("broker: api: %w", err)
-		}
-		s.apiSubs = append(s.apiSubs, sub)
+// openStreams serves the streams on the ingress, the work queues on their
+// dispatchers, and the stream and queue API; it follows JetStream's stream
+// advisories, so streams changed through another node (or restored from
+// disk) are served by this node's ingress too. The first sync waits for
+// every stream's leader: in a cluster some may be electing one (this node
+// started again right after a crash). Closing it stops the dispatchers.
+func openStreams(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	if err := jsutil.Retry(ctx, s.syncStreams); err != nil {
+		return nil, err
 	}
+	closeQueues := subsystem.Func(s.stopQueues)
 	sub, err := s.nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.*.*", func(m *nats.Msg) {
 		ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 		defer cancel()
@@ -56,14 +37,25 @@ func (s *Server) startAPI() error {
 			s.log.Warn("refreshing streams after advisory", "subject", m.Subject, "err", err)
 		}
 	})
+	if err == nil {
+		err = s.nc.Flush()
+	}
 	if err != nil {
-		return fmt.Errorf("broker: advisories: %w", err)
+		_ = closeQueues.Close(ctx)
+		return nil, fmt.Errorf("broker: advisories: %w", err)
 	}
-	s.apiSubs = append(s.apiSubs, sub)
-	if err := s.egress.Flush(); err != nil {
-		return fmt.Errorf("broker: api: %w", err)
-	}
-	return s.nc.Flush()
+	handlers := api.Handlers{
+		fmt.Sprintf(semaq.APIStreamCreateT, "*"): api.NamedOp(s.log, "stream create", s.apiCreate, nil),
+		fmt.Sprintf(semaq.APIStreamInfoT, "*"):   api.NamedOp(s.log, "stream info", s.apiInfo, nil),
+		fmt.Sprintf(semaq.APIStreamDeleteT, "*"): api.NamedOp(s.log, "stream delete", s.apiDelete, nil),
+		semaq.APIStreamList:                      api.Op(s.log, "stream list", s.apiList, nil),
+		semaq.APIStreamLookup:                    api.Op(s.log, "stream lookup", s.apiLookup, nil),
+		semaq.APIInfo:                            api.Op(s.log, "server info", s.apiServerInfo, nil),
+	}.Merge(s.queueHandlers())
+	return subsystem.WithHandlers(subsystem.Func(func(ctx context.Context) error {
+		_ = sub.Unsubscribe()
+		return closeQueues.Close(ctx)
+	}), handlers), nil
 }
 
 // syncStreams makes the ingress serve exactly the SemaQ streams JetStream has.

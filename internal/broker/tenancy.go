@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -68,69 +69,6 @@ const (
 	publicEvents = "$JS.EVENT.>"
 )
 
-// brokerService is one fixed service import of every user account.
-type brokerService struct {
-	subject string
-	// to is the subject of the node's account the import maps subject to
-	// ("" for subject itself): the JetStream calls that name a subject
-	// JetStream will publish to go to the broker's check first
-	// (jsguard.go).
-	to string
-	// streamed: the broker answers one request with several messages
-	// (a pull's batch, a fetch's jobs), so the reply mapping lives until
-	// the NATS server's response threshold (2 minutes), not until the
-	// first answer.
-	streamed bool
-}
-
-// brokerServices are the fixed imports. None is a prefix of another.
-var brokerServices = []brokerService{
-	// JetStream: what the roles' permissions may reach (auth/roles.go).
-	{subject: "$JS.API.INFO"},
-	{subject: "$JS.API.STREAM.>"},
-	{subject: "$JS.API.CONSUMER.CREATE.>", to: jsGuardPrefix + "CONSUMER.CREATE.>"},
-	{subject: "$JS.API.CONSUMER.DURABLE.>", to: jsGuardPrefix + "CONSUMER.DURABLE.>"},
-	{subject: "$JS.API.CONSUMER.NAMES.>"},
-	{subject: "$JS.API.CONSUMER.LIST.>"},
-	{subject: "$JS.API.CONSUMER.INFO.>"},
-	{subject: "$JS.API.CONSUMER.DELETE.>"},
-	{subject: "$JS.API.CONSUMER.MSG.NEXT.>", streamed: true},
-	{subject: "$JS.API.DIRECT.GET.>", streamed: true},
-	{subject: "$JS.ACK.>"},
-	{subject: "$JS.FC.>"},
-	// The management API, family by family: a queue fetch is answered
-	// with several messages.
-	{subject: semaq.APIInfo},
-	{subject: "$SQ.API.STREAM.>"},
-	{subject: "$SQ.API.SCHEMA.>"},
-	{subject: "$SQ.API.DLQ.>"},
-	{subject: "$SQ.API.ROUTE.>"},
-	{subject: "$SQ.API.FILTER.>"},
-	{subject: "$SQ.API.KEYSHARED.>"},
-	{subject: "$SQ.API.AGENT.>"},
-	{subject: "$SQ.API.TOKENS.>"},
-	{subject: "$SQ.API.USER.>"},
-	{subject: "$SQ.API.AUDIT.>"},
-	{subject: "$SQ.API.CLUSTER.>"},
-	{subject: "$SQ.API.QUEUE.CREATE.>"},
-	{subject: "$SQ.API.QUEUE.INFO.>"},
-	{subject: "$SQ.API.QUEUE.DELETE.>"},
-	{subject: semaq.APIQueueList},
-	{subject: "$SQ.API.QUEUE.CANCEL.>"},
-	{subject: "$SQ.API.QUEUE.FETCH.>", streamed: true},
-	// Job answers and token writes.
-	{subject: semaq.QueueAckPrefix + ">"},
-	{subject: semaq.TokenWritePrefix + ">"},
-}
-
-// target is the subject of the node's account the import reaches.
-func (b brokerService) target() string {
-	if b.to != "" {
-		return b.to
-	}
-	return b.subject
-}
-
 // userDeliveries are the subjects the broker sends every user's account
 // on, besides the users' inboxes: token republishes and cancel notices.
 var userDeliveries = []string{semaq.TokenLivePrefix + ">", semaq.QueueCancelPrefix + ">"}
@@ -138,7 +76,8 @@ var userDeliveries = []string{semaq.TokenLivePrefix + ">", semaq.QueueCancelPref
 // tenancy keeps the user accounts of a node: the tenants' with auth on,
 // the public account without. Safe for concurrent use.
 type tenancy struct {
-	node *server.Account // the node's account: the broker and its streams
+	node     *server.Account    // the node's account: the broker and its streams
+	services []reserved.Service // what every user account imports from it
 
 	mu       sync.Mutex
 	accounts map[string]*server.Account // user accounts by name
@@ -158,16 +97,17 @@ type tenancy struct {
 	remembered []string
 }
 
-// newTenancy exports the broker's surface from the node's account.
-func newTenancy(ns *server.Server) (*tenancy, error) {
-	t := &tenancy{node: ns.GlobalAccount(), accounts: make(map[string]*server.Account), inboxes: make(map[[2]string]bool)}
-	for _, b := range brokerServices {
+// newTenancy exports the broker's surface from the node's account: the
+// services of its table of resources (reserved.Table.Services).
+func newTenancy(ns *server.Server, services []reserved.Service) (*tenancy, error) {
+	t := &tenancy{node: ns.GlobalAccount(), accounts: make(map[string]*server.Account), inboxes: make(map[[2]string]bool), services: services}
+	for _, b := range services {
 		rt := server.Singleton
-		if b.streamed {
+		if b.Streamed {
 			rt = server.Streamed
 		}
-		if err := t.node.AddServiceExportWithResponse(b.target(), rt, nil); err != nil {
-			return nil, fmt.Errorf("broker: exporting %s to user accounts: %w", b.target(), err)
+		if err := t.node.AddServiceExportWithResponse(b.Target(), rt, nil); err != nil {
+			return nil, fmt.Errorf("broker: exporting %s to user accounts: %w", b.Target(), err)
 		}
 	}
 	if err := t.node.AddStreamExport(">", nil); err != nil { // the imports pick their subjects
@@ -265,8 +205,8 @@ func (t *tenancy) public(ns *server.Server) error {
 // services, the public subjects of the streams so far, and the
 // deliveries every user may receive. t.mu is held.
 func (t *tenancy) importSurface(acc *server.Account) error {
-	for _, b := range brokerServices {
-		if err := t.importService(acc, b.subject, b.target()); err != nil {
+	for _, b := range t.services {
+		if err := t.importService(acc, b.Subject, b.Target()); err != nil {
 			return err
 		}
 	}

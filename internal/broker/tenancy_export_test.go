@@ -1,11 +1,13 @@
 package broker
 
+import "github.com/semaq/semaq/internal/reserved"
+
 // BrokerServiceSubjects are the subjects every user account imports from
 // the node's account as services (tenancy.go).
 func BrokerServiceSubjects() []string {
-	out := make([]string, 0, len(brokerServices))
-	for _, b := range brokerServices {
-		out = append(out, b.subject)
+	var out []string
+	for _, b := range reserved.BuiltinServices {
+		out = append(out, b.Subject)
 	}
 	return out
 }

@@ -36,6 +36,7 @@ const clusterReadyTimeout = 60 * time.Second
 type Cluster struct {
 	t     testing.TB
 	cfgs  []broker.Config
+	bopts []broker.Option  // every node's, beside its operator
 	nodes []*broker.Server // nil: stopped
 }
 
@@ -46,10 +47,17 @@ type Cluster struct {
 // at the end of the test.
 func StartCluster(t testing.TB, n int, opts ...func(*broker.Config)) *Cluster {
 	t.Helper()
+	return StartClusterWith(t, n, nil, opts...)
+}
+
+// StartClusterWith is StartCluster with brokerOpts given to every node,
+// at every start (a subsystem added with broker.WithSubsystem).
+func StartClusterWith(t testing.TB, n int, brokerOpts []broker.Option, opts ...func(*broker.Config)) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("brokertest: a cluster of %d nodes", n)
 	}
-	c := &Cluster{t: t, nodes: make([]*broker.Server, n)}
+	c := &Cluster{t: t, bopts: brokerOpts, nodes: make([]*broker.Server, n)}
 	// A cluster port must be known before the nodes start, for the
 	// others' routes: free ones are picked and released, and in the rare
 	// case another process takes one in between, the start is tried again.
@@ -108,7 +116,7 @@ func (c *Cluster) start(n int, opts []func(*broker.Config)) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.nodes[i], errs[i] = startNode(c.cfgs[i])
+			c.nodes[i], errs[i] = startNode(c.cfgs[i], c.bopts)
 		}()
 	}
 	wg.Wait()
@@ -127,12 +135,12 @@ func ClusterSecretFile(t testing.TB) (string, error) {
 }
 
 // startNode starts one node with an operator, for DialOperator.
-func startNode(cfg broker.Config) (*broker.Server, error) {
+func startNode(cfg broker.Config, brokerOpts []broker.Option) (*broker.Server, error) {
 	op, err := operator.New()
 	if err != nil {
 		return nil, err
 	}
-	s, err := node.New(cfg, nil, op.Option())
+	s, err := node.New(cfg, nil, append([]broker.Option{op.Option()}, brokerOpts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +246,7 @@ func (c *Cluster) Restart(i int) *broker.Server {
 	if c.nodes[i] != nil {
 		c.t.Fatalf("brokertest: restart %s: it is running", c.cfgs[i].Name)
 	}
-	s, err := startNode(c.cfgs[i])
+	s, err := startNode(c.cfgs[i], c.bopts)
 	if err != nil {
 		c.t.Fatalf("brokertest: restart: %v", err)
 	}

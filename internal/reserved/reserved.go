@@ -45,4 +45,7 @@ const (
 	// the user as JSON, its keys' secrets as SHA-256 hashes only
 	// (internal/identity).
 	UserBucket = "SQ_USERS"
+	// SchemaBucket is the schema registry's KV bucket
+	// (internal/registry's DefaultBucket).
+	SchemaBucket = "SQ_SCHEMAS"
 )

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -53,7 +54,7 @@ func (u *usage) take(v usage) usage {
 // them (-1: estimated from the payload), bytes its payload plus
 // QueueRequestOverhead. The ingress and the dispatcher compute it alike.
 func requestUsage(tokens int64, dataLen int) usage {
-	return usage{1, RequestTokens(tokens, dataLen), int64(dataLen) + semaq.QueueRequestOverhead}
+	return usage{1, quota.RequestTokens(tokens, dataLen), int64(dataLen) + semaq.QueueRequestOverhead}
 }
 
 // admission is a queue's admission state, shared by the ingress and the

@@ -19,6 +19,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -173,7 +174,7 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		leaseRefs: make(map[string]int),
 		extended:  make(map[uint64]bool),
 		acks:      make(map[uint64]*pendingAck),
-		ackPrefix: "_SQ_ACK." + nuid.Next() + ".",
+		ackPrefix: reserved.IngressAckInbox + nuid.Next() + ".",
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),

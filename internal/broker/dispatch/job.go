@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -54,7 +55,7 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 		}
 	}
 	if j.Tokens < 0 {
-		j.Tokens = estimateTokens(dataLen)
+		j.Tokens = quota.EstimateTokens(dataLen)
 		j.Estimate = true
 	}
 	j.Bytes = int64(dataLen) + semaq.QueueRequestOverhead
@@ -88,9 +89,3 @@ func dataLen(j *sched.Job) int { return int(j.Bytes - semaq.QueueRequestOverhead
 // 4 bytes per stored header it is the one bound of a job's frame size
 // (sched.Job.Size) that fetches are cut by.
 const frameJobOverhead = 640
-
-// estimateTokens guesses the prompt tokens of a payload that does not say:
-// about four bytes a token for English text and JSON.
-func estimateTokens(n int) int64 {
-	return int64((n + semaq.CharsPerToken - 1) / semaq.CharsPerToken)
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -77,7 +78,7 @@ func newPayloadReader(nc *nats.Conn, stream string) (*payloadReader, error) {
 		nc:     nc,
 		api:    "$JS.API.DIRECT.GET." + stream,
 		msgGet: "$JS.API.STREAM.MSG.GET." + stream,
-		prefix: "_SQ_DGET." + nuid.Next() + ".",
+		prefix: reserved.PayloadInbox + nuid.Next() + ".",
 		calls:  make(map[uint64]payloadCall),
 	}
 	sub, err := nc.Subscribe(r.prefix+"*", r.onReply)

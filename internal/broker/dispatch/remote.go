@@ -17,12 +17,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
 // RemotePrefix is the prefix of the subjects other nodes reach a queue's
 // dispatcher on.
-const RemotePrefix = "_SQ_Q."
+const RemotePrefix = reserved.QueueRemoteInbox
 
 // AdmitSubject takes admission checks for queue from other nodes: a
 // RemoteAdmit; the reply is empty when the request is admitted (and

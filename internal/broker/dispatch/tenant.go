@@ -1,16 +1,5 @@
 package dispatch
 
-// RequestTokens is what a request counts in prompt tokens: declared
-// (AI-Prompt-Tokens; -1 when the sender did not say) or estimated from its
-// payload of dataLen bytes. Queue admission, the scheduler's fair share
-// and the tenants' quotas (internal/broker/quota) all count this.
-func RequestTokens(declared int64, dataLen int) int64 {
-	if declared < 0 {
-		return estimateTokens(dataLen)
-	}
-	return declared
-}
-
 // TenantQueued is the prompt tokens of tenant's requests waiting in the
 // queue (queued or delayed, not held by a worker), and the rate its
 // workers serve tokens at (prompt and output, a second; 0 before any

@@ -16,6 +16,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/metrics"
+	"github.com/semaq/semaq/internal/reserved"
 )
 
 // The reply subject a stored message carries, and the acks that come back
@@ -175,7 +176,7 @@ type latencySampler struct {
 
 // start subscribes on nc; acks are forwarded on out (the egress).
 func (l *latencySampler) start(nc, out *nats.Conn, acks *ackRouter) error {
-	l.prefix = "_SQ_LAT." + nuid.Next() + "."
+	l.prefix = reserved.LatencyInbox + nuid.Next() + "."
 	l.acks = acks
 	sub, err := nc.Subscribe(l.prefix+">", func(m *nats.Msg) { l.route(out, m) })
 	if err != nil {

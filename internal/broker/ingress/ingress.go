@@ -40,7 +40,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/quota"
-	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
@@ -75,8 +75,10 @@ type Deps struct {
 	// Registry validates payloads on bound subjects (schema-on-write);
 	// nil validates nothing.
 	Registry *registry.Registry
-	// Routes are the route rules; nil routes nothing.
-	Routes *routes.Router
+	// Routes returns the route rules' current table, once per message
+	// (the routes subsystem's Router.Table); it must not block. Nil
+	// routes nothing.
+	Routes func() *table.Table
 	// Policy are the policy steps, run in order.
 	Policy []policy.Step
 	// Principal names the sender of a message from the headers the NATS
@@ -112,7 +114,7 @@ type Ingress struct {
 	egress    *nats.Conn
 	opts      semaq.NormalizeOptions
 	reg       *registry.Registry
-	routes    *routes.Router
+	routes    func() *table.Table
 	policy    []policyStep
 	principal func(nats.Header) api.Principal
 	memory    func() *semaq.APIError
@@ -206,7 +208,7 @@ func New(d Deps) (*Ingress, error) {
 		in.policy = append(in.policy, policyStep{step: s, name: s.Name(), obs: d.Metrics.PolicyStep(s.Name())})
 	}
 	in.acks.egress = d.Egress
-	in.acks.prefix = "_SQ_ACK." + nuid.Next() + "."
+	in.acks.prefix = reserved.IngressAckInbox + nuid.Next() + "."
 	in.acks.committers.Store(&map[string]*groupcommit.Committer{})
 	if err := in.startWire(d.Dial, d.Shards); err != nil {
 		return nil, err

@@ -11,9 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/internal/broker/api"
-	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/quota"
-	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -60,9 +59,9 @@ type publication struct {
 	stream    *stream // the stream that stores it; routing may change it
 	cancel    string  // its cancel token (semaq.HdrCancelToken), taken from its headers
 	tenant    string  // a store user's tenant as stamped (checkStamped)
-	rule      *routes.Rule
-	target    *routes.Target // the rule's pick; nil when no rule matched
-	refusedBy string         // the step that refused it (run)
+	rule      *table.Rule
+	target    *table.Target // the rule's pick; nil when no rule matched
+	refusedBy string        // the step that refused it (run)
 
 	// dry: a dry run (Check). ctx is its context, which policy steps get;
 	// on the hot path they get the message span's.
@@ -116,8 +115,8 @@ func (in *Ingress) handle(out *wire.Conn, st *stream, po *pattern, m *nats.Msg, 
 type Decision struct {
 	Stream    string
 	Subject   string
-	Rule      *routes.Rule
-	Target    *routes.Target
+	Rule      *table.Rule
+	Target    *table.Target
 	Header    nats.Header
 	Data      []byte
 	RefusedBy string
@@ -409,7 +408,7 @@ func (in *Ingress) route(p *publication) *semaq.APIError {
 	if in.routes == nil {
 		return nil
 	}
-	rt := in.routes.Table()
+	rt := in.routes()
 	if rt.Len() == 0 {
 		return nil
 	}
@@ -423,9 +422,9 @@ func (in *Ingress) route(p *publication) *semaq.APIError {
 // the subject to store it under, and the served stream capturing that
 // subject stores it. A routed message gets AI-Origin-Subject. A target no
 // stream captures refuses the message. sp is the step's span.
-func (in *Ingress) routeRule(rt *routes.Table, p *publication, sp trace.Span) *semaq.APIError {
+func (in *Ingress) routeRule(rt *table.Table, p *publication, sp trace.Span) *semaq.APIError {
 	m := p.m
-	var r *routes.Rule
+	var r *table.Rule
 	if p.dry {
 		r, p.target = rt.Try(m)
 	} else {
@@ -463,7 +462,7 @@ func (in *Ingress) routeRule(rt *routes.Table, p *publication, sp trace.Span) *s
 
 // targetStream finds the served stream capturing a target, remembered on
 // the target per snapshot of the served streams.
-func (in *Ingress) targetStream(t *routes.Target) *stream {
+func (in *Ingress) targetStream(t *table.Target) *stream {
 	served := in.served.list.Load()
 	if v, ok := t.Lookup(served); ok {
 		return v.(*stream)
@@ -502,7 +501,7 @@ func (in *Ingress) admit(p *publication) *semaq.APIError {
 	r := quota.Request{
 		Tenant: p.env.Tenant,
 		User:   p.who.User,
-		Tokens: dispatch.RequestTokens(int64(p.env.PromptTokens), len(p.m.Data)),
+		Tokens: quota.RequestTokens(int64(p.env.PromptTokens), len(p.m.Data)),
 		Queued: d != nil,
 	}
 	if ref := q.Admit(r); ref != nil {

@@ -6,19 +6,19 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
 
 // routeBench is an ingress serving AI (ai.>) and GPU (gpu.>) with a table
 // of rules, without a server: the cost of routing alone.
-func routeBench(b *testing.B, defs []semaq.Route) (*Ingress, *routes.Table, *stream) {
+func routeBench(b *testing.B, defs []semaq.Route) (*Ingress, *table.Table, *stream) {
 	env, err := expr.NewEnv()
 	if err != nil {
 		b.Fatal(err)
 	}
-	t, err := routes.NewTable(env, defs...)
+	t, err := table.Compile(env, defs...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/broker/subjects"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
@@ -35,17 +36,17 @@ func badRoute(name string, err error) *semaq.APIError {
 func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (out any, err error) {
 	defer rt.deps.Audit(ctx, semaq.AuditOpRouteAdd, req.Route.Name)(&out, &err)
 	d := req.Route
-	r, err := compileRule(rt.env, d)
+	r, err := table.CompileRule(rt.env, d, 0, time.Time{})
 	if err != nil {
 		return nil, badRoute(d.Name, err)
 	}
-	for _, t := range r.to {
-		names, err := rt.deps.StreamsCapturing(ctx, t.subject)
+	for _, t := range r.Targets() {
+		names, err := rt.deps.StreamsCapturing(ctx, t.Subject())
 		if err != nil {
 			return nil, err
 		}
 		if len(names) == 0 {
-			return nil, badRoute(d.Name, fmt.Errorf("no stream captures target subject %s; add a stream for it first", t.subject))
+			return nil, badRoute(d.Name, fmt.Errorf("no stream captures target subject %s; add a stream for it first", t.Subject()))
 		}
 	}
 	val, err := json.Marshal(d)
@@ -69,8 +70,8 @@ func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (out any,
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "route %s stored but not yet in effect on this node: %v", d.Name, err)
 	}
 	rt.applied(ctx, rev)
-	loaded := t.find(d.Name)
-	if loaded == nil || loaded.rev < rev {
+	loaded := t.Find(d.Name)
+	if loaded == nil || loaded.Rev() < rev {
 		// Someone deleted it already; report what was stored.
 		return semaq.RouteInfo{Route: d, Revision: rev, Created: time.Now().UTC()}, nil
 	}
@@ -80,14 +81,14 @@ func (rt *Router) add(ctx context.Context, req *semaq.RouteAddRequest) (out any,
 
 func (rt *Router) list(_ context.Context, _ *struct{}) (any, error) {
 	t := rt.Table()
-	out := semaq.RouteListResponse{Routes: make([]semaq.RouteInfo, 0, len(t.rules)+len(t.broken))}
-	for _, r := range t.rules {
+	out := semaq.RouteListResponse{Routes: make([]semaq.RouteInfo, 0, t.Len()+len(t.Broken()))}
+	for _, r := range t.Rules() {
 		out.Routes = append(out.Routes, ruleInfo(r))
 	}
-	for _, b := range t.broken {
-		out.Routes = append(out.Routes, semaq.RouteInfo{Route: b.def, Created: b.created, Revision: b.rev, Error: b.err})
+	for _, b := range t.Broken() {
+		out.Routes = append(out.Routes, semaq.RouteInfo{Route: b.Route, Created: b.Created, Revision: b.Rev, Error: b.Err})
 	}
-	slices.SortStableFunc(out.Routes, func(a, b semaq.RouteInfo) int { return ruleLess(a.Order, a.Name, b.Order, b.Name) })
+	slices.SortStableFunc(out.Routes, func(a, b semaq.RouteInfo) int { return table.Compare(&a.Route, &b.Route) })
 	return out, nil
 }
 
@@ -163,28 +164,28 @@ func (rt *Router) test(ctx context.Context, req *semaq.RouteTestRequest) (any, e
 func (rt *Router) trials(m *nats.Msg, c Checked, out *semaq.RouteTestResponse) []semaq.RouteTrial {
 	t := rt.Table()
 	type entry struct {
-		r *Rule
-		b *brokenRule
-		d *semaq.Route
+		r *table.Rule
+		b *table.Broken
+		d semaq.Route
 	}
-	all := make([]entry, 0, len(t.rules)+len(t.broken))
-	for _, r := range t.rules {
-		all = append(all, entry{r: r, d: &r.def})
+	all := make([]entry, 0, t.Len()+len(t.Broken()))
+	for _, r := range t.Rules() {
+		all = append(all, entry{r: r, d: r.Route()})
 	}
-	for _, b := range t.broken {
-		all = append(all, entry{b: b, d: &b.def})
+	for _, b := range t.Broken() {
+		all = append(all, entry{b: b, d: b.Route})
 	}
-	slices.SortStableFunc(all, func(a, b entry) int { return ruleLess(a.d.Order, a.d.Name, b.d.Order, b.d.Name) })
+	slices.SortStableFunc(all, func(a, b entry) int { return table.Compare(&a.d, &b.d) })
 	em := expr.Message{Subject: m.Subject, Header: m.Header, Data: m.Data}
 	trials := make([]semaq.RouteTrial, 0, len(all))
 	for _, e := range all {
 		tr := semaq.RouteTrial{Name: e.d.Name, Subject: e.d.Subject, Order: e.d.Order}
 		switch {
 		case e.b != nil:
-			tr.Result, tr.Reason = semaq.RouteResultNotLoaded, e.b.err
+			tr.Result, tr.Reason = semaq.RouteResultNotLoaded, e.b.Err
 		case !subjects.Match(e.d.Subject, m.Subject):
 			tr.Result, tr.Reason = semaq.RouteResultOtherSubject, fmt.Sprintf("%s does not match %s", m.Subject, e.d.Subject)
-		case c.Rule != nil && e.r.def.Name == c.Rule.def.Name:
+		case c.Rule != nil && e.r.Name() == c.Rule.Name():
 			tr.Result, tr.Reason = semaq.RouteResultMatched, matched(c.Rule, c.Target, em, out)
 		default:
 			tr.Result, tr.Reason = judgeTrial(e.r, em)
@@ -198,20 +199,13 @@ func (rt *Router) trials(m *nats.Msg, c Checked, out *semaq.RouteTestResponse) [
 }
 
 // judgeTrial evaluates a rule that did not match for a dry run: why not.
-func judgeTrial(r *Rule, em expr.Message) (result, reason string) {
-	if r.when != nil {
-		ok, err := r.when.Match(em)
-		switch {
-		case err != nil:
-			return semaq.RouteResultError, err.Error()
-		case !ok:
-			return semaq.RouteResultFalse, "when is false: " + r.def.When
-		}
-	}
-	if r.key != nil {
-		if _, err := r.key.Key(em); err != nil {
-			return semaq.RouteResultError, err.Error()
-		}
+func judgeTrial(r *table.Rule, em expr.Message) (result, reason string) {
+	tg, _, err := r.Judge(em)
+	switch {
+	case err != nil:
+		return semaq.RouteResultError, err.Error()
+	case tg == nil:
+		return semaq.RouteResultFalse, "when is false: " + r.Route().When
 	}
 	// It matches now though the ingress's run found it did not (the
 	// rules changed in between): say so rather than guess.
@@ -220,39 +214,33 @@ func judgeTrial(r *Rule, em expr.Message) (result, reason string) {
 
 // matched describes the ingress's pick tg of rule r for the message, and
 // records it in out.
-func matched(r *Rule, tg *Target, em expr.Message, out *semaq.RouteTestResponse) string {
-	out.Route, out.Target = r.def.Name, tg.subject
+func matched(r *table.Rule, tg *table.Target, em expr.Message, out *semaq.RouteTestResponse) string {
+	out.Route, out.Target = r.Name(), tg.Subject()
+	var total uint64
+	for _, t := range r.Targets() {
+		total += t.Weight()
+	}
 	switch {
-	case len(r.to) == 1:
-		return "to " + tg.subject
-	case r.key != nil:
-		out.Key, _ = r.key.Key(em)
-		return fmt.Sprintf("split: sticky key %q picks %s (weight %d of %d)", out.Key, tg.subject, tg.weight, r.total)
+	case len(r.Targets()) == 1:
+		return "to " + tg.Subject()
+	case r.Route().StickyKey != "":
+		out.Key, _ = r.StickyKey(em)
+		return fmt.Sprintf("split: sticky key %q picks %s (weight %d of %d)", out.Key, tg.Subject(), tg.Weight(), total)
 	default:
 		out.Random = true
-		return fmt.Sprintf("split at random: picked %s this time (weight %d of %d)", tg.subject, tg.weight, r.total)
+		return fmt.Sprintf("split at random: picked %s this time (weight %d of %d)", tg.Subject(), tg.Weight(), total)
 	}
 }
 
 // ruleInfo describes a loaded rule with this node's counters.
-func ruleInfo(r *Rule) semaq.RouteInfo {
-	info := semaq.RouteInfo{
-		Route:    r.def,
-		Created:  r.created,
-		Revision: r.rev,
-		Stats:    semaq.RouteStats{Matched: r.matched.Load(), Errors: r.errs.Load()},
+func ruleInfo(r *table.Rule) semaq.RouteInfo {
+	return semaq.RouteInfo{
+		Route:    r.Route(),
+		Created:  r.Created(),
+		Revision: r.Rev(),
+		Stats:    r.Stats(),
 		Health:   adaptiveHealth(r),
 	}
-	if p := r.lastErr.Load(); p != nil {
-		info.Stats.LastError = *p
-	}
-	if len(r.to) > 1 {
-		info.Stats.Targets = make(map[string]uint64, len(r.to))
-		for _, t := range r.to {
-			info.Stats.Targets[t.subject] = t.matched.Load()
-		}
-	}
-	return info
 }
 
 // routeSummary is a one-line description of a rule for logs and errors.

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/semaq/semaq/internal/broker/keyhash"
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -34,8 +34,8 @@ import (
 // weight fell or another's rose past it.
 //
 // Locks: health.mu guards pending and state; the advisory handlers
-// take it only to add to pending. The ingress reads the weights through
-// rule.eff, an atomic pointer.
+// take it only to add to pending. The ingress reads the weights the rule
+// watcher sets on a rule (table.Rule.SetWeights) with one atomic load.
 
 const (
 	healthInterval = time.Second
@@ -45,47 +45,17 @@ const (
 	healthLookups = 256
 )
 
-// adaptiveWeights is what an adaptive rule routes with. Immutable.
-type adaptiveWeights struct {
-	weights []float64 // by target, as rule.to
-	health  []semaq.RouteTargetHealth
-	rec     *weightsRecord // as stored (shared.go)
-}
-
-// pickAdaptive chooses a target by weighted rendezvous hashing: each target
-// scores -w / ln(u) for u uniform in (0, 1) drawn from h and the target, the
-// highest wins. A random h picks in proportion to the weights; a key's h
-// keeps its target while the weights allow.
-func (r *Rule) pickAdaptive(h uint64) *Target {
-	var ws []float64
-	if a := r.eff.Load(); a != nil {
-		ws = a.weights
-	}
-	best, top := r.to[0], math.Inf(-1)
-	for i, t := range r.to {
-		w := float64(t.weight)
-		if ws != nil {
-			w = ws[i]
-		}
-		u := (float64(keyhash.Mix(h^keyhash.Of(t.subject))>>11) + 0.5) / (1 << 53)
-		if s := -w / math.Log(u); s > top {
-			best, top = t, s
-		}
-	}
-	return best
-}
-
 // adaptiveHealth describes an adaptive rule's targets for RouteInfo.
-func adaptiveHealth(r *Rule) []semaq.RouteTargetHealth {
-	if !r.def.Adaptive {
+func adaptiveHealth(r *table.Rule) []semaq.RouteTargetHealth {
+	if !r.Route().Adaptive {
 		return nil
 	}
-	if a := r.eff.Load(); a != nil {
-		return a.health
+	if w := r.Weights(); w != nil {
+		return w.Health
 	}
-	out := make([]semaq.RouteTargetHealth, len(r.to))
-	for i, t := range r.to {
-		out[i] = semaq.RouteTargetHealth{Subject: t.subject, Weight: int(t.weight), Effective: float64(t.weight), Health: 1}
+	out := make([]semaq.RouteTargetHealth, len(r.Targets()))
+	for i, t := range r.Targets() {
+		out[i] = semaq.RouteTargetHealth{Subject: t.Subject(), Weight: int(t.Weight()), Effective: float64(t.Weight()), Health: 1}
 	}
 	return out
 }
@@ -103,7 +73,7 @@ type health struct {
 	mu      sync.Mutex
 	pending map[string]*healthSample // by target subject, this interval
 	routed  map[string]*routedCounts // by rule, this interval: the nodes' reports
-	state   map[*Target]*targetHealth
+	state   map[*table.Target]*targetHealth
 	lookups int
 
 	// writer: this node computes the weights (shared.go); set by the
@@ -112,7 +82,7 @@ type health struct {
 	// The interval's own: last, each target's routed count at the last
 	// report; written, the records last stored, by rule (nil until this
 	// node first writes); bucket, the rule bucket's stream.
-	last    map[*Target]uint64
+	last    map[*table.Target]uint64
 	written map[string]string
 	bucket  jetstream.Stream
 
@@ -143,8 +113,8 @@ type targetHealth struct {
 func startHealth(rt *Router) (*health, error) {
 	h := &health{
 		rt:      rt,
-		pending: map[string]*healthSample{}, state: map[*Target]*targetHealth{},
-		routed: map[string]*routedCounts{}, last: map[*Target]uint64{},
+		pending: map[string]*healthSample{}, state: map[*table.Target]*targetHealth{},
+		routed: map[string]*routedCounts{}, last: map[*table.Target]uint64{},
 		streams: map[string]jetstream.Stream{},
 		stop:    make(chan struct{}), done: make(chan struct{}),
 	}
@@ -304,14 +274,14 @@ func (h *health) run() {
 // weights, folds the interval's events and the nodes' reports into every
 // adaptive rule's weights and stores them (shared.go).
 func (h *health) tick() {
-	table := h.rt.Table()
+	tab := h.rt.Table()
 	writer := h.leads()
 	if writer != h.writer.Load() {
 		h.rt.log.Info("adaptive route weights", "computed_here", writer)
 		h.written = nil
 	}
 	h.writer.Store(writer)
-	h.report(table, writer)
+	h.report(tab, writer)
 	h.mu.Lock()
 	pending, routed := h.pending, h.routed
 	h.pending, h.routed = map[string]*healthSample{}, map[string]*routedCounts{}
@@ -319,19 +289,19 @@ func (h *health) tick() {
 	if !writer {
 		clear(h.state) // a node that writes again starts from the stored weights
 	}
-	live := make(map[*Target]bool)
+	live := make(map[*table.Target]bool)
 	index := map[string][]string{}
 	recs := map[string]*weightsRecord{}
-	for _, r := range table.rules {
-		if !r.def.Adaptive {
+	for _, r := range tab.Rules() {
+		if !r.Route().Adaptive {
 			continue
 		}
 		if writer {
-			recs[r.def.Name] = h.updateRule(r, pending, routed[r.def.Name], live)
+			recs[r.Name()] = h.updateRule(r, pending, routed[r.Name()], live)
 		}
-		for _, t := range r.to {
-			if name := h.rt.deps.StreamFor(t.subject); name != "" {
-				index[name] = appendUnique(index[name], t.subject)
+		for _, t := range r.Targets() {
+			if name := h.rt.deps.StreamFor(t.Subject()); name != "" {
+				index[name] = appendUnique(index[name], t.Subject())
 			}
 		}
 	}
@@ -359,22 +329,20 @@ func appendUnique(list []string, s string) []string {
 // updateRule computes one rule's weights from the errors and latencies
 // seen and rc, what the nodes routed. A target new to this node starts
 // from the stored weights. h.mu is held.
-func (h *health) updateRule(r *Rule, pending map[string]*healthSample, rc *routedCounts, live map[*Target]bool) *weightsRecord {
-	var stored *weightsRecord
-	if a := r.eff.Load(); a != nil {
-		stored = a.rec
-	}
-	if rc != nil && (rc.Rev != r.rev || len(rc.N) != len(r.to)) {
+func (h *health) updateRule(r *table.Rule, pending map[string]*healthSample, rc *routedCounts, live map[*table.Target]bool) *weightsRecord {
+	stored := storedWeights(r)
+	targets := r.Targets()
+	if rc != nil && (rc.Rev != r.Rev() || len(rc.N) != len(targets)) {
 		rc = nil
 	}
-	ths := make([]*targetHealth, len(r.to))
+	ths := make([]*targetHealth, len(targets))
 	best := math.Inf(1)
-	for i, t := range r.to {
+	for i, t := range targets {
 		live[t] = true
 		th := h.state[t]
 		if th == nil {
 			th = &targetHealth{eff: 1}
-			if stored != nil && i < len(stored.Targets) && stored.Targets[i].Subject == t.subject {
+			if stored != nil && i < len(stored.Targets) && stored.Targets[i].Subject == t.Subject() {
 				st := stored.Targets[i]
 				th.eff, th.errRate, th.errors = st.Share, st.ErrRate, st.Errors
 				th.lat, th.latKnown = float64(st.Lat), st.LatKnown
@@ -386,7 +354,7 @@ func (h *health) updateRule(r *Rule, pending map[string]*healthSample, rc *route
 		if rc != nil {
 			routed = rc.N[i]
 		}
-		p := pending[t.subject]
+		p := pending[t.Subject()]
 		if p == nil {
 			p = &healthSample{}
 		}
@@ -410,8 +378,8 @@ func (h *health) updateRule(r *Rule, pending map[string]*healthSample, rc *route
 			best = min(best, th.lat)
 		}
 	}
-	rec := &weightsRecord{Rev: r.rev, Node: h.rt.deps.Node, Targets: make([]targetRecord, len(r.to))}
-	for i, t := range r.to {
+	rec := &weightsRecord{Rev: r.Rev(), Node: h.rt.deps.Node, Targets: make([]targetRecord, len(targets))}
+	for i, t := range targets {
 		th := ths[i]
 		health := 1 - th.errRate
 		if th.latKnown && th.lat > 0 && !math.IsInf(best, 1) {
@@ -421,7 +389,7 @@ func (h *health) updateRule(r *Rule, pending map[string]*healthSample, rc *route
 		goal := max(semaq.MinAdaptiveShare, health)
 		th.eff += max(-semaq.MaxAdaptiveStep, min(semaq.MaxAdaptiveStep, goal-th.eff))
 		rec.Targets[i] = targetRecord{
-			Subject: t.subject, Share: round(th.eff, 1e-4), Health: round(health, 1e-3), ErrRate: round(th.errRate, 1e-3),
+			Subject: t.Subject(), Share: round(th.eff, 1e-4), Health: round(health, 1e-3), ErrRate: round(th.errRate, 1e-3),
 			Lat: int64(round(th.lat, float64(time.Microsecond))), LatKnown: th.latKnown, Errors: th.errors,
 		}
 	}

@@ -3,7 +3,8 @@
 // published to (docs/routing.md).
 //
 // The rules live in the KV bucket SQ_ROUTES, one key per rule. Every node
-// keeps them compiled in an immutable Table, rebuilt by a KV watcher
+// keeps them compiled in an immutable table (routes/table, a leaf the
+// ingress imports instead of this package), rebuilt by a KV watcher
 // (jsutil.Follower) on each change: the ingress reads the table with one
 // atomic load and no lock. The node that handles an add or delete replies
 // once its own table shows the change, so the publisher that changed a rule
@@ -21,12 +22,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
@@ -94,8 +97,8 @@ type Checked struct {
 	// Stream and Subject are where it is stored.
 	Stream, Subject string
 	// Rule is the rule that matched, Target its pick; nil when none did.
-	Rule   *Rule
-	Target *Target
+	Rule   *table.Rule
+	Target *table.Target
 	// RefusedBy names the step that refused it, if one did.
 	RefusedBy string
 }
@@ -107,7 +110,7 @@ type Router struct {
 	deps  Deps
 	env   *expr.Env
 	kv    jetstream.KeyValue
-	rules *jsutil.Follower[*Table]
+	rules *jsutil.Follower[*table.Table]
 
 	health *health // adaptive splits (health.go)
 }
@@ -145,8 +148,8 @@ func Open(ctx context.Context, deps Deps) (*Router, error) {
 	if rt.rules, err = jsutil.Follow(ctx, kv, m.apply, m.table); err != nil {
 		return nil, fmt.Errorf("route rules: %w", err)
 	}
-	if t := rt.rules.Load(); len(t.rules) > 0 {
-		rt.log.Info("route rules loaded", "rules", len(t.rules), "not_loaded", len(t.broken))
+	if t := rt.rules.Load(); t.Len() > 0 {
+		rt.log.Info("route rules loaded", "rules", t.Len(), "not_loaded", len(t.Broken()))
 	}
 	if rt.health, err = startHealth(rt); err != nil {
 		_ = rt.rules.Close()
@@ -155,8 +158,9 @@ func Open(ctx context.Context, deps Deps) (*Router, error) {
 	return rt, nil
 }
 
-// Table returns the current rule table.
-func (rt *Router) Table() *Table { return rt.rules.Load() }
+// Table returns the current rule table: the ingress calls it once per
+// message.
+func (rt *Router) Table() *table.Table { return rt.rules.Load() }
 
 // Close stops the health interval and the rule watcher and waits for their
 // goroutines, or until ctx is done. The last table stays readable: the
@@ -186,7 +190,7 @@ func (rt *Router) applied(ctx context.Context, rev uint64) {
 }
 
 // waitRev returns once the table includes KV revision rev.
-func (rt *Router) waitRev(ctx context.Context, rev uint64) (*Table, error) {
+func (rt *Router) waitRev(ctx context.Context, rev uint64) (*table.Table, error) {
 	t, err := rt.rules.WaitRev(ctx, rev)
 	switch {
 	case errors.Is(err, jsutil.ErrStopped):
@@ -202,8 +206,8 @@ type model struct {
 	env    *expr.Env
 	log    *slog.Logger
 	rev    uint64
-	rules  map[string]*Rule
-	broken map[string]*brokenRule
+	rules  map[string]*table.Rule
+	broken map[string]*table.Broken
 	// weights are the stored weights of adaptive rules, by rule name
 	// (shared.go).
 	weights map[string]*weightsRecord
@@ -213,7 +217,7 @@ func newModel(env *expr.Env, log *slog.Logger) *model {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &model{env: env, log: log, rules: map[string]*Rule{}, broken: map[string]*brokenRule{}, weights: map[string]*weightsRecord{}}
+	return &model{env: env, log: log, rules: map[string]*table.Rule{}, broken: map[string]*table.Broken{}, weights: map[string]*weightsRecord{}}
 }
 
 // apply folds one KV entry into the model.
@@ -224,7 +228,7 @@ func (m *model) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	name := e.Key()
-	if cur, ok := m.rules[name]; ok && cur.rev == e.Revision() {
+	if cur, ok := m.rules[name]; ok && cur.Rev() == e.Revision() {
 		return
 	}
 	delete(m.rules, name)
@@ -237,24 +241,25 @@ func (m *model) apply(e jetstream.KeyValueEntry) {
 	if err == nil && d.Name != name {
 		err = fmt.Errorf("stored under key %q but named %q", name, d.Name)
 	}
-	var r *Rule
+	var r *table.Rule
 	if err == nil {
-		r, err = compileRule(env, d)
+		r, err = table.CompileRule(env, d, e.Revision(), e.Created())
 	}
 	if err != nil {
 		if d.Name == "" {
 			d.Name = name
 		}
 		log.Warn("route rule not loaded: it does not route on this node", "route", name, "revision", e.Revision(), "err", err)
-		m.broken[name] = &brokenRule{def: d, rev: e.Revision(), created: e.Created(), err: err.Error()}
+		m.broken[name] = &table.Broken{Route: d, Rev: e.Revision(), Created: e.Created(), Err: err.Error()}
 		return
 	}
-	r.rev, r.created = e.Revision(), e.Created()
 	m.rules[name] = r
 	if rec := m.weights[name]; rec != nil {
-		r.applyWeights(rec)
+		applyWeights(r, rec)
 	}
 }
 
 // table builds the table of the rules applied so far.
-func (m *model) table() *Table { return newTable(m.rev, m.rules, m.broken) }
+func (m *model) table() *table.Table {
+	return table.New(m.rev, maps.Values(m.rules), maps.Values(m.broken))
+}

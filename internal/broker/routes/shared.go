@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -30,7 +31,7 @@ import (
 // RemotePrefix is the prefix of the subjects the nodes report what they
 // routed on. It is one of the broker's own inboxes: only the broker may
 // publish there or listen (docs/security.md).
-const RemotePrefix = "_SQ_RW."
+const RemotePrefix = reserved.RouteRemoteInbox
 
 const (
 	routedSubject = RemotePrefix + "routed"
@@ -72,24 +73,35 @@ type routedCounts struct {
 func round(x, unit float64) float64 { return math.Round(x/unit) * unit }
 
 // applyWeights makes r route by rec, if rec is for r's revision and
-// targets.
-func (r *Rule) applyWeights(rec *weightsRecord) {
-	if !r.def.Adaptive || rec.Rev != r.rev || len(rec.Targets) != len(r.to) {
+// targets. rec goes with the weights, as their Source (storedWeights).
+func applyWeights(r *table.Rule, rec *weightsRecord) {
+	targets := r.Targets()
+	if !r.Route().Adaptive || rec.Rev != r.Rev() || len(rec.Targets) != len(targets) {
 		return
 	}
-	a := &adaptiveWeights{weights: make([]float64, len(r.to)), health: make([]semaq.RouteTargetHealth, len(r.to)), rec: rec}
-	for i, t := range r.to {
+	w := &table.Weights{Effective: make([]float64, len(targets)), Health: make([]semaq.RouteTargetHealth, len(targets)), Source: rec}
+	for i, t := range targets {
 		tr := rec.Targets[i]
-		if tr.Subject != t.subject {
+		if tr.Subject != t.Subject() {
 			return
 		}
-		a.weights[i] = float64(t.weight) * max(semaq.MinAdaptiveShare, min(1, tr.Share))
-		a.health[i] = semaq.RouteTargetHealth{
-			Subject: t.subject, Weight: int(t.weight), Effective: math.Round(a.weights[i]*100) / 100,
+		w.Effective[i] = float64(t.Weight()) * max(semaq.MinAdaptiveShare, min(1, tr.Share))
+		w.Health[i] = semaq.RouteTargetHealth{
+			Subject: t.Subject(), Weight: int(t.Weight()), Effective: math.Round(w.Effective[i]*100) / 100,
 			Health: tr.Health, ErrorRate: tr.ErrRate, AckLatency: time.Duration(tr.Lat), Errors: tr.Errors,
 		}
 	}
-	r.eff.Store(a)
+	r.SetWeights(w)
+}
+
+// storedWeights is the record r routes by, nil while it routes by its
+// configured weights.
+func storedWeights(r *table.Rule) *weightsRecord {
+	if w := r.Weights(); w != nil {
+		rec, _ := w.Source.(*weightsRecord)
+		return rec
+	}
+	return nil
 }
 
 // applyEntry folds a stored weights entry into the model; false when e is
@@ -110,7 +122,7 @@ func (m *model) applyWeightsEntry(e jetstream.KeyValueEntry) bool {
 	}
 	m.weights[name] = &rec
 	if r := m.rules[name]; r != nil {
-		r.applyWeights(&rec)
+		applyWeights(r, &rec)
 	}
 	return true
 }
@@ -119,18 +131,18 @@ func (m *model) applyWeightsEntry(e jetstream.KeyValueEntry) bool {
 // interval to the writer; the writer adds its own at once, so its counts
 // and its errors cover the same interval (the others' come a moment
 // later, in the next one).
-func (h *health) report(table *Table, writer bool) {
+func (h *health) report(tab *table.Table, writer bool) {
 	rep := map[string]routedCounts{}
-	live := map[*Target]bool{}
-	for _, r := range table.rules {
-		if !r.def.Adaptive {
+	live := map[*table.Target]bool{}
+	for _, r := range tab.Rules() {
+		if !r.Route().Adaptive {
 			continue
 		}
-		rc := routedCounts{Rev: r.rev, N: make([]uint64, len(r.to))}
+		rc := routedCounts{Rev: r.Rev(), N: make([]uint64, len(r.Targets()))}
 		some := false
-		for i, t := range r.to {
+		for i, t := range r.Targets() {
 			live[t] = true
-			cur := t.matched.Load()
+			cur := t.Matched()
 			prev, seen := h.last[t]
 			h.last[t] = cur
 			if seen && cur > prev {
@@ -138,7 +150,7 @@ func (h *health) report(table *Table, writer bool) {
 			}
 		}
 		if some {
-			rep[r.def.Name] = rc
+			rep[r.Name()] = rc
 		}
 	}
 	for t := range h.last {

@@ -54,11 +54,11 @@ func TestStoredWeightsApplied(t *testing.T) {
 	}
 	effective := func(m *model) []float64 {
 		tab := m.table()
-		if len(tab.rules) != 1 || len(tab.broken) != 0 {
-			t.Fatalf("table has %d rules and %d broken, want the rule alone", len(tab.rules), len(tab.broken))
+		if len(tab.Rules()) != 1 || len(tab.Broken()) != 0 {
+			t.Fatalf("table has %d rules and %d broken, want the rule alone", len(tab.Rules()), len(tab.Broken()))
 		}
 		var out []float64
-		for _, h := range adaptiveHealth(tab.rules[0]) {
+		for _, h := range adaptiveHealth(tab.Rules()[0]) {
 			out = append(out, h.Effective)
 		}
 		return out

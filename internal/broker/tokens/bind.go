@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -32,7 +33,7 @@ import (
 // claimed the id with another key or tenant is purged, as on one node.
 
 // BindSubject carries the job bindings of one node to the others.
-const BindSubject = "_SQ_TOK.bind"
+const BindSubject = reserved.TokenBindSubject
 
 // NodeWritePrefixAll matches every node's relay subjects.
 const NodeWritePrefixAll = "$SQ.TWN."

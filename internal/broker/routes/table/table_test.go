@@ -1,9 +1,10 @@
-package routes
+package table
 
 import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
@@ -24,7 +25,7 @@ func FuzzCompileRule(f *testing.F) {
 		if json.Unmarshal(data, &d) != nil {
 			return
 		}
-		r, err := compileRule(env, d)
+		r, err := CompileRule(env, d, 0, time.Time{})
 		if err != nil {
 			return
 		}
@@ -54,7 +55,7 @@ func splitRule(t testing.TB, weights ...int) *Rule {
 	for i, w := range weights {
 		d.Split = append(d.Split, semaq.RouteSplit{Subject: fmt.Sprintf("gpu.%c", 'a'+i), Weight: w})
 	}
-	r, err := compileRule(env, d)
+	r, err := CompileRule(env, d, 0, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func splitRule(t testing.TB, weights ...int) *Rule {
 
 func pickFor(t testing.TB, r *Rule, user string) string {
 	t.Helper()
-	tg, _, err := r.judge(expr.Message{Subject: "ai.x", Header: map[string][]string{"X-User": {user}}})
+	tg, _, err := r.Judge(expr.Message{Subject: "ai.x", Header: map[string][]string{"X-User": {user}}})
 	if err != nil || tg == nil {
 		t.Fatalf("judge: %v, %v", tg, err)
 	}

@@ -1,8 +1,9 @@
-package routes
+package table
 
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/semaq/semaq/internal/broker/keyhash"
 	"github.com/semaq/semaq/internal/expr"
@@ -16,8 +17,8 @@ func TestPickAdaptiveSticky(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := compileRule(env, semaq.Route{Name: "r", Subject: "x", Adaptive: true, StickyKey: "tenant",
-		Split: []semaq.RouteSplit{{Subject: "a", Weight: 50}, {Subject: "b", Weight: 30}, {Subject: "c", Weight: 20}}})
+	r, err := CompileRule(env, semaq.Route{Name: "r", Subject: "x", Adaptive: true, StickyKey: "tenant",
+		Split: []semaq.RouteSplit{{Subject: "a", Weight: 50}, {Subject: "b", Weight: 30}, {Subject: "c", Weight: 20}}}, 0, time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestPickAdaptiveSticky(t *testing.T) {
 			t.Errorf("configured weights: %s has %.3f of the keys, want %.2f", s, got, want)
 		}
 	}
-	r.eff.Store(&adaptiveWeights{weights: []float64{10, 30, 20}})
+	r.SetWeights(&Weights{Effective: []float64{10, 30, 20}})
 	after, n := pick()
 	if got := float64(n["a"]) / keys; got < 10.0/60-0.02 || got > 10.0/60+0.02 {
 		t.Errorf("a at 10 of 60: %.3f of the keys", got)

@@ -1,9 +1,30 @@
-package routes
+// Package table is the compiled form of the route rules (docs/routing.md):
+// what the ingress evaluates, once per published message, to pick the
+// subject a message is stored under.
+//
+// A Table is the rule set at one revision of the SQ_ROUTES bucket, each
+// rule compiled once (CompileRule: its CEL expressions, its targets and
+// their cumulative weights) and indexed by the first token of its subject
+// pattern. A table never changes once built: the routes subsystem
+// (internal/broker/routes), which owns the bucket, builds a new one on
+// every change and swaps it in with one atomic store; the ingress loads it
+// with one atomic load and calls Match without a lock. A rebuild reuses
+// the Rule values of unchanged rules, so what is mutable lives in them and
+// is atomic: the counters (Routed, Stats), what the ingress remembers of a
+// target (Lookup, Remember), and an adaptive split's effective weights,
+// which the routes subsystem computes from its targets' health
+// (SetWeights, adaptive.go).
+//
+// The package is a leaf: it imports no part of the node, so the ingress
+// can route without depending on the subsystem that keeps the rules.
+package table
 
 import (
 	"cmp"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -19,7 +40,8 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// Rule is one compiled route rule. Immutable except for its counters.
+// Rule is one compiled route rule. Immutable except for its counters and
+// an adaptive split's weights, which are atomic.
 type Rule struct {
 	def     semaq.Route
 	rev     uint64
@@ -33,9 +55,9 @@ type Rule struct {
 	errs    atomic.Uint64
 	lastErr atomic.Pointer[string]
 
-	// eff holds an adaptive split's effective weights, by target
-	// (health.go); nil routes by the configured weights.
-	eff atomic.Pointer[adaptiveWeights]
+	// eff holds an adaptive split's effective weights (adaptive.go); nil
+	// routes by the configured weights.
+	eff atomic.Pointer[Weights]
 }
 
 // Target is one target subject of a rule.
@@ -53,12 +75,13 @@ type Target struct {
 
 type memo struct{ key, val any }
 
-// brokenRule is a stored rule this node cannot run.
-type brokenRule struct {
-	def     semaq.Route
-	rev     uint64
-	created time.Time
-	err     string
+// Broken is a stored rule this node cannot run: it is listed, and never
+// routes. Immutable.
+type Broken struct {
+	Route   semaq.Route
+	Rev     uint64    // the bucket revision it was stored at
+	Created time.Time // when it was stored
+	Err     string    // why it does not run
 }
 
 // Table is the compiled rule set at one KV revision. Immutable: the
@@ -66,7 +89,7 @@ type brokenRule struct {
 type Table struct {
 	rev    uint64
 	rules  []*Rule // by (order, name)
-	broken []*brokenRule
+	broken []*Broken
 	// byFirst holds, for each literal first token of a rule's subject
 	// pattern, the rules that may match a subject starting with it (the
 	// rules starting with a wildcard included), in order. wild is the list
@@ -87,23 +110,22 @@ func (t *Table) candidates(subject string) []*Rule {
 	return t.wild
 }
 
-func ruleLess(ao int, an string, bo int, bn string) int {
-	if c := cmp.Compare(ao, bo); c != 0 {
+// Compare orders rule definitions as a table tries them: by Order, then
+// by Name.
+func Compare(a, b *semaq.Route) int {
+	if c := cmp.Compare(a.Order, b.Order); c != 0 {
 		return c
 	}
-	return strings.Compare(an, bn)
+	return strings.Compare(a.Name, b.Name)
 }
 
-func newTable(rev uint64, rules map[string]*Rule, broken map[string]*brokenRule) *Table {
-	t := &Table{rev: rev, byFirst: make(map[string][]*Rule)}
-	for _, r := range rules {
-		t.rules = append(t.rules, r)
-	}
-	slices.SortFunc(t.rules, func(a, b *Rule) int { return ruleLess(a.def.Order, a.def.Name, b.def.Order, b.def.Name) })
-	for _, b := range broken {
-		t.broken = append(t.broken, b)
-	}
-	slices.SortFunc(t.broken, func(a, b *brokenRule) int { return ruleLess(a.def.Order, a.def.Name, b.def.Order, b.def.Name) })
+// New builds the table of the compiled rules and the broken ones at
+// bucket revision rev. The rules are the table's from then on: a later
+// table may share them, so their counters carry over.
+func New(rev uint64, rules iter.Seq[*Rule], broken iter.Seq[*Broken]) *Table {
+	t := &Table{rev: rev, rules: slices.Collect(rules), broken: slices.Collect(broken), byFirst: make(map[string][]*Rule)}
+	slices.SortFunc(t.rules, func(a, b *Rule) int { return Compare(&a.def, &b.def) })
+	slices.SortFunc(t.broken, func(a, b *Broken) int { return Compare(&a.Route, &b.Route) })
 	for _, r := range t.rules {
 		first, _, _ := strings.Cut(r.def.Subject, ".")
 		if first == "*" || first == ">" {
@@ -129,8 +151,30 @@ func newTable(rev uint64, rules map[string]*Rule, broken map[string]*brokenRule)
 	return t
 }
 
-// find returns the loaded rule named name.
-func (t *Table) find(name string) *Rule {
+// Compile compiles defs into a table, as the routes subsystem would at
+// revision 0.
+func Compile(env *expr.Env, defs ...semaq.Route) (*Table, error) {
+	rules := make(map[string]*Rule, len(defs))
+	for _, d := range defs {
+		r, err := CompileRule(env, d, 0, time.Time{})
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", d.Name, err)
+		}
+		rules[d.Name] = r
+	}
+	return New(0, maps.Values(rules), slices.Values([]*Broken(nil))), nil
+}
+
+// Rules are the rules the table routes with, in the order it tries them.
+// The slice is the table's: read it, do not change it.
+func (t *Table) Rules() []*Rule { return t.rules }
+
+// Broken are the stored rules this node cannot run, in order. The slice
+// is the table's: read it, do not change it.
+func (t *Table) Broken() []*Broken { return t.broken }
+
+// Find returns the rule named name, nil when the table routes with none.
+func (t *Table) Find(name string) *Rule {
 	for _, r := range t.rules {
 		if r.def.Name == name {
 			return r
@@ -139,10 +183,11 @@ func (t *Table) find(name string) *Rule {
 	return nil
 }
 
-// compileRule checks a rule and compiles its expressions. It does not look
+// CompileRule checks a rule and compiles its expressions; rev and created
+// are its bucket revision and when it was stored there. It does not look
 // at streams: whether a target is captured is checked when the rule is
 // added and on every publish it routes.
-func compileRule(env *expr.Env, d semaq.Route) (*Rule, error) {
+func CompileRule(env *expr.Env, d semaq.Route, rev uint64, created time.Time) (*Rule, error) {
 	if err := semaq.CheckRouteName(d.Name); err != nil {
 		return nil, err
 	}
@@ -152,7 +197,7 @@ func compileRule(env *expr.Env, d semaq.Route) (*Rule, error) {
 	if err := semaq.CheckSubject(d.Subject, true); err != nil {
 		return nil, fmt.Errorf("subject: %w", err)
 	}
-	r := &Rule{def: d}
+	r := &Rule{def: d, rev: rev, created: created}
 	switch {
 	case d.To != "" && len(d.Split) > 0:
 		return nil, errors.New("give a target (to) or a split, not both")
@@ -218,10 +263,10 @@ func checkTarget(subj string) error {
 	return subjects.CheckPublic(subj)
 }
 
-// judge evaluates the rule on m: the target picked, nil when the rule does
-// not match, and the sticky key used. An evaluation error is a non-match,
-// returned for counting.
-func (r *Rule) judge(m expr.Message) (t *Target, key string, err error) {
+// Judge evaluates the rule on m as Match does, and counts nothing: the
+// target picked, nil when the rule does not match, and the sticky key
+// used. An evaluation error is a non-match, returned.
+func (r *Rule) Judge(m expr.Message) (t *Target, key string, err error) {
 	if r.when != nil {
 		ok, err := r.when.Match(m)
 		if err != nil || !ok {
@@ -255,6 +300,15 @@ func (r *Rule) judge(m expr.Message) (t *Target, key string, err error) {
 	return r.to[len(r.to)-1], key, nil // unreachable: point < total
 }
 
+// StickyKey evaluates a split's sticky key on m alone, whether the rule
+// matches or not: "" for a rule without one.
+func (r *Rule) StickyKey(m expr.Message) (string, error) {
+	if r.key == nil {
+		return "", nil
+	}
+	return r.key.Key(m)
+}
+
 func (r *Rule) fail(err error) {
 	r.errs.Add(1)
 	msg := err.Error()
@@ -283,7 +337,7 @@ func (t *Table) match(m *nats.Msg, count bool) (*Rule, *Target) {
 		if !subjects.Match(r.def.Subject, m.Subject) {
 			continue
 		}
-		tg, _, err := r.judge(em)
+		tg, _, err := r.Judge(em)
 		if err != nil {
 			if count {
 				r.fail(err)
@@ -300,6 +354,21 @@ func (t *Table) match(m *nats.Msg, count bool) (*Rule, *Target) {
 // Name is the rule's name.
 func (r *Rule) Name() string { return r.def.Name }
 
+// Route is the rule's definition. Its Split is the rule's: do not change
+// it.
+func (r *Rule) Route() semaq.Route { return r.def }
+
+// Rev is the bucket revision the rule was stored at.
+func (r *Rule) Rev() uint64 { return r.rev }
+
+// Created is when the rule was stored.
+func (r *Rule) Created() time.Time { return r.created }
+
+// Targets are the rule's targets, in the order its definition gives them
+// (one for a rule with To). The slice is the rule's: read it, do not
+// change it.
+func (r *Rule) Targets() []*Target { return r.to }
+
 // Routed counts a message the rule sent to tg.
 func (r *Rule) Routed(tg *Target) {
 	r.matched.Add(1)
@@ -308,8 +377,32 @@ func (r *Rule) Routed(tg *Target) {
 	}
 }
 
+// Stats are the rule's counters on this node: the messages it routed, by
+// target for a split, and its evaluation errors.
+func (r *Rule) Stats() semaq.RouteStats {
+	s := semaq.RouteStats{Matched: r.matched.Load(), Errors: r.errs.Load()}
+	if p := r.lastErr.Load(); p != nil {
+		s.LastError = *p
+	}
+	if len(r.to) > 1 {
+		s.Targets = make(map[string]uint64, len(r.to))
+		for _, t := range r.to {
+			s.Targets[t.subject] = t.matched.Load()
+		}
+	}
+	return s
+}
+
 // Subject is the target's subject.
 func (tg *Target) Subject() string { return tg.subject }
+
+// Weight is the target's configured weight: 1 for a rule's single target.
+func (tg *Target) Weight() uint64 { return tg.weight }
+
+// Matched counts the messages a split routed to the target on this node;
+// it stays 0 for a rule's single target, which the rule's own count
+// covers.
+func (tg *Target) Matched() uint64 { return tg.matched.Load() }
 
 // Lookup returns what Remember stored for the target under key (compared
 // as an interface value), if key is the last one stored.
@@ -322,16 +415,3 @@ func (tg *Target) Lookup(key any) (any, bool) {
 
 // Remember stores val for the target under key, replacing what was there.
 func (tg *Target) Remember(key, val any) { tg.memo.Store(&memo{key: key, val: val}) }
-
-// NewTable compiles defs into a table, as the watcher would at revision 0.
-func NewTable(env *expr.Env, defs ...semaq.Route) (*Table, error) {
-	m := newModel(env, nil)
-	for _, d := range defs {
-		r, err := compileRule(env, d)
-		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", d.Name, err)
-		}
-		m.rules[d.Name] = r
-	}
-	return m.table(), nil
-}
