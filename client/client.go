@@ -24,6 +24,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/semaq/semaq/client/internal/denial"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
 	"go.opentelemetry.io/otel/trace"
@@ -48,8 +49,9 @@ type Client struct {
 	cancels cancelTokens
 	// tracerProvider starts Msg.StartSpan spans; nil means the global one.
 	tracerProvider trace.TracerProvider
-	// denied fails requests the server's permissions refuse (denied.go).
-	denied *denials
+	// denied fails requests the server's permissions refuse (package
+	// client/internal/denial).
+	denied *denial.Set
 	// onLagging hears of changes some nodes had not applied (WithLagging).
 	onLagging func(subject string, nodes []string)
 	// tokenTenant is the tenant token this client reads token streams
@@ -165,8 +167,8 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		natsOpts = append(natsOpts, nats.Timeout(time.Until(dl)))
 	}
 	natsOpts = append(natsOpts, o.natsOpts...)
-	denied := &denials{}
-	natsOpts = append(natsOpts, denied.option()) // last: it wraps the user's error handler
+	denied := &denial.Set{}
+	natsOpts = append(natsOpts, denied.Option()) // last: it wraps the user's error handler
 	type result struct {
 		nc  *nats.Conn
 		err error

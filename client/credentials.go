@@ -25,7 +25,7 @@ func WithUser(name string) Option {
 		if name == "" {
 			return nil
 		}
-		if !userName(name) {
+		if semaq.CheckName(name) != nil {
 			return fmt.Errorf("client: WithUser: %q is not a user name (letters, digits, '_' and '-', at most 64)", name)
 		}
 		o.user = name
@@ -69,18 +69,4 @@ func (o *connectOptions) checkCredentials() error {
 		o.natsOpts = append(o.natsOpts, nats.UserInfo(o.user, ""), nats.CustomInboxPrefix(semaq.UserInboxPrefix+o.user))
 	}
 	return nil
-}
-
-// userName reports whether s could be a user's name (identity's rule).
-func userName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }

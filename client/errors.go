@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/client/internal/denial"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -36,11 +37,11 @@ func (c *Client) request(ctx context.Context, subj string, body any, out any) er
 			return fmt.Errorf("client: encoding request: %w", err)
 		}
 	}
-	ctx, done := c.denied.watch(ctx, subj)
+	ctx, done := c.denied.Watch(ctx, subj)
 	defer done()
 	m, err := c.nc.RequestWithContext(ctx, subj, data)
 	if err != nil {
-		if d := deniedCause(ctx); d != nil {
+		if d := denial.Cause(ctx); d != nil {
 			return d
 		}
 		return transportError(err, subj)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/client/internal/denial"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -172,11 +173,11 @@ func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, er
 	injectIfAbsent(ctx, m.Header) // a publish inside a span continues its trace
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
-	ctx, done := c.denied.watch(ctx, m.Subject)
+	ctx, done := c.denied.Watch(ctx, m.Subject)
 	defer done()
 	resp, err := c.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
-		if d := deniedCause(ctx); d != nil {
+		if d := denial.Cause(ctx); d != nil {
 			return nil, d
 		}
 		if errors.Is(err, nats.ErrNoResponders) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 
+	"github.com/semaq/semaq/client/internal/denial"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -255,12 +256,12 @@ func (c *Client) Fetch(ctx context.Context, queue string, opts ...FetchOption) (
 	// One fetch, one reply: the dispatcher fits the batch in one message.
 	// A fetch that ends early (ctx) is not lost: jobs sent after it go back
 	// to the queue when their ack wait passes.
-	ctx, done := c.denied.watch(ctx, subj)
+	ctx, done := c.denied.Watch(ctx, subj)
 	defer done()
 	m, err := c.nc.RequestWithContext(ctx, subj, body)
 	switch {
-	case err != nil && deniedCause(ctx) != nil:
-		return nil, deniedCause(ctx)
+	case err != nil && denial.Cause(ctx) != nil:
+		return nil, denial.Cause(ctx)
 	case errors.Is(err, nats.ErrNoResponders):
 		return nil, semaq.NewAPIError(semaq.ErrQueueNotFound, "queue %s not found (no dispatcher answers on %s)", queue, subj)
 	case err != nil:

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/client/internal/denial"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -161,7 +162,7 @@ func WithLiveStart() TokenReadOption {
 // in the stream until it asks for them.
 type TokenReader struct {
 	js     jetstream.JetStream
-	denied *denials
+	denied *denial.Set
 	id     string
 	opts   tokenReadOptions
 	cons   jetstream.Consumer        // nil while reading live
@@ -221,7 +222,7 @@ func (c *Client) ReadTokens(ctx context.Context, id string, opts ...TokenReadOpt
 			// A tenant this user may not read: the server refuses the
 			// subscription with an asynchronous -ERR, which ends Next
 			// at once instead of a wait for records that never come.
-			r.stopDenied = c.denied.watchSubscription(subj, q.fail)
+			r.stopDenied = c.denied.WatchSubscription(subj, q.fail)
 		}
 		sub, err := c.nc.Subscribe(subj, q.push)
 		if err != nil {
@@ -248,7 +249,7 @@ func (r *TokenReader) openConsumer(ctx context.Context) error {
 		// nats.go draws: a refusal of the create ends the wait at once.
 		create := "$JS.API.CONSUMER.CREATE." + semaq.TokenStream + "."
 		var done func()
-		ctx, done = r.denied.watchMatch(ctx, func(subj string) bool {
+		ctx, done = r.denied.WatchMatch(ctx, func(subj string) bool {
 			return strings.HasPrefix(subj, create) && strings.HasSuffix(subj, "."+filter)
 		})
 		defer done()
@@ -263,7 +264,7 @@ func (r *TokenReader) openConsumer(ctx context.Context) error {
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return semaq.NewAPIError(semaq.ErrUnavailable, "token stream store %s not found: is this a SemaQ broker?", semaq.TokenStream)
 		}
-		if cause := deniedCause(ctx); cause != nil {
+		if cause := denial.Cause(ctx); cause != nil {
 			return fmt.Errorf("client: reading token stream %s under tenant %s: %w", r.id, r.opts.tenant, cause)
 		}
 		return fmt.Errorf("client: reading token stream %s: %w", r.id, err)

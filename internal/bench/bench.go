@@ -22,9 +22,12 @@
 // that republishes each message and does nothing else (relay.go). Reports
 // print as a table or JSON.
 //
-// The workload scenarios of `semaq bench run` are package bench/scenario,
-// built on the rig (Rig), targets (Targets) and histograms (Histogram)
-// exported here; bench does not import it.
+// The other benchmarks live in packages beside it, each importing bench or
+// not, never imported by it: the workload scenarios of `semaq bench run`
+// (bench/scenario, built on the rig (Rig) and targets (Targets) exported
+// here), the dispatch benchmark (bench/dispatch, whose figures are part of
+// Report) and the token-stream benchmark (bench/tokens, a report of its
+// own). All of them record latencies in the histograms of bench/measure.
 package bench
 
 import (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 )
 
@@ -80,7 +81,7 @@ func TestRunIngest(t *testing.T) {
 		if res.Errors != 0 {
 			t.Errorf("%s: %d errors, first: %s", name, res.Errors, res.FirstError)
 		}
-		if _, ok := processCPU(); ok && (res.ThroughputCPUCores <= 0 || res.ThroughputCPUPerMsgUS <= 0) {
+		if _, ok := measure.CPUTime(); ok && (res.ThroughputCPUCores <= 0 || res.ThroughputCPUPerMsgUS <= 0) {
 			t.Errorf("%s: throughput phase used %.2f cores, %.1f µs/msg: the CPU was not measured", name, res.ThroughputCPUCores, res.ThroughputCPUPerMsgUS)
 		}
 	}
@@ -134,7 +135,7 @@ func TestRunIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	wants := []string{"semaq", "jetstream", "semaq vs jetstream", "goals: throughput ≥ 0.85×", "paced:", "jetstream on the broker's nats-server (JetStream sync_always false)"}
-	if _, ok := processCPU(); ok {
+	if _, ok := measure.CPUTime(); ok {
 		wants = append(wants, "process CPU in the throughput phase (of ")
 	}
 	for _, want := range wants {
@@ -338,7 +339,7 @@ func TestPacerBoundsInFlight(t *testing.T) {
 		t.Fatal(err)
 	}
 	pc.drain = 50 * time.Millisecond
-	h := NewHistogram()
+	h := measure.NewHistogram()
 	c, err := pc.run(ctx, 1000, 100*time.Millisecond, h)
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +358,7 @@ func TestPacerBoundsInFlight(t *testing.T) {
 // only when SemaQ's fsync stream ran against sync_always.
 func TestReportCompare(t *testing.T) {
 	t.Parallel()
-	lat := func(p50 float64) Latency { return Latency{P50: p50, P99: 2 * p50, P999: 3 * p50} }
+	lat := func(p50 float64) measure.Latency { return measure.Latency{P50: p50, P99: 2 * p50, P999: 3 * p50} }
 	mk := func(semaqDur, rawDur string) *Report {
 		return &Report{
 			Config: ReportConfig{Rates: []int{1000, 10000}, Setup: []TargetSetup{
@@ -634,23 +635,6 @@ func TestIngestConfigValidate(t *testing.T) {
 				t.Fatalf("err = %v, want ErrBadConfig containing %q", err, tt.wants)
 			}
 		})
-	}
-}
-
-func TestHistogram(t *testing.T) {
-	t.Parallel()
-	h := NewHistogram()
-	for i := 1; i <= 1000; i++ {
-		h.Record(time.Duration(i) * time.Microsecond)
-	}
-	h.Record(0)         // clamped up
-	h.Record(time.Hour) // clamped down
-	l := h.Summary()
-	if l.P50 < 499 || l.P50 > 502 || l.P99 < 988 || l.P99 > 993 || l.Max < 59e6 {
-		t.Errorf("summary %+v, want p50 ≈ 500, p99 ≈ 990, max ≈ 60e6 µs", l)
-	}
-	if got := NewHistogram().Summary(); got != (Latency{}) {
-		t.Errorf("empty summary = %+v", got)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -113,14 +114,14 @@ type e2eSlice struct {
 // e2eHists are the histograms of one target at one rate: publish to
 // receipt, and its parts.
 type e2eHists struct {
-	lat       *Histogram // publish to receipt
-	toIngress *Histogram // publish to the ingress's AI-Received stamp; SemaQ targets only
-	toStore   *Histogram // publish to the stream's store time
-	toReceipt *Histogram // the stream's store time to receipt
+	lat       *measure.Histogram // publish to receipt
+	toIngress *measure.Histogram // publish to the ingress's AI-Received stamp; SemaQ targets only
+	toStore   *measure.Histogram // publish to the stream's store time
+	toReceipt *measure.Histogram // the stream's store time to receipt
 }
 
 func newE2EHists() *e2eHists {
-	return &e2eHists{lat: NewHistogram(), toIngress: NewHistogram(), toStore: NewHistogram(), toReceipt: NewHistogram()}
+	return &e2eHists{lat: measure.NewHistogram(), toIngress: measure.NewHistogram(), toStore: measure.NewHistogram(), toReceipt: measure.NewHistogram()}
 }
 
 // e2eCounts is what one slice, or several added up, received.

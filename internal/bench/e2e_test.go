@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // With E2E the paced phase also times every message to its receipt by a
@@ -115,7 +117,7 @@ func TestRunIngestE2E(t *testing.T) {
 		t.Fatal(err)
 	}
 	wants := []string{"end to end: publish → receipt by a pull consumer of the stream", "p99 ratio", "paced:", "where the end-to-end time went"}
-	if _, ok := processCPU(); ok {
+	if _, ok := measure.CPUTime(); ok {
 		wants = append(wants, "process CPU per paced message (whole process): semaq ")
 		for _, res := range rep.Results {
 			for _, p := range res.Paced {
@@ -176,7 +178,7 @@ func TestE2EReader(t *testing.T) {
 			pc.stamp, pc.epoch = true, epoch
 			h := newE2EHists()
 			rd.begin(h)
-			c, err := pc.run(ctx, 1000, 50*time.Millisecond, NewHistogram())
+			c, err := pc.run(ctx, 1000, 50*time.Millisecond, measure.NewHistogram())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +240,7 @@ func TestStampSent(t *testing.T) {
 func TestReportCompareE2E(t *testing.T) {
 	t.Parallel()
 	e2e := func(p99 float64, sustained bool) *E2EResult {
-		return &E2EResult{Latency: Latency{P50: p99 / 4, P99: p99, P999: 2 * p99}, Received: 100, Sustained: sustained}
+		return &E2EResult{Latency: measure.Latency{P50: p99 / 4, P99: p99, P999: 2 * p99}, Received: 100, Sustained: sustained}
 	}
 	mk := func(semaq99, raw99 float64, rawSustained bool) *Report {
 		return &Report{

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
@@ -31,7 +32,7 @@ type run struct {
 	rounds  []float64     // msgs/s of each throughput slice
 	commits commitCounts  // group commits of the throughput phase
 	cpu     time.Duration // process CPU of the throughput phase; -1: not measured
-	lat     *Histogram
+	lat     *measure.Histogram
 
 	pacer  *pacer
 	paced  []*pacedRun // one per rate
@@ -41,7 +42,7 @@ type run struct {
 // pacedRun is one target at one offered rate, all rounds added up.
 type pacedRun struct {
 	rate    int
-	lat     *Histogram
+	lat     *measure.Histogram
 	counts  pacedCounts
 	commits commitCounts
 	e2e     *e2eRun       // with cfg.E2E
@@ -145,7 +146,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		return nil, err
 	}
 	for _, name := range cfg.Targets {
-		rn := &run{t: Targets[name], lat: NewHistogram()}
+		rn := &run{t: Targets[name], lat: measure.NewHistogram()}
 		runs = append(runs, rn)
 		for range cfg.Publishers {
 			p, err := r.publisher(rn.t, data, cfg.TraceParent, cfg.Window)
@@ -162,7 +163,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			if _, _, err := throughputSlice(ctx, rn.pubs, cfg.Warmup/2); err != nil {
 				return nil, fmt.Errorf("bench: %s: warm-up: %w", rn.t.Name, err)
 			}
-			if err := latencySlice(ctx, rn.pubs[0], cfg.Warmup/2, NewHistogram()); err != nil {
+			if err := latencySlice(ctx, rn.pubs[0], cfg.Warmup/2, measure.NewHistogram()); err != nil {
 				return nil, fmt.Errorf("bench: %s: warm-up: %w", rn.t.Name, err)
 			}
 		}
@@ -183,12 +184,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			if err != nil {
 				return nil, err
 			}
-			cpuBefore, cpuOK := processCPU()
+			cpuBefore, cpuOK := measure.CPUTime()
 			acked, elapsed, err := throughputSlice(ctx, rn.pubs, slice)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: throughput: %w", rn.t.Name, err)
 			}
-			if cpuAfter, ok := processCPU(); ok && cpuOK && rn.cpu >= 0 {
+			if cpuAfter, ok := measure.CPUTime(); ok && cpuOK && rn.cpu >= 0 {
 				rn.cpu += cpuAfter - cpuBefore
 			} else {
 				rn.cpu = -1
@@ -200,7 +201,7 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			rn.commits.add(after.sub(before))
 			rn.acked += acked
 			rn.elapsed += elapsed
-			rn.rounds = append(rn.rounds, Round1(float64(acked)/elapsed.Seconds()))
+			rn.rounds = append(rn.rounds, measure.Round1(float64(acked)/elapsed.Seconds()))
 		}
 	}
 	for round := range cfg.Rounds {
@@ -244,12 +245,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 			return nil, fmt.Errorf("%w by target %s in the latency phase (%d errors, first: %s)", ErrNoAcks, rn.t.Name, res.Errors, res.FirstError)
 		}
 		secs := rn.elapsed.Seconds()
-		res.ThroughputMsgsPerS = Round1(float64(rn.acked) / secs)
-		res.ThroughputMBPerS = Round1(float64(rn.acked) * float64(len(data)) / secs / 1e6)
+		res.ThroughputMsgsPerS = measure.Round1(float64(rn.acked) / secs)
+		res.ThroughputMBPerS = measure.Round1(float64(rn.acked) * float64(len(data)) / secs / 1e6)
 		res.ThroughputAcksPerFsync = rn.commits.perFsync()
 		if rn.cpu > 0 {
-			res.ThroughputCPUCores = Round1(rn.cpu.Seconds()/secs*10) / 10
-			res.ThroughputCPUPerMsgUS = Round1(float64(rn.cpu.Microseconds()) / float64(rn.acked))
+			res.ThroughputCPUCores = measure.Round1(rn.cpu.Seconds()/secs*10) / 10
+			res.ThroughputCPUPerMsgUS = measure.Round1(float64(rn.cpu.Microseconds()) / float64(rn.acked))
 		}
 		for _, pr := range rn.paced {
 			if pr.counts.acked == 0 {
@@ -301,7 +302,7 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 			}
 		}
 		for _, rate := range cfg.Rates {
-			pr := &pacedRun{rate: rate, lat: NewHistogram()}
+			pr := &pacedRun{rate: rate, lat: measure.NewHistogram()}
 			if cfg.E2E {
 				pr.e2e = &e2eRun{h: newE2EHists()}
 			}
@@ -318,7 +319,7 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 				if err != nil {
 					return err
 				}
-				cpuBefore, cpuOK := processCPU()
+				cpuBefore, cpuOK := measure.CPUTime()
 				if rn.reader != nil {
 					rn.reader.begin(pr.e2e.h)
 				}
@@ -333,7 +334,7 @@ func pacedPhase(ctx context.Context, r *Rig, runs []*run, cfg *IngestConfig, pro
 					}
 					pr.e2e.counts.add(ec)
 				}
-				if cpuAfter, ok := processCPU(); ok && cpuOK && pr.cpu >= 0 {
+				if cpuAfter, ok := measure.CPUTime(); ok && cpuOK && pr.cpu >= 0 {
 					pr.cpu += cpuAfter - cpuBefore
 				} else {
 					pr.cpu = -1
@@ -367,13 +368,13 @@ func (pr *pacedRun) result() PacedResult {
 		Fsyncs:       pr.commits.batches,
 	}
 	if c.elapsed > 0 {
-		res.AchievedMsgsPerS = Round1(float64(c.acked) / c.elapsed.Seconds())
+		res.AchievedMsgsPerS = measure.Round1(float64(c.acked) / c.elapsed.Seconds())
 	}
 	if c.firstErr != nil {
 		res.FirstError = c.firstErr.Error()
 	}
 	if pr.cpu > 0 && c.sent > 0 {
-		res.CPUPerMsgUS = Round1(float64(pr.cpu.Microseconds()) / float64(c.sent))
+		res.CPUPerMsgUS = measure.Round1(float64(pr.cpu.Microseconds()) / float64(c.sent))
 	}
 	lost := c.skipped + c.unacked + c.failed
 	res.Sustained = float64(lost) <= sustainedLoss*float64(c.offered)
@@ -398,7 +399,7 @@ func (e *e2eRun) result(c *pacedCounts) *E2EResult {
 		Redelivered: e.counts.redelivered,
 	}
 	if e.counts.elapsed > 0 {
-		res.ReceivedMsgsPerS = Round1(float64(e.counts.received) / e.counts.elapsed.Seconds())
+		res.ReceivedMsgsPerS = measure.Round1(float64(e.counts.received) / e.counts.elapsed.Seconds())
 	}
 	lost := c.skipped + c.failed + res.Missing
 	res.Sustained = float64(lost) <= sustainedLoss*float64(c.offered)
@@ -419,7 +420,7 @@ func (c commitCounts) perFsync() float64 {
 	if c.batches == 0 {
 		return 0
 	}
-	return Round1(float64(c.acks) / float64(c.batches))
+	return measure.Round1(float64(c.acks) / float64(c.batches))
 }
 
 // commitCounts reads the group-commit counters of target t's stream: zero
@@ -499,7 +500,7 @@ func throughputSlice(ctx context.Context, pubs []*publisher, d time.Duration) (i
 
 // latencySlice publishes synchronously from p for d, recording each
 // acknowledged publish in h.
-func latencySlice(ctx context.Context, p *publisher, d time.Duration, h *Histogram) error {
+func latencySlice(ctx context.Context, p *publisher, d time.Duration, h *measure.Histogram) error {
 	end := time.Now().Add(d)
 	consecutive := 0
 	for {

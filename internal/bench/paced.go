@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // The paced phase offers a target a fixed message rate, open loop: message i
@@ -56,7 +58,7 @@ type pacer struct {
 type pacedSlice struct {
 	mu       sync.Mutex
 	inflight map[*nats.Msg]time.Time
-	lat      *Histogram
+	lat      *measure.Histogram
 	acked    int64
 	failed   int64
 	firstErr error
@@ -137,7 +139,7 @@ func (pc *pacer) done(m *nats.Msg, err error) {
 // run offers rate msgs/s for d, then waits (bounded) for the acks in flight,
 // recording each ack's latency in h. Only ctx ending is an error: a target
 // that cannot keep up shows in the counts.
-func (pc *pacer) run(ctx context.Context, rate int, d time.Duration, h *Histogram) (pacedCounts, error) {
+func (pc *pacer) run(ctx context.Context, rate int, d time.Duration, h *measure.Histogram) (pacedCounts, error) {
 	s := &pacedSlice{inflight: make(map[*nats.Msg]time.Time, pc.window), lat: h, drained: make(chan struct{})}
 	pc.cur.Store(s)
 	defer pc.cur.Store(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/schema"
 )
@@ -59,7 +60,7 @@ func benchmarkAsyncData(b *testing.B, r *Rig, t *Target, data []byte, traceparen
 	b.ReportAllocs()
 	b.SetBytes(int64(len(data)))
 	before := p.acked.Load()
-	cpuBefore, cpuOK := processCPU()
+	cpuBefore, cpuOK := measure.CPUTime()
 	for b.Loop() {
 		for {
 			_, err := p.js.PublishMsgAsync(p.msg)
@@ -85,7 +86,7 @@ func benchmarkAsyncData(b *testing.B, r *Rig, t *Target, data []byte, traceparen
 	// time other jobs hold the cores. With both cores saturated,
 	// throughput is about cores / CPU per message, so the ratio of two
 	// targets' cpu-µs/msg estimates their throughput ratio.
-	if cpuAfter, ok := processCPU(); ok && cpuOK {
+	if cpuAfter, ok := measure.CPUTime(); ok && cpuOK {
 		b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(time.Microsecond)/float64(b.N), "cpu-µs/msg")
 	}
 }

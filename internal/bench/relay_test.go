@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 )
 
@@ -163,7 +164,7 @@ func TestRunIngestRelay(t *testing.T) {
 				t.Errorf("relay paced %+v: want its consumer to receive", res.Paced)
 			}
 			f := rep.Floor
-			if f == nil || f.ThroughputRatio <= 0 || f.LatencyDeltaUS == (Latency{}) {
+			if f == nil || f.ThroughputRatio <= 0 || f.LatencyDeltaUS == (measure.Latency{}) {
 				t.Fatalf("floor %+v: want semaq over the relay", f)
 			}
 			var table bytes.Buffer
@@ -192,7 +193,7 @@ func TestRunIngestRelay(t *testing.T) {
 // ratios.
 func TestReportFloor(t *testing.T) {
 	t.Parallel()
-	lat := func(p50 float64) Latency { return Latency{P50: p50, P99: 2 * p50, P999: 3 * p50} }
+	lat := func(p50 float64) measure.Latency { return measure.Latency{P50: p50, P99: 2 * p50, P999: 3 * p50} }
 	rep := &Report{Results: []Result{
 		{Target: TargetSemaq, ThroughputMsgsPerS: 60000, Latency: lat(120)},
 		{Target: TargetJetStreamRelay, ThroughputMsgsPerS: 70000, Latency: lat(100)},

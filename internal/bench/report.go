@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
@@ -65,7 +66,8 @@ type Report struct {
 	Ceiling *Ceiling `json:"ceiling,omitempty"`
 	// Floor is set when SemaQ ran beside the relay (TargetJetStreamRelay).
 	Floor *Floor `json:"floor,omitempty"`
-	// Dispatch holds the figures of the dispatch scenario (dispatch.go).
+	// Dispatch holds the figures of the dispatch scenario (package
+	// bench/dispatch; their types are in report_dispatch.go).
 	Dispatch *DispatchReport `json:"dispatch,omitempty"`
 }
 
@@ -76,7 +78,7 @@ type SchemaCost struct {
 	ThroughputRatio float64 `json:"throughput_ratio"`
 	// LatencyDeltaUS is semaq's sequential publish latency minus
 	// semaq-noschema's.
-	LatencyDeltaUS Latency `json:"latency_delta_us"`
+	LatencyDeltaUS measure.Latency `json:"latency_delta_us"`
 }
 
 // Floor is SemaQ against the relay in this run: raw JetStream plus the
@@ -89,7 +91,7 @@ type Floor struct {
 	ThroughputRatio float64 `json:"semaq_ratio_vs_relay"`
 	// LatencyDeltaUS is semaq's sequential publish latency minus
 	// jetstream-relay's.
-	LatencyDeltaUS Latency `json:"semaq_latency_delta_us_vs_relay"`
+	LatencyDeltaUS measure.Latency `json:"semaq_latency_delta_us_vs_relay"`
 }
 
 // ReportConfig records what was run and where.
@@ -239,9 +241,9 @@ type Result struct {
 	// much wider than between targets means the machine was busy.
 	ByRound []float64 `json:"throughput_by_round_msgs_per_s"`
 	// Latency is the synchronous publish latency, publish to ack.
-	Latency        Latency `json:"latency_us"`
-	Msgs           int64   `json:"msgs"` // acknowledged in the throughput phase
-	LatencySamples int64   `json:"latency_samples"`
+	Latency        measure.Latency `json:"latency_us"`
+	Msgs           int64           `json:"msgs"` // acknowledged in the throughput phase
+	LatencySamples int64           `json:"latency_samples"`
 	// Errors counts failed publishes of both measured phases.
 	Errors     int64  `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
@@ -249,7 +251,7 @@ type Result struct {
 	// set on targets other than the baseline when it was measured.
 	RatioVsJetStream *float64 `json:"ratio_vs_jetstream,omitempty"`
 	// LatencyDeltaUS is this target's latency minus raw JetStream's.
-	LatencyDeltaUS *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+	LatencyDeltaUS *measure.Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
 	// ThroughputCPUCores is the CPU the whole process used during this
 	// target's throughput phase, in cores (CPU seconds per second), and
 	// ThroughputCPUPerMsgUS that CPU per acknowledged message. A target
@@ -278,10 +280,10 @@ type PacedResult struct {
 	// flight over the rate it achieved.
 	Sustained bool `json:"sustained"`
 	// Latency is publish to ack of each acknowledged message.
-	Latency Latency `json:"latency_us"`
-	Offered int64   `json:"offered"`
-	Sent    int64   `json:"sent"`
-	Acked   int64   `json:"acked"`
+	Latency measure.Latency `json:"latency_us"`
+	Offered int64           `json:"offered"`
+	Sent    int64           `json:"sent"`
+	Acked   int64           `json:"acked"`
 	// Skipped messages were not sent: the window was full at their time.
 	Skipped int64 `json:"skipped"`
 	// Late messages were sent more than 2 ms after their time (the pacer
@@ -294,7 +296,7 @@ type PacedResult struct {
 	// LatencyDeltaUS is the latency SemaQ adds to raw JetStream at this
 	// rate; set only when both sustained it (otherwise the baseline's
 	// figure is a queue, not a latency).
-	LatencyDeltaUS *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+	LatencyDeltaUS *measure.Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
 	// Fsyncs and AcksPerFsync are the group commits during this rate's
 	// slices; set for an fsync stream.
 	Fsyncs       uint64  `json:"fsyncs,omitempty"`

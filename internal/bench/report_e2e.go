@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // The end-to-end goal (docs/benchmarks/ingress.md, goal P3): at
@@ -19,7 +21,7 @@ const (
 // call to its receipt by a consumer of the stream (e2e.go).
 type E2EResult struct {
 	// Latency is publish to receipt of each first delivery.
-	Latency Latency `json:"latency_us"`
+	Latency measure.Latency `json:"latency_us"`
 	// Received counts first deliveries of the rate's messages within the
 	// drain bound after their slice; ReceivedMsgsPerS is them over the time
 	// from each slice's start to its last receipt (at least the slice).
@@ -38,8 +40,8 @@ type E2EResult struct {
 	// P99RatioVsJetStream is this target's p99 over raw JetStream's, and
 	// LatencyDeltaUS the difference per quantile; set only when both
 	// sustained the rate end to end.
-	P99RatioVsJetStream *float64 `json:"p99_ratio_vs_jetstream,omitempty"`
-	LatencyDeltaUS      *Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
+	P99RatioVsJetStream *float64         `json:"p99_ratio_vs_jetstream,omitempty"`
+	LatencyDeltaUS      *measure.Latency `json:"latency_delta_us_vs_jetstream,omitempty"`
 }
 
 // E2EParts is where a target's end-to-end time went, per quantile (each
@@ -48,9 +50,9 @@ type E2EResult struct {
 // the ingress time its AI-Received stamp, zero on targets without the
 // ingress.
 type E2EParts struct {
-	PublishToIngress Latency `json:"publish_to_ingress"`
-	PublishToStore   Latency `json:"publish_to_store"`
-	StoreToReceipt   Latency `json:"store_to_receipt"`
+	PublishToIngress measure.Latency `json:"publish_to_ingress"`
+	PublishToStore   measure.Latency `json:"publish_to_store"`
+	StoreToReceipt   measure.Latency `json:"store_to_receipt"`
 }
 
 // E2EGoal is goal P3 as this run measured it.
@@ -166,8 +168,8 @@ func (r *Report) writeE2EParts(b *strings.Builder, width int) error {
 	b.WriteString("\nwhere the end-to-end time went, p50 / p99 µs of each part (from the stream's store time and the ingress's AI-Received stamp)\n")
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "%-*s\toffered\tpublish→ingress\tpublish→store\tstore→receipt\tpublish→receipt\t\n", width, "target")
-	pair := func(l Latency) string {
-		if l == (Latency{}) {
+	pair := func(l measure.Latency) string {
+		if l == (measure.Latency{}) {
 			return "–"
 		}
 		return fmt.Sprintf("%.0f / %.0f", l.P50, l.P99)

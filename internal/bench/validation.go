@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/schema"
 )
 
@@ -56,9 +57,9 @@ func measureValidation(s schema.Schema, body []byte, d time.Duration) (*Validati
 	v := &Validation{
 		SchemaType:   string(s.Type()),
 		PayloadBytes: len(body),
-		NSPerOp:      Round1(float64(elapsed.Nanoseconds()) / float64(ops)),
-		AllocsPerOp:  Round1(float64(after.Mallocs-before.Mallocs) / float64(ops)),
-		BytesPerOp:   Round1(float64(after.TotalAlloc-before.TotalAlloc) / float64(ops)),
+		NSPerOp:      measure.Round1(float64(elapsed.Nanoseconds()) / float64(ops)),
+		AllocsPerOp:  measure.Round1(float64(after.Mallocs-before.Mallocs) / float64(ops)),
+		BytesPerOp:   measure.Round1(float64(after.TotalAlloc-before.TotalAlloc) / float64(ops)),
 		Ops:          ops,
 		NSPerOpMax:   GoalValidationNS,
 	}

@@ -6,11 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/dispatch"
 )
 
 func newBenchDispatchCmd(e *env) *cobra.Command {
-	cfg := bench.DefaultDispatchConfig()
+	cfg := dispatch.DefaultConfig()
 	var (
 		jsonFile string
 		quiet    bool
@@ -56,12 +56,12 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 				return err
 			}
 			defer out.abort()
-			rep, err := bench.RunDispatch(cmd.Context(), cfg)
+			rep, err := dispatch.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
 			if jsonFile != "-" {
-				if err := bench.WriteDispatchTable(e.stdout, rep); err != nil {
+				if err := dispatch.WriteTable(e.stdout, rep); err != nil {
 					return err
 				}
 			}
@@ -95,12 +95,12 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 // benchmark runs its children with.
 func newDispatchChildCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:    bench.DispatchChildCommand,
+		Use:    dispatch.ChildCommand,
 		Short:  "A load generator or workers process of dispatch --processes (internal)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if code := bench.DispatchChildMain(cmd.Context(), e.stdin, e.stdout, e.stderr); code != 0 {
+			if code := dispatch.ChildMain(cmd.Context(), e.stdin, e.stdout, e.stderr); code != 0 {
 				return errChildFailed
 			}
 			return nil

@@ -6,11 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/tokens"
 )
 
 func newBenchTokensCmd(e *env) *cobra.Command {
-	cfg := bench.DefaultTokensConfig()
+	cfg := tokens.DefaultConfig()
 	var (
 		jsonFile string
 		quiet    bool
@@ -44,7 +44,7 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 			if !quiet {
 				cfg.Progress = e.stderr
 			}
-			rep, err := bench.RunTokens(cmd.Context(), cfg)
+			rep, err := tokens.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -44,7 +46,6 @@ type memoryGuard struct {
 	source      string // where limit came from, for the log
 	inUse       atomic.Int64
 	over        atomic.Bool
-	stop, done  chan struct{}
 	samples     []metrics.Sample
 }
 
@@ -97,26 +98,25 @@ func systemMemory() (int64, string) {
 	return 0, ""
 }
 
-// newMemoryGuard starts sampling against limit; nil when limit is 0.
-func newMemoryGuard(limit int64, source string) *memoryGuard {
+// newMemoryGuard starts sampling against limit on gate, until it closes;
+// nil when limit is 0.
+func newMemoryGuard(limit int64, source string, gate *subsystem.Gate) *memoryGuard {
 	if limit <= 0 {
 		return nil
 	}
 	g := &memoryGuard{limit: limit, high: int64(float64(limit) * memoryHighWater), source: source,
-		stop: make(chan struct{}), done: make(chan struct{}),
 		samples: []metrics.Sample{{Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}}
 	g.sample()
-	go g.run()
+	gate.Go("sampler", g.run)
 	return g
 }
 
-func (g *memoryGuard) run() {
-	defer close(g.done)
+func (g *memoryGuard) run(ctx context.Context) {
 	t := time.NewTicker(memorySampleEvery)
 	defer t.Stop()
 	for {
 		select {
-		case <-g.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 			g.sample()
@@ -131,14 +131,6 @@ func (g *memoryGuard) sample() {
 	used := int64(g.samples[0].Value.Uint64()) - int64(g.samples[1].Value.Uint64())
 	g.inUse.Store(used)
 	g.over.Store(used > g.high)
-}
-
-func (g *memoryGuard) close() {
-	if g == nil {
-		return
-	}
-	close(g.stop)
-	<-g.done
 }
 
 // refusal is the ingress's answer while memory is past the high water;

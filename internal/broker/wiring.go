@@ -87,7 +87,7 @@ func openNATS(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	go ns.Start()
+	s.gate.Go("nats-start", func(context.Context) { ns.Start() })
 	if err := waitNATSReady(ctx, ns, nl.fatal, natsReadyTimeout); err != nil {
 		_ = shutdown.Close(ctx)
 		// A listen error names the address itself, as the HTTP port's does.
@@ -168,12 +168,13 @@ func openRegistry(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 // cgroup sets one.
 func openMemory(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	limit, source := ResolveMaxMemory(s.cfg.MaxMemory)
-	if s.memory = newMemoryGuard(limit, source); s.memory == nil {
-		return nil, nil
+	gate := s.gate.Child("memory")
+	if s.memory = newMemoryGuard(limit, source, gate); s.memory == nil {
+		return gate, nil
 	}
 	s.metrics.WatchMemory(limit, s.memory.inUse.Load)
 	s.log.Info("memory: publishes are refused past 90% of max_memory", "max_memory_mib", limit>>20, "from", source)
-	return subsystem.Func(func(context.Context) error { s.memory.close(); return nil }), nil
+	return gate, nil
 }
 
 // openAudit creates SQ_AUDIT before any handler is served, so no change

@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"bufio"
@@ -15,10 +15,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // A child process of `semaq bench dispatch --processes` is the bench binary
-// run again with the hidden command DispatchChildCommand. It talks to its
+// run again with the hidden command ChildCommand. It talks to its
 // parent over its standard streams, one JSON object a line:
 //
 //	parent → child  childRequest, then "start"
@@ -28,9 +29,9 @@ import (
 // up) or its connection to the broker closes (it never reconnects), and
 // then exits non-zero with the reason on stderr.
 
-// DispatchChildCommand is the hidden command that runs a child process of
-// the dispatch benchmark's processes mode (DispatchChildMain).
-const DispatchChildCommand = "dispatch-child"
+// ChildCommand is the hidden command that runs a child process of the
+// dispatch benchmark's processes mode (ChildMain).
+const ChildCommand = "dispatch-child"
 
 // Roles of the child processes.
 const (
@@ -61,13 +62,13 @@ type childMessage struct {
 
 // childResult is what a child measured over the phase.
 type childResult struct {
-	CPU         time.Duration           `json:"cpu"` // user + system
-	CPUMeasured bool                    `json:"cpu_measured"`
-	Wall        time.Duration           `json:"wall"`
-	Failed      int64                   `json:"failed,omitempty"` // publishes refused
-	Broker      map[string][]histBucket `json:"broker,omitempty"`
-	E2E         map[string][]histBucket `json:"e2e,omitempty"`
-	Turnaround  map[string][]histBucket `json:"turnaround,omitempty"`
+	CPU         time.Duration               `json:"cpu"` // user + system
+	CPUMeasured bool                        `json:"cpu_measured"`
+	Wall        time.Duration               `json:"wall"`
+	Failed      int64                       `json:"failed,omitempty"` // publishes refused
+	Broker      map[string][]measure.Bucket `json:"broker,omitempty"`
+	E2E         map[string][]measure.Bucket `json:"e2e,omitempty"`
+	Turnaround  map[string][]measure.Bucket `json:"turnaround,omitempty"`
 }
 
 var (
@@ -75,11 +76,11 @@ var (
 	errBrokerLost = errors.New("connection to the broker closed")
 )
 
-// DispatchChildMain runs one child process of the dispatch benchmark on
-// its standard streams and returns its exit code.
-func DispatchChildMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+// ChildMain runs one child process of the dispatch benchmark on its
+// standard streams and returns its exit code.
+func ChildMain(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := runChild(ctx, stdin, stdout); err != nil {
-		fmt.Fprintf(stderr, "%s: %v\n", DispatchChildCommand, err)
+		fmt.Fprintf(stderr, "%s: %v\n", ChildCommand, err)
 		return 1
 	}
 	return 0
@@ -153,7 +154,7 @@ func runChild(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	cpu0, measured := processCPU()
+	cpu0, measured := measure.CPUTime()
 	t0 := time.Now()
 	rctx, rcancel := context.WithTimeout(ctx, req.Phase.Duration)
 	res, err := run(rctx)
@@ -165,7 +166,7 @@ func runChild(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		return context.Cause(ctx)
 	}
 	res.Wall = time.Since(t0)
-	if cpu1, ok := processCPU(); ok && measured {
+	if cpu1, ok := measure.CPUTime(); ok && measured {
 		res.CPU, res.CPUMeasured = cpu1-cpu0, true
 	}
 	return out.Encode(childMessage{Result: res})
@@ -189,10 +190,10 @@ func readLine(r *bufio.Reader) ([]byte, error) {
 	}
 }
 
-func bucketsOf(by map[string]*Histogram) map[string][]histBucket {
-	out := make(map[string][]histBucket, len(by))
+func bucketsOf(by map[string]*measure.Histogram) map[string][]measure.Bucket {
+	out := make(map[string][]measure.Bucket, len(by))
 	for k, h := range by {
-		out[k] = h.buckets()
+		out[k] = h.Buckets()
 	}
 	return out
 }
@@ -200,13 +201,13 @@ func bucketsOf(by map[string]*Histogram) map[string][]histBucket {
 func waitsOf(res *childResult) *waits {
 	w := newWaits()
 	for k, bs := range res.Broker {
-		w.broker[k] = histogramOf(bs)
+		w.broker[k] = measure.FromBuckets(bs)
 	}
 	for k, bs := range res.E2E {
-		w.e2e[k] = histogramOf(bs)
+		w.e2e[k] = measure.FromBuckets(bs)
 	}
 	for k, bs := range res.Turnaround {
-		w.turnaround[k] = histogramOf(bs)
+		w.turnaround[k] = measure.FromBuckets(bs)
 	}
 	return w
 }

@@ -1,4 +1,24 @@
-package bench
+// Package dispatch is `semaq bench dispatch`: SemaQ's work-queue
+// dispatcher measured on an embedded broker, in four phases. Priority
+// isolation (critical requests' queue wait alone, then beside a bulk flood)
+// and tenant isolation (tenant B alone, then beside a tenant A offering
+// many times B's load) are paced phases: load generators publish at fixed
+// rates while workers serve one request at a time for a simulated service
+// time (isolation.go, load.go). Token fairness backlogs two tenants and
+// checks the tokens served against VTC's bound; throughput drains a backlog
+// through the dispatcher and through a raw JetStream pull consumer on the
+// same broker (drain.go).
+//
+// The paced phases run in this process or, in the processes mode, as
+// child processes: the bench binary run again with the hidden command
+// ChildCommand, one process per load and one for the workers, the broker
+// staying in the parent (procs.go the parent's side, child.go the
+// children's, place_linux.go CPU pinning and nice).
+//
+// The outcome is a bench.Report whose Dispatch field holds the figures;
+// their types live in package bench beside the report, and this package
+// imports bench, never the reverse.
+package dispatch
 
 import (
 	"context"
@@ -15,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/operator"
 	"github.com/semaq/semaq/semaq"
@@ -30,13 +51,13 @@ const (
 	// GoalTenantIsolationRatio: tenant B's p99 wait while A offers 10× B's
 	// load, over B alone.
 	GoalTenantIsolationRatio = 1.5
-	// GoalDispatchThroughputRatio: dispatch throughput over a raw
-	// JetStream pull consumer's.
-	GoalDispatchThroughputRatio = 0.7
+	// GoalThroughputRatio: dispatch throughput over a raw JetStream pull
+	// consumer's.
+	GoalThroughputRatio = 0.7
 )
 
-// DispatchConfig configures `semaq bench dispatch`.
-type DispatchConfig struct {
+// Config configures `semaq bench dispatch`.
+type Config struct {
 	// Duration of each paced phase.
 	Duration time.Duration
 	// Workers fetching in the paced phases, each serving one request at a
@@ -66,8 +87,8 @@ type DispatchConfig struct {
 	// Job.Ack's confirmation: one round trip less between two jobs.
 	WorkerAckNoWait bool
 	// Processes runs the paced phases' load generators and workers as
-	// child processes (the bench binary again, DispatchChildCommand), the
-	// broker staying in this one.
+	// child processes (the bench binary again, ChildCommand), the broker
+	// staying in this one.
 	Processes bool
 	// Pin (with Processes, Linux, two CPUs or more) pins the broker to
 	// the first CPU this process may use and the children to the others.
@@ -81,9 +102,9 @@ type DispatchConfig struct {
 	Progress   func(format string, args ...any)
 }
 
-// DefaultDispatchConfig is what `semaq bench dispatch` runs without flags.
-func DefaultDispatchConfig() DispatchConfig {
-	return DispatchConfig{
+// DefaultConfig is what `semaq bench dispatch` runs without flags.
+func DefaultConfig() Config {
+	return Config{
 		Duration: 3 * time.Second, Workers: 4, Service: 2 * time.Millisecond,
 		CriticalRate: 50, FloodFactor: 100, TenantRate: 200, TenantFactor: 10,
 		Drain: 50000, DrainWorkers: 4, DrainBatch: 64, Rounds: 5, Size: 512,
@@ -91,7 +112,7 @@ func DefaultDispatchConfig() DispatchConfig {
 }
 
 // Validate reports the first invalid field.
-func (c *DispatchConfig) Validate() error {
+func (c *Config) Validate() error {
 	switch {
 	case c.Duration < 100*time.Millisecond:
 		return fmt.Errorf("duration %s is under 100ms", c.Duration)
@@ -113,128 +134,8 @@ func (c *DispatchConfig) Validate() error {
 	return nil
 }
 
-// DispatchReport holds the dispatch scenario's own figures.
-type DispatchReport struct {
-	// Mode is where the paced phases' load generators and workers ran:
-	// DispatchInProcess or DispatchProcesses.
-	Mode string `json:"mode"`
-	// WorkerAcks is how the paced phases' workers answer: "confirmed"
-	// (Job.Ack) or "nowait" (Job.AckNoWait).
-	WorkerAcks string             `json:"worker_acks"`
-	Priority   PriorityIsolation  `json:"priority"`
-	Tenants    TenantIsolation    `json:"tenants"`
-	Fairness   TokenFairness      `json:"fairness"`
-	Throughput DispatchThroughput `json:"throughput"`
-}
-
-// PriorityIsolation compares critical requests' queue wait alone and under
-// a bulk flood.
-type PriorityIsolation struct {
-	CriticalRate  int     `json:"critical_rate"`
-	BulkRate      int     `json:"bulk_rate"`
-	Alone         Latency `json:"critical_alone_wait_us"`
-	Flood         Latency `json:"critical_flood_wait_us"`
-	BulkWait      Latency `json:"bulk_flood_wait_us"`
-	BulkBacklog   int     `json:"bulk_backlog_at_end"`
-	P99Ratio      float64 `json:"p99_ratio"` // for information: the goal is ExtraGoalUS
-	CriticalCount int64   `json:"critical_served"`
-	// The flood's p99 as alone p99 + one service time + ExtraUS, against
-	// ExtraGoalUS; the same for the end-to-end wait (publish call to the
-	// worker's fetch returning, hdrDispatchSent).
-	ServiceUS   float64 `json:"service_us"`
-	ExtraUS     float64 `json:"extra_us"`
-	ExtraGoalUS float64 `json:"extra_goal_us"`
-	AloneE2E    Latency `json:"critical_alone_e2e_us"`
-	FloodE2E    Latency `json:"critical_flood_e2e_us"`
-	ExtraE2EUS  float64 `json:"extra_e2e_us"`
-	// Under the flood: requests served per second, the service time as
-	// the workers' sleep really took, and their round trips between two
-	// jobs, Job.Ack and a Fetch that returned a job (one service time
-	// covers neither).
-	FloodServedPerS float64 `json:"flood_served_per_s"`
-	FloodService    Latency `json:"flood_worker_service_us"`
-	FloodAck        Latency `json:"flood_worker_ack_us"`
-	FloodFetch      Latency `json:"flood_worker_fetch_us"`
-	// AloneAck is Job.Ack's round trip without the flood, to compare.
-	AloneAck Latency `json:"alone_worker_ack_us"`
-	// CPU use of each process in the two phases.
-	AloneCPU []ProcessCPU `json:"alone_cpu"`
-	FloodCPU []ProcessCPU `json:"flood_cpu"`
-}
-
-// TenantIsolation compares tenant B's wait alone and beside a tenant A
-// offering TenantFactor times B's load.
-type TenantIsolation struct {
-	BRate    int     `json:"b_rate"`
-	ARate    int     `json:"a_rate"`
-	Alone    Latency `json:"b_alone_wait_us"`
-	WithA    Latency `json:"b_with_a_wait_us"`
-	AWait    Latency `json:"a_wait_us"`
-	P99Ratio float64 `json:"p99_ratio"`
-	Goal     float64 `json:"goal"`
-	// B's p99 beside A stated as the critical request's is: B alone p99 +
-	// one service time + ExtraUS. With A's backlog keeping every worker
-	// busy, B waits for one to finish as a critical request does under the
-	// flood (docs/benchmarks/dispatch.md, "Tenant B beside a saturating A").
-	ServiceUS float64 `json:"service_us"`
-	ExtraUS   float64 `json:"extra_us"`
-	// OfferedPerS is A's and B's load together, CapacityPerS what the
-	// workers could serve back to back without any turnaround (workers /
-	// service time; 0 without a service time), ServedPerS what they
-	// served beside A.
-	OfferedPerS  int     `json:"offered_per_s"`
-	CapacityPerS float64 `json:"nominal_capacity_per_s"`
-	ServedPerS   float64 `json:"served_per_s"`
-	// End to end (hdrDispatchSent), and CPU use of each process.
-	AloneE2E Latency      `json:"b_alone_e2e_us"`
-	WithAE2E Latency      `json:"b_with_a_e2e_us"`
-	E2ERatio float64      `json:"e2e_p99_ratio"`
-	AloneCPU []ProcessCPU `json:"alone_cpu"`
-	WithACPU []ProcessCPU `json:"with_a_cpu"`
-}
-
-// TokenFairness is the tokens served to two backlogged tenants with
-// different request sizes.
-type TokenFairness struct {
-	Requests   int     `json:"requests_served"`
-	TokensA    int64   `json:"tokens_a"`
-	TokensB    int64   `json:"tokens_b"`
-	SizeA      int64   `json:"request_tokens_a"`
-	SizeB      int64   `json:"request_tokens_b"`
-	MaxGap     int64   `json:"max_gap_tokens"`
-	Bound      int64   `json:"vtc_bound_tokens"` // 2 × the largest request
-	GapOfBound float64 `json:"max_gap_of_bound"`
-}
-
-// DispatchThroughput is the drain rate of a backlog: SemaQ's dispatcher
-// against a raw JetStream pull consumer on the same broker.
-type DispatchThroughput struct {
-	Semaq   float64   `json:"semaq_msgs_per_s"`
-	Raw     float64   `json:"jetstream_msgs_per_s"`
-	Ratio   float64   `json:"ratio"`
-	Goal    float64   `json:"goal"`
-	Rounds  []float64 `json:"ratio_by_round"`
-	Workers int       `json:"workers"`
-	Batch   int       `json:"batch"`
-	// Acks is "confirmed" (Job.Ack vs AckSync) or "nowait" (Job.AckNoWait
-	// vs Ack).
-	Acks string `json:"acks"`
-}
-
-// Modes of the paced phases.
-const (
-	DispatchInProcess = "in-process"
-	DispatchProcesses = "processes"
-)
-
-// Targets of the dispatch scenario's throughput phase.
-const (
-	TargetSemaqDispatch = "semaq-dispatch"
-	TargetJetStreamPull = "jetstream-pull"
-)
-
-// RunDispatch runs the dispatch scenario on an embedded broker.
-func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
+// Run runs the dispatch scenario on an embedded broker.
+func Run(ctx context.Context, cfg Config) (*bench.Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -257,16 +158,16 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 	defer srv.Shutdown(context.Background())
 	d := &dispatchRun{cfg: cfg, srv: srv, op: op, data: textPayload(cfg.Size), onChildren: cfg.onChildren}
 	defer d.closeClients()
-	rep := &DispatchReport{Mode: DispatchInProcess, WorkerAcks: "confirmed"}
+	rep := &bench.DispatchReport{Mode: bench.DispatchInProcess, WorkerAcks: "confirmed"}
 	if cfg.WorkerAckNoWait {
 		rep.WorkerAcks = "nowait"
 	}
 	if cfg.Processes {
-		rep.Mode = DispatchProcesses
+		rep.Mode = bench.DispatchProcesses
 	}
 	steps := []struct {
 		name string
-		fn   func(context.Context, *DispatchReport) error
+		fn   func(context.Context, *bench.DispatchReport) error
 	}{
 		{"priority isolation", d.priority},
 		{"tenant isolation", d.tenants},
@@ -289,21 +190,21 @@ func RunDispatch(ctx context.Context, cfg DispatchConfig) (*Report, error) {
 		}
 	}
 	tp := rep.Throughput
-	return &Report{
+	return &bench.Report{
 		Scenario: "dispatch",
-		Config: ReportConfig{
-			Targets: []string{TargetSemaqDispatch, TargetJetStreamPull}, Duration: cfg.Duration.String(),
+		Config: bench.ReportConfig{
+			Targets: []string{bench.TargetSemaqDispatch, bench.TargetJetStreamPull}, Duration: cfg.Duration.String(),
 			Size: cfg.Size, Sync: broker.SyncInterval, Rounds: cfg.Rounds,
-			Setup: []TargetSetup{
-				{Target: TargetSemaqDispatch, Server: ServerBroker, Stream: "BENCH_Q", Durability: DurabilityInterval},
-				{Target: TargetJetStreamPull, Server: ServerBroker, Stream: "BENCH_RAWQ", Durability: DurabilityInterval},
+			Setup: []bench.TargetSetup{
+				{Target: bench.TargetSemaqDispatch, Server: bench.ServerBroker, Stream: "BENCH_Q", Durability: bench.DurabilityInterval},
+				{Target: bench.TargetJetStreamPull, Server: bench.ServerBroker, Stream: "BENCH_RAWQ", Durability: bench.DurabilityInterval},
 			},
 			GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
 			GOMAXPROCS: runtime.GOMAXPROCS(0), NATSServer: server.VERSION, SemaQ: broker.Version,
 		},
-		Results: []Result{
-			{Target: TargetSemaqDispatch, ThroughputMsgsPerS: math.Round(tp.Semaq), Msgs: int64(cfg.Drain * cfg.Rounds)},
-			{Target: TargetJetStreamPull, ThroughputMsgsPerS: math.Round(tp.Raw), Msgs: int64(cfg.Drain * cfg.Rounds)},
+		Results: []bench.Result{
+			{Target: bench.TargetSemaqDispatch, ThroughputMsgsPerS: math.Round(tp.Semaq), Msgs: int64(cfg.Drain * cfg.Rounds)},
+			{Target: bench.TargetJetStreamPull, ThroughputMsgsPerS: math.Round(tp.Raw), Msgs: int64(cfg.Drain * cfg.Rounds)},
 		},
 		Dispatch: rep,
 	}, nil
@@ -333,7 +234,7 @@ func startDispatchBroker(ctx context.Context, dir string) (*broker.Server, *oper
 }
 
 type dispatchRun struct {
-	cfg     DispatchConfig
+	cfg     Config
 	srv     *broker.Server
 	op      *operator.Operator // the raw baseline's login on srv
 	data    []byte

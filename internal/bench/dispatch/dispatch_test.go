@@ -1,20 +1,23 @@
-package bench
+package dispatch
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 func TestRunDispatchShort(t *testing.T) {
-	cfg := DefaultDispatchConfig()
+	cfg := DefaultConfig()
 	cfg.Duration = 300 * time.Millisecond
 	cfg.Drain, cfg.Rounds, cfg.DrainWorkers = 300, 1, 2
 	cfg.CriticalRate, cfg.FloodFactor, cfg.TenantRate, cfg.TenantFactor = 20, 10, 20, 5
 	cfg.Dir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := RunDispatch(ctx, cfg)
+	rep, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +28,7 @@ func TestRunDispatchShort(t *testing.T) {
 	// Tenant B beside A in the critical request's form, with what was
 	// offered against what the workers could serve.
 	tn := d.Tenants
-	if want := tn.WithA.P99 - tn.Alone.P99 - tn.ServiceUS; tn.ExtraUS != Round1(want) || tn.ServiceUS != 2000 {
+	if want := tn.WithA.P99 - tn.Alone.P99 - tn.ServiceUS; tn.ExtraUS != measure.Round1(want) || tn.ServiceUS != 2000 {
 		t.Errorf("tenant X = %v µs (service %v), want with A − alone − service = %v", tn.ExtraUS, tn.ServiceUS, want)
 	}
 	if tn.OfferedPerS != 20+100 || tn.CapacityPerS != 2000 || tn.ServedPerS <= 0 {
@@ -41,10 +44,10 @@ func TestRunDispatchShort(t *testing.T) {
 		t.Fatalf("throughput: %+v", tp)
 	}
 	// In one process: one CPU figure, the end-to-end wait measured too.
-	if d.Mode != DispatchInProcess || len(d.Priority.FloodCPU) != 1 || !d.Priority.FloodCPU[0].Measured || d.Priority.FloodE2E.P99 <= 0 || d.Tenants.WithAE2E.P99 <= 0 {
+	if d.Mode != bench.DispatchInProcess || len(d.Priority.FloodCPU) != 1 || !d.Priority.FloodCPU[0].Measured || d.Priority.FloodE2E.P99 <= 0 || d.Tenants.WithAE2E.P99 <= 0 {
 		t.Fatalf("mode %q, CPU %+v, end to end %+v %+v", d.Mode, d.Priority.FloodCPU, d.Priority.FloodE2E, d.Tenants.WithAE2E)
 	}
-	if len(rep.Results) != 2 || rep.Results[0].Target != TargetSemaqDispatch {
+	if len(rep.Results) != 2 || rep.Results[0].Target != bench.TargetSemaqDispatch {
 		t.Fatalf("results: %+v", rep.Results)
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/semaq"
 )
 
 // fairness backlogs two tenants, A with small requests and B with large
 // ones, and serves a fixed number of requests, tracking the largest gap in
 // tokens served between them.
-func (d *dispatchRun) fairness(ctx context.Context, rep *DispatchReport) error {
+func (d *dispatchRun) fairness(ctx context.Context, rep *bench.DispatchReport) error {
 	const name, n = "FAIR", 400
 	const sizeA, sizeB = 100, 1000
 	admin, err := d.queue(ctx, name)
@@ -70,8 +72,8 @@ func (d *dispatchRun) fairness(ctx context.Context, rep *DispatchReport) error {
 	}
 	_ = admin.DeleteQueue(ctx, name)
 	bound := int64(2 * sizeB)
-	rep.Fairness = TokenFairness{Requests: count, TokensA: served["A"], TokensB: served["B"], SizeA: sizeA, SizeB: sizeB,
-		MaxGap: maxGap, Bound: bound, GapOfBound: round2(float64(maxGap) / float64(bound))}
+	rep.Fairness = bench.TokenFairness{Requests: count, TokensA: served["A"], TokensB: served["B"], SizeA: sizeA, SizeB: sizeB,
+		MaxGap: maxGap, Bound: bound, GapOfBound: measure.Round2(float64(maxGap) / float64(bound))}
 	return nil
 }
 
@@ -79,7 +81,7 @@ func (d *dispatchRun) fairness(ctx context.Context, rep *DispatchReport) error {
 // workers: through the dispatcher (Fetch, Ack confirmed) and from a raw
 // JetStream workqueue stream with a pull consumer (Fetch, AckSync), in
 // alternating order over cfg.Rounds rounds.
-func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error {
+func (d *dispatchRun) throughput(ctx context.Context, rep *bench.DispatchReport) error {
 	c := d.cfg
 	nc, err := d.op.Connect(d.srv.ClientURL(), nats.Name("bench-raw"))
 	if err != nil {
@@ -117,13 +119,13 @@ func (d *dispatchRun) throughput(ctx context.Context, rep *DispatchReport) error
 			}
 		}
 		semaqRates, rawRates = append(semaqRates, rs), append(rawRates, rr)
-		ratios = append(ratios, round2(rs/rr))
+		ratios = append(ratios, measure.Round2(rs/rr))
 	}
-	s, r := Median(semaqRates), Median(rawRates)
+	s, r := measure.Median(semaqRates), measure.Median(rawRates)
 	// The ratio is the median of the rounds' ratios: each round runs both
 	// targets back to back, so it is the comparison least moved by a busy
 	// machine.
-	rep.Throughput = DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: round2(Median(ratios)), Goal: GoalDispatchThroughputRatio,
+	rep.Throughput = bench.DispatchThroughput{Semaq: math.Round(s), Raw: math.Round(r), Ratio: measure.Round2(measure.Median(ratios)), Goal: GoalThroughputRatio,
 		Rounds: ratios, Workers: c.DrainWorkers, Batch: c.DrainBatch, Acks: "confirmed"}
 	if c.AckNoWait {
 		rep.Throughput.Acks = "nowait"
@@ -305,15 +307,6 @@ func (d *dispatchRun) drainRate(steps []func(done *atomic.Int64) error) (float64
 	}
 	return float64(d.cfg.Drain) / el.Seconds(), nil
 }
-
-func ratio(a, b float64) float64 {
-	if b <= 0 {
-		return 0
-	}
-	return round2(a / b)
-}
-
-func round2(f float64) float64 { return math.Round(f*100) / 100 }
 
 func textPayload(n int) []byte {
 	b := make([]byte, n)

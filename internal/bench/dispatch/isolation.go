@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -16,7 +18,7 @@ import (
 // phaseResult is what a paced phase measured.
 type phaseResult struct {
 	waits   *waits
-	procs   []ProcessCPU
+	procs   []bench.ProcessCPU
 	backlog int // requests still queued when the phase ended
 }
 
@@ -65,7 +67,7 @@ func (d *dispatchRun) inProcPhase(ctx context.Context, spec phaseSpec) (*phaseRe
 	res := &phaseResult{waits: newWaits()}
 	pctx, cancel := context.WithTimeout(ctx, spec.Duration)
 	defer cancel()
-	cpu0, measured := processCPU()
+	cpu0, measured := measure.CPUTime()
 	t0 := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -78,12 +80,12 @@ func (d *dispatchRun) inProcPhase(ctx context.Context, spec phaseSpec) (*phaseRe
 	if err != nil {
 		return nil, err
 	}
-	cpu1, ok := processCPU()
-	res.procs = []ProcessCPU{processCPUOf("bench (broker, generator, workers)", os.Getpid(), cpu1-cpu0, time.Since(t0), ok && measured, "")}
+	cpu1, ok := measure.CPUTime()
+	res.procs = []bench.ProcessCPU{processCPUOf("bench (broker, generator, workers)", os.Getpid(), cpu1-cpu0, time.Since(t0), ok && measured, "")}
 	return res, nil
 }
 
-func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
+func (d *dispatchRun) priority(ctx context.Context, rep *bench.DispatchReport) error {
 	c := d.cfg
 	crit := loadSpec{Name: "critical", Rate: c.CriticalRate, Priority: semaq.PriorityCritical.String(), Tokens: 100}
 	alone, err := d.phase(ctx, "PRIO_ALONE", semaq.HdrPriority, []loadSpec{crit})
@@ -99,12 +101,12 @@ func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
 	floodW, n, floodE2E := flood.waits.summary(crit.Priority)
 	bw, nb, _ := flood.waits.summary(bulk.Priority)
 	service := micros(c.Service)
-	rep.Priority = PriorityIsolation{
+	rep.Priority = bench.PriorityIsolation{
 		CriticalRate: c.CriticalRate, BulkRate: bulk.Rate, Alone: aloneW, Flood: floodW, BulkWait: bw,
-		BulkBacklog: flood.backlog, P99Ratio: ratio(floodW.P99, aloneW.P99), CriticalCount: n,
-		ServiceUS: service, ExtraUS: Round1(floodW.P99 - aloneW.P99 - service), ExtraGoalUS: micros(GoalCriticalFloodExtra),
-		AloneE2E: aloneE2E, FloodE2E: floodE2E, ExtraE2EUS: Round1(floodE2E.P99 - aloneE2E.P99 - service),
-		FloodServedPerS: Round1(float64(n+nb) / c.Duration.Seconds()),
+		BulkBacklog: flood.backlog, P99Ratio: measure.Ratio(floodW.P99, aloneW.P99), CriticalCount: n,
+		ServiceUS: service, ExtraUS: measure.Round1(floodW.P99 - aloneW.P99 - service), ExtraGoalUS: micros(GoalCriticalFloodExtra),
+		AloneE2E: aloneE2E, FloodE2E: floodE2E, ExtraE2EUS: measure.Round1(floodE2E.P99 - aloneE2E.P99 - service),
+		FloodServedPerS: measure.Round1(float64(n+nb) / c.Duration.Seconds()),
 		FloodService:    flood.waits.turnSummary(turnService), AloneAck: alone.waits.turnSummary(turnAck),
 		FloodAck: flood.waits.turnSummary(turnAck), FloodFetch: flood.waits.turnSummary(turnFetch),
 		AloneCPU: alone.procs, FloodCPU: flood.procs,
@@ -112,7 +114,7 @@ func (d *dispatchRun) priority(ctx context.Context, rep *DispatchReport) error {
 	return nil
 }
 
-func (d *dispatchRun) tenants(ctx context.Context, rep *DispatchReport) error {
+func (d *dispatchRun) tenants(ctx context.Context, rep *bench.DispatchReport) error {
 	c := d.cfg
 	b := loadSpec{Name: "B", Rate: c.TenantRate, Tenant: "B", Tokens: 100}
 	alone, err := d.phase(ctx, "TENANT_ALONE", semaq.HdrTenant, []loadSpec{b})
@@ -130,15 +132,15 @@ func (d *dispatchRun) tenants(ctx context.Context, rep *DispatchReport) error {
 	service := micros(c.Service)
 	var capacity float64
 	if c.Service > 0 {
-		capacity = Round1(float64(c.Workers) / c.Service.Seconds())
+		capacity = measure.Round1(float64(c.Workers) / c.Service.Seconds())
 	}
-	rep.Tenants = TenantIsolation{BRate: b.Rate, ARate: a.Rate, Alone: aloneW, WithA: withA, AWait: aw,
-		P99Ratio: ratio(withA.P99, aloneW.P99), Goal: GoalTenantIsolationRatio,
-		ServiceUS: service, ExtraUS: Round1(withA.P99 - aloneW.P99 - service),
-		OfferedPerS: a.Rate + b.Rate, CapacityPerS: capacity, ServedPerS: Round1(float64(na+nb) / c.Duration.Seconds()),
-		AloneE2E: aloneE2E, WithAE2E: withAE2E, E2ERatio: ratio(withAE2E.P99, aloneE2E.P99),
+	rep.Tenants = bench.TenantIsolation{BRate: b.Rate, ARate: a.Rate, Alone: aloneW, WithA: withA, AWait: aw,
+		P99Ratio: measure.Ratio(withA.P99, aloneW.P99), Goal: GoalTenantIsolationRatio,
+		ServiceUS: service, ExtraUS: measure.Round1(withA.P99 - aloneW.P99 - service),
+		OfferedPerS: a.Rate + b.Rate, CapacityPerS: capacity, ServedPerS: measure.Round1(float64(na+nb) / c.Duration.Seconds()),
+		AloneE2E: aloneE2E, WithAE2E: withAE2E, E2ERatio: measure.Ratio(withAE2E.P99, aloneE2E.P99),
 		AloneCPU: alone.procs, WithACPU: shared.procs}
 	return nil
 }
 
-func micros(d time.Duration) float64 { return Micros(int64(d)) }
+func micros(d time.Duration) float64 { return measure.Micros(int64(d)) }

@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"context"
@@ -11,20 +11,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/semaq"
 )
 
 // The paced phases' two sides, the load generator and the workers, are the
 // same code whether they run as goroutines of the bench process or in child
-// processes of their own (dispatch_procs.go): they only need the broker's
-// URL.
+// processes of their own (procs.go): they only need the broker's URL.
 
 // hdrDispatchSent carries the time a request was published, in Unix
-// nanoseconds (not since a phase's epoch like the ingest's hdrSent: the
-// worker reading it may be another process), so a worker can measure the
-// wait end to end: publish call to
-// the job in its hands, client libraries and both connections included,
-// which the broker's Semaq-Wait (ingress to dispatch) leaves out.
+// nanoseconds (not since a phase's epoch like the ingest's hdrSent in
+// package bench: the worker reading it may be another process), so a
+// worker can measure the wait end to end: publish call to the job in its
+// hands, client libraries and both connections included, which the
+// broker's Semaq-Wait (ingress to dispatch) leaves out.
 const hdrDispatchSent = "Bench-Sent"
 
 // loadSpec is one paced publisher of a phase.
@@ -125,9 +125,9 @@ func generate(ctx context.Context, nc *nats.Conn, subject string, data []byte, l
 // a busy worker is not serving.
 type waits struct {
 	mu         sync.Mutex
-	broker     map[string]*Histogram
-	e2e        map[string]*Histogram
-	turnaround map[string]*Histogram
+	broker     map[string]*measure.Histogram
+	e2e        map[string]*measure.Histogram
+	turnaround map[string]*measure.Histogram
 }
 
 // Keys of waits.turnaround.
@@ -138,7 +138,7 @@ const (
 )
 
 func newWaits() *waits {
-	return &waits{broker: map[string]*Histogram{}, e2e: map[string]*Histogram{}, turnaround: map[string]*Histogram{}}
+	return &waits{broker: map[string]*measure.Histogram{}, e2e: map[string]*measure.Histogram{}, turnaround: map[string]*measure.Histogram{}}
 }
 
 func (w *waits) turn(key string, d time.Duration) {
@@ -148,19 +148,19 @@ func (w *waits) turn(key string, d time.Duration) {
 }
 
 // turnSummary is the workers' round trip under key (turnAck, turnFetch).
-func (w *waits) turnSummary(key string) Latency {
+func (w *waits) turnSummary(key string) measure.Latency {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.turnaround[key]; h != nil {
 		return h.Summary()
 	}
-	return Latency{}
+	return measure.Latency{}
 }
 
-func recordIn(by map[string]*Histogram, key string, d time.Duration) {
+func recordIn(by map[string]*measure.Histogram, key string, d time.Duration) {
 	h := by[key]
 	if h == nil {
-		h = NewHistogram()
+		h = measure.NewHistogram()
 		by[key] = h
 	}
 	h.Record(d)
@@ -179,10 +179,10 @@ func (w *waits) record(key string, broker, e2e time.Duration) {
 func (w *waits) merge(o *waits) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, pair := range []struct{ dst, src map[string]*Histogram }{{w.broker, o.broker}, {w.e2e, o.e2e}, {w.turnaround, o.turnaround}} {
+	for _, pair := range []struct{ dst, src map[string]*measure.Histogram }{{w.broker, o.broker}, {w.e2e, o.e2e}, {w.turnaround, o.turnaround}} {
 		for k, h := range pair.src {
 			if pair.dst[k] == nil {
-				pair.dst[k] = NewHistogram()
+				pair.dst[k] = measure.NewHistogram()
 			}
 			pair.dst[k].Merge(h)
 		}
@@ -191,7 +191,7 @@ func (w *waits) merge(o *waits) {
 
 // summary is the broker-measured wait under key, how many were served,
 // and the end-to-end wait.
-func (w *waits) summary(key string) (broker Latency, n int64, e2e Latency) {
+func (w *waits) summary(key string) (broker measure.Latency, n int64, e2e measure.Latency) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.broker[key]; h != nil {

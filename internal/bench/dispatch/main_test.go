@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"context"
@@ -7,15 +7,17 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
 // TestMain lets the test binary stand in for the bench binary: the
 // processes mode of the dispatch benchmark runs os.Executable with
-// DispatchChildCommand, which is this binary under test. With
+// ChildCommand, which is this binary under test. With
 // envTestParent set it is instead a bench parent that tests kill.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == DispatchChildCommand {
-		os.Exit(DispatchChildMain(context.Background(), os.Stdin, os.Stdout, os.Stderr))
+	if len(os.Args) > 1 && os.Args[1] == ChildCommand {
+		os.Exit(ChildMain(context.Background(), os.Stdin, os.Stdout, os.Stderr))
 	}
 	if dir := os.Getenv(envTestParent); dir != "" {
 		os.Exit(runTestParent(dir))
@@ -36,14 +38,14 @@ func runTestParent(dir string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	cfg := DefaultDispatchConfig()
+	cfg := DefaultConfig()
 	cfg.Processes, cfg.Duration = true, 10*time.Minute
 	d := &dispatchRun{cfg: cfg, srv: srv, op: op, data: textPayload(cfg.Size)}
 	d.onChildren = func(pids []int) {
 		b, _ := json.Marshal(pids)
 		fmt.Println(string(b))
 	}
-	err = d.priority(ctx, &DispatchReport{})
+	err = d.priority(ctx, &bench.DispatchReport{})
 	fmt.Fprintln(os.Stderr, "phase ended:", err)
 	return 1
 }

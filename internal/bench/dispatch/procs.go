@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"bufio"
@@ -12,6 +12,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // The processes mode runs each paced phase's load generators (one process
@@ -33,28 +36,11 @@ const (
 	childExitWait = 5 * time.Second
 )
 
-// ProcessCPU is one process's CPU use over a paced phase.
-type ProcessCPU struct {
-	Role string `json:"role"`
-	PID  int    `json:"pid"`
-	// CPUSeconds is user + system time over the phase, WallSeconds the
-	// phase as the process saw it; Utilisation is their ratio (1.0: one
-	// core busy throughout). Zero and Measured false where the platform
-	// does not say.
-	CPUSeconds  float64 `json:"cpu_s"`
-	WallSeconds float64 `json:"wall_s"`
-	Utilisation float64 `json:"cpu_util"`
-	Measured    bool    `json:"measured"`
-	// Placement is the CPU pinning and nice value applied, or why they
-	// were not.
-	Placement string `json:"placement,omitempty"`
-}
-
-func processCPUOf(role string, pid int, cpu, wall time.Duration, measured bool, placement string) ProcessCPU {
-	p := ProcessCPU{Role: role, PID: pid, WallSeconds: round3(wall.Seconds()), Measured: measured, Placement: placement}
+func processCPUOf(role string, pid int, cpu, wall time.Duration, measured bool, placement string) bench.ProcessCPU {
+	p := bench.ProcessCPU{Role: role, PID: pid, WallSeconds: round3(wall.Seconds()), Measured: measured, Placement: placement}
 	if measured && wall > 0 {
 		p.CPUSeconds = round3(cpu.Seconds())
-		p.Utilisation = round2(cpu.Seconds() / wall.Seconds())
+		p.Utilisation = measure.Round2(cpu.Seconds() / wall.Seconds())
 	}
 	return p
 }
@@ -95,7 +81,7 @@ func startChild(ctx context.Context, exe, role string, req childRequest) (*child
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		defer close(c.done)
-		cmd := exec.CommandContext(ctx, exe, DispatchChildCommand)
+		cmd := exec.CommandContext(ctx, exe, ChildCommand)
 		cmd.SysProcAttr = childAttr()
 		cmd.Stderr = &c.stderr
 		cmd.WaitDelay = childExitWait
@@ -223,7 +209,7 @@ func (d *dispatchRun) procPhase(ctx context.Context, spec phaseSpec) (*phaseResu
 		}
 		d.onChildren(pids)
 	}
-	cpu0, measured := processCPU()
+	cpu0, measured := measure.CPUTime()
 	t0 := time.Now()
 	for _, c := range children {
 		if _, err := io.WriteString(c.stdin, "start\n"); err != nil {
@@ -231,7 +217,7 @@ func (d *dispatchRun) procPhase(ctx context.Context, spec phaseSpec) (*phaseResu
 		}
 	}
 	res := &phaseResult{waits: newWaits()}
-	var procs []ProcessCPU
+	var procs []bench.ProcessCPU
 	for i, c := range children {
 		m, err := c.next(pctx, spec.Duration+pacedDispatchDrain+childResultSlack, "result")
 		if err != nil {
@@ -244,7 +230,7 @@ func (d *dispatchRun) procPhase(ctx context.Context, spec phaseSpec) (*phaseResu
 		res.waits.merge(waitsOf(r))
 		procs = append(procs, processCPUOf(c.role, c.pid, r.CPU, r.Wall, r.CPUMeasured, placements[i]))
 	}
-	cpu1, ok := processCPU()
-	res.procs = append([]ProcessCPU{processCPUOf("broker", os.Getpid(), cpu1-cpu0, time.Since(t0), ok && measured, d.brokerPlacement)}, procs...)
+	cpu1, ok := measure.CPUTime()
+	res.procs = append([]bench.ProcessCPU{processCPUOf("broker", os.Getpid(), cpu1-cpu0, time.Since(t0), ok && measured, d.brokerPlacement)}, procs...)
 	return res, nil
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package bench
+package dispatch
 
 import (
 	"context"
@@ -11,11 +11,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // shortDispatch is a paced configuration small enough for tests.
-func shortDispatch(t *testing.T) DispatchConfig {
-	cfg := DefaultDispatchConfig()
+func shortDispatch(t *testing.T) Config {
+	cfg := DefaultConfig()
 	cfg.Duration = 300 * time.Millisecond
 	cfg.Drain, cfg.Rounds, cfg.DrainWorkers = 300, 1, 2
 	cfg.CriticalRate, cfg.FloodFactor, cfg.TenantRate, cfg.TenantFactor = 20, 10, 20, 5
@@ -24,7 +27,7 @@ func shortDispatch(t *testing.T) DispatchConfig {
 }
 
 // newDispatchRun starts a broker for the paced phases alone.
-func newDispatchRun(t *testing.T, ctx context.Context, cfg DispatchConfig) *dispatchRun {
+func newDispatchRun(t *testing.T, ctx context.Context, cfg Config) *dispatchRun {
 	t.Helper()
 	srv, op, err := startDispatchBroker(ctx, cfg.Dir)
 	if err != nil {
@@ -78,7 +81,7 @@ func TestDispatchProcesses(t *testing.T) {
 	d := newDispatchRun(t, ctx, cfg)
 	var rec pidRecorder
 	d.onChildren = rec.add
-	rep := &DispatchReport{}
+	rep := &bench.DispatchReport{}
 	if err := d.priority(ctx, rep); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +100,7 @@ func TestDispatchProcesses(t *testing.T) {
 	if p.FloodE2E.Max < p.Flood.P50 {
 		t.Errorf("end-to-end wait %v below the broker's %v", p.FloodE2E, p.Flood)
 	}
-	if want := p.Flood.P99 - p.Alone.P99 - p.ServiceUS; p.ExtraUS != Round1(want) || p.ExtraGoalUS != 2000 {
+	if want := p.Flood.P99 - p.Alone.P99 - p.ServiceUS; p.ExtraUS != measure.Round1(want) || p.ExtraGoalUS != 2000 {
 		t.Errorf("X = %v µs (goal %v), want flood − alone − service = %v", p.ExtraUS, p.ExtraGoalUS, want)
 	}
 	if p.FloodServedPerS <= 0 || p.FloodService.P50 < 2000 || p.FloodAck.P50 <= 0 || p.AloneAck.P50 <= 0 || p.FloodFetch.P50 <= 0 {
@@ -134,7 +137,7 @@ func TestDispatchProcessesBrokerStopped(t *testing.T) {
 		rec.add(pids)
 		d.srv.Shutdown(context.Background())
 	}
-	err := d.priority(ctx, &DispatchReport{})
+	err := d.priority(ctx, &bench.DispatchReport{})
 	if err == nil || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want the children's failure", err)
 	}
@@ -158,7 +161,7 @@ func TestDispatchProcessesCancelled(t *testing.T) {
 		rec.add(pids)
 		rcancel()
 	}
-	if err := d.priority(rctx, &DispatchReport{}); !errors.Is(err, context.Canceled) {
+	if err := d.priority(rctx, &bench.DispatchReport{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
 	rec.assertGone(t)
@@ -175,7 +178,7 @@ func TestDispatchChildBadRequest(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var out, errw strings.Builder
-		code := DispatchChildMain(context.Background(), strings.NewReader(tt.in), &out, &errw)
+		code := ChildMain(context.Background(), strings.NewReader(tt.in), &out, &errw)
 		if code != 1 || !strings.Contains(errw.String(), tt.want) || out.Len() != 0 {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 1 and %q", tt.in, code, out.String(), errw.String(), tt.want)
 		}
@@ -184,33 +187,19 @@ func TestDispatchChildBadRequest(t *testing.T) {
 
 func TestDispatchConfigPlacementNeedsProcesses(t *testing.T) {
 	t.Parallel()
-	for _, mod := range []func(*DispatchConfig){
-		func(c *DispatchConfig) { c.Pin = true },
-		func(c *DispatchConfig) { c.Nice = 5 },
+	for _, mod := range []func(*Config){
+		func(c *Config) { c.Pin = true },
+		func(c *Config) { c.Nice = 5 },
 	} {
-		cfg := DefaultDispatchConfig()
+		cfg := DefaultConfig()
 		mod(&cfg)
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "processes") {
 			t.Errorf("%+v: err = %v, want one naming processes", cfg, err)
 		}
 	}
-	cfg := DefaultDispatchConfig()
+	cfg := DefaultConfig()
 	cfg.Processes, cfg.Nice = true, 40
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "nice 40") {
 		t.Errorf("nice 40: err = %v", err)
-	}
-}
-
-// A histogram handed over by a child reads as the one it recorded.
-func TestHistogramBucketsRoundTrip(t *testing.T) {
-	t.Parallel()
-	h := NewHistogram()
-	for i := range 5000 {
-		h.Record(time.Duration(i*i%7919) * time.Microsecond)
-	}
-	h.Record(time.Hour) // clamped
-	got := histogramOf(h.buckets())
-	if got.Count() != h.Count() || got.Summary().P99 != h.Summary().P99 || got.Summary().P50 != h.Summary().P50 || got.Summary().Max != h.Summary().Max {
-		t.Fatalf("round trip: %+v (%d), want %+v (%d)", got.Summary(), got.Count(), h.Summary(), h.Count())
 	}
 }

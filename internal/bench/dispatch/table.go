@@ -1,4 +1,4 @@
-package bench
+package dispatch
 
 import (
 	"errors"
@@ -6,10 +6,12 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/semaq/semaq/internal/bench"
 )
 
-// WriteDispatchTable prints the dispatch report for people.
-func WriteDispatchTable(w io.Writer, rep *Report) error {
+// WriteTable prints the dispatch report for people.
+func WriteTable(w io.Writer, rep *bench.Report) error {
 	d := rep.Dispatch
 	if d == nil {
 		return errors.New("bench: not a dispatch report")
@@ -41,7 +43,7 @@ func WriteDispatchTable(w io.Writer, rep *Report) error {
 
 // cpuLine is each process's CPU use over a phase, in cores (CPU seconds
 // over wall seconds), with its placement.
-func cpuLine(procs []ProcessCPU) string {
+func cpuLine(procs []bench.ProcessCPU) string {
 	var parts []string
 	for _, p := range procs {
 		s := p.Role + " n/a"

@@ -1,14 +1,15 @@
 //go:build unix
 
-package bench
+package measure
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time the process has used, user and system.
-func processCPU() (time.Duration, bool) {
+// CPUTime is the CPU time the process has used, user and system; false
+// where the platform does not say.
+func CPUTime() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

@@ -1,4 +1,11 @@
-package bench
+// Package measure is the measuring vocabulary every benchmark of
+// semaq-bench shares: HDR latency histograms and their summary in
+// microseconds (Latency), the rounding the reports print with, and the CPU
+// time the process used. It is a leaf: the harness (bench) and each
+// benchmark built beside it (bench/dispatch, bench/tokens,
+// bench/scenario) import it, so none of them has to import another for a
+// histogram.
+package measure
 
 import (
 	"math"
@@ -88,6 +95,17 @@ func Micros(ns int64) float64 { return Round1(float64(ns) / 1e3) }
 // Round1 rounds f to one decimal.
 func Round1(f float64) float64 { return math.Round(f*10) / 10 }
 
+// Round2 rounds f to two decimals.
+func Round2(f float64) float64 { return math.Round(f*100) / 100 }
+
+// Ratio is a over b to two decimals, 0 when b is not positive.
+func Ratio(a, b float64) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return Round2(a / b)
+}
+
 // Median is the middle value of v (the upper one of an even count), 0 for
 // none; v is left as it was.
 func Median(v []float64) float64 {
@@ -99,25 +117,25 @@ func Median(v []float64) float64 {
 	return v[len(v)/2]
 }
 
-// histBucket is one non-empty bucket of a histogram in transit: a value
-// that falls in it and how many recordings it holds.
-type histBucket [2]int64
+// Bucket is one non-empty bucket of a histogram in transit: a value that
+// falls in it and how many recordings it holds.
+type Bucket [2]int64
 
-// buckets is h's non-empty buckets, for a child process handing its
+// Buckets is h's non-empty buckets, for a child process handing its
 // recordings back: at most one entry per bucket of the histogram's range
 // (some 30,000), whatever the number of recordings.
-func (h *Histogram) buckets() []histBucket {
-	var out []histBucket
+func (h *Histogram) Buckets() []Bucket {
+	var out []Bucket
 	for _, b := range h.h.Distribution() {
 		if b.Count > 0 {
-			out = append(out, histBucket{b.From, b.Count})
+			out = append(out, Bucket{b.From, b.Count})
 		}
 	}
 	return out
 }
 
-// histogramOf rebuilds a histogram from its buckets.
-func histogramOf(bs []histBucket) *Histogram {
+// FromBuckets rebuilds a histogram from its buckets.
+func FromBuckets(bs []Bucket) *Histogram {
 	h := NewHistogram()
 	for _, b := range bs {
 		v := min(max(b[0], histMin), histMax)

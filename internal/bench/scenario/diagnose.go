@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // Finding is one conclusion of the diagnosis: what most likely limited
@@ -191,8 +192,8 @@ func fsyncRule(sc *Scenario, res *ScenarioResult) *Finding {
 	if len(p999) < 3 || len(fsyncs) == 0 {
 		return nil
 	}
-	medLat, medFsync := bench.Median(p999), bench.Median(fsyncs)
-	floor := bench.Micros(int64(spikeFloor))
+	medLat, medFsync := measure.Median(p999), measure.Median(fsyncs)
+	floor := measure.Micros(int64(spikeFloor))
 	var spikes, aligned int
 	var worst Point
 	for _, p := range res.Series {
@@ -407,7 +408,7 @@ func (r *ScenarioReport) unexplainedRule(res *ScenarioResult, missed []string) *
 			}
 		}
 		if len(p99) > 0 {
-			ev = append(ev, fmt.Sprintf("p99 per interval: median %s, worst %s at t=%.1f s", usLabel(bench.Median(p99)), usLabel(worst.P99US), worst.T))
+			ev = append(ev, fmt.Sprintf("p99 per interval: median %s, worst %s at t=%.1f s", usLabel(measure.Median(p99)), usLabel(worst.P99US), worst.T))
 		}
 	}
 	ev = append(ev, fmt.Sprintf("ruled out: lag ended at %d (no growing backlog), %d redeliveries, %d admission rejections, GC %.2f%% of the run, %.0f msgs/s acknowledged of %s",

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // series builds n points a tenth of a second apart.
@@ -32,9 +33,9 @@ func baseScenario() *Scenario {
 // healthy is a result no rule should fire on.
 func healthy() *ScenarioResult {
 	return &ScenarioResult{
-		Result:            bench.Result{Target: bench.TargetSemaq, ThroughputMsgsPerS: 1000, Msgs: 1000, Latency: bench.Latency{P50: 200, P99: 900, P999: 1500}},
+		Result:            bench.Result{Target: bench.TargetSemaq, ThroughputMsgsPerS: 1000, Msgs: 1000, Latency: measure.Latency{P50: 200, P99: 900, P999: 1500}},
 		PublishedMsgsPerS: 1000, Published: 1100, Completed: 1100, Workers: 1,
-		Handling: bench.Latency{P50: 10, P99: 40, Max: 90},
+		Handling: measure.Latency{P50: 10, P99: 40, Max: 90},
 		GC:       GCStats{Cycles: 2, PauseTotalUS: 200, PauseFraction: 0.0002, AllocBytes: 2e6},
 		Series: series(10, func(i int) Point {
 			return Point{PublishedPerS: 1000, CompletedPerS: 1000, Lag: int64(3 + i%2), P50US: 200, P99US: 900, P999US: 1400 + float64(i*10)}
@@ -60,7 +61,7 @@ func TestDiagnoseRules(t *testing.T) {
 			res.Series = series(10, func(i int) Point {
 				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
 			})
-			res.Handling = bench.Latency{Mean: 4000, P50: 4000, P99: 4500, Max: 5000}
+			res.Handling = measure.Latency{Mean: 4000, P50: 4000, P99: 4500, Max: 5000}
 		}, []string{"too few workers", "at least 5 workers", "200 msgs/s per worker", "busy 80%"}},
 		{RuleWorkers, func(sc *Scenario, res *ScenarioResult) {
 			// Same lag, but the workers idle: delivery is the limit.
@@ -68,7 +69,7 @@ func TestDiagnoseRules(t *testing.T) {
 			res.Series = series(10, func(i int) Point {
 				return Point{PublishedPerS: 1000, CompletedPerS: 400, Lag: int64(60 * (i + 1))}
 			})
-			res.Handling = bench.Latency{Mean: 5, P50: 4, P99: 40, Max: 90}
+			res.Handling = measure.Latency{Mean: 5, P50: 4, P99: 40, Max: 90}
 		}, []string{"delivery path", "busy only 0%", "at least 5 consumers"}},
 		{RuleFsync, func(sc *Scenario, res *ScenarioResult) {
 			sc.Durable = true
@@ -83,7 +84,7 @@ func TestDiagnoseRules(t *testing.T) {
 		{RuleAckWait, func(sc *Scenario, res *ScenarioResult) {
 			sc.AckWait = time.Second
 			res.Redeliveries = 40
-			res.Handling = bench.Latency{P50: 1.2e6, P99: 1.5e6, Max: 1.6e6}
+			res.Handling = measure.Latency{P50: 1.2e6, P99: 1.5e6, Max: 1.6e6}
 		}, []string{"ack wait too short", "40 deliveries", "at least 3s"}},
 		{RuleGC, func(sc *Scenario, res *ScenarioResult) {
 			res.GC = GCStats{Cycles: 50, PauseTotalUS: 9000, PauseFraction: 0.009, AllocBytes: 5e9}
@@ -95,12 +96,12 @@ func TestDiagnoseRules(t *testing.T) {
 		{RuleSaturation, func(sc *Scenario, res *ScenarioResult) {
 			sc.Rate = 20000
 			res.PublishedMsgsPerS = 8000
-			res.AckLatency = bench.Latency{P50: 30000, P99: 60000}
+			res.AckLatency = measure.Latency{P50: 30000, P99: 60000}
 		}, []string{"ingest saturated", "8000 of the 20000", "64 messages in flight"}},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {
 			sc, res := baseScenario(), healthy()
-			res.Handling = bench.Latency{}
+			res.Handling = measure.Latency{}
 			tc.induce(sc, res)
 			fs := Diagnose(sc, res)
 			if len(fs) != 1 || fs[0].Rule != tc.rule {
@@ -248,7 +249,7 @@ func TestErrorKind(t *testing.T) {
 
 func TestScenarioGoals(t *testing.T) {
 	mk := func(target string, msgs, offered, p99 float64) ScenarioResult {
-		return ScenarioResult{Result: bench.Result{Target: target, ThroughputMsgsPerS: msgs, Latency: bench.Latency{P50: p99 / 4, P99: p99}}, OfferedMsgsPerS: offered}
+		return ScenarioResult{Result: bench.Result{Target: target, ThroughputMsgsPerS: msgs, Latency: measure.Latency{P50: p99 / 4, P99: p99}}, OfferedMsgsPerS: offered}
 	}
 	for _, tc := range []struct {
 		name             string
@@ -310,7 +311,7 @@ func TestMissedGoalHasFinding(t *testing.T) {
 		res := healthy()
 		res.Target = target
 		res.OfferedMsgsPerS = 1000
-		res.Latency = bench.Latency{P50: p99 / 4, P99: p99, P999: p99 * 1.5}
+		res.Latency = measure.Latency{P50: p99 / 4, P99: p99, P999: p99 * 1.5}
 		return *res
 	}
 	for _, tc := range []struct {

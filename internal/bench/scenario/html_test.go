@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 func TestWriteHTML(t *testing.T) {
@@ -21,7 +22,7 @@ func TestWriteHTML(t *testing.T) {
 		res.Setup = target + " <setup>"
 		res.Series[4].P99US = p99
 		res.Series[7].P99US = 15876.100000000001
-		h := bench.NewHistogram()
+		h := measure.NewHistogram()
 		for i := range 1000 {
 			h.Record(time.Duration(100+i) * time.Microsecond)
 		}

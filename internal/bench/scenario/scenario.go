@@ -2,9 +2,10 @@
 // a shipped or YAML scenario (Scenario, LoadScenario) is driven against
 // SemaQ and its baselines, raw JetStream and optionally RabbitMQ, in turn
 // on an embedded broker (RunScenario), and reported with goals, a
-// diagnosis of what limited the run and an HTML page. The targets, latency
-// histograms and reporting helpers it shares with the ingest, dispatch and
-// tokens benchmarks live in package bench, which does not import this one.
+// diagnosis of what limited the run and an HTML page. The targets and
+// reporting helpers it shares with the ingest benchmark live in package
+// bench, which does not import this one; the latency histograms it shares
+// with every benchmark, in package bench/measure.
 package scenario
 
 import (

@@ -5,7 +5,7 @@ import (
 	"runtime/metrics"
 	"time"
 
-	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 )
 
 // gcSample is the process's garbage collection so far, from
@@ -76,9 +76,9 @@ func (g gcSample) since(o gcSample, window time.Duration) GCStats {
 	pause := g.pauseSeconds - o.pauseSeconds
 	return GCStats{
 		Cycles:        g.cycles - o.cycles,
-		PauseTotalUS:  bench.Round1(pause * 1e6),
+		PauseTotalUS:  measure.Round1(pause * 1e6),
 		PauseFraction: math.Round(pause/window.Seconds()*1e5) / 1e5,
-		MaxPauseUS:    bench.Round1(g.maxPause * 1e6),
+		MaxPauseUS:    measure.Round1(g.maxPause * 1e6),
 		AllocBytes:    g.allocBytes - o.allocBytes,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 )
 
@@ -66,8 +67,8 @@ type ScenarioResult struct {
 	PublishedMsgsPerS float64 `json:"published_msgs_per_s"`
 	// AckLatency is publish → broker ack of the first publish; Handling is
 	// delivery → ack at a worker.
-	AckLatency bench.Latency `json:"ack_latency_us"`
-	Handling   bench.Latency `json:"handling_us"`
+	AckLatency measure.Latency `json:"ack_latency_us"`
+	Handling   measure.Latency `json:"handling_us"`
 	// CDF is the end-to-end latency distribution at fixed percentiles.
 	CDF []CDFPoint `json:"latency_cdf_us,omitempty"`
 	// Whole run, warm-up and drain included.
@@ -128,7 +129,7 @@ type CDFPoint struct {
 
 var cdfPercentiles = []float64{0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95, 97, 98, 99, 99.5, 99.9, 99.95, 99.99, 100}
 
-func cdfOf(h *bench.Histogram) []CDFPoint {
+func cdfOf(h *measure.Histogram) []CDFPoint {
 	if h.Count() == 0 {
 		return nil
 	}
@@ -138,7 +139,7 @@ func cdfOf(h *bench.Histogram) []CDFPoint {
 		if p == 0 {
 			v = h.Min()
 		}
-		out[i] = CDFPoint{Percentile: p, US: bench.Micros(v)}
+		out[i] = CDFPoint{Percentile: p, US: measure.Micros(v)}
 	}
 	return out
 }
@@ -236,8 +237,8 @@ func (r *ScenarioReport) finish() {
 			continue
 		}
 		if sc.SLO.P99 > 0 || sc.SLO.P999 > 0 {
-			met := (sc.SLO.P99 == 0 || res.Latency.P99 <= bench.Micros(int64(sc.SLO.P99))) &&
-				(sc.SLO.P999 == 0 || res.Latency.P999 <= bench.Micros(int64(sc.SLO.P999)))
+			met := (sc.SLO.P99 == 0 || res.Latency.P99 <= measure.Micros(int64(sc.SLO.P99))) &&
+				(sc.SLO.P999 == 0 || res.Latency.P999 <= measure.Micros(int64(sc.SLO.P999)))
 			res.SLOMet = &met
 		}
 	}

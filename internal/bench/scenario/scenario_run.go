@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/bench"
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/semaq"
 )
@@ -222,7 +223,7 @@ func runScenarioRound(ctx context.Context, r *bench.Rig, sc *Scenario, name stri
 	if err := run(ctx, bar); err != nil {
 		return nil, "", fmt.Errorf("bench: %s: %s: %w", sc.Name, name, err)
 	}
-	m.byRound = []float64{bench.Round1(float64(m.inWindow.Load()) / sc.Duration.Seconds())}
+	m.byRound = []float64{measure.Round1(float64(m.inWindow.Load()) / sc.Duration.Seconds())}
 	return m, setup(), nil
 }
 
@@ -246,11 +247,11 @@ type measurement struct {
 	outOfOrder  atomic.Int64
 	traceBroken atomic.Int64
 
-	mu       sync.Mutex       // guards the histograms, errors and sessions below
-	e2e      *bench.Histogram // origin → completion, messages sent in the window
-	interval *bench.Histogram // the same, for the current series point
-	ackLat   *bench.Histogram // publish → ack of stage-0 publishes in the window
-	handling *bench.Histogram // delivery → ack at a worker
+	mu       sync.Mutex         // guards the histograms, errors and sessions below
+	e2e      *measure.Histogram // origin → completion, messages sent in the window
+	interval *measure.Histogram // the same, for the current series point
+	ackLat   *measure.Histogram // publish → ack of stage-0 publishes in the window
+	handling *measure.Histogram // delivery → ack at a worker
 	errKinds map[string]int64
 	firstErr string
 	lastSeq  map[string]int64 // session → last sequence completed
@@ -266,7 +267,7 @@ type measurement struct {
 func newMeasurement(sc *Scenario, name string, r *bench.Rig, sys system) *measurement {
 	return &measurement{
 		sc: sc, name: name, rig: r, sys: sys,
-		e2e: bench.NewHistogram(), interval: bench.NewHistogram(), ackLat: bench.NewHistogram(), handling: bench.NewHistogram(),
+		e2e: measure.NewHistogram(), interval: measure.NewHistogram(), ackLat: measure.NewHistogram(), handling: measure.NewHistogram(),
 		errKinds: map[string]int64{}, lastSeq: map[string]int64{},
 	}
 }
@@ -641,27 +642,27 @@ func (m *measurement) sample(ctx context.Context, bar *progressBar) {
 			secs := m.sc.Interval.Seconds()
 			m.mu.Lock()
 			l := m.interval.Summary()
-			m.interval = bench.NewHistogram()
+			m.interval = measure.NewHistogram()
 			m.mu.Unlock()
 			p := Point{
 				Round:          m.round,
 				T:              round3(now.Sub(m.measureStart).Seconds()),
-				PublishedPerS:  bench.Round1(float64(pub-prevPub) / secs),
-				CompletedPerS:  bench.Round1(float64(done-prevDone) / secs),
+				PublishedPerS:  measure.Round1(float64(pub-prevPub) / secs),
+				CompletedPerS:  measure.Round1(float64(done-prevDone) / secs),
 				Lag:            backlog(pub, done),
 				P50US:          l.P50,
 				P99US:          l.P99,
 				P999US:         l.P999,
 				Redeliveries:   redel - prevRedel,
 				Errors:         errs - prevErr,
-				GCPauseUS:      bench.Round1(gc.pauseSeconds*1e6 - prevGC.pauseSeconds*1e6),
+				GCPauseUS:      measure.Round1(gc.pauseSeconds*1e6 - prevGC.pauseSeconds*1e6),
 				HeapAllocBytes: gc.allocBytes - prevGC.allocBytes,
 			}
 			if fs, err := m.fsyncStats(ctx); err == nil && fs != nil && prevFsync != nil {
 				p.Fsyncs = fs.CommitLatency.Count - prevFsync.CommitLatency.Count
 				if p.Fsyncs > 0 {
 					total := fs.CommitLatency.Mean*float64(fs.CommitLatency.Count) - prevFsync.CommitLatency.Mean*float64(prevFsync.CommitLatency.Count)
-					p.FsyncMeanUS = bench.Round1(total / float64(p.Fsyncs))
+					p.FsyncMeanUS = measure.Round1(total / float64(p.Fsyncs))
 				}
 				prevFsync = fs
 			}
@@ -702,15 +703,15 @@ func (m *measurement) result() *ScenarioResult {
 	res := &ScenarioResult{
 		Result: bench.Result{
 			Target:             m.name,
-			ThroughputMsgsPerS: bench.Round1(float64(m.inWindow.Load()) / secs),
-			ThroughputMBPerS:   bench.Round1(float64(m.bytesDone.Load()) / secs / 1e6),
+			ThroughputMsgsPerS: measure.Round1(float64(m.inWindow.Load()) / secs),
+			ThroughputMBPerS:   measure.Round1(float64(m.bytesDone.Load()) / secs / 1e6),
 			ByRound:            m.byRound,
 			Latency:            m.e2e.Summary(),
 			Msgs:               m.inWindow.Load(),
 			LatencySamples:     m.e2e.Count(),
 			FirstError:         m.firstErr,
 		},
-		PublishedMsgsPerS: bench.Round1(float64(m.pubInWindow.Load()) / secs),
+		PublishedMsgsPerS: measure.Round1(float64(m.pubInWindow.Load()) / secs),
 		OfferedMsgsPerS:   float64(sc.Rate),
 		AckLatency:        m.ackLat.Summary(),
 		Handling:          m.handling.Summary(),
@@ -782,7 +783,7 @@ func (m *measurement) absorb(o *measurement) {
 	m.byRound = append(m.byRound, o.byRound...)
 	g, og := &m.gcStats, o.gcStats
 	g.Cycles += og.Cycles
-	g.PauseTotalUS = bench.Round1(g.PauseTotalUS + og.PauseTotalUS)
+	g.PauseTotalUS = measure.Round1(g.PauseTotalUS + og.PauseTotalUS)
 	g.MaxPauseUS = max(g.MaxPauseUS, og.MaxPauseUS)
 	g.AllocBytes += og.AllocBytes
 }

@@ -1,4 +1,15 @@
-package bench
+// Package tokens is `semaq bench tokens`: token streams and the OpenAI
+// gateway measured on one embedded broker (a node, for its HTTP front
+// door) against raw JetStream in the same run. Three phases: one long
+// stream written with client.OpenTokenStream and read with
+// client.ReadTokens, every token checked in order, beside raw JetStream
+// carrying one message per token; many concurrent streams, both ways; and
+// the time to first token of streamed completions through
+// POST /v1/chat/completions (gateway, queue, worker, simulated model)
+// against calling the simulated model's own server. It writes a report of
+// its own (Report), not bench.Report, and shares with the other
+// benchmarks only their histograms (bench/measure).
+package tokens
 
 import (
 	"bytes"
@@ -24,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/internal/openai"
@@ -45,8 +57,8 @@ const (
 	GoalGatewayP99US = 5000.0
 )
 
-// TokensConfig configures `semaq bench tokens`.
-type TokensConfig struct {
+// Config configures `semaq bench tokens`.
+type Config struct {
 	// Tokens is the length of the single stream.
 	Tokens int `json:"tokens"`
 	// Streams concurrent streams of StreamTokens tokens each.
@@ -65,13 +77,13 @@ type TokensConfig struct {
 	Progress io.Writer `json:"-"`
 }
 
-// DefaultTokensConfig is what `semaq bench tokens` runs without flags.
-func DefaultTokensConfig() TokensConfig {
-	return TokensConfig{Tokens: 1_000_000, Streams: 1000, StreamTokens: 200, Rate: 500, Duration: 10 * time.Second, AnswerTokens: 8, Window: 1024}
+// DefaultConfig is what `semaq bench tokens` runs without flags.
+func DefaultConfig() Config {
+	return Config{Tokens: 1_000_000, Streams: 1000, StreamTokens: 200, Rate: 500, Duration: 10 * time.Second, AnswerTokens: 8, Window: 1024}
 }
 
 // Validate reports the first setting out of range.
-func (c *TokensConfig) Validate() error {
+func (c *Config) Validate() error {
 	switch {
 	case c.Tokens < 1000 || c.Tokens > 100_000_000:
 		return fmt.Errorf("--tokens %d is outside 1000..100000000", c.Tokens)
@@ -91,20 +103,20 @@ func (c *TokensConfig) Validate() error {
 	return nil
 }
 
-// TokensReport is the outcome of `semaq bench tokens`; its JSON form is
+// Report is the outcome of `semaq bench tokens`; its JSON form is
 // the --json output.
-type TokensReport struct {
-	Scenario string           `json:"scenario"`
-	Config   TokensConfig     `json:"config"`
-	Env      TokensEnv        `json:"env"`
-	Single   StreamRun        `json:"single_stream"`
-	Many     StreamRun        `json:"concurrent_streams"`
-	Gateway  GatewayRun       `json:"gateway"`
-	Goals    TokensGoalResult `json:"goals"`
+type Report struct {
+	Scenario string     `json:"scenario"`
+	Config   Config     `json:"config"`
+	Env      Env        `json:"env"`
+	Single   StreamRun  `json:"single_stream"`
+	Many     StreamRun  `json:"concurrent_streams"`
+	Gateway  GatewayRun `json:"gateway"`
+	Goals    GoalResult `json:"goals"`
 }
 
-// TokensEnv records where the run happened.
-type TokensEnv struct {
+// Env records where the run happened.
+type Env struct {
 	GoVersion  string `json:"go"`
 	Platform   string `json:"platform"`
 	CPUs       int    `json:"cpus"`
@@ -126,7 +138,7 @@ type StreamRun struct {
 	Records int64   `json:"semaq_records"` // records stored: fewer than tokens when writes merged
 	// FirstToken is the time from a stream's first write to its reader's
 	// first token (semaq).
-	FirstToken Latency `json:"semaq_first_token_us"`
+	FirstToken measure.Latency `json:"semaq_first_token_us"`
 }
 
 // GatewayRun is the time to first token of a streamed completion through
@@ -137,29 +149,29 @@ type GatewayRun struct {
 	Requests int64   `json:"requests"`
 	Errors   int64   `json:"errors"`
 	// LastError is the last failure, when there were any.
-	LastError string  `json:"last_error,omitempty"`
-	Direct    Latency `json:"direct_ttft_us"`
-	Gateway   Latency `json:"gateway_ttft_us"`
+	LastError string          `json:"last_error,omitempty"`
+	Direct    measure.Latency `json:"direct_ttft_us"`
+	Gateway   measure.Latency `json:"gateway_ttft_us"`
 	// Overhead is Gateway minus Direct, quantile by quantile.
-	Overhead Latency `json:"overhead_us"`
+	Overhead measure.Latency `json:"overhead_us"`
 }
 
-// TokensGoalResult says which goals the run met.
-type TokensGoalResult struct {
+// GoalResult says which goals the run met.
+type GoalResult struct {
 	SingleStream bool `json:"single_stream_300k"`
 	GatewayP50   bool `json:"gateway_overhead_p50_1ms"`
 	GatewayP99   bool `json:"gateway_overhead_p99_5ms"`
 }
 
-func (c *TokensConfig) progress(format string, args ...any) {
+func (c *Config) progress(format string, args ...any) {
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, format+"\n", args...)
 	}
 }
 
-// RunTokens runs the token scenario on an embedded broker: one long
+// Run runs the token scenario on an embedded broker: one long
 // stream, many concurrent streams, and the gateway's time to first token.
-func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
+func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -195,7 +207,7 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 		return nil, err
 	}
 
-	rep := &TokensReport{Scenario: "tokens", Config: cfg, Env: TokensEnv{
+	rep := &Report{Scenario: "tokens", Config: cfg, Env: Env{
 		GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH, CPUs: runtime.NumCPU(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NATSServer: server.VERSION, SemaQ: broker.Version,
 	}}
@@ -216,7 +228,7 @@ func RunTokens(ctx context.Context, cfg TokensConfig) (*TokensReport, error) {
 	if rep.Gateway, err = tr.gateway(ctx); err != nil {
 		return nil, fmt.Errorf("bench: gateway: %w", err)
 	}
-	rep.Goals = TokensGoalResult{
+	rep.Goals = GoalResult{
 		SingleStream: rep.Single.Semaq >= GoalSingleStreamTokensPerS,
 		GatewayP50:   rep.Gateway.Errors == 0 && rep.Gateway.Overhead.P50 <= GoalGatewayP50US,
 		GatewayP99:   rep.Gateway.Errors == 0 && rep.Gateway.Overhead.P99 <= GoalGatewayP99US,
@@ -232,7 +244,7 @@ const (
 )
 
 type tokensRun struct {
-	cfg     TokensConfig
+	cfg     Config
 	lastErr string
 	srv     *broker.Server
 	op      *operator.Operator // the raw baseline's login on srv
@@ -346,22 +358,22 @@ func (tr *tokensRun) streams(ctx context.Context, n, k int) (StreamRun, error) {
 		return run, fmt.Errorf("semaq: %w", err)
 	}
 	run.Semaq, run.Raw, run.Records, run.FirstToken = math.Round(rate), math.Round(rawRate), records, first
-	run.Ratio = ratio(rate, rawRate)
+	run.Ratio = measure.Ratio(rate, rawRate)
 	return run, nil
 }
 
 var benchToken = []string{" the", " quick", " brown", " fox", " jumps", " over", " a", " lazy", " dog", "."}
 
-func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64, Latency, error) {
+func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64, measure.Latency, error) {
 	var writers, readers []*client.Client
 	for i := range poolSize {
 		w, err := tr.client(ctx, "bench-tok-writer-"+strconv.Itoa(i))
 		if err != nil {
-			return 0, 0, Latency{}, err
+			return 0, 0, measure.Latency{}, err
 		}
 		r, err := tr.client(ctx, "bench-tok-reader-"+strconv.Itoa(i))
 		if err != nil {
-			return 0, 0, Latency{}, err
+			return 0, 0, measure.Latency{}, err
 		}
 		writers, readers = append(writers, w), append(readers, r)
 	}
@@ -370,7 +382,7 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 	for i := range n {
 		rd, err := readers[i%poolSize].ReadTokens(ctx, prefix+strconv.Itoa(i), client.WithGapTimeout(30*time.Second))
 		if err != nil {
-			return 0, 0, Latency{}, err
+			return 0, 0, measure.Latency{}, err
 		}
 		defer rd.Close()
 		rds[i] = rd
@@ -381,7 +393,7 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 		firstErr error
 		records  atomic.Int64
 		mu       sync.Mutex
-		firsts   = NewHistogram()
+		firsts   = measure.NewHistogram()
 		starts   = make([]time.Time, n)
 		startsMu sync.Mutex
 	)
@@ -454,7 +466,7 @@ func (tr *tokensRun) semaqStreams(ctx context.Context, n, k int) (float64, int64
 	wg.Wait()
 	elapsed := time.Since(begin)
 	if firstErr != nil {
-		return 0, 0, Latency{}, firstErr
+		return 0, 0, measure.Latency{}, firstErr
 	}
 	return float64(n*k) / elapsed.Seconds(), records.Load(), firsts.Summary(), nil
 }
@@ -597,10 +609,10 @@ func (tr *tokensRun) gateway(ctx context.Context) (GatewayRun, error) {
 		"direct":  "http://" + ln.Addr().String() + "/v1/chat/completions",
 		"gateway": "http://" + tr.srv.HTTPAddr() + "/v1/chat/completions",
 	}
-	hists := map[string]*Histogram{"direct": NewHistogram(), "gateway": NewHistogram()}
+	hists := map[string]*measure.Histogram{"direct": measure.NewHistogram(), "gateway": measure.NewHistogram()}
 	// Warm both paths (connections, consumers, caches) unmeasured.
 	for _, target := range []string{"direct", "gateway"} {
-		if _, _, err := tr.pace(ctx, hc, urls[target], min(tr.cfg.Rate, 200), time.Second, NewHistogram()); err != nil {
+		if _, _, err := tr.pace(ctx, hc, urls[target], min(tr.cfg.Rate, 200), time.Second, measure.NewHistogram()); err != nil {
 			return run, fmt.Errorf("%s warm-up: %w", target, err)
 		}
 	}
@@ -628,7 +640,7 @@ func (tr *tokensRun) gateway(ctx context.Context) (GatewayRun, error) {
 // pace sends streamed completions at rate for d (open loop: each request
 // at its scheduled time, on its own goroutine) and records each one's
 // time to first content token, measured from its scheduled time.
-func (tr *tokensRun) pace(ctx context.Context, hc *http.Client, url string, rate float64, d time.Duration, h *Histogram) (int64, int64, error) {
+func (tr *tokensRun) pace(ctx context.Context, hc *http.Client, url string, rate float64, d time.Duration, h *measure.Histogram) (int64, int64, error) {
 	body := []byte(`{"model":"bench-sim","stream":true,"messages":[{"role":"user","content":"benchmark the first token"}]}`)
 	total := int64(rate * d.Seconds())
 	var (
@@ -710,14 +722,14 @@ func firstToken(ctx context.Context, hc *http.Client, url string, body []byte) (
 }
 
 // WriteJSON writes the report as indented JSON.
-func (r *TokensReport) WriteJSON(w io.Writer) error {
+func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)
 }
 
 // WriteTable writes the report for people.
-func (r *TokensReport) WriteTable(w io.Writer) error {
+func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	yes := func(b bool) string {
 		if b {
@@ -738,7 +750,7 @@ func (r *TokensReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "\ngateway TTFT at %g req/s (%d requests, %d errors)\tp50 µs\tp90 µs\tp99 µs\tmax µs\n", g.Rate, g.Requests, g.Errors)
 	for _, l := range []struct {
 		name string
-		lat  Latency
+		lat  measure.Latency
 	}{{"sim directly", g.Direct}, {"through the gateway", g.Gateway}, {"overhead", g.Overhead}} {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.0f\n", l.name, l.lat.P50, l.lat.P90, l.lat.P99, l.lat.Max)
 	}

@@ -1,4 +1,12 @@
-package client
+// Package denial is how the SDK learns at once that the NATS server
+// refused one of its requests. The server answers a publish its
+// permissions refuse with an asynchronous -ERR, not on the request: left
+// alone, a request the connection's user may not make would wait out its
+// timeout. A Set turns that -ERR into the request's error at once
+// (semaq.ErrForbidden), for the requests the client makes (request,
+// PublishMsg, Fetch), and tells the watchers of a subscription the server
+// refused (a live token reader's).
+package denial
 
 import (
 	"context"
@@ -11,15 +19,10 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// The NATS server answers a publish its permissions refuse with an
-// asynchronous -ERR, not on the request: left alone, a request the
-// connection's user may not make would wait out its timeout. denials
-// turns that -ERR into the request's error at once (semaq.ErrForbidden),
-// for the requests this client makes (request, PublishMsg, Fetch).
-
-// denials are the requests in flight, by subject, that a permissions
-// violation on that subject fails.
-type denials struct {
+// Set is the requests in flight, by subject, that a permissions
+// violation on that subject fails. The zero Set is ready to use; it is
+// safe for concurrent use.
+type Set struct {
 	mu      sync.Mutex
 	waiting map[string]map[*denialWait]struct{}
 	// matching are the requests whose subject nats.go chooses (an
@@ -35,10 +38,10 @@ type subDenial struct{ fail func(error) }
 
 type denialWait struct{ cancel context.CancelCauseFunc }
 
-// watch returns ctx, failed with a forbidden error if the server refuses
+// Watch returns ctx, failed with a forbidden error if the server refuses
 // a publish to subj while the request is in flight, and the func that
 // ends the watch.
-func (d *denials) watch(ctx context.Context, subj string) (context.Context, func()) {
+func (d *Set) Watch(ctx context.Context, subj string) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &denialWait{cancel: cancel}
 	d.mu.Lock()
@@ -61,8 +64,8 @@ func (d *denials) watch(ctx context.Context, subj string) (context.Context, func
 	}
 }
 
-// watchMatch is watch for requests on whatever subject match accepts.
-func (d *denials) watchMatch(ctx context.Context, match func(subj string) bool) (context.Context, func()) {
+// WatchMatch is Watch for requests on whatever subject match accepts.
+func (d *Set) WatchMatch(ctx context.Context, match func(subj string) bool) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	w := &denialWait{cancel: cancel}
 	d.mu.Lock()
@@ -79,9 +82,9 @@ func (d *denials) watchMatch(ctx context.Context, match func(subj string) bool) 
 	}
 }
 
-// watchSubscription calls fail with a forbidden error if the server
+// WatchSubscription calls fail with a forbidden error if the server
 // refuses a subscription to subj, until the returned func is called.
-func (d *denials) watchSubscription(subj string, fail func(error)) func() {
+func (d *Set) WatchSubscription(subj string, fail func(error)) func() {
 	w := &subDenial{fail: fail}
 	d.mu.Lock()
 	if d.subscribed == nil {
@@ -105,7 +108,7 @@ func (d *denials) watchSubscription(subj string, fail func(error)) func() {
 // violation fails the requests in flight on the subject err names, when
 // err is the server's refusal of a publish, and tells the watchers of a
 // subscription the server refused.
-func (d *denials) violation(err error) {
+func (d *Set) violation(err error) {
 	if subj, ok := refused(err, "Subscription"); ok {
 		if strings.HasPrefix(subj, sharedInbox) {
 			d.inboxRefused(subj)
@@ -144,7 +147,7 @@ const sharedInbox = "_INBOX."
 // inboxRefused fails every request in flight when the server refused the
 // connection's reply inbox: none of them can be answered, and the
 // server's words do not say why.
-func (d *denials) inboxRefused(subj string) {
+func (d *Set) inboxRefused(subj string) {
 	cause := semaq.NewAPIError(semaq.ErrForbidden, "the NATS server refused this connection's reply inbox %s: with auth on a user "+
 		"receives replies on its own inbox only, %s<user>; connect with client.WithKey, or client.WithUser with a certificate "+
 		"or nkey (nats.go: nats.CustomInboxPrefix(%q))", subj, semaq.UserInboxPrefix, semaq.UserInboxPrefix+"<user>")
@@ -185,9 +188,9 @@ func refused(err error, kind string) (string, bool) {
 	return rest[:j], true
 }
 
-// option makes the client see the connection's asynchronous errors first,
+// Option makes the client see the connection's asynchronous errors first,
 // then passes them to the handler the user set, if any.
-func (d *denials) option() nats.Option {
+func (d *Set) Option() nats.Option {
 	return func(o *nats.Options) error {
 		user := o.AsyncErrorCB
 		o.AsyncErrorCB = func(nc *nats.Conn, sub *nats.Subscription, err error) {
@@ -200,8 +203,8 @@ func (d *denials) option() nats.Option {
 	}
 }
 
-// deniedCause is the forbidden error ctx was failed with, or nil.
-func deniedCause(ctx context.Context) error {
+// Cause is the forbidden error ctx was failed with, or nil.
+func Cause(ctx context.Context) error {
 	if cause := context.Cause(ctx); errors.Is(cause, semaq.ErrForbidden) {
 		return cause
 	}

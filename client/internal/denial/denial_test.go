@@ -1,4 +1,4 @@
-package client
+package denial
 
 import (
 	"context"
@@ -35,13 +35,13 @@ func TestRefusedPublish(t *testing.T) {
 
 // A violation fails the requests on its subject, and only those.
 func TestDenialsFailTheRequestsOnTheSubject(t *testing.T) {
-	var d denials
-	on, doneOn := d.watch(context.Background(), "a.b")
+	var d Set
+	on, doneOn := d.Watch(context.Background(), "a.b")
 	defer doneOn()
-	other, doneOther := d.watch(context.Background(), "a.c")
+	other, doneOther := d.Watch(context.Background(), "a.c")
 	defer doneOther()
 	d.violation(fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "a.b"`))
-	if err := deniedCause(on); !errors.Is(err, semaq.ErrForbidden) || !strings.Contains(err.Error(), "a.b") {
+	if err := Cause(on); !errors.Is(err, semaq.ErrForbidden) || !strings.Contains(err.Error(), "a.b") {
 		t.Fatalf("request on the refused subject: %v", err)
 	}
 	if other.Err() != nil {
@@ -68,10 +68,10 @@ func FuzzRefusedPublish(f *testing.F) {
 // A refused subscription is told to its watchers, and only to those; a
 // refused publish of the same subject is not a refused subscription.
 func TestDenialsTellRefusedSubscriptions(t *testing.T) {
-	var d denials
+	var d Set
 	var got, other []error
-	stop := d.watchSubscription("$SQ.w.$tokl.acme.x.*", func(err error) { got = append(got, err) })
-	stopOther := d.watchSubscription("$SQ.w.$tokl.beta.x.*", func(err error) { other = append(other, err) })
+	stop := d.WatchSubscription("$SQ.w.$tokl.acme.x.*", func(err error) { got = append(got, err) })
+	stopOther := d.WatchSubscription("$SQ.w.$tokl.beta.x.*", func(err error) { other = append(other, err) })
 	d.violation(fmt.Errorf("%w: %s", nats.ErrPermissionViolation, `Permissions Violation for Publish to "$SQ.w.$tokl.acme.x.*"`))
 	if len(got) != 0 {
 		t.Fatalf("a refused publish failed a subscription: %v", got)
