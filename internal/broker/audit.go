@@ -3,10 +3,8 @@ package broker
 import (
 	"context"
 	"encoding/json"
-	"slices"
 
 	"github.com/semaq/semaq/internal/broker/audit"
-	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -19,24 +17,12 @@ func (s *Server) audit(ctx context.Context, op, target string) func(out *any, er
 	return s.audits.Audit(ctx, op, target)
 }
 
-// audited is op with its change recorded, for handlers that are plain
-// functions (the schema API): target names what req changes.
-func audited[Req any](s *Server, op string, target func(*Req) string, fn func(context.Context, *registry.Registry, *Req) (any, error)) func(context.Context, *registry.Registry, *Req) (any, error) {
-	return func(ctx context.Context, reg *registry.Registry, req *Req) (out any, err error) {
-		defer s.audit(ctx, op, target(req))(&out, &err)
-		return fn(ctx, reg, req)
-	}
-}
-
 // auditReaders registers how the state each operation changes is read,
 // for its record's before and after; operations without one (dead
 // letters) are recorded by their answer.
 func (s *Server) auditReaders(r *audit.Recorder) {
 	r.Reads(s.auditStream, semaq.AuditOpStreamCreate, semaq.AuditOpStreamDelete)
 	r.Reads(s.auditQueue, semaq.AuditOpQueueCreate, semaq.AuditOpQueueDelete)
-	r.Reads(s.auditSchemaSubject, semaq.AuditOpSchemaRegister, semaq.AuditOpSchemaDelete)
-	r.Reads(s.auditSchemaConfig, semaq.AuditOpSchemaConfigSet)
-	r.Reads(s.auditBinding, semaq.AuditOpSchemaBind, semaq.AuditOpSchemaUnbind)
 	r.Reads(s.auditRoute, semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete)
 	r.Reads(s.auditUser, semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate, semaq.AuditOpUserQuota)
 }
@@ -58,52 +44,6 @@ func (s *Server) auditQueue(ctx context.Context, name string) any {
 		return qc
 	}
 	return nil
-}
-
-// auditedSchema is a registry subject in a record: its live versions and
-// the latest one.
-type auditedSchema struct {
-	Versions []int         `json:"versions"`
-	Latest   *semaq.Schema `json:"latest,omitempty"`
-}
-
-func (s *Server) auditSchemaSubject(ctx context.Context, subject string) any {
-	if s.reg == nil {
-		return nil
-	}
-	vs, err := s.reg.Versions(ctx, subject, false)
-	if err != nil || len(vs) == 0 {
-		return nil
-	}
-	out := auditedSchema{Versions: vs}
-	if e, v, ok := s.reg.Latest(subject); ok {
-		out.Latest = &semaq.Schema{ID: e.ID, Type: e.SchemaType, Text: e.Schema, References: wireReferences(e.References), Subject: subject, Version: v}
-	}
-	return out
-}
-
-func (s *Server) auditSchemaConfig(ctx context.Context, subject string) any {
-	if s.reg == nil {
-		return nil
-	}
-	c, err := schemaConfig(ctx, s.reg, subject)
-	if err != nil {
-		return nil
-	}
-	return c
-}
-
-func (s *Server) auditBinding(_ context.Context, pattern string) any {
-	if s.reg == nil {
-		return nil
-	}
-	bs := s.reg.Bindings()
-	i := slices.IndexFunc(bs, func(b registry.Binding) bool { return b.Pattern == pattern })
-	if i < 0 {
-		return nil
-	}
-	b := bs[i]
-	return semaq.SchemaBinding{Pattern: b.Pattern, Subject: b.Subject}
 }
 
 func (s *Server) auditRoute(ctx context.Context, name string) any {

@@ -9,7 +9,7 @@ import (
 )
 
 // syncedHTTP makes a write of the registry's REST API return as its NATS
-// twin does (schema_api.go): once every node this one reaches enforces
+// twin does (internal/broker/schemas): once every node this one reaches enforces
 // it, naming those that had not in semaq.HdrClusterLagging. The answer is
 // held until then: a registry write's answer is small (an ID, a
 // compatibility level, the versions of one subject).

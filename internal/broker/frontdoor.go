@@ -86,7 +86,7 @@ func openFrontDoor(ctx context.Context, s *Server) (subsystem.Subsystem, error) 
 		Log:     s.log,
 		Connect: []nats.Option{nats.InProcessServer(s.ns), s.users.front.auth(), nats.Name("semaq-http")},
 		Ready:   s.ready,
-		Routes:  s.registryRoutes,
+		Routes:  s.schemas.Routes,
 		Metrics: s.metrics,
 		Tracing: s.tracing,
 		TLS:     s.tls.httpListener(),

@@ -23,6 +23,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
 	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/schemas"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/identity"
@@ -51,10 +52,10 @@ type Server struct {
 	js      jetstream.JetStream
 	ingress *ingress.Ingress
 	served  *ingress.Served    // the streams the ingress serves; the route rules read it
-	reg     *registry.Registry // schema registry: schema-on-write, REST and NATS API
+	reg     *registry.Registry // schema registry: schema-on-write; its APIs are s.schemas
+	schemas *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
 	routes  *routes.Router     // route rules (internal/broker/routes)
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
-	agents  *agentTable        // agent capability registry (agents.go)
 	syncSub *nats.Subscription // the cluster sync's (cluster_sync.go)
 	// jsGuardQuiet keeps the JetStream guard's refusals to a line a
 	// second (jsguard.go).

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/agents"
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
@@ -14,6 +15,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/keyshared"
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/routes"
+	"github.com/semaq/semaq/internal/broker/schemas"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/expr"
@@ -265,6 +267,16 @@ func openTokens(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	return t, nil
 }
 
+// openAgents opens (or creates) the announcement bucket and serves the
+// agent registry on $SQ.API.AGENT.*.
+func openAgents(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	r, err := agents.Open(ctx, agents.Deps{JS: s.js, Replicas: s.ownReplicas(), Log: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	return r, nil
+}
+
 // pumpDeps are what filtered subscriptions and key-shared groups share.
 func pumpDeps(s *Server) (pump.Deps, error) {
 	env, err := expr.NewEnvConfig(s.cfg.exprConfig())
@@ -306,4 +318,19 @@ func openKeyShared(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: key-shared groups: %w", err)
 	}
 	return s.keyShared, nil
+}
+
+// openSchemaAPI serves the schema registry on $SQ.API.SCHEMA.* and gives
+// the front door its REST API (FrontDoorDeps.Routes); both record their
+// writes and, in a cluster, return once every node enforces them.
+func openSchemaAPI(_ context.Context, s *Server) (subsystem.Subsystem, error) {
+	s.schemas = schemas.New(schemas.Deps{
+		Registry: s.reg, Log: s.log, Audit: s.audit, AuditAs: s.audits.As,
+		Sync:     func(ctx context.Context) { s.clusterSync(ctx, syncRequest{Schemas: true}) },
+		SyncHTTP: s.syncedHTTP,
+	})
+	s.audits.Reads(s.schemas.AuditSubject, semaq.AuditOpSchemaRegister, semaq.AuditOpSchemaDelete)
+	s.audits.Reads(s.schemas.AuditConfig, semaq.AuditOpSchemaConfigSet)
+	s.audits.Reads(s.schemas.AuditBinding, semaq.AuditOpSchemaBind, semaq.AuditOpSchemaUnbind)
+	return s.schemas, nil
 }

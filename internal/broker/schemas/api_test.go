@@ -1,4 +1,4 @@
-package broker
+package schemas
 
 import (
 	"encoding/json"
@@ -44,16 +44,16 @@ func TestSchemaAPIErrorMapping(t *testing.T) {
 		{registry.ErrTimeout, semaq.ErrSchemaTimeout},
 	} {
 		err := &registry.Error{Code: tc.reg.Code, Message: "details of " + tc.reg.Message}
-		got := schemaAPIError(fmt.Errorf("wrapped: %w", err))
+		got := apiError(fmt.Errorf("wrapped: %w", err))
 		if !errors.Is(got, tc.want) || got.Code != tc.want.Code || got.Description != err.Message {
 			t.Errorf("registry %d: %+v, want code %d err_code %d and the registry's message", tc.reg.Code, got, tc.want.Code, tc.want.ErrCode)
 		}
 	}
 	ae := semaq.NewAPIError(semaq.ErrBadRequest, "bad")
-	if got := schemaAPIError(ae); got != ae {
+	if got := apiError(ae); got != ae {
 		t.Errorf("an API error changed: %+v", got)
 	}
-	if got := schemaAPIError(errors.New("boom")); !errors.Is(got, semaq.ErrUnavailable) {
+	if got := apiError(errors.New("boom")); !errors.Is(got, semaq.ErrUnavailable) {
 		t.Errorf("another error: %+v, want unavailable", got)
 	}
 }
@@ -75,8 +75,8 @@ func TestSchemaAPIWithoutRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	s := &Server{log: slog.New(slog.DiscardHandler)}
-	handlers := s.schemaHandlers()
+	s := New(Deps{Log: slog.New(slog.DiscardHandler)})
+	handlers := s.Handlers()
 	if len(handlers) != 12 {
 		t.Errorf("%d schema handlers, want 12", len(handlers))
 	}

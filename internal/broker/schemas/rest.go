@@ -1,4 +1,4 @@
-package broker
+package schemas
 
 import (
 	"encoding/json"
@@ -15,8 +15,8 @@ import (
 // its writes are recorded here (docs/security.md, Audit), with the
 // principal the HTTP door authenticated and door "http".
 
-// registryWrites are the REST API's writes and what each records.
-var registryWrites = []struct{ pattern, op string }{
+// restWrites are the REST API's writes and what each records.
+var restWrites = []struct{ pattern, op string }{
 	{"POST /subjects/{subject}/versions", semaq.AuditOpSchemaRegister},
 	{"DELETE /subjects/{subject}", semaq.AuditOpSchemaDelete},
 	{"DELETE /subjects/{subject}/versions/{version}", semaq.AuditOpSchemaDelete},
@@ -26,30 +26,31 @@ var registryWrites = []struct{ pattern, op string }{
 	{"DELETE /config/{subject}", semaq.AuditOpSchemaConfigSet},
 }
 
-// registryRoutes serves the registry's REST API on mux (the front door's
-// FrontDoorDeps.Routes) with its writes recorded. The registry serves from
-// a mux of its own, which sets the request's Pattern as it would have on
-// mux, so the front door's metrics name the same routes.
-func (s *Server) registryRoutes(mux *http.ServeMux) {
+// Routes serves the registry's REST API on mux (the front door's
+// FrontDoorDeps.Routes) with its writes recorded and synced with the
+// cluster (Deps.SyncHTTP). The registry serves from a mux of its own,
+// which sets the request's Pattern as it would have on mux, so the front
+// door's metrics name the same routes.
+func (s *Service) Routes(mux *http.ServeMux) {
 	inner := http.NewServeMux()
 	s.reg.Routes(inner)
 	for _, p := range registry.Paths {
 		mux.Handle(p, inner)
 	}
-	for _, w := range registryWrites {
-		mux.Handle(w.pattern, s.auditedHTTP(w.op, s.syncedHTTP(inner)))
+	for _, w := range restWrites {
+		mux.Handle(w.pattern, s.auditedHTTP(w.op, s.syncHTTP(inner)))
 	}
 }
 
 // auditedHTTP records the change h makes: the target is the request's
 // {subject} ("" for the global configuration), the outcome its status.
-func (s *Server) auditedHTTP(op string, h http.Handler) http.Handler {
+func (s *Service) auditedHTTP(op string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := api.HTTPPrincipal(r.Context())
 		if !ok {
 			p = api.Principal{Who: api.Anonymous} // auth off: HTTP requests carry no identity
 		}
-		done := s.audits.As(r.Context(), p, "http", op, r.PathValue("subject"))
+		done := s.auditAs(r.Context(), p, "http", op, r.PathValue("subject"))
 		rec := &statusRecorder{ResponseWriter: w}
 		h.ServeHTTP(rec, r)
 		var out any

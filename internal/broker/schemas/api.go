@@ -1,4 +1,4 @@
-package broker
+package schemas
 
 import (
 	"context"
@@ -8,63 +8,57 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
-	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/schema"
 	"github.com/semaq/semaq/semaq"
 )
 
-// schemaHandlers serves the schema registry on $SQ.API.SCHEMA.*, for the
-// CLI and the SDK (Confluent's REST API is served over HTTP). Handlers read
-// s.reg when a request arrives; without a registry they answer 503.
-func openSchemaAPI(_ context.Context, s *Server) (subsystem.Subsystem, error) {
-	return subsystem.WithHandlers(subsystem.None, s.schemaHandlers()), nil
-}
-
-func (s *Server) schemaHandlers() map[string]nats.MsgHandler {
-	return map[string]nats.MsgHandler{
-		semaq.APISchemaRegister:  schemaOp(s, "register", audited(s, semaq.AuditOpSchemaRegister, func(r *semaq.SchemaRegisterRequest) string { return r.Subject }, apiSchemaRegister)),
-		semaq.APISchemaGet:       schemaOp(s, "get", apiSchemaGet),
-		semaq.APISchemaSubjects:  schemaOp(s, "subjects", apiSchemaSubjects),
-		semaq.APISchemaVersions:  schemaOp(s, "versions", apiSchemaVersions),
-		semaq.APISchemaCheck:     schemaOp(s, "check", apiSchemaCheck),
-		semaq.APISchemaConfigGet: schemaOp(s, "config get", apiSchemaConfigGet),
-		semaq.APISchemaConfigSet: schemaOp(s, "config set", audited(s, semaq.AuditOpSchemaConfigSet, func(r *semaq.SchemaConfig) string { return r.Subject }, apiSchemaConfigSet)),
-		semaq.APISchemaDelete:    schemaOp(s, "delete", audited(s, semaq.AuditOpSchemaDelete, func(r *semaq.SchemaDeleteRequest) string { return r.Subject }, apiSchemaDelete)),
-		semaq.APISchemaBind:      schemaOp(s, "bind", audited(s, semaq.AuditOpSchemaBind, bindingPattern, apiSchemaBind)),
-		semaq.APISchemaUnbind:    schemaOp(s, "unbind", audited(s, semaq.AuditOpSchemaUnbind, bindingPattern, apiSchemaUnbind)),
-		semaq.APISchemaBindings:  schemaOp(s, "bindings", apiSchemaBindings),
-		semaq.APISchemaLookup:    schemaOp(s, "lookup", apiSchemaLookup),
+// Handlers serves the schema registry on $SQ.API.SCHEMA.*, for the CLI
+// and the SDK (Confluent's REST API is served over HTTP: Routes).
+// Without a registry they answer 503.
+func (s *Service) Handlers() api.Handlers {
+	return api.Handlers{
+		semaq.APISchemaRegister:  op(s, "register", audited(s, semaq.AuditOpSchemaRegister, func(r *semaq.SchemaRegisterRequest) string { return r.Subject }, apiSchemaRegister)),
+		semaq.APISchemaGet:       op(s, "get", apiSchemaGet),
+		semaq.APISchemaSubjects:  op(s, "subjects", apiSchemaSubjects),
+		semaq.APISchemaVersions:  op(s, "versions", apiSchemaVersions),
+		semaq.APISchemaCheck:     op(s, "check", apiSchemaCheck),
+		semaq.APISchemaConfigGet: op(s, "config get", apiSchemaConfigGet),
+		semaq.APISchemaConfigSet: op(s, "config set", audited(s, semaq.AuditOpSchemaConfigSet, func(r *semaq.SchemaConfig) string { return r.Subject }, apiSchemaConfigSet)),
+		semaq.APISchemaDelete:    op(s, "delete", audited(s, semaq.AuditOpSchemaDelete, func(r *semaq.SchemaDeleteRequest) string { return r.Subject }, apiSchemaDelete)),
+		semaq.APISchemaBind:      op(s, "bind", audited(s, semaq.AuditOpSchemaBind, bindingPattern, apiSchemaBind)),
+		semaq.APISchemaUnbind:    op(s, "unbind", audited(s, semaq.AuditOpSchemaUnbind, bindingPattern, apiSchemaUnbind)),
+		semaq.APISchemaBindings:  op(s, "bindings", apiSchemaBindings),
+		semaq.APISchemaLookup:    op(s, "lookup", apiSchemaLookup),
 	}
 }
 
 // bindingPattern is what a bind or unbind changes, for its audit record.
 func bindingPattern(b *semaq.SchemaBinding) string { return b.Pattern }
 
-// schemaOp adapts one registry operation to a NATS handler: it decodes the
-// request (an empty body is the zero request), runs op with a bounded
+// op adapts one registry operation to a NATS handler: it decodes the
+// request (an empty body is the zero request), runs fn with a bounded
 // context and replies with its result or its error.
-func schemaOp[Req any](s *Server, name string, op func(ctx context.Context, reg *registry.Registry, req *Req) (any, error)) nats.MsgHandler {
+func op[Req any](s *Service, name string, fn func(ctx context.Context, reg *registry.Registry, req *Req) (any, error)) nats.MsgHandler {
 	return api.Op(s.log, "schema "+name, func(ctx context.Context, req *Req) (any, error) {
 		if s.reg == nil {
 			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "schema registry not running")
 		}
-		out, err := op(ctx, s.reg, req)
-		if err == nil && schemaWrites[name] {
+		out, err := fn(ctx, s.reg, req)
+		if err == nil && writes[name] {
 			// Enforced by every node's ingress before the change returns.
-			s.clusterSync(ctx, syncRequest{Schemas: true})
+			s.sync(ctx)
 		}
 		return out, err
-	}, schemaAPIError)
+	}, apiError)
 }
 
-// schemaWrites are the schema operations that change what the ingress
-// enforces.
-var schemaWrites = map[string]bool{"register": true, "config set": true, "delete": true, "bind": true, "unbind": true}
+// writes are the schema operations that change what the ingress enforces.
+var writes = map[string]bool{"register": true, "config set": true, "delete": true, "bind": true, "unbind": true}
 
-// schemaAPIError maps a registry error onto the API's error: its Confluent
-// code as err_code and that code's HTTP status as code.
-func schemaAPIError(err error) *semaq.APIError {
+// apiError maps a registry error onto the API's error: its Confluent code
+// as err_code and that code's HTTP status as code.
+func apiError(err error) *semaq.APIError {
 	if re, ok := errors.AsType[*registry.Error](err); ok {
 		code := uint16(0)
 		if re.Code > 0 && re.Code <= math.MaxUint16 {
@@ -259,7 +253,7 @@ func apiSchemaBindings(ctx context.Context, reg *registry.Registry, _ *struct{})
 }
 
 func apiSchemaLookup(ctx context.Context, reg *registry.Registry, req *semaq.SchemaLookupRequest) (any, error) {
-	if err := checkSubject(req.Subject, false); err != nil {
+	if err := semaq.CheckSubject(req.Subject, false); err != nil {
 		return nil, badSchemaRequest("schema lookup: %v", err)
 	}
 	b, ok := reg.BindingFor(req.Subject)
