@@ -216,6 +216,7 @@ func openRoutes(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		},
 		Node:      s.ns.Name(),
 		Clustered: s.cfg.Clustered(),
+		Gate:      s.gate.Child("routes"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)

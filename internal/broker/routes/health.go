@@ -3,6 +3,7 @@ package routes
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -90,9 +91,9 @@ type health struct {
 	streams   map[string]jetstream.Stream
 
 	subs      []*nats.Subscription
-	stop      chan struct{}
 	closeOnce sync.Once
-	done      chan struct{}
+	stop      context.CancelFunc // ends the interval
+	done      chan struct{}      // closed when the interval has ended
 }
 
 type healthSample struct {
@@ -116,7 +117,7 @@ func startHealth(rt *Router) (*health, error) {
 		pending: map[string]*healthSample{}, state: map[*table.Target]*targetHealth{},
 		routed: map[string]*routedCounts{}, last: map[*table.Target]uint64{},
 		streams: map[string]jetstream.Stream{},
-		stop:    make(chan struct{}), done: make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	empty := map[string][]string{}
 	h.index.Store(&empty)
@@ -138,7 +139,17 @@ func startHealth(rt *Router) (*health, error) {
 		}
 		h.subs = append(h.subs, sub)
 	}
-	go h.run()
+	ctx, stop := context.WithCancel(context.Background())
+	h.stop = stop
+	if !rt.deps.Gate.Go("health", func(gctx context.Context) {
+		defer close(h.done)
+		context.AfterFunc(gctx, stop)
+		h.run(ctx)
+	}) {
+		h.unsubscribe()
+		stop()
+		return nil, errors.New("the node is shutting down")
+	}
 	return h, nil
 }
 
@@ -153,7 +164,7 @@ func (h *health) unsubscribe() {
 func (h *health) close(ctx context.Context) error {
 	h.closeOnce.Do(func() {
 		h.unsubscribe()
-		close(h.stop)
+		h.stop()
 	})
 	select {
 	case <-h.done:
@@ -256,13 +267,12 @@ func (h *health) lookup(stream string, seq uint64) (string, bool) {
 	return msg.Subject, true
 }
 
-func (h *health) run() {
-	defer close(h.done)
+func (h *health) run(ctx context.Context) {
 	t := time.NewTicker(healthInterval)
 	defer t.Stop()
 	for {
 		select {
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/routes/table"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
@@ -90,6 +91,9 @@ type Deps struct {
 	// bucket's stream computes the adaptive weights (shared.go).
 	Node      string
 	Clustered bool
+	// Gate runs the health interval; Close closes it. Nil makes one of
+	// the package's own.
+	Gate *subsystem.Gate
 }
 
 // Checked is what the ingress decided on the message of a dry run.
@@ -122,6 +126,9 @@ type Router struct {
 func Open(ctx context.Context, deps Deps) (*Router, error) {
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Gate == nil {
+		deps.Gate = subsystem.NewGate("routes")
 	}
 	if deps.Audit == nil {
 		deps.Audit = api.NoAudit
@@ -169,6 +176,9 @@ func (rt *Router) Close(ctx context.Context) error {
 	var errs []error
 	if err := rt.health.close(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("route health: %w", err))
+	}
+	if err := rt.deps.Gate.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("route goroutines: %w", err))
 	}
 	if err := rt.rules.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("route rules: %w", err))
