@@ -38,7 +38,6 @@ func (s *Server) auditReaders(r *audit.Recorder) {
 	r.Reads(s.auditSchemaConfig, semaq.AuditOpSchemaConfigSet)
 	r.Reads(s.auditBinding, semaq.AuditOpSchemaBind, semaq.AuditOpSchemaUnbind)
 	r.Reads(s.auditRoute, semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete)
-	r.Reads(s.auditUser, semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate, semaq.AuditOpUserQuota)
 }
 
 func (s *Server) auditStream(ctx context.Context, name string) any {
@@ -116,17 +115,4 @@ func (s *Server) auditRoute(ctx context.Context, name string) any {
 		return nil
 	}
 	return json.RawMessage(e.Value())
-}
-
-// auditUser is a user as `semaq user info` shows it: key IDs, never a
-// key or its hash.
-func (s *Server) auditUser(_ context.Context, name string) any {
-	if s.identities == nil {
-		return nil
-	}
-	u, err := s.identities.Get(name)
-	if err != nil {
-		return nil
-	}
-	return u.Info()
 }
