@@ -24,7 +24,6 @@ func (s *Server) auditReaders(r *audit.Recorder) {
 	r.Reads(s.auditStream, semaq.AuditOpStreamCreate, semaq.AuditOpStreamDelete)
 	r.Reads(s.auditQueue, semaq.AuditOpQueueCreate, semaq.AuditOpQueueDelete)
 	r.Reads(s.auditRoute, semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete)
-	r.Reads(s.auditUser, semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate, semaq.AuditOpUserQuota)
 }
 
 func (s *Server) auditStream(ctx context.Context, name string) any {
@@ -56,17 +55,4 @@ func (s *Server) auditRoute(ctx context.Context, name string) any {
 		return nil
 	}
 	return json.RawMessage(e.Value())
-}
-
-// auditUser is a user as `semaq user info` shows it: key IDs, never a
-// key or its hash.
-func (s *Server) auditUser(_ context.Context, name string) any {
-	if s.identities == nil {
-		return nil
-	}
-	u, err := s.identities.Get(name)
-	if err != nil {
-		return nil
-	}
-	return u.Info()
 }

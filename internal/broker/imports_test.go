@@ -32,7 +32,8 @@ var (
 		"routes/table",   // compiled route rules: the ingress evaluates them
 	}
 	subsystems = []string{
-		"agents", "audit", "auth", "dispatch", "dlq", "filter", "ingress", "keyshared", "routes", "schemas", "tokens",
+		"agents", "audit", "auth", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
+		"keyshared", "routes", "schemas", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.

@@ -54,9 +54,9 @@ func reservedForBroker(t *reserved.Table) []string {
 		"$JS.API.STREAM.PURGE.>",
 		"$JS.API.STREAM.RESTORE.>",
 		// A snapshot is delivered, with the server's rights, to a subject
-		// the request names: backups are the node's (jsguard.go).
+		// the request names: backups are the node's (jsguard/).
 		"$JS.API.STREAM.SNAPSHOT.>",
-		jsGuardPrefix + ">", // users reach it only through their imports
+		reserved.JetStreamGuardPrefix + ">", // users reach it only through their imports
 		"$JS.API.STREAM.MSG.DELETE.>",
 		"$JS.API.STREAM.PEER.REMOVE.>",
 		"$JS.API.STREAM.LEADER.STEPDOWN.>",

@@ -67,7 +67,7 @@ func (s *Server) authorizeRead(ctx context.Context, subject, deliver string) err
 	if !s.cfg.Auth {
 		// The public account receives the node's deliveries on its
 		// inboxes only (tenancy.go): elsewhere they would reach no one.
-		if inbox := s.deliverInbox(nil); !strings.HasPrefix(deliver, inbox) {
+		if inbox := strings.TrimSuffix(publicInbox, ">"); !strings.HasPrefix(deliver, inbox) {
 			return semaq.NewAPIError(semaq.ErrBadRequest, "deliver_subject %s is not an inbox: clients without credentials receive deliveries under %s only", deliver, inbox)
 		}
 		return nil

@@ -57,22 +57,18 @@ type Server struct {
 	routes  *routes.Router     // route rules (internal/broker/routes)
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	syncSub *nats.Subscription // the cluster sync's (cluster_sync.go)
-	// jsGuardQuiet keeps the JetStream guard's refusals to a line a
-	// second (jsguard.go).
-	jsGuardQuiet quietlog.Gate
-	memory       *memoryGuard       // nil without a memory bound (memory.go)
-	filters      *filter.Service    // filtered subscriptions (filter/)
-	queues       queues             // work-queue dispatchers (queue.go, package dispatch)
-	metrics      *metrics.Metrics   // Prometheus metrics (observe.go)
-	tracing      *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens       *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	memory  *memoryGuard       // nil without a memory bound (memory.go)
+	filters *filter.Service    // filtered subscriptions (filter/)
+	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
+	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
+	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
+	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
 	audits *audit.Recorder // records admin changes (audit/recorder.go; the readers: audit.go)
 
 	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
-	identities *identity.Store     // users and keys with auth on (internal/identity)
+	identities *identity.Store     // users and keys with auth on (internal/identity; opened by users/)
 	tenancy    *tenancy            // the user accounts: tenants' with auth on, the public one without (tenancy.go)
-	revoking   sync.Map            // user names the user API revokes now → struct{}
 
 	keyShared *keyshared.Service // key-shared groups (keyshared/)
 

@@ -4,14 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/subsystem"
-	"github.com/semaq/semaq/internal/identity"
-	"github.com/semaq/semaq/semaq"
 )
 
 // openQuotas gives the ingress the node's quotas (docs/quotas.md): the
@@ -45,20 +40,6 @@ func openQuotas(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 // the wall clock, so a test can step time past a Retry-After.
 func WithQuotaClock(now func() time.Time) Option {
 	return func(s *Server) { s.quotaNow = now }
-}
-
-// userQuotaHandler serves $SQ.API.USER.QUOTA: a user's own quotas
-// changed, charged by the ingress from the moment the answer is sent.
-func (s *Server) userQuotaHandler(st *identity.Store) nats.MsgHandler {
-	return api.Op(s.log, "user quota", func(ctx context.Context, r *semaq.UserQuotaRequest) (out any, err error) {
-		defer s.audit(ctx, semaq.AuditOpUserQuota, r.Name)(&out, &err)
-		u, err := st.SetQuota(ctx, *r)
-		if err != nil {
-			return nil, err
-		}
-		s.log.Info("auth: user quota set", "user", u.Name, "rpm", u.RPM, "tpm", u.TPM)
-		return u.Info(), nil
-	}, nil)
 }
 
 // quotaServed charges the output tokens a worker reported for a request

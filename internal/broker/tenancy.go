@@ -59,7 +59,7 @@ const (
 	// publicInbox is what the public account imports of the node's
 	// account besides userDeliveries: deliveries to the inboxes of
 	// clients without credentials (filtered subscriptions, key-shared
-	// members, push consumers: jsguard.go keeps their deliver subjects
+	// members, push consumers: jsguard/ keeps their deliver subjects
 	// there).
 	publicInbox = "_INBOX.>"
 	// publicEvents are JetStream's advisories, which every client without

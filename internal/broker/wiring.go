@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -12,13 +13,16 @@ import (
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
+	"github.com/semaq/semaq/internal/broker/jsguard"
 	"github.com/semaq/semaq/internal/broker/keyshared"
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
+	"github.com/semaq/semaq/internal/broker/users"
 	"github.com/semaq/semaq/internal/expr"
+	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/telemetry"
@@ -334,4 +338,58 @@ func openSchemaAPI(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	s.audits.Reads(s.schemas.AuditConfig, semaq.AuditOpSchemaConfigSet)
 	s.audits.Reads(s.schemas.AuditBinding, semaq.AuditOpSchemaBind, semaq.AuditOpSchemaUnbind)
 	return s.schemas, nil
+}
+
+// openUsers opens the identity store and serves $SQ.API.USER.* (package
+// users); with auth off, only answers that users need it.
+func openUsers(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	u, err := users.Open(ctx, users.Deps{
+		Auth: s.cfg.Auth, Log: s.log, JS: s.js, Replicas: s.ownReplicas(),
+		AdminKey:        filepath.Join(s.cfg.DataDir, AdminKeyFile),
+		NATS:            s.ns,
+		ReservedNkey:    s.authn.IsNodeNkey, // s.authn is nil with auth off: not called then
+		EnsureTenants:   func(tenants []string) error { return s.tenancy.ensureTenants(s.ns, tenants) },
+		RememberTenants: s.rememberTenants,
+		Admit: func(st *identity.Store) {
+			s.identities = st
+			s.authn.SetStore(st)
+		},
+		Audit:     s.audit,
+		Clustered: s.cfg.Clustered(),
+		Sync: func(ctx context.Context, rev uint64) {
+			s.clusterSync(ctx, syncRequest{Users: rev})
+		},
+		Gate: s.gate.Child("users"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.audits.Reads(u.AuditRead, semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate, semaq.AuditOpUserQuota)
+	if s.identities != nil {
+		// Users the other nodes disconnect may come back here.
+		s.resubscribeLate(ctx, s.identities.Tenants())
+	}
+	return u, nil
+}
+
+// openJetStreamGuard checks user accounts' consumer creates before
+// JetStream sees them (package jsguard), on every node.
+func openJetStreamGuard(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	g, err := jsguard.Open(ctx, jsguard.Deps{
+		Internal: func(opts ...nats.Option) (*nats.Conn, error) {
+			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.internalAuth()}, opts...)...)
+		},
+		Egress:      s.egress,
+		Auth:        s.cfg.Auth,
+		PublicInbox: publicInbox,
+		ReplyPrefix: responsePrefix,
+		Principal:   s.principal,
+		Refused:     s.metrics.JetStreamRefused,
+		Log:         s.log,
+		Gate:        s.gate.Child("jetstream-guard"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
 }

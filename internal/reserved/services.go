@@ -16,7 +16,7 @@ type Service struct {
 	// To is the subject of the node's account the import maps Subject to
 	// ("" for Subject itself): the JetStream calls that name a subject
 	// JetStream will publish to go to the broker's check first
-	// (jsguard.go).
+	// (internal/broker/jsguard).
 	To string
 	// Streamed: the broker answers one request with several messages (a
 	// pull's batch, a fetch's jobs), so the reply mapping lives until the
@@ -35,7 +35,7 @@ func (s Service) Target() string {
 
 // JetStreamGuardPrefix is where user accounts' consumer create and update
 // calls arrive in the node's account: JetStreamGuardPrefix+"CONSUMER.CREATE.…"
-// for $JS.API.CONSUMER.CREATE.…, and so on (jsguard.go).
+// for $JS.API.CONSUMER.CREATE.…, and so on (internal/broker/jsguard).
 const JetStreamGuardPrefix = "$SQ.JSG."
 
 // BuiltinServices are the imports of the broker's own surface. None is a
