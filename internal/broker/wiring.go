@@ -304,7 +304,7 @@ func openFilters(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 			return func(subject string, h nats.Header) { recordDelivered(pos, subject, h) }
 		},
 	}
-	fd.Log, fd.Max = s.log.With("component", "filter"), s.cfg.MaxFilters
+	fd.Log, fd.Max, fd.Gate = s.log.With("component", "filter"), s.cfg.MaxFilters, s.gate.Child("filters")
 	if s.filters, err = filter.New(fd); err != nil {
 		return nil, fmt.Errorf("broker: filters: %w", err)
 	}
@@ -318,7 +318,7 @@ func openKeyShared(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: key-shared groups: %w", err)
 	}
 	kd := keyshared.Deps{Deps: deps, NC: s.nc}
-	kd.Log, kd.Max = s.log.With("component", "keyshared"), s.cfg.MaxKeySharedMembers
+	kd.Log, kd.Max, kd.Gate = s.log.With("component", "keyshared"), s.cfg.MaxKeySharedMembers, s.gate.Child("keyshared")
 	if s.keyShared, err = keyshared.New(kd); err != nil {
 		return nil, fmt.Errorf("broker: key-shared groups: %w", err)
 	}

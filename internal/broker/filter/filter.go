@@ -100,7 +100,7 @@ func New(d Deps) (*Service, error) {
 		return nil, fmt.Errorf("filter: %w", err)
 	}
 	f := &Service{deps: d, subs: pump.NewRegistry[*sub](semaq.ErrFilterGone, "filter %s is not running"), byDurable: make(map[string]*sub)}
-	f.subs.StartReaper(pump.Heartbeat, func(p *sub) {
+	f.subs.StartReaper(f.deps.Gate, pump.Heartbeat, func(p *sub) {
 		f.deps.Log.Info("filter client gone", "id", p.id, "stream", p.stream, "consumer", p.consumer)
 		f.stop(p)
 	})
@@ -129,7 +129,10 @@ func (f *Service) Close(ctx context.Context) error {
 	for _, p := range f.subs.All() {
 		f.stopCtx(ctx, p)
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return f.deps.Gate.Close(ctx)
 }
 
 // Running is the number of filtered subscriptions running now.

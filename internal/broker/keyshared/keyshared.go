@@ -102,7 +102,7 @@ func New(d Deps) (*Service, error) {
 	if k.start, err = d.NC.Subscribe(startSubject(k.deps.Node), k.onRemoteJoin(toLeader)); err != nil {
 		return nil, fmt.Errorf("key-shared: %w", err)
 	}
-	k.members.StartReaper(pump.Heartbeat/2, func(m *member) {
+	k.members.StartReaper(k.deps.Gate, pump.Heartbeat/2, func(m *member) {
 		k.deps.Log.Info("key-shared member gone", "stream", m.g.stream, "group", m.g.name, "member", m.name)
 		k.remove(m)
 	})
@@ -143,7 +143,10 @@ func (k *Service) Close(ctx context.Context) error {
 	for _, g := range groups {
 		g.stop(ctx)
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return k.deps.Gate.Close(ctx)
 }
 
 // words refuse a JOIN.
@@ -289,7 +292,10 @@ func (k *Service) joinHere(req *semaq.KeySharedJoinRequest, stream, src string, 
 			stopTick: make(chan struct{}), tickDone: make(chan struct{}),
 		}
 		k.groups[gk] = g
-		go g.tick(cons) // from here on, so stop can always wait for it
+		// From here on, so stop can always wait for it.
+		if !k.deps.Gate.Go("group", func(context.Context) { g.tick(cons) }) {
+			close(g.tickDone) // the node is stopping; stop ends the group
+		}
 	}
 	mem := &member{name: req.Member, deliver: req.DeliverSubject, g: g}
 	if mem.name == "" {

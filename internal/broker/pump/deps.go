@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/semaq"
 )
@@ -31,6 +32,10 @@ type Deps struct {
 	// Node is this node's name (the NATS server's), as JetStream names
 	// the leaders of consumers.
 	Node string
+	// Gate runs the subsystem's goroutines (its reap loop, a key-shared
+	// group's interval); the subsystem's Close closes it. Nil makes one of
+	// its own.
+	Gate *subsystem.Gate
 }
 
 // Prepare checks that d has what a subsystem cannot run without, and
@@ -42,6 +47,9 @@ func (d Deps) Prepare(def int) (Deps, error) {
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Gate == nil {
+		d.Gate = subsystem.NewGate("pump")
 	}
 	if d.Authorize == nil {
 		d.Authorize = func(context.Context, string, string) error { return nil }

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -57,9 +58,9 @@ type reaper struct {
 // startReaper starts the reap loop. Each period it calls expired with the
 // cutoff (with the caller's locks taken inside it, as it needs) and then
 // end on each thing it returned, outside those locks.
-func startReaper[T any](period time.Duration, expired func(cutoff time.Time) []T, end func(T)) *reaper {
+func startReaper[T any](gate *subsystem.Gate, period time.Duration, expired func(cutoff time.Time) []T, end func(T)) *reaper {
 	r := &reaper{quit: make(chan struct{}), done: make(chan struct{})}
-	go func() {
+	if !gate.Go("reaper", func(ctx context.Context) {
 		defer close(r.done)
 		t := time.NewTicker(period)
 		defer t.Stop()
@@ -67,13 +68,17 @@ func startReaper[T any](period time.Duration, expired func(cutoff time.Time) []T
 			select {
 			case <-r.quit:
 				return
+			case <-ctx.Done():
+				return
 			case <-t.C:
 			}
 			for _, x := range expired(time.Now().Add(-Expiry * Heartbeat)) {
 				end(x)
 			}
 		}
-	}()
+	}) {
+		close(r.done) // the node is stopping: nothing to reap
+	}
 	return r
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/jstest"
 	"github.com/semaq/semaq/semaq"
@@ -197,7 +198,8 @@ func TestRegistryReapsExpiredAndStopWaits(t *testing.T) {
 	dead.lease = Lease{} // never pinged
 	ended := make(chan *item, 10)
 	var stopped atomic.Bool
-	r.StartReaper(time.Millisecond, func(x *item) {
+	gate := subsystem.NewGate("test")
+	r.StartReaper(gate, time.Millisecond, func(x *item) {
 		if stopped.Load() {
 			t.Error("end called after Stop returned")
 		}
@@ -222,6 +224,9 @@ func TestRegistryReapsExpiredAndStopWaits(t *testing.T) {
 	}
 	if r.Remove(deadID, live) || r.Remove("nope", live) {
 		t.Error("Remove forgot what it does not hold under that id")
+	}
+	if n := gate.Running(); n != 0 {
+		t.Errorf("%d reap loops still run after Close", n)
 	}
 	if !r.Remove(liveID, live) || r.Len() != 0 {
 		t.Error("Remove kept the item")

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -113,8 +114,8 @@ func (r *Registry[T]) expired(cutoff time.Time) []T {
 // StartReaper starts the reap loop: every period, end is called (with no
 // registry lock held) on each thing whose client stopped pinging. Close
 // ends the loop.
-func (r *Registry[T]) StartReaper(period time.Duration, end func(T)) {
-	r.reap = startReaper(period, r.expired, end)
+func (r *Registry[T]) StartReaper(gate *subsystem.Gate, period time.Duration, end func(T)) {
+	r.reap = startReaper(gate, period, r.expired, end)
 }
 
 // Close refuses Add from now on, ends the reap loop, if started, and
