@@ -37,7 +37,7 @@ func (s *Server) registryRoutes(mux *http.ServeMux) {
 		mux.Handle(p, inner)
 	}
 	for _, w := range registryWrites {
-		mux.Handle(w.pattern, s.auditedHTTP(w.op, s.syncedHTTP(inner)))
+		mux.Handle(w.pattern, s.auditedHTTP(w.op, s.sync.HTTP(inner)))
 	}
 }
 

@@ -32,7 +32,8 @@ var (
 		"routes/table",   // compiled route rules: the ingress evaluates them
 	}
 	subsystems = []string{
-		"audit", "auth", "dispatch", "dlq", "filter", "ingress", "keyshared", "routes", "tokens",
+		"audit", "auth", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "keyshared",
+		"routes", "tokens",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.

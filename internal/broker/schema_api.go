@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/schema"
@@ -52,7 +53,7 @@ func schemaOp[Req any](s *Server, name string, op func(ctx context.Context, reg 
 		out, err := op(ctx, s.reg, req)
 		if err == nil && schemaWrites[name] {
 			// Enforced by every node's ingress before the change returns.
-			s.clusterSync(ctx, syncRequest{Schemas: true})
+			s.sync.Sync(ctx, clustersync.Request{Schemas: true})
 		}
 		return out, err
 	}, schemaAPIError)

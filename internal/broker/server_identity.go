@@ -11,6 +11,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/semaq"
@@ -270,7 +271,7 @@ func (s *Server) closeUserConns(name, nkey string) int {
 // syncUsers returns once every node this one reaches authenticates as the
 // identity store now says (and has the accounts of its tenants), so a
 // user added through this node connects to any node, and a revoked key
-// opens none, when the write returns (clusterSync).
+// opens none, when the write returns (clustersync).
 func (s *Server) syncUsers(ctx context.Context) {
 	if !s.cfg.Clustered() {
 		return
@@ -280,5 +281,5 @@ func (s *Server) syncUsers(ctx context.Context) {
 		s.log.Warn("cluster: the identity store's revision, to wait for the other nodes", "err", err)
 		return
 	}
-	s.clusterSync(ctx, syncRequest{Users: rev})
+	s.sync.Sync(ctx, clustersync.Request{Users: rev})
 }
