@@ -45,7 +45,7 @@ func (s *Server) clusterNodes() int {
 // node): every node once after it starts, and the node leading
 // JetStream's meta group when the number of nodes it reaches changes and
 // every few seconds. It also compares the nodes' sync modes when the
-// number changes (cluster_syncmode.go). Only a clustered node has one.
+// number changes (clusterstatus CheckModes). Only a clustered node has one.
 func openReplicaKeeper(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	if !s.cfg.Clustered() {
 		return nil, nil
@@ -71,7 +71,7 @@ func openReplicaKeeper(_ context.Context, s *Server) (subsystem.Subsystem, error
 			// Every node compares the nodes' sync modes whenever the
 			// count changes, and says so once per disagreement.
 			if n >= 2 && n != syncSeen {
-				if w, complete := s.checkClusterSync(ctx); complete {
+				if w, complete := s.status.CheckModes(ctx); complete {
 					syncSeen = n
 					if w != "" && w != syncWarned {
 						s.log.Warn(w)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/semaq"
@@ -34,6 +35,18 @@ type queues struct {
 	remote  map[string]*remoteQueue
 	retry   *time.Timer // a syncStreams to come (retryQueueSync)
 	stopped bool
+}
+
+// dispatching are the queues this node dispatches (the cluster status's
+// node report).
+func (q *queues) dispatching() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := make([]string, 0, len(q.all))
+	for name := range q.all {
+		out = append(out, name)
+	}
+	return out
 }
 
 // queueHandlers are the $SQ.API.QUEUE.* management handlers. Fetch and
@@ -137,8 +150,8 @@ func (s *Server) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq.
 	}
 	s.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)
 	// Served by every node's ingress, and its dispatcher started by its
-	// leader's node, before the add returns (cluster_sync.go).
-	s.clusterSync(ctx, syncRequest{Streams: true, Subjects: qc.Subjects})
+	// leader's node, before the add returns (clustersync).
+	s.syncer.Sync(ctx, clustersync.Request{Streams: true, Subjects: qc.Subjects})
 	for {
 		qi, err := s.queueInfo(ctx, qc.Name)
 		if err == nil || !errors.Is(err, semaq.ErrUnavailable) || ctx.Err() != nil {

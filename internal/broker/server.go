@@ -17,6 +17,8 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/broker/clusterstatus"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
@@ -56,7 +58,6 @@ type Server struct {
 	schemas *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
 	routes  *routes.Router     // route rules (internal/broker/routes)
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
-	syncSub *nats.Subscription // the cluster sync's (cluster_sync.go)
 	memory  *memoryGuard       // nil without a memory bound (memory.go)
 	filters *filter.Service    // filtered subscriptions (filter/)
 	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
@@ -65,6 +66,9 @@ type Server struct {
 	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
 	audits *audit.Recorder // records admin changes (audit/recorder.go; the readers: audit.go)
+
+	syncer *clustersync.Syncer   // changes wait for the other nodes; nil outside a cluster (clustersync/)
+	status *clusterstatus.Status // $SQ.API.CLUSTER and the nodes' reports (clusterstatus/)
 
 	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
 	identities *identity.Store     // users and keys with auth on (internal/identity; opened by users/)
@@ -79,7 +83,6 @@ type Server struct {
 	operators     []string         // public nkeys of operator users (WithOperator)
 	front         FrontDoor        // nil without HTTP
 	tls           tlsState         // certificates of both client ports (tls.go)
-	started       time.Time        // when the cluster API started serving (cluster_status.go)
 
 	shutdownOnce sync.Once
 

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/clusterstatus"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
@@ -307,7 +309,7 @@ func (s *Server) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 			ConsumerCount: info.State.Consumers,
 		},
 		Created: info.Created,
-		Cluster: streamCluster(info.Cluster),
+		Cluster: clusterstatus.StreamCluster(info.Cluster),
 	}
 	if s.reg != nil {
 		for _, b := range s.reg.Bindings() {
@@ -378,7 +380,7 @@ func (s *Server) apiCreate(ctx context.Context, name string, req *semaq.StreamCo
 	}
 	s.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)
 	// Served, with its schema, by every node before the create returns.
-	s.clusterSync(ctx, syncRequest{Schemas: req.Schema != "", Streams: true, Subjects: req.Subjects})
+	s.syncer.Sync(ctx, clustersync.Request{Schemas: req.Schema != "", Streams: true, Subjects: req.Subjects})
 	return s.streamInfo(st.CachedInfo()), nil
 }
 

@@ -23,6 +23,7 @@ var subsystems = []part{
 	{"observability", openObservability},
 	{"nats", openNATS},
 	{"connections", openConnections},
+	{"cluster-sync", openClusterSync}, // asking; answering waits for cluster-sync-answers
 	{"schema-registry", openRegistry},
 	{"memory", openMemory},
 	{"audit", openAudit},
@@ -38,8 +39,8 @@ var subsystems = []part{
 	{"quotas", openQuotas},
 	{"jetstream-guard", openJetStreamGuard},
 	{"schemas", openSchemaAPI},
-	{"cluster-sync", openClusterSync},
-	{"cluster", openClusterAPI},
+	{"cluster-sync-answers", openClusterSyncAnswers},
+	{"cluster", openClusterStatus},
 	{"embedded", openEmbedded}, // WithSubsystem's, in the order given
 	{"api", openAPI},
 	{"http", openFrontDoor},

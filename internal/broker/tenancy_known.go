@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -200,7 +201,7 @@ func (s *Server) rememberTenants(tenants []string) {
 // a route connect again (a reload of the options would, and would close
 // every connection made with a key and drop the tenants' accounts), so
 // the users' clients reconnect and subscribe again instead. It returns
-// once every node reached has done so, or after syncTimeout.
+// once every node reached has done so, or after clustersync.Timeout.
 func (s *Server) resubscribeLate(ctx context.Context, tenants []string) {
 	if !s.cfg.Auth || !s.cfg.Clustered() {
 		return
@@ -216,7 +217,7 @@ func (s *Server) resubscribeLate(ctx context.Context, tenants []string) {
 	}
 	s.log.Info("auth: tenants unknown to this node when its routes connected; the other nodes disconnect their subscribed users once, so they subscribe again",
 		"tenants", late)
-	if lagging := s.clusterSync(ctx, syncRequest{Resubscribe: late}); len(lagging) > 0 {
+	if lagging := s.syncer.Sync(ctx, clustersync.Request{Resubscribe: late}); len(lagging) > 0 {
 		s.log.Warn("auth: nodes had not disconnected the subscribers of tenants this node did not know at its start; those subscribers may miss core messages published here until they resubscribe",
 			"nodes", lagging, "tenants", late)
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/agents"
 	"github.com/semaq/semaq/internal/broker/audit"
+	"github.com/semaq/semaq/internal/broker/clusterstatus"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
@@ -159,6 +162,31 @@ func openConnections(_ context.Context, s *Server) (subsystem.Subsystem, error) 
 	return closeBoth, nil
 }
 
+// openClusterSync makes the node's cluster sync (internal/broker/clustersync):
+// from here on a change made through this node may wait for the other
+// nodes to apply it (openUsers's resubscribeLate does, at start). It
+// answers their requests only from openClusterSyncAnswers on, once what
+// it applies is open. Only a clustered node has one.
+func openClusterSync(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	if !s.cfg.Clustered() {
+		return nil, nil
+	}
+	sy, err := clustersync.Open(ctx, clustersync.Deps{
+		Conn:     s.nc,
+		Node:     s.ns.Name(),
+		Routed:   s.routedNodes,
+		Apply:    func(ctx context.Context, req clustersync.Request) error { return catchUp(ctx, s, req) },
+		Interest: func(subject string) bool { return s.account().hasInterest(subject, nil) },
+		Gate:     s.gate.Child("cluster-sync"),
+		Log:      s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.syncer = sy
+	return nil, nil // openClusterSyncAnswers closes it
+}
+
 // openRegistry opens the schema registry: schema-on-write, its REST API
 // (the front door) and its NATS API (openSchemaAPI).
 func openRegistry(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
@@ -216,7 +244,7 @@ func openRoutes(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Check:            s.routeCheck,
 		Audit:            s.audit,
 		Applied: func(ctx context.Context, rev uint64) {
-			s.clusterSync(ctx, syncRequest{Routes: rev})
+			s.syncer.Sync(ctx, clustersync.Request{Routes: rev})
 		},
 		Node:      s.ns.Name(),
 		Clustered: s.cfg.Clustered(),
@@ -331,8 +359,8 @@ func openKeyShared(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 func openSchemaAPI(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	s.schemas = schemas.New(schemas.Deps{
 		Registry: s.reg, Log: s.log, Audit: s.audit, AuditAs: s.audits.As,
-		Sync:     func(ctx context.Context) { s.clusterSync(ctx, syncRequest{Schemas: true}) },
-		SyncHTTP: s.syncedHTTP,
+		Sync:     func(ctx context.Context) { s.syncer.Sync(ctx, clustersync.Request{Schemas: true}) },
+		SyncHTTP: s.syncer.HTTP,
 	})
 	s.audits.Reads(s.schemas.AuditSubject, semaq.AuditOpSchemaRegister, semaq.AuditOpSchemaDelete)
 	s.audits.Reads(s.schemas.AuditConfig, semaq.AuditOpSchemaConfigSet)
@@ -357,7 +385,7 @@ func openUsers(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Audit:     s.audit,
 		Clustered: s.cfg.Clustered(),
 		Sync: func(ctx context.Context, rev uint64) {
-			s.clusterSync(ctx, syncRequest{Users: rev})
+			s.syncer.Sync(ctx, clustersync.Request{Users: rev})
 		},
 		Gate: s.gate.Child("users"),
 	})
@@ -392,4 +420,68 @@ func openJetStreamGuard(ctx context.Context, s *Server) (subsystem.Subsystem, er
 		return nil, err
 	}
 	return g, nil
+}
+
+// catchUp brings this node up to what JetStream holds now, as another
+// node's sync request says (clustersync.Deps.Apply).
+func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
+	if req.Schemas && s.reg != nil {
+		if err := s.reg.CatchUp(ctx); err != nil {
+			return err
+		}
+	}
+	if req.Routes > 0 && s.routes != nil {
+		if err := s.routes.WaitApplied(ctx, req.Routes); err != nil {
+			return err
+		}
+	}
+	if req.Users > 0 && s.identities != nil {
+		if err := s.identities.WaitRevision(ctx, req.Users); err != nil {
+			return err
+		}
+		if err := s.tenancy.ensureTenants(s.ns, s.identities.Tenants()); err != nil {
+			return err
+		}
+	}
+	if req.Streams {
+		if err := s.syncStreams(ctx); err != nil {
+			return err
+		}
+	}
+	if len(req.Resubscribe) > 0 {
+		return s.disconnectSubscribers(req.From, req.Resubscribe)
+	}
+	return nil
+}
+
+// openClusterSyncAnswers answers the other nodes' sync requests, now that
+// everything catchUp uses is open. Closing it stops answering and waits
+// for the answers in flight, before those close.
+func openClusterSyncAnswers(_ context.Context, s *Server) (subsystem.Subsystem, error) {
+	if s.syncer == nil {
+		return nil, nil
+	}
+	if err := s.syncer.Answer(); err != nil {
+		_ = s.syncer.Close(context.Background())
+		return nil, err
+	}
+	return s.syncer, nil
+}
+
+// openClusterStatus serves $SQ.API.CLUSTER.STATUS (one node of the queue
+// group answers) and $SQ.API.CLUSTER.NODE (every node answers), on the
+// egress connection like every API handler.
+func openClusterStatus(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	st, err := clusterstatus.Open(ctx, clusterstatus.Deps{
+		NATS: s.ns, ClusterName: s.cfg.ClusterName, Sync: s.cfg.Sync, Version: Version, MaxRoutes: MaxRoutes,
+		Replicas: s.ownReplicas, Nodes: s.clusterNodes, Dispatching: s.queues.dispatching,
+		Own:     func(stream string) bool { return slices.Contains(s.resources.Replicated(), stream) },
+		IsQueue: func(c *jetstream.StreamConfig) bool { _, ok := queueConfigOf(c); return ok },
+		JS:      s.js, Conn: s.nc, Egress: s.egress, Log: s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.status = st
+	return st, nil
 }

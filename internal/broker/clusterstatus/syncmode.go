@@ -1,4 +1,4 @@
-package broker
+package clusterstatus
 
 import (
 	"context"
@@ -40,12 +40,13 @@ func syncDisagreement(nodes []semaq.ClusterNode) string {
 		"(docs/durability.md)"
 }
 
-// checkClusterSync asks every node for its report and returns the sync
+// CheckModes asks every node for its report and returns the sync
 // disagreement among them; complete is false when not every node this one
-// routes to answered.
-func (s *Server) checkClusterSync(ctx context.Context) (warning string, complete bool) {
-	want := s.clusterNodes()
-	reports := s.gatherNodes(ctx)
+// routes to answered. The replica keeper calls it when the number of
+// nodes changes, and logs what it says.
+func (st *Status) CheckModes(ctx context.Context) (warning string, complete bool) {
+	want := st.deps.Nodes()
+	reports := st.gather(ctx)
 	nodes := make([]semaq.ClusterNode, 0, len(reports))
 	for _, r := range reports {
 		nodes = append(nodes, r.ClusterNode)

@@ -1,4 +1,4 @@
-package broker
+package clustersync
 
 import (
 	"bytes"
@@ -8,13 +8,14 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// syncedHTTP makes a write of the registry's REST API return as its NATS
-// twin does (internal/broker/schemas): once every node this one reaches enforces
-// it, naming those that had not in semaq.HdrClusterLagging. The answer is
-// held until then: a registry write's answer is small (an ID, a
-// compatibility level, the versions of one subject).
-func (s *Server) syncedHTTP(h http.Handler) http.Handler {
-	if !s.cfg.Clustered() {
+// HTTP makes a write of the registry's REST API return as its NATS twin
+// does (internal/broker/schemas): once every node this one reaches
+// enforces it, naming those that had not in semaq.HdrClusterLagging. The
+// answer is held until then: a registry write's answer is small (an ID, a
+// compatibility level, the versions of one subject). Outside a cluster (a
+// nil Syncer) it is h.
+func (sy *Syncer) HTTP(h http.Handler) http.Handler {
+	if sy == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -25,7 +26,7 @@ func (s *Server) syncedHTTP(h http.Handler) http.Handler {
 			held.status = http.StatusOK
 		}
 		if held.status < 400 {
-			s.clusterSync(ctx, syncRequest{Schemas: true})
+			sy.Sync(ctx, Request{Schemas: true})
 		}
 		for k, v := range held.header {
 			w.Header()[k] = v
@@ -38,7 +39,7 @@ func (s *Server) syncedHTTP(h http.Handler) http.Handler {
 	})
 }
 
-// heldResponse keeps a response until syncedHTTP sends it.
+// heldResponse keeps a response until HTTP sends it.
 type heldResponse struct {
 	header http.Header
 	status int
