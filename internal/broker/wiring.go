@@ -288,7 +288,8 @@ func openTokens(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
 		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.ReplyVia, ReplyDropped: s.ingress.ReplyDropped, Metrics: s.metrics, Tracing: s.tracing,
-		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites})
+		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites,
+		Gate: s.gate.Child("tokens")})
 	if err != nil {
 		return nil, err
 	}

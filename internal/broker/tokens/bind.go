@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
@@ -151,7 +152,9 @@ func (ts *Store) admitWaiting(id string, c *claim, ws []*waiting) {
 		c.held = append(c.held, w.out)
 		if w.end {
 			ts.work.Add(1)
-			go func() { defer ts.work.Done(); ts.ended(id, w.m) }()
+			if !ts.gate.Go("ended", func(context.Context) { defer ts.work.Done(); ts.ended(id, w.m) }) {
+				ts.work.Done()
+			}
 		}
 	}
 }

@@ -459,7 +459,9 @@ func (ts *Store) bind(id, tenant, key string) {
 		*c = claim{key: key, tenant: tenant, bound: true, next: 1, touched: time.Now(), purging: true}
 		ts.admitWaiting(id, c, waited)
 		ts.work.Add(1) // under mu while open: Close waits for it
-		go ts.purgeForeign(id, c)
+		if !ts.gate.Go("purge-foreign", func(context.Context) { ts.purgeForeign(id, c) }) {
+			ts.work.Done() // the node is shutting down: the stream's MaxAge takes over
+		}
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/reserved"
@@ -94,6 +95,10 @@ type Deps struct {
 	// terminal record (observe.go).
 	Metrics *metrics.Metrics
 	Tracing *telemetry.Tracing
+	// Gate runs the store's goroutines (the sweeper, purges of a foreign
+	// writer's records, a stream's end); Close closes it. Nil makes one
+	// of the store's own.
+	Gate *subsystem.Gate
 }
 
 // Sender is who sent a record or a status request, as far as token
@@ -133,6 +138,7 @@ type Store struct {
 	share     bool // BindJob tells the other nodes (bind.go)
 	// writePrefix is where the relay listens (Deps.WritePrefix).
 	writePrefix string
+	gate        *subsystem.Gate
 	reply       func(string) string // nil keeps a writer's reply
 	replyDrop   func(reply, via string)
 	metrics     *metrics.Metrics
@@ -170,7 +176,10 @@ func New(deps Deps) (*Store, error) {
 	if writePrefix == "" {
 		writePrefix = semaq.TokenWritePrefix
 	}
-	return &Store{js: deps.JS, writePrefix: writePrefix, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
+	if deps.Gate == nil {
+		deps.Gate = subsystem.NewGate("tokens")
+	}
+	return &Store{js: deps.JS, gate: deps.Gate, writePrefix: writePrefix, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
 		queuedJob: deps.QueuedJob, sender: deps.Sender, node: deps.Node, share: deps.ShareBinds, reply: deps.Reply, replyDrop: deps.ReplyDropped, metrics: deps.Metrics, tracing: deps.Tracing,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
@@ -241,7 +250,10 @@ func (ts *Store) Start(ctx context.Context) error {
 		return errors.New("broker: token streams: closed while starting")
 	}
 	ts.swept = make(chan struct{})
-	go ts.sweepLoop()
+	if !ts.gate.Go("sweeper", func(context.Context) { ts.sweepLoop() }) {
+		close(ts.swept)
+		return errors.New("broker: token streams: the node is shutting down")
+	}
 	return nil
 }
 
@@ -346,6 +358,9 @@ func (ts *Store) Close(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("token streams: waiting for purges: %w", ctx.Err()))
+	}
+	if err := ts.gate.Close(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("token streams: goroutines: %w", err))
 	}
 	return errors.Join(errs...)
 }
