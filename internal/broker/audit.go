@@ -30,34 +30,14 @@ func audited[Req any](s *Server, op string, target func(*Req) string, fn func(co
 
 // auditReaders registers how the state each operation changes is read,
 // for its record's before and after; operations without one (dead
-// letters) are recorded by their answer.
+// letters) are recorded by their answer. Subsystems register their own
+// when they open (streams and queues: openStreams).
 func (s *Server) auditReaders(r *audit.Recorder) {
-	r.Reads(s.auditStream, semaq.AuditOpStreamCreate, semaq.AuditOpStreamDelete)
-	r.Reads(s.auditQueue, semaq.AuditOpQueueCreate, semaq.AuditOpQueueDelete)
 	r.Reads(s.auditSchemaSubject, semaq.AuditOpSchemaRegister, semaq.AuditOpSchemaDelete)
 	r.Reads(s.auditSchemaConfig, semaq.AuditOpSchemaConfigSet)
 	r.Reads(s.auditBinding, semaq.AuditOpSchemaBind, semaq.AuditOpSchemaUnbind)
 	r.Reads(s.auditRoute, semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete)
 	r.Reads(s.auditUser, semaq.AuditOpUserAdd, semaq.AuditOpUserRemove, semaq.AuditOpKeyRotate, semaq.AuditOpUserQuota)
-}
-
-func (s *Server) auditStream(ctx context.Context, name string) any {
-	st, err := s.js.Stream(ctx, name)
-	if err != nil || !isSemaqStream(&st.CachedInfo().Config) {
-		return nil
-	}
-	return s.streamInfo(st.CachedInfo()).Config
-}
-
-func (s *Server) auditQueue(ctx context.Context, name string) any {
-	st, err := s.js.Stream(ctx, name)
-	if err != nil {
-		return nil
-	}
-	if qc, ok := queueConfigOf(&st.CachedInfo().Config); ok {
-		return qc
-	}
-	return nil
 }
 
 // auditedSchema is a registry subject in a record: its live versions and

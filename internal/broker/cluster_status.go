@@ -11,10 +11,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
@@ -108,12 +108,7 @@ func (s *Server) nodeReport() nodeReport {
 		}
 		slices.SortFunc(r.Routes, func(a, b semaq.RouteStatus) int { return strings.Compare(a.Node, b.Node) })
 	}
-	s.queues.mu.Lock()
-	for name := range s.queues.all {
-		r.Dispatching = append(r.Dispatching, name)
-	}
-	s.queues.mu.Unlock()
-	slices.Sort(r.Dispatching)
+	r.Dispatching = s.streams.Dispatching()
 	if s.cfg.Clustered() && s.ns.JetStreamIsLeader() {
 		r.MetaLeader = true
 		if jsz, err := s.ns.Jsz(nil); err == nil && jsz.Meta != nil {
@@ -226,11 +221,11 @@ func (s *Server) apiClusterStatus(ctx context.Context, _ *struct{}) (any, error)
 		}
 		sc := semaq.StreamClusterStatus{Stream: info.Config.Name, Replicas: info.Config.Replicas,
 			Own: slices.Contains(s.resources.Replicated(), info.Config.Name)}
-		if c := streamCluster(info.Cluster); c != nil {
+		if c := streams.Cluster(info.Cluster); c != nil {
 			sc.StreamCluster = *c
 		}
 		st.Streams = append(st.Streams, sc)
-		if _, ok := queueConfigOf(&info.Config); ok {
+		if _, ok := streams.QueueConfigOf(&info.Config); ok {
 			st.Queues = append(st.Queues, semaq.QueueDispatch{Queue: info.Config.Name,
 				Node: dispatcher[info.Config.Name], StreamLeader: sc.Leader})
 		}
@@ -241,17 +236,4 @@ func (s *Server) apiClusterStatus(ctx context.Context, _ *struct{}) (any, error)
 	slices.SortFunc(st.Streams, func(a, b semaq.StreamClusterStatus) int { return strings.Compare(a.Stream, b.Stream) })
 	slices.SortFunc(st.Queues, func(a, b semaq.QueueDispatch) int { return strings.Compare(a.Queue, b.Queue) })
 	return st, nil
-}
-
-// streamCluster is where a stream's replicas are, from JetStream's stream
-// info; nil outside a cluster.
-func streamCluster(ci *jetstream.ClusterInfo) *semaq.StreamCluster {
-	if ci == nil || ci.Name == "" {
-		return nil
-	}
-	c := &semaq.StreamCluster{Leader: ci.Leader}
-	for _, p := range ci.Replicas {
-		c.Followers = append(c.Followers, peerStatus(p.Name, p.Current, p.Offline, p.Active, p.Lag))
-	}
-	return c
 }

@@ -106,7 +106,7 @@ func (s *Server) applyNow(ctx context.Context, req syncRequest) error {
 		}
 	}
 	if req.Streams {
-		if err := s.syncStreams(ctx); err != nil {
+		if err := s.streams.Sync(ctx); err != nil {
 			return err
 		}
 	}

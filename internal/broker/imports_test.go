@@ -32,7 +32,7 @@ var (
 		"routes/table",   // compiled route rules: the ingress evaluates them
 	}
 	subsystems = []string{
-		"audit", "auth", "dispatch", "dlq", "filter", "ingress", "keyshared", "routes", "tokens",
+		"audit", "auth", "dispatch", "dlq", "filter", "ingress", "keyshared", "routes", "streams", "tokens",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.
