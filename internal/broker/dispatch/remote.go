@@ -9,7 +9,9 @@ package dispatch
 // The subjects are under _SQ_Q., one of the broker's own inboxes: only
 // the broker may publish there or listen (docs/security.md), so a client
 // can neither reserve a queue's capacity nor read what the nodes say.
-// The replies go to the asking node's internal connection.
+// The replies go to the asking node's internal connection. Remote is the
+// asking side: a queue as the other nodes know it (internal/broker/streams
+// keeps one per queue dispatched elsewhere).
 
 import (
 	"context"
