@@ -346,7 +346,7 @@ func TestClusterStatus(t *testing.T) {
 		}
 	}
 	// The status reports where dispatch runs; that it runs on the stream's
-	// leader is the dispatcher's to keep (queue.go).
+	// leader is the dispatcher's to keep (streams/queue.go).
 	if q := st.Queues[0]; q.Queue != "JOBS" || c.Index(q.Node) < 0 || q.StreamLeader != byName["JOBS"].Leader {
 		t.Fatalf("queue %+v: want a dispatching node and the stream leader %s", q, byName["JOBS"].Leader)
 	}

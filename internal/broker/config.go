@@ -16,6 +16,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/quota"
+	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/policy"
@@ -29,6 +30,13 @@ const (
 	// SyncAlways fsyncs every write before it is acknowledged; an ack means
 	// "on disk".
 	SyncAlways = "always"
+)
+
+// Default bounds of a user stream whose create names no max_bytes
+// (StreamMaxBytes changes them; package streams).
+const (
+	DefaultStreamMaxBytes       = streams.DefaultStreamMaxBytes
+	DefaultStreamMaxBytesMemory = streams.DefaultStreamMaxBytesMemory
 )
 
 // Config is the configuration of one node. The zero value is not valid; start

@@ -10,7 +10,7 @@ import (
 // indexes and how many bytes of strings and buffers they keep alive
 // (payloads and stored headers would show here).
 func DispatchIndexRetained(s *Server, queue string) (jobs, retained int) {
-	d := s.dispatcherOf(queue)
+	d := s.streams.Dispatcher(queue)
 	if d == nil {
 		return 0, 0
 	}
@@ -26,10 +26,10 @@ func DispatchIndexRetained(s *Server, queue string) (jobs, retained int) {
 // client-addressed messages leave by) and waits for the server to have
 // processed it.
 func DispatchEgressPublish(s *Server, queue, subject string, data []byte) error {
-	if s.dispatcherOf(queue) == nil {
+	if s.streams.Dispatcher(queue) == nil {
 		return errNoDispatcher
 	}
-	nc, err := s.dispatchDeps().Egress()
+	nc, err := dispatchDeps(s, nil).Egress()
 	if err != nil {
 		return err
 	}

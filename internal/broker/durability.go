@@ -1,12 +1,16 @@
 package broker
 
-import "fmt"
+import (
+	"fmt"
 
-// Durability modes of a stream.
+	"github.com/semaq/semaq/internal/broker/streams"
+)
+
+// Durability modes of a stream (package streams).
 const (
-	DurabilityFsync    = "fsync"
-	DurabilityInterval = "interval"
-	DurabilityMemory   = "memory"
+	DurabilityFsync    = streams.DurabilityFsync
+	DurabilityInterval = streams.DurabilityInterval
+	DurabilityMemory   = streams.DurabilityMemory
 )
 
 // In a cluster the durability of a stream is the nodes' --sync, not the

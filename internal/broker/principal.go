@@ -42,18 +42,8 @@ func (s *Server) principal(h nats.Header) api.Principal {
 // h (tokens.Deps.Sender; docs/security.md, Tenant isolation).
 func (s *Server) tokenSender(h nats.Header) tokens.Sender {
 	p := s.principal(h)
-	tenant, anyTenant := tokenTenantOf(p)
+	tenant, anyTenant := p.TokenTenant()
 	return tokens.Sender{Tenant: tenant, AnyTenant: anyTenant, Worker: p.Who == api.User && p.Role == semaq.RoleWorker}
-}
-
-// tokenTenantOf is the tenant whose token streams p reads (its own, or
-// none), and whether it reads every tenant's: services, admins, the node,
-// and everyone with auth off. INFO reports it.
-func tokenTenantOf(p api.Principal) (tenant string, anyTenant bool) {
-	if p.Who != api.User || p.Role == semaq.RoleAdmin || p.Role == semaq.RoleService {
-		return p.Tenant, true
-	}
-	return p.Tenant, false
 }
 
 // authorizeRead says whether the sender of the request ctx serves may run

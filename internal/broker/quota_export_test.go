@@ -5,7 +5,7 @@ func QuotaOn(s *Server) bool { return s.ingress.Quota() != nil }
 
 // TenantQueued is the tenant's prompt tokens waiting in the node's queues.
 func TenantQueued(s *Server, tenant string) int64 {
-	n, _ := s.tenantQueued(tenant)
+	n, _ := s.streams.TenantQueued(tenant)
 	return n
 }
 

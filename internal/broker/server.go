@@ -19,13 +19,13 @@ import (
 	"github.com/semaq/semaq/internal/broker/auth"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
-	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
+	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/identity"
@@ -35,7 +35,6 @@ import (
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/policy"
-	"github.com/semaq/semaq/semaq"
 )
 
 // Version is the SemaQ version reported by the server.
@@ -60,7 +59,7 @@ type Server struct {
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	memory  *memoryGuard       // nil without a memory bound (memory.go)
 	filters *filter.Service    // filtered subscriptions (filter/)
-	queues  queues             // work-queue dispatchers (queue.go, package dispatch)
+	streams *streams.Manager   // streams and work queues (internal/broker/streams)
 	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
@@ -90,10 +89,6 @@ type Server struct {
 	opened    []opened         // the subsystems open now, in order (subsystems.go)
 	embedded  []subsystem.Spec // WithSubsystem's
 	resources *reserved.Table  // what the node keeps for itself (internal/reserved)
-
-	// streamsMu serialises stream create, delete and the resync that
-	// follows JetStream's stream advisories.
-	streamsMu sync.Mutex
 
 	// syncFile replaces fsync in group commits; tests inject faults here.
 	syncFile func(*os.File) error
@@ -396,37 +391,3 @@ func (l *natsLogger) Errorf(format string, v ...any) {
 }
 func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
-
-// dispatchDeps is what a work queue's dispatcher may use of the node
-// (package dispatch).
-func (s *Server) dispatchDeps() dispatch.Deps {
-	return dispatch.Deps{
-		Internal: func(opts ...nats.Option) (*nats.Conn, error) {
-			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.internalAuth()}, opts...)...)
-		},
-		Egress: func(opts ...nats.Option) (*nats.Conn, error) {
-			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.egressAuth()}, opts...)...)
-		},
-		Interest:     s.account().hasInterest,
-		Authorize:    s.authorizeQueue,
-		CancelRights: s.cancelRights,
-		Match:        subjectMatches,
-		StoreDeadLetter: func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error {
-			ev := dlqEvent{stream: dl.Stream, consumer: dl.Consumer, seq: dl.StreamSeq, deliveries: dl.Deliveries, reason: dl.Reason}
-			_, err := s.storeDeadLetter(ctx, ev, dl, hdr, data)
-			return err
-		},
-		BindJob:  func(id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) },
-		EndJob:   func(id, tenant string, te *semaq.TokenError) { s.tokens.EndJob(id, tenant, te) },
-		Served:   s.quotaServed,
-		Observer: dispatchObserver{s},
-		Tracer:   s.dispatchTracer(),
-		Node:     s.ns.Name(),
-		Resync: func() {
-			s.queues.mu.Lock()
-			s.retryQueueSync()
-			s.queues.mu.Unlock()
-		},
-		Log: s.log.With("component", "dispatch"),
-	}
-}

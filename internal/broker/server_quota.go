@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 )
@@ -18,7 +17,7 @@ func openQuotas(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 	if s.cfg.Quotas.IsZero() && !s.cfg.Auth {
 		return nil, nil
 	}
-	deps := quota.Deps{QueuedTokens: s.tenantQueued, Now: s.quotaNow}
+	deps := quota.Deps{QueuedTokens: s.streams.TenantQueued, Now: s.quotaNow}
 	if st := s.identities; st != nil {
 		deps.UserLimits = func(user string) quota.Limits {
 			u, err := st.Get(user)
@@ -48,19 +47,4 @@ func (s *Server) quotaServed(tenant string, outputTokens int64) {
 	if q := s.ingress.Quota(); q != nil {
 		q.ChargeOutput(tenant, outputTokens)
 	}
-}
-
-// tenantQueued sums tenant's prompt tokens waiting in the work queues this
-// node dispatches, and their workers' token rates.
-func (s *Server) tenantQueued(tenant string) (tokens int64, rate float64) {
-	for _, a := range s.ingress.Queues() {
-		d, ok := a.(*dispatch.Dispatcher)
-		if !ok {
-			continue // dispatched by another node
-		}
-		n, r := d.TenantQueued(tenant)
-		tokens += n
-		rate += r
-	}
-	return tokens, rate
 }

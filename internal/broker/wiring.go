@@ -13,6 +13,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
+	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
@@ -21,6 +22,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
+	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
 	"github.com/semaq/semaq/internal/broker/users"
@@ -51,7 +53,6 @@ func openObservability(ctx context.Context, s *Server) (subsystem.Subsystem, err
 	}
 	s.tracing = t
 	s.metrics.SetConsumerSource(s.consumerStats)
-	s.metrics.AddQueueSource(queueSource{s}) // work queues (observe_dispatch.go)
 	return subsystem.Func(t.Shutdown), nil
 }
 
@@ -223,7 +224,6 @@ func openAudit(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.audits = audit.NewRecorder(l, s.ns.Name(), s.principal)
-	s.auditReaders(s.audits)
 	return l, nil
 }
 
@@ -254,6 +254,7 @@ func openRoutes(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.routes = rt
+	s.audits.Reads(rt.AuditRead, semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete)
 	return rt, nil
 }
 
@@ -264,7 +265,7 @@ func openDLQ(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		JS:            s.js,
 		Replicas:      s.ownReplicas(),
 		Conn:          s.nc,
-		IsSemaqStream: isSemaqStream,
+		IsSemaqStream: streams.IsSemaqStream,
 		OnDeadLetter:  s.metrics.DeadLetter,
 		OnRefused:     s.metrics.DLQAdvisoryRefused,
 		Audit:         s.audit,
@@ -287,7 +288,7 @@ func openTokens(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	t, err := tokens.New(tokens.Deps{JS: s.js, Conn: s.nc, Egress: s.egress, Log: s.log.With("component", "tokens"),
 		Limits: tokens.Limits{StoreBytes: s.cfg.TokenMaxBytes, StreamBytes: s.cfg.TokenStreamMaxBytes,
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
-		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: s.queuedJob, Reply: s.ingress.ReplyVia, ReplyDropped: s.ingress.ReplyDropped, Metrics: s.metrics, Tracing: s.tracing,
+		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: func(id string) (string, bool) { return s.streams.QueuedJob(id) }, Reply: s.ingress.ReplyVia, ReplyDropped: s.ingress.ReplyDropped, Metrics: s.metrics, Tracing: s.tracing,
 		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites,
 		Gate: s.gate.Child("tokens")})
 	if err != nil {
@@ -309,6 +310,86 @@ func openAgents(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	return r, nil
+}
+
+// openStreams serves the streams on the ingress, the work queues on their
+// dispatchers (one per queue, on its stream's leader), and the stream and
+// queue API; it follows JetStream's stream advisories (internal/broker/
+// streams). Closing it stops the dispatchers.
+func openStreams(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	m, err := streams.Open(ctx, streams.Deps{
+		Log: s.log, JS: s.js, Conn: s.nc, Gate: s.gate.Child("streams"),
+		Ingress: s.ingress, SetQueues: func(t map[string]streams.Admitter) {
+			q := make(map[string]ingress.Admitter, len(t))
+			for name, a := range t {
+				q[name] = a
+			}
+			s.ingress.SetQueues(q)
+		},
+		Registry: s.reg, Audit: s.audit, Metrics: s.metrics,
+		Synced: func(ctx context.Context, schemas bool, subjects []string) {
+			s.syncer.Sync(ctx, clustersync.Request{Schemas: schemas, Streams: true, Subjects: subjects})
+		},
+		RouteSubjects: s.tenancy.addStreamSubjects, CheckSubjects: s.tenancy.checkStreamSubjects,
+		Principal: s.principal,
+		Self: func() semaq.ServerInfo {
+			return semaq.ServerInfo{Version: Version, Name: s.ns.Name(), NATSURL: s.ClientURL(), HTTPAddr: s.HTTPAddr(),
+				Sync: s.cfg.Sync, JetStream: s.ns.JetStreamEnabled()}
+		},
+		Node: s.ns.Name(), Clustered: s.cfg.Clustered(), Sync: s.cfg.Sync, Replicas: s.ownReplicas,
+		DefaultDurability: s.defaultDurability(), CheckDurability: s.checkClusterDurability, DefaultMaxBytes: s.cfg.StreamMaxBytes,
+		Dispatch: func(ctx context.Context, qc semaq.QueueConfig, resync func()) (streams.Dispatcher, error) {
+			d, err := dispatch.Start(ctx, qc, dispatchDeps(s, resync))
+			if err != nil {
+				return nil, err
+			}
+			return d, nil
+		},
+		Remote:        func(queue string) streams.Remote { return dispatch.NewRemote(s.nc, queue, s.log.Debug) },
+		DeleteLeases:  func(ctx context.Context, queue string) error { return dispatch.DeleteLeases(ctx, s.js, queue) },
+		QueueMaxBytes: func(qc semaq.QueueConfig) int64 { return dispatch.StreamMaxBytes(qc, s.nc.MaxPayload()) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.streams = m
+	s.audits.Reads(m.AuditStream, semaq.AuditOpStreamCreate, semaq.AuditOpStreamDelete)
+	s.audits.Reads(m.AuditQueue, semaq.AuditOpQueueCreate, semaq.AuditOpQueueDelete)
+	return m, nil
+}
+
+// dispatchDeps is what a work queue's dispatcher may use of the node
+// (package dispatch); resync asks the streams subsystem to check which
+// queues the node dispatches.
+func dispatchDeps(s *Server, resync func()) dispatch.Deps {
+	d := dispatch.Deps{
+		Internal: func(opts ...nats.Option) (*nats.Conn, error) {
+			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.internalAuth()}, opts...)...)
+		},
+		Egress: func(opts ...nats.Option) (*nats.Conn, error) {
+			return nats.Connect("", append([]nats.Option{nats.InProcessServer(s.ns), s.egressAuth()}, opts...)...)
+		},
+		Interest:     s.account().hasInterest,
+		Authorize:    s.authorizeQueue,
+		CancelRights: s.cancelRights,
+		Match:        subjectMatches,
+		StoreDeadLetter: func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error {
+			ev := dlqEvent{stream: dl.Stream, consumer: dl.Consumer, seq: dl.StreamSeq, deliveries: dl.Deliveries, reason: dl.Reason}
+			_, err := s.storeDeadLetter(ctx, ev, dl, hdr, data)
+			return err
+		},
+		BindJob:  func(id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) },
+		EndJob:   func(id, tenant string, te *semaq.TokenError) { s.tokens.EndJob(id, tenant, te) },
+		Served:   s.quotaServed,
+		Observer: dispatchObserver{s},
+		Node:     s.ns.Name(),
+		Resync:   resync,
+		Log:      s.log.With("component", "dispatch"),
+	}
+	if s.tracing != nil { // nil without tracing: the dispatcher skips span work altogether
+		d.Tracer = s.tracing.Tracer()
+	}
+	return d
 }
 
 // pumpDeps are what filtered subscriptions and key-shared groups share.
@@ -445,7 +526,7 @@ func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
 		}
 	}
 	if req.Streams {
-		if err := s.syncStreams(ctx); err != nil {
+		if err := s.streams.Sync(ctx); err != nil {
 			return err
 		}
 	}
@@ -475,9 +556,9 @@ func openClusterSyncAnswers(_ context.Context, s *Server) (subsystem.Subsystem, 
 func openClusterStatus(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	st, err := clusterstatus.Open(ctx, clusterstatus.Deps{
 		NATS: s.ns, ClusterName: s.cfg.ClusterName, Sync: s.cfg.Sync, Version: Version, MaxRoutes: MaxRoutes,
-		Replicas: s.ownReplicas, Nodes: s.clusterNodes, Dispatching: s.queues.dispatching,
+		Replicas: s.ownReplicas, Nodes: s.clusterNodes, Dispatching: s.streams.Dispatching,
 		Own:     func(stream string) bool { return slices.Contains(s.resources.Replicated(), stream) },
-		IsQueue: func(c *jetstream.StreamConfig) bool { _, ok := queueConfigOf(c); return ok },
+		IsQueue: func(c *jetstream.StreamConfig) bool { _, ok := streams.QueueConfigOf(c); return ok },
 		JS:      s.js, Conn: s.nc, Egress: s.egress, Log: s.log,
 	})
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/semaq"
 )
 
 // RequestInfoHeader is the header the NATS server puts on every message a
@@ -45,6 +47,16 @@ func (p Principal) String() string {
 		return p.User
 	}
 	return string(p.Who)
+}
+
+// TokenTenant is the tenant whose token streams p reads (its own, or
+// none), and whether it reads every tenant's: services, admins, the node,
+// and everyone with auth off. INFO reports it.
+func (p Principal) TokenTenant() (tenant string, anyTenant bool) {
+	if p.Who != User || p.Role == semaq.RoleAdmin || p.Role == semaq.RoleService {
+		return p.Tenant, true
+	}
+	return p.Tenant, false
 }
 
 // RequestInfo is the part of RequestInfoHeader the broker reads.

@@ -14,7 +14,7 @@ import (
 )
 
 // Deps is everything a dispatcher uses besides its queue's configuration:
-// the node wires it (internal/broker, queue.go). Funcs may be called from
+// the node wires it (internal/broker, wiring.go: dispatchDeps). Funcs may be called from
 // any of the dispatcher's goroutines, concurrently; those documented as
 // called with the dispatcher's lock held must take only leaf locks of
 // their own and never call back into the dispatcher.

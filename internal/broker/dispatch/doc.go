@@ -10,6 +10,7 @@
 // It reaches nothing of the node but what Deps gives it: connections, the
 // dead-letter sink, the token-stream bindings, an Observer for metrics and
 // a tracer. Start starts one; Close stops it and waits for every goroutine
-// it started. The node keeps the set of dispatchers and the $SQ.API.QUEUE
-// management API (internal/broker, queue.go).
+// it started. Package streams keeps the set of dispatchers and the
+// $SQ.API.QUEUE management API (internal/broker/streams, queue.go); the
+// node hands it Start (internal/broker, wiring.go).
 package dispatch

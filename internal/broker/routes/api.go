@@ -263,3 +263,13 @@ func routeSummary(d *semaq.Route) string {
 	}
 	return b.String()
 }
+
+// AuditRead is a rule as an audit record shows it: its stored definition,
+// nil when there is none.
+func (rt *Router) AuditRead(ctx context.Context, name string) any {
+	e, err := rt.kv.Get(ctx, name)
+	if err != nil || !json.Valid(e.Value()) {
+		return nil
+	}
+	return json.RawMessage(e.Value())
+}

@@ -1,6 +1,6 @@
 // Package subjects holds the subject rules the broker's subsystems share:
-// matching a literal subject against a pattern, and which patterns a
-// stream may capture.
+// matching a literal subject against a pattern, whether two patterns
+// overlap, and which patterns a stream may capture.
 package subjects
 
 import (
@@ -36,6 +36,25 @@ func Match(pattern, subject string) bool {
 			return pi < 0 && si < 0
 		}
 		pattern, subject = pattern[pi+1:], subject[si+1:]
+	}
+}
+
+// Overlap reports whether some subject matches both patterns.
+func Overlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		switch {
+		case i == len(at) && i == len(bt):
+			return true
+		case i == len(at) || i == len(bt):
+			return false
+		case at[i] == ">" || bt[i] == ">":
+			return true
+		case at[i] == "*" || bt[i] == "*" || at[i] == bt[i]:
+			continue
+		default:
+			return false
+		}
 	}
 }
 

@@ -37,6 +37,31 @@ func TestSubjectMatches(t *testing.T) {
 	}
 }
 
+func TestOverlap(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"ai.x", "ai.x", true},
+		{"ai.x", "ai.y", false},
+		{"ai.*", "ai.x", true},
+		{"ai.*", "ai.x.y", false},
+		{"ai.>", "ai.x.y", true},
+		{"ai.>", "ai", false},
+		{"*.x", "ai.*", true},
+		{"ai.x", "ai.x.y", false},
+		{">", "ai", true},
+	} {
+		if got := Overlap(tc.a, tc.b); got != tc.want {
+			t.Errorf("Overlap(%q, %q) = %v", tc.a, tc.b, got)
+		}
+		if got := Overlap(tc.b, tc.a); got != tc.want {
+			t.Errorf("Overlap(%q, %q) = %v", tc.b, tc.a, got)
+		}
+	}
+}
+
 // refMatches is the obvious implementation Match must agree with.
 func refMatches(pattern, subject string) bool {
 	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
