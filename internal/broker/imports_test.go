@@ -1,6 +1,7 @@
 package broker_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -138,5 +139,79 @@ func TestImportRules(t *testing.T) {
 	}
 	if len(seen) < 10 {
 		t.Fatalf("walked %d packages from the broker: the walk is broken", len(seen))
+	}
+}
+
+// Limits of size, as the layering's guard: a package that outgrows them
+// wants splitting along a seam, and a node type that gathers methods is a
+// subsystem that was not made one.
+const (
+	maxPackageLines = 5000 // non-test lines of any package of the module
+	maxNodeMethods  = 60   // methods of *broker.Server
+)
+
+func TestPackageSizes(t *testing.T) {
+	root := "../.."
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules") {
+			return filepath.SkipDir
+		}
+		files, _ := filepath.Glob(filepath.Join(path, "*.go"))
+		lines := 0
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return err
+			}
+			lines += strings.Count(string(b), "\n")
+		}
+		if lines > maxPackageLines {
+			t.Errorf("%s has %d non-test lines; the limit is %d: split it along a seam", path, lines, maxPackageLines)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNodeMethods(t *testing.T) {
+	fset := token.NewFileSet()
+	files, _ := filepath.Glob("*.go")
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 {
+				continue
+			}
+			if star, ok := fd.Recv.List[0].Type.(*ast.StarExpr); ok {
+				if id, ok := star.X.(*ast.Ident); ok && id.Name == "Server" {
+					n++
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("found no methods of *Server: the count is broken")
+	}
+	if n >= maxNodeMethods {
+		t.Errorf("*Server has %d methods; the limit is %d: what grows it is a subsystem (subsystems.go)", n, maxNodeMethods)
 	}
 }

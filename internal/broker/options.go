@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/policy"
 )
@@ -42,4 +44,10 @@ func WithIngressShards(n int) Option {
 // IngressTCP); Start refuses a value Config.Validate would.
 func WithIngressTransport(t string) Option {
 	return func(s *Server) { s.cfg.IngressTransport = t }
+}
+
+// WithQuotaClock makes the node's quotas read the time from now instead of
+// the wall clock, so a test can step time past a Retry-After.
+func WithQuotaClock(now func() time.Time) Option {
+	return func(s *Server) { s.quotaNow = now }
 }

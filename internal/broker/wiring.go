@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/agents"
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
@@ -20,6 +22,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/jsguard"
 	"github.com/semaq/semaq/internal/broker/keyshared"
 	"github.com/semaq/semaq/internal/broker/pump"
+	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
 	"github.com/semaq/semaq/internal/broker/streams"
@@ -30,6 +33,7 @@ import (
 	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/semaq"
 )
@@ -227,6 +231,52 @@ func openAudit(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	return l, nil
 }
 
+// routeCheck answers a route dry run ($SQ.API.ROUTE.TEST) with the
+// ingress's own pipeline (ingress.Check), for the request's sender or, with
+// as, for that store user: its tenant stamped and its policy applied as
+// when it publishes. Only admins and the node reach the route API.
+func routeCheck(s *Server) func(ctx context.Context, m *nats.Msg, as string) (routes.Checked, *semaq.APIError, error) {
+	return func(ctx context.Context, m *nats.Msg, as string) (routes.Checked, *semaq.APIError, error) {
+		who := s.principal(api.RequestHeader(ctx))
+		if as != "" {
+			if !s.cfg.Auth || s.identities == nil {
+				return routes.Checked{}, nil, semaq.NewAPIError(semaq.ErrBadRequest, "route test: as %q: the node runs without --auth, so every publisher is the same public user", as)
+			}
+			u, err := s.identities.Get(as)
+			if err != nil {
+				return routes.Checked{}, nil, semaq.NewAPIError(semaq.ErrBadRequest, "route test: as %q: %v", as, err)
+			}
+			who = api.Principal{Who: api.User, User: u.Name, Tenant: u.Tenant, Role: u.Role}
+		}
+		d, err := s.ingress.Check(ctx, m, who)
+		c := routes.Checked{Stream: d.Stream, Subject: d.Subject, Rule: d.Rule, Target: d.Target, RefusedBy: d.RefusedBy}
+		if err != nil {
+			var e *semaq.APIError
+			if !errors.As(err, &e) {
+				e = semaq.NewAPIError(semaq.ErrUnavailable, "%v", err)
+			}
+			return c, e, nil
+		}
+		return c, nil, nil
+	}
+}
+
+// streamsCapturing names the SemaQ streams that capture a public subject,
+// as $SQ.API.STREAM.LOOKUP finds them.
+func streamsCapturing(s *Server) func(ctx context.Context, subject string) ([]string, error) {
+	return func(ctx context.Context, subject string) ([]string, error) {
+		var names []string
+		lister := s.js.StreamNames(ctx, jetstream.WithStreamListSubject(reserved.StoragePrefix+subject))
+		for n := range lister.Name() {
+			names = append(names, n)
+		}
+		if err := lister.Err(); err != nil {
+			return nil, api.JSError(err, "looking up the stream of %s", subject)
+		}
+		return names, nil
+	}
+}
+
 // openRoutes opens the route rules before the ingress, which takes them:
 // no message is stored unrouted while they load. Closing them stops the
 // rule watcher and the health interval; the ingress keeps the last table.
@@ -240,8 +290,8 @@ func openRoutes(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Expr:             s.cfg.exprConfig(),
 		StreamFor:        s.served.StreamFor,
 		StreamSubjects:   s.served.Subjects,
-		StreamsCapturing: s.streamsCapturing,
-		Check:            s.routeCheck,
+		StreamsCapturing: streamsCapturing(s),
+		Check:            routeCheck(s),
 		Audit:            s.audit,
 		Applied: func(ctx context.Context, rev uint64) {
 			s.syncer.Sync(ctx, clustersync.Request{Routes: rev})
@@ -256,6 +306,45 @@ func openRoutes(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	s.routes = rt
 	s.audits.Reads(rt.AuditRead, semaq.AuditOpRouteAdd, semaq.AuditOpRouteDelete)
 	return rt, nil
+}
+
+// openIngress opens the ingress (internal/broker/ingress) with the node's
+// parts: it serves no stream until the streams open. Closing it hands
+// the messages in flight to JetStream.
+func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
+	dial, err := s.ingressDialer()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	d := ingress.Deps{
+		Log:            s.log.With("component", "ingress"),
+		Dial:           dial,
+		Shards:         s.ingressShards,
+		Egress:         s.egress,
+		Conn:           s.nc,
+		Served:         s.served,
+		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
+		Registry:       s.reg,
+		Routes:         s.routes.Table,
+		Policy:         s.policy,
+		Principal:      s.principal,
+		Metrics:        s.metrics,
+		Tracing:        s.tracing,
+		StoreDir:       s.account().streamDir,
+		SyncFile:       s.syncFile,
+		Clustered:      s.cfg.Clustered(),
+	}
+	if s.memory != nil {
+		d.Memory = s.memory.refusal
+	}
+	s.ingress, err = ingress.New(d)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range s.policy {
+		s.log.Info("ingress policy step enabled", "step", st.Name())
+	}
+	return subsystem.Func(s.ingress.Shutdown), nil
 }
 
 // openDLQ makes sure SQ_DLQ exists and follows the advisories.
@@ -374,13 +463,19 @@ func dispatchDeps(s *Server, resync func()) dispatch.Deps {
 		CancelRights: s.cancelRights,
 		Match:        subjectMatches,
 		StoreDeadLetter: func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error {
-			ev := dlqEvent{stream: dl.Stream, consumer: dl.Consumer, seq: dl.StreamSeq, deliveries: dl.Deliveries, reason: dl.Reason}
-			_, err := s.storeDeadLetter(ctx, ev, dl, hdr, data)
+			ev := dlq.Event{Stream: dl.Stream, Consumer: dl.Consumer, Seq: dl.StreamSeq, Deliveries: dl.Deliveries, Reason: dl.Reason}
+			_, err := s.dlq.Put(ctx, ev, dl, hdr, data)
 			return err
 		},
-		BindJob:  func(id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) },
-		EndJob:   func(id, tenant string, te *semaq.TokenError) { s.tokens.EndJob(id, tenant, te) },
-		Served:   s.quotaServed,
+		BindJob: func(id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) },
+		EndJob:  func(id, tenant string, te *semaq.TokenError) { s.tokens.EndJob(id, tenant, te) },
+		Served: func(tenant string, outputTokens int64) {
+			// A worker's reported output tokens count in its tenant's
+			// tokens per minute.
+			if q := s.ingress.Quota(); q != nil {
+				q.ChargeOutput(tenant, outputTokens)
+			}
+		},
 		Observer: dispatchObserver{s},
 		Node:     s.ns.Name(),
 		Resync:   resync,
@@ -398,7 +493,7 @@ func pumpDeps(s *Server) (pump.Deps, error) {
 	if err != nil {
 		return pump.Deps{}, err
 	}
-	return pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: s.streamsCapturing, Authorize: s.authorizeRead, Node: s.ns.Name()}, nil
+	return pump.Deps{JS: s.js, Egress: s.egress, Env: env, Streams: streamsCapturing(s), Authorize: s.authorizeRead, Node: s.ns.Name()}, nil
 }
 
 // openFilters runs filtered subscriptions ($SQ.API.FILTER.*). Pumps
@@ -480,6 +575,33 @@ func openUsers(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		s.resubscribeLate(ctx, s.identities.Tenants())
 	}
 	return u, nil
+}
+
+// openQuotas gives the ingress the node's quotas (docs/quotas.md): the
+// config file's, per tenant, and with auth on the users' own, read from
+// the identity store's snapshot. With neither the ingress has no limiter
+// and pays nothing for quotas. Called once the identity store is open;
+// until then (the node is not ready) no quota applies.
+func openQuotas(_ context.Context, s *Server) (subsystem.Subsystem, error) {
+	if s.cfg.Quotas.IsZero() && !s.cfg.Auth {
+		return nil, nil
+	}
+	deps := quota.Deps{QueuedTokens: s.streams.TenantQueued, Now: s.quotaNow}
+	if st := s.identities; st != nil {
+		deps.UserLimits = func(user string) quota.Limits {
+			u, err := st.Get(user)
+			if err != nil {
+				return quota.Limits{}
+			}
+			return quota.Limits{RPM: u.RPM, TPM: u.TPM}
+		}
+	}
+	lim, err := quota.New(s.cfg.Quotas, deps)
+	if err != nil {
+		return nil, err
+	}
+	s.ingress.SetQuota(lim)
+	return nil, nil
 }
 
 // openJetStreamGuard checks user accounts' consumer creates before

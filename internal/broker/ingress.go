@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/internal/broker/ingress"
-	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/policy"
 )
@@ -20,45 +18,6 @@ const (
 	IngressPipe = ingress.Pipe
 	IngressTCP  = ingress.TCP
 )
-
-// openIngress opens the ingress (internal/broker/ingress) with the node's
-// parts: it serves no stream until the streams open. Closing it hands
-// the messages in flight to JetStream.
-func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
-	dial, err := s.ingressDialer()
-	if err != nil {
-		return nil, fmt.Errorf("broker: %w", err)
-	}
-	d := ingress.Deps{
-		Log:            s.log.With("component", "ingress"),
-		Dial:           dial,
-		Shards:         s.ingressShards,
-		Egress:         s.egress,
-		Conn:           s.nc,
-		Served:         s.served,
-		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
-		Registry:       s.reg,
-		Routes:         s.routes.Table,
-		Policy:         s.policy,
-		Principal:      s.principal,
-		Metrics:        s.metrics,
-		Tracing:        s.tracing,
-		StoreDir:       s.account().streamDir,
-		SyncFile:       s.syncFile,
-		Clustered:      s.cfg.Clustered(),
-	}
-	if s.memory != nil {
-		d.Memory = s.memory.refusal
-	}
-	s.ingress, err = ingress.New(d)
-	if err != nil {
-		return nil, err
-	}
-	for _, st := range s.policy {
-		s.log.Info("ingress policy step enabled", "step", st.Name())
-	}
-	return subsystem.Func(s.ingress.Shutdown), nil
-}
 
 // policySteps are the ingress's policy steps: those the embedder gave
 // (WithIngressPolicy), then those Config.Policy enables, made by the
