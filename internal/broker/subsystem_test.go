@@ -16,8 +16,10 @@ import (
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/identity"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
+	"github.com/semaq/semaq/semaq"
 )
 
 // toy is the smallest subsystem a node can be given: a stream of its own,
@@ -181,5 +183,77 @@ func TestSubsystemSpecRefused(t *testing.T) {
 				t.Fatal("New accepted it")
 			}
 		})
+	}
+}
+
+// TestToySubsystemUnderAuth: with --auth, a subsystem's API is the admin
+// role's, like every management API the roles do not grant, and its
+// stream is closed to every user, the admin included.
+func TestToySubsystemUnderAuth(t *testing.T) {
+	var closed, running atomic.Int32
+	s := brokertest.StartWith(t, []broker.Option{broker.WithSubsystem(toySpec(&closed, &running))}, brokertest.WithAuth)
+	adminKey := brokertest.AdminKey(t, s)
+	admin := brokertest.ConnectKey(t, s, adminKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if m, err := admin.Conn().RequestWithContext(ctx, toySubject, nil); err != nil || !strings.Contains(string(m.Data), `"node"`) {
+		t.Fatalf("admin: %s: %v", toySubject, err)
+	}
+	type attempt struct{ user, subject string }
+	keys := map[string]string{"admin": adminKey}
+	for _, u := range []semaq.UserAddRequest{
+		{Name: "pub", Role: semaq.RolePublisher, Subjects: []string{"ai.>"}},
+		{Name: "rd", Role: semaq.RoleReader, Subjects: []string{"ai.>"}},
+		{Name: "svc", Role: semaq.RoleService, Subjects: []string{"ai.>"}, Tenant: "acme"},
+	} {
+		resp, err := admin.AddUser(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[u.Name] = resp.Key
+	}
+	var attempts []attempt
+	for _, u := range []string{"pub", "rd", "svc"} {
+		attempts = append(attempts, attempt{u, toySubject}) // not their role's
+	}
+	for _, u := range []string{"admin", "pub", "rd", "svc"} {
+		for _, subj := range []string{
+			"$JS.API.STREAM.MSG.GET." + toyStream,
+			"$JS.API.DIRECT.GET." + toyStream,
+			"$JS.API.CONSUMER.CREATE." + toyStream + ".peek",
+			"$JS.API.STREAM.DELETE." + toyStream,
+			reserved.StoragePrefix + "$toy.forged",
+		} {
+			attempts = append(attempts, attempt{u, subj})
+		}
+	}
+	conns := map[string]*nats.Conn{}
+	refused := map[string]chan error{}
+	for user, key := range keys {
+		k, err := identity.ParseKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ch := make(chan error, 16)
+		nc, err := nats.Connect(s.ClientURL(), nats.Token(key), nats.CustomInboxPrefix(semaq.UserInboxPrefix+k.Name),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { ch <- err }))
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		defer nc.Close()
+		conns[user], refused[user] = nc, ch
+	}
+	for _, a := range attempts {
+		if err := conns[a.user].Publish(a.subject, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-refused[a.user]:
+			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), a.subject) {
+				t.Fatalf("%s: %s: %v, want a permissions violation naming it", a.user, a.subject, err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: %s: not refused", a.user, a.subject)
+		}
 	}
 }
