@@ -333,6 +333,7 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		StoreDir:       s.account().streamDir,
 		SyncFile:       s.syncFile,
 		Clustered:      s.cfg.Clustered(),
+		Gate:           s.gate.Child("ingress"),
 	}
 	if s.memory != nil {
 		d.Memory = s.memory.refusal
@@ -480,6 +481,7 @@ func dispatchDeps(s *Server, resync func()) dispatch.Deps {
 		Node:     s.ns.Name(),
 		Resync:   resync,
 		Log:      s.log.With("component", "dispatch"),
+		Gate:     s.gate.Child("dispatch"),
 	}
 	if s.tracing != nil { // nil without tracing: the dispatcher skips span work altogether
 		d.Tracer = s.tracing.Tracer()

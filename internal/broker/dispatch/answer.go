@@ -201,10 +201,12 @@ func (d *Dispatcher) confirmAck(p *pendingAck) {
 // then answers the worker (ackDone).
 func (d *Dispatcher) deleteAcked(p *pendingAck) {
 	d.acking.Add(1)
-	go func() {
+	if !d.deps.Gate.Go("ack-delete", func(context.Context) {
 		defer d.acking.Done()
 		d.ackDone(p.m, p.j, p.rep, d.removeSync(removal{seq: p.rm.seq}))
-	}()
+	}) {
+		d.acking.Done() // the node is stopping: Close deletes what is unconfirmed
+	}
 }
 
 // onAckReply is JetStream's answer to an ack confirmAck sent: an empty

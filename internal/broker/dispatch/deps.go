@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -84,6 +85,9 @@ type Deps struct {
 	Node string
 	// Log is the dispatcher's logger; nil discards.
 	Log *slog.Logger
+	// Gate runs the dispatcher's goroutines (its loop, the deletes of
+	// acked requests); Close closes it. Nil makes one of its own.
+	Gate *subsystem.Gate
 }
 
 // Observer records what a dispatcher does with requests. Its methods are
@@ -146,6 +150,9 @@ func (deps Deps) withDefaults() Deps {
 	}
 	if deps.Log == nil {
 		deps.Log = slog.New(slog.DiscardHandler)
+	}
+	if deps.Gate == nil {
+		deps.Gate = subsystem.NewGate("dispatch")
 	}
 	return deps
 }

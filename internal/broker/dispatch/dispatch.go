@@ -281,7 +281,10 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	if err := d.nc.Flush(); err != nil {
 		return err
 	}
-	go d.loop()
+	if !d.deps.Gate.Go("loop", func(context.Context) { d.loop() }) {
+		close(d.done)
+		return fmt.Errorf("queue %s: the node is shutting down", d.name)
+	}
 	return nil
 }
 
@@ -363,7 +366,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 			return fmt.Errorf("queue %s: close: %w", d.name, ctx.Err())
 		}
 	}
-	return nil
+	return d.deps.Gate.Close(ctx)
 }
 
 // handle wraps a callback of the dispatcher's connections so that Close

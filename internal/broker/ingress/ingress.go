@@ -41,6 +41,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/groupcommit"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/routes/table"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
@@ -54,6 +55,9 @@ import (
 type Deps struct {
 	// Log gets the ingress's events; nil logs nothing.
 	Log *slog.Logger
+	// Gate runs the shards' goroutines; Shutdown closes it. Nil makes one
+	// of the ingress's own.
+	Gate *subsystem.Gate
 	// Dial connects one of the ingress's connections (the reader, each
 	// shard's) to the node's NATS server as the node's internal user.
 	Dial func(name string) (*wire.Conn, error)
@@ -110,6 +114,7 @@ type Admitter interface {
 // Ingress is the write path of one node. Its methods are safe for
 // concurrent use.
 type Ingress struct {
+	gate      *subsystem.Gate // runs the shards (wire.go)
 	log       *slog.Logger
 	egress    *nats.Conn
 	opts      semaq.NormalizeOptions
@@ -188,7 +193,11 @@ func New(d Deps) (*Ingress, error) {
 	if d.Served == nil {
 		d.Served = NewServed()
 	}
+	if d.Gate == nil {
+		d.Gate = subsystem.NewGate("ingress")
+	}
 	in := &Ingress{
+		gate:      d.Gate,
 		log:       d.Log,
 		egress:    d.Egress,
 		opts:      semaq.NormalizeOptions{MaxHeaderBytes: d.MaxHeaderBytes, Stamp: true},
@@ -355,18 +364,19 @@ func (in *Ingress) AcksRouted() uint64 { return in.acks.routed.Load() }
 // Shutdown stops taking messages, waits (bounded by ctx) for JetStream to
 // ack what was already handed to it, commits and releases every held ack,
 // and stops the committers.
-func (in *Ingress) Shutdown(ctx context.Context) error {
+func (in *Ingress) Shutdown(ctx context.Context) (err error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
 		return nil
 	}
 	in.closed = true
+	defer func() { err = errors.Join(err, in.gate.Close(ctx)) }() // after closeWire stopped the shards
 	defer in.closeWire()
 	for _, st := range in.streams {
 		st.unsubscribe()
 	}
-	err := in.drainWire(ctx)
+	err = in.drainWire(ctx)
 	if e := in.acks.wait(ctx); e != nil {
 		err = errors.Join(err, e)
 	}

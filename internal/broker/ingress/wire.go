@@ -107,7 +107,11 @@ func (in *Ingress) startWire(dial func(name string) (*wire.Conn, error), shards 
 		}
 		sh := &shard{in: in, conn: sc, q: make(chan shardMsg, shardQueue), stop: make(chan struct{}), done: make(chan struct{})}
 		in.shards = append(in.shards, sh)
-		go sh.run()
+		if !in.gate.Go(fmt.Sprintf("shard-%d", i), func(context.Context) { sh.run() }) {
+			close(sh.done)
+			in.closeWire()
+			return errors.New("ingress: the node is shutting down")
+		}
 	}
 	return nil
 }
