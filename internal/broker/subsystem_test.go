@@ -34,6 +34,33 @@ const (
 	toySubject = "$SQ.API.TOY.PING"
 )
 
+// toyClosed are what no client may do with the toy's stream: read it,
+// consume it, delete it, publish into it.
+var toyClosed = []string{
+	"$JS.API.STREAM.MSG.GET." + toyStream,
+	"$JS.API.DIRECT.GET." + toyStream,
+	"$JS.API.CONSUMER.CREATE." + toyStream + ".peek",
+	"$JS.API.STREAM.DELETE." + toyStream,
+	reserved.StoragePrefix + "$toy.forged",
+}
+
+// expectRefused publishes on subject and waits for the NATS server's
+// permissions violation naming it, on refused (the connection's errors).
+func expectRefused(ctx context.Context, t *testing.T, nc *nats.Conn, refused <-chan error, who, subject string) {
+	t.Helper()
+	if err := nc.Publish(subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-refused:
+		if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subject) {
+			t.Fatalf("%s: %s: %v, want a permissions violation naming it", who, subject, err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: %s: not refused", who, subject)
+	}
+}
+
 func toySpec(closed, running *atomic.Int32) subsystem.Spec {
 	return subsystem.Spec{
 		Name: "toy",
@@ -137,24 +164,8 @@ func TestToySubsystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for _, subj := range []string{
-		"$JS.API.STREAM.MSG.GET." + toyStream,
-		"$JS.API.DIRECT.GET." + toyStream,
-		"$JS.API.CONSUMER.CREATE." + toyStream + ".peek",
-		"$JS.API.STREAM.DELETE." + toyStream,
-		reserved.StoragePrefix + "$toy.forged",
-	} {
-		if err := nc.Publish(subj, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-refused:
-			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), subj) {
-				t.Fatalf("%s: %v, want a permissions violation naming it", subj, err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("%s: not refused", subj)
-		}
+	for _, subj := range toyClosed {
+		expectRefused(ctx, t, nc, refused, "a client", subj)
 	}
 
 	// Closing: the stopped node's toy closed, and its goroutine ended.
@@ -217,13 +228,7 @@ func TestToySubsystemUnderAuth(t *testing.T) {
 		attempts = append(attempts, attempt{u, toySubject}) // not their role's
 	}
 	for _, u := range []string{"admin", "pub", "rd", "svc"} {
-		for _, subj := range []string{
-			"$JS.API.STREAM.MSG.GET." + toyStream,
-			"$JS.API.DIRECT.GET." + toyStream,
-			"$JS.API.CONSUMER.CREATE." + toyStream + ".peek",
-			"$JS.API.STREAM.DELETE." + toyStream,
-			reserved.StoragePrefix + "$toy.forged",
-		} {
+		for _, subj := range toyClosed {
 			attempts = append(attempts, attempt{u, subj})
 		}
 	}
@@ -244,16 +249,6 @@ func TestToySubsystemUnderAuth(t *testing.T) {
 		conns[user], refused[user] = nc, ch
 	}
 	for _, a := range attempts {
-		if err := conns[a.user].Publish(a.subject, []byte(`{}`)); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err := <-refused[a.user]:
-			if !errors.Is(err, nats.ErrPermissionViolation) || !strings.Contains(err.Error(), a.subject) {
-				t.Fatalf("%s: %s: %v, want a permissions violation naming it", a.user, a.subject, err)
-			}
-		case <-ctx.Done():
-			t.Fatalf("%s: %s: not refused", a.user, a.subject)
-		}
+		expectRefused(ctx, t, conns[a.user], refused[a.user], a.user, a.subject)
 	}
 }

@@ -342,14 +342,6 @@ func (in *Ingress) CommitStats(name string) *semaq.CommitStats {
 // admission control.
 func (in *Ingress) SetQueues(m map[string]Admitter) { in.queues.Store(&m) }
 
-// Queues returns the admission table last set; nil before any.
-func (in *Ingress) Queues() map[string]Admitter {
-	if p := in.queues.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
 // SetQuota gives the ingress the node's quotas (docs/quotas.md). Until
 // then, and with nil, no quota applies and none is paid for.
 func (in *Ingress) SetQuota(l *quota.Limiter) { in.quota.Store(l) }
