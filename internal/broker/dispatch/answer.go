@@ -50,8 +50,8 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	d.mu.Lock()
 	j := d.sched.HeldJob(seq)
 	if j == nil || !leaseMatches(j, lease) {
-		repeat := j == nil && verb == semaq.JobAck && d.finishedAck(seq, lease)
-		starting := j == nil && d.restoredLease(seq, lease)
+		repeat := j == nil && verb == semaq.JobAck && d.leases.finishedAck(seq, lease)
+		starting := j == nil && d.leases.restoredLease(seq, lease)
 		d.mu.Unlock()
 		if repeat {
 			d.answer(m, nil) // acked before this dispatcher started; its answer was lost
@@ -116,7 +116,7 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 		j.LeaseUntil = now.Add(d.cfg.AckWait)
 		rec := record(j)
 		wpi = &rec
-		d.extended[seq] = true
+		d.leases.extend(seq)
 	case semaq.JobTerm:
 		reason := semaq.DLQReasonTerminated
 		if arg = strings.TrimSpace(arg); arg != "" {
@@ -137,9 +137,9 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	d.mu.Unlock()
 	switch {
 	case ack != nil:
-		// Answered once JetStream confirms (confirmAck): answers keep
-		// flowing meanwhile.
-		d.confirmAck(&pendingAck{m: m, j: j, rm: rm, rep: *ack})
+		// Answered once JetStream confirms (ackDone, from the ack
+		// tracker): answers keep flowing meanwhile.
+		d.acks.track(&pendingAck{m: m, j: j, rm: rm, rep: *ack})
 		return
 	case wpi != nil:
 		// The new end is stored before the worker hears it: a dispatcher
@@ -157,104 +157,14 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	d.deadLetter(dead)
 }
 
-// pendingAck is a worker's ack of j whose removal from the stream
-// JetStream has not confirmed yet.
-type pendingAck struct {
-	m     *nats.Msg // the worker's answer, replied to once confirmed
-	j     *sched.Job
-	rm    removal
-	rep   semaq.JobAckReport
-	until time.Time // past it, the request is deleted by sequence instead
-}
-
-// ackBody acks a delivery of the dispatcher's consumer.
-var ackBody = []byte("+ACK")
-
-// confirmAck takes an acked job out of the stream and answers the worker
-// once JetStream has confirmed it (ackDone). The ack to the consumer's
-// delivery goes out with a reply subject of the dispatcher's own
-// (ackPrefix), and its confirmation is handled in that subscription's
-// callback (onAckReply): no goroutine, request or timer per ack. An ack
-// not confirmed within ackTimeout (expireAcks), answered with an error
-// status, or with no delivery of the current consumer to ack, is deleted
-// by sequence instead, on a goroutine of its own (Close waits for it).
-// mu is not held.
-func (d *Dispatcher) confirmAck(p *pendingAck) {
-	if p.rm.reply != "" {
-		p.until = time.Now().Add(ackTimeout)
-		d.ackMu.Lock()
-		d.ackNext++
-		id := d.ackNext
-		d.acks[id] = p
-		d.ackMu.Unlock()
-		if d.nc.PublishRequest(p.rm.reply, d.ackPrefix+strconv.FormatUint(id, 10), ackBody) == nil {
-			return
-		}
-		d.ackMu.Lock()
-		delete(d.acks, id)
-		d.ackMu.Unlock()
-	}
-	d.deleteAcked(p)
-}
-
-// deleteAcked removes p's request by sequence, on a goroutine of its own,
-// then answers the worker (ackDone).
-func (d *Dispatcher) deleteAcked(p *pendingAck) {
-	d.acking.Add(1)
-	if !d.deps.Gate.Go("ack-delete", func(context.Context) {
-		defer d.acking.Done()
-		d.ackDone(p.m, p.j, p.rep, d.removeSync(removal{seq: p.rm.seq}))
-	}) {
-		d.acking.Done() // the node is stopping: Close deletes what is unconfirmed
-	}
-}
-
-// onAckReply is JetStream's answer to an ack confirmAck sent: an empty
-// message once the request has left the stream; a status (503: the
-// consumer is gone) otherwise.
-func (d *Dispatcher) onAckReply(m *nats.Msg) {
-	id, err := strconv.ParseUint(m.Subject[len(d.ackPrefix):], 10, 64)
-	if err != nil {
-		return
-	}
-	d.ackMu.Lock()
-	p := d.acks[id]
-	delete(d.acks, id)
-	d.ackMu.Unlock()
-	switch {
-	case p == nil: // past its time: expireAcks has it deleted
-	case m.Header.Get("Status") != "":
-		d.deleteAcked(p)
-	default:
-		d.ackDone(p.m, p.j, p.rep, nil)
-	}
-}
-
-// expireAcks deletes by sequence the requests whose ack JetStream has not
-// confirmed in time (all of them with all set, when the dispatcher
-// closes). It runs on the loop's goroutine, or in Close once no callback
-// runs.
-func (d *Dispatcher) expireAcks(now time.Time, all bool) {
-	var late []*pendingAck
-	d.ackMu.Lock()
-	for id, p := range d.acks {
-		if all || now.After(p.until) {
-			late = append(late, p)
-			delete(d.acks, id)
-		}
-	}
-	d.ackMu.Unlock()
-	for _, p := range late {
-		d.deleteAcked(p)
-	}
-}
-
 // ackDone finishes an ack once its request's removal from the stream has
-// been tried (err: removeSync's): the job leaves the index and the worker
-// hears ok once the request is gone; unavailable (the job still held,
-// under the same lease) when JetStream could not be reached, so that the
-// worker asks again. mu is not held.
-func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rep semaq.JobAckReport, err error) {
+// been tried (err: removeSync's, nil once JetStream confirmed the ack;
+// the ack tracker calls it, acks.go): the job leaves the index and the
+// worker hears ok once the request is gone; unavailable (the job still
+// held, under the same lease) when JetStream could not be reached, so
+// that the worker asks again. mu is not held.
+func (d *Dispatcher) ackDone(p *pendingAck, err error) {
+	m, j, rep := p.m, p.j, p.rep
 	d.mu.Lock()
 	if err != nil {
 		if j.State == sched.JobHeld {
@@ -269,7 +179,7 @@ func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rep semaq.JobAckReport, 
 		now := time.Now()
 		// A worker that did not hear this answer in time asks again:
 		// it hears ok until the lease would have ended.
-		d.finished[j.Seq] = leaseRecord{Sum: j.LeaseSum, Until: max(j.LeaseUntil.UnixMilli(), now.Add(d.cfg.AckWait).UnixMilli())}
+		d.leases.finish(j.Seq, j.LeaseSum, max(j.LeaseUntil.UnixMilli(), now.Add(d.cfg.AckWait).UnixMilli()))
 		d.sched.Charge(j.Tenant, rep.OutputTokens)
 		if rep.OutputTokens > 0 {
 			d.deps.Served(j.Tenant, rep.OutputTokens)
@@ -286,7 +196,7 @@ func (d *Dispatcher) ackDone(m *nats.Msg, j *sched.Job, rep semaq.JobAckReport, 
 	// record left makes the next dispatcher answer the repeated ack ok.
 	d.answer(m, nil)
 	d.mu.Lock()
-	d.leaseDone(j.Seq)
+	d.leases.done(j.Seq)
 	d.mu.Unlock()
 }
 
@@ -422,10 +332,6 @@ func (d *Dispatcher) removal(j *sched.Job) removal {
 	return rm
 }
 
-// ackTimeout bounds the wait for JetStream to confirm an ack to the
-// consumer; past it the request is deleted by sequence instead.
-const ackTimeout = 2 * time.Second
-
 // removeSync takes a done request out of the stream and returns once
 // JetStream has confirmed it: an ack to the current consumer's delivery,
 // answered (the workqueue stream drops the request), or, when that fails
@@ -457,7 +363,7 @@ func (d *Dispatcher) remove(rm removal) {
 	}
 	d.mu.Lock()
 	delete(d.removing, rm.seq)
-	d.leaseDone(rm.seq)
+	d.leases.done(rm.seq)
 	d.mu.Unlock()
 }
 
@@ -520,7 +426,7 @@ func (d *Dispatcher) deadLetter(dead []deadJob) {
 			d.log.Warn("request to dead-letter left the stream behind the dispatcher's back", "seq", j.Seq, "reason", dj.reason)
 			d.mu.Lock()
 			delete(d.leaving, j.Seq)
-			d.leaseDone(j.Seq)
+			d.leases.done(j.Seq)
 			d.mu.Unlock()
 			continue
 		}

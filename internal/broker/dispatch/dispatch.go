@@ -19,7 +19,6 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jsutil"
-	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -39,15 +38,17 @@ import (
 //
 // Goroutines: one of its own, the loop (timers and consumer checks), one
 // per ack JetStream did not confirm, whose request is deleted by sequence
-// instead (at most one per held job; answer.go), and the callbacks of its
+// instead (at most one per held job; acks.go), and the callbacks of its
 // two connections (subscriptions, JetStream's confirmations of acks and
 // the consumer's deliveries). Close waits for all of them.
 //
-// Locking: mu guards sched, parked, gen, leaving, removing, restored,
-// finished and the statistics; then adm.mu (admission.go). consMu guards cons and consume.
-// ackMu, a leaf, guards acks.
-// NATS messages are built under mu and sent after it is released;
-// JetStream calls (reads, dead letters, removals) are made without it.
+// Locking: mu guards sched, parked, closed, gen, leaving, removing,
+// caughtUp, the lease table (leases, leases.go) and the statistics; then
+// adm.mu (admission.go). consMu guards cons and consume, cbMu cbClosed:
+// leaves, like the ack tracker's lock (acks, the acks JetStream has not
+// confirmed yet; acks.go), which is taken with none of these held. NATS
+// messages are built under mu and sent after it is released; JetStream
+// calls (reads, dead letters, removals, lease writes) are made without it.
 // Its exported methods are safe for concurrent use.
 type Dispatcher struct {
 	deps     Deps
@@ -75,22 +76,9 @@ type Dispatcher struct {
 	gen      uint64
 	leaving  map[uint64]bool
 	removing map[uint64]bool
-	// restored holds the lease store's records (leases.go) of requests
-	// the consumer has not delivered yet, until it has caught up; finished,
-	// those it never delivered (done), until their lease ends.
-	restored map[uint64]leaseRecord
-	finished map[uint64]leaseRecord
-	leases   *leaseStore
-	// leaseKey is the lease store's record of each job's latest lease,
-	// leaseRefs how many jobs' latest lease each record holds (it goes at
-	// 0), extended the jobs with an extension record, storedKeys the
-	// records found at start, until the consumer has caught up (leases.go).
-	leaseKey   map[uint64]string
-	leaseRefs  map[string]int
-	extended   map[uint64]bool
-	storedKeys []string
-	// heldRestored counts the held jobs restored at start (logged).
-	heldRestored int
+	// leases is what the dispatcher knows of the lease store's records
+	// (leases.go).
+	leases leaseTable
 	// caughtUp: the consumer has delivered what the stream held at start
 	// (till then admission counts what the stream held, adm.floor).
 	caughtUp bool
@@ -120,17 +108,9 @@ type Dispatcher struct {
 	cbMu     sync.Mutex
 	cbClosed bool
 	cbs      sync.WaitGroup
-	// acking counts the goroutines deleting acked requests by sequence
-	// (answer.go), started by callbacks and the loop: Close waits for
-	// them after the callbacks.
-	acking sync.WaitGroup
-	// acks are the acks sent to the consumer whose confirmation JetStream
-	// has not sent yet, by the last token of their reply subject,
-	// ackPrefix + id (answer.go).
-	ackMu     sync.Mutex
-	ackNext   uint64
-	acks      map[uint64]*pendingAck
-	ackPrefix string
+	// acks takes acked requests out of the stream and hands them back
+	// to ackDone once JetStream has confirmed it (acks.go).
+	acks *ackTracker
 }
 
 // parkedFetch is a fetch waiting for work.
@@ -159,22 +139,18 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 	}
 	deps = deps.withDefaults()
 	cfg = cfg.WithDefaults()
+	log := deps.Log.With("queue", cfg.Name)
 	d := &Dispatcher{
 		deps:      deps,
 		obs:       deps.Observer,
 		name:      cfg.Name,
 		cfg:       cfg,
 		ackWait:   cfg.AckWait.String(),
-		log:       deps.Log.With("queue", cfg.Name),
+		log:       log,
 		sched:     newScheduler(cfg, deps.Match),
 		leaving:   make(map[uint64]bool),
 		removing:  make(map[uint64]bool),
-		finished:  make(map[uint64]leaseRecord),
-		leaseKey:  make(map[uint64]string),
-		leaseRefs: make(map[string]int),
-		extended:  make(map[uint64]bool),
-		acks:      make(map[uint64]*pendingAck),
-		ackPrefix: reserved.IngressAckInbox + nuid.Next() + ".",
+		leases:    newLeaseTable(log),
 		kick:      make(chan struct{}, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
@@ -214,6 +190,7 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 			d.out.Close()
 		}
 	}()
+	d.acks = newAckTracker(d.nc, d.deps.Gate, d.removeSync, d.ackDone)
 	js, err := jetstream.New(d.nc)
 	if err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
@@ -230,13 +207,7 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	info := d.stream.CachedInfo()
-	if d.leases, err = openLeases(ctx, js, d.nc, info, leaseRecords(d.cfg)); err != nil {
-		return fmt.Errorf("queue %s: %w", d.name, err)
-	}
-	if err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
-		d.restored, d.storedKeys, err = d.leases.load(ctx)
-		return err
-	}); err != nil {
+	if err := d.leases.open(ctx, js, d.nc, info, leaseRecords(d.cfg)); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	if d.payloads, err = newPayloadReader(d.nc, d.name); err != nil {
@@ -248,7 +219,7 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 	}{
 		{fmt.Sprintf(semaq.APIQueueFetchT, d.name), handle(d, d.onFetch)},
 		{semaq.QueueAckPrefix + d.name + ".>", handle(d, d.onAnswer)},
-		{d.ackPrefix + "*", handle(d, d.onAckReply)},
+		{d.acks.subject(), handle(d, d.acks.onReply)},
 		{fmt.Sprintf(semaq.APIQueueCancelT, d.name), handle(d, d.onCancel)},
 	}
 	for _, x := range subs {
@@ -354,8 +325,7 @@ func (d *Dispatcher) Close(ctx context.Context) error {
 	d.cbClosed = true
 	d.cbMu.Unlock()
 	d.cbs.Wait()
-	d.expireAcks(time.Time{}, true) // their confirmations will not be heard
-	d.acking.Wait()
+	d.acks.close() // their confirmations will not be heard
 	d.payloads.close()
 	drain(d.out)
 	drain(d.nc)
@@ -415,7 +385,7 @@ func (d *Dispatcher) loop() {
 				d.stats.roll(now.Sub(lastStats), d)
 				// Once a second, not every tick: the acks of the last
 				// ack wait are many while a backlog drains.
-				d.pruneFinished(now)
+				d.leases.pruneFinished(now)
 				d.mu.Unlock()
 				lastStats = now
 			}
@@ -433,7 +403,7 @@ func (d *Dispatcher) loop() {
 }
 
 func (d *Dispatcher) onTick(now time.Time) {
-	d.expireAcks(now, false)
+	d.acks.expire(now)
 	var (
 		out   []*outMsg
 		dead  []deadJob
@@ -464,16 +434,16 @@ func (d *Dispatcher) onTick(now time.Time) {
 	}
 	d.sched.ExpireWorkers(now)
 	var stale []string
-	if d.caughtUp && d.restored != nil {
+	if d.caughtUp {
 		// Every delivery up to the one that caught up has been indexed
 		// (each under mu, in order).
-		stale = d.caughtUpWith()
+		stale = d.leases.caughtUp()
 	}
 	out2, ships := d.serveParked(now)
 	out = append(out, out2...)
 	d.publishDepth(usage{})
 	d.mu.Unlock()
-	d.dropStale(stale)
+	d.leases.dropStale(stale)
 	d.send(out)
 	d.ship(ships)
 	d.deadLetter(dead)
@@ -524,9 +494,8 @@ func (d *Dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	j := newJob(md, jm, d.cfg)
 	j.ReplyGen = gen
 	var dead []deadJob
-	rec, held := d.restored[seq]
+	rec, held := d.leases.takeRestored(seq)
 	if held {
-		delete(d.restored, seq)
 		held = d.restore(j, rec)
 	}
 	if !held && d.sched.Add(j) {
@@ -708,7 +677,7 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		d.obs.Dispatched(j, now) // metrics; the span when it is shipped (span.go)
 		d.stats.observeWait(now.Sub(j.Arrived))
 		d.bindLease(j)
-		d.leaseMoved(j.Seq, sh.key)
+		d.leases.moved(j.Seq, sh.key)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
 			deliveries: j.Deliveries, extra: extra, rec: record(j)}
 	}

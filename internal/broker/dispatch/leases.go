@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -281,6 +282,205 @@ func DeleteLeases(ctx context.Context, js jetstream.JetStream, queue string) err
 	return nil
 }
 
+// leaseTable is the dispatcher's account of its lease store: which
+// stored record holds each held job's latest lease and how many jobs'
+// latest lease each record holds (a record is dropped at none), which
+// jobs have an extension record (s<sequence>), and the records of
+// requests that are done or not yet read back: while the dispatcher
+// starts, those the consumer has not delivered yet (restored), and the
+// acks it answers ok when a worker repeats them, until the lease would
+// have ended (finished).
+//
+// Locking: it has no lock of its own; Dispatcher.mu guards it. Every
+// method but open, write, put and dropStale is called with mu held: open
+// runs at start, before the dispatcher serves; write, put and dropStale
+// use only the store (safe for concurrent use) and are called with mu
+// released. With mu held it updates its maps and sends purge markers on
+// the internal connection (a publish only buffers); it never calls back
+// into the dispatcher or its scheduler.
+type leaseTable struct {
+	store *leaseStore // set by open; safe for concurrent use
+	log   *slog.Logger
+	// key is the record of each job's latest lease, refs how many jobs'
+	// latest lease each record holds, extended the jobs with an extension
+	// record.
+	key      map[uint64]string
+	refs     map[string]int
+	extended map[uint64]bool
+	// restored holds the store's records of requests the consumer has not
+	// delivered yet, and storedKeys the keys of all records found at
+	// start, until the consumer has caught up; heldRestored counts the
+	// held jobs restored (logged then). finished holds the records of
+	// requests done (acked by this dispatcher, or never delivered to it),
+	// until their lease ends.
+	restored     map[uint64]leaseRecord
+	storedKeys   []string
+	heldRestored int
+	finished     map[uint64]leaseRecord
+}
+
+func newLeaseTable(log *slog.Logger) leaseTable {
+	return leaseTable{
+		log:      log,
+		key:      make(map[uint64]string),
+		refs:     make(map[string]int),
+		extended: make(map[uint64]bool),
+		finished: make(map[uint64]leaseRecord),
+	}
+}
+
+// open makes (or adopts) the lease store of the queue whose stream is
+// info and reads its records, retried while a cluster elects leaders.
+// maxRecords bounds the store (openLeases).
+func (t *leaseTable) open(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, info *jetstream.StreamInfo, maxRecords int64) error {
+	store, err := openLeases(ctx, js, nc, info, maxRecords)
+	if err != nil {
+		return err
+	}
+	t.store = store
+	return jsutil.Retry(ctx, func(ctx context.Context) (err error) {
+		t.restored, t.storedKeys, err = store.load(ctx)
+		return err
+	})
+}
+
+// takeRestored returns, and forgets, the store's record of request seq,
+// which the consumer has just delivered, if the store names it held.
+// mu is held.
+func (t *leaseTable) takeRestored(seq uint64) (leaseRecord, bool) {
+	rec, ok := t.restored[seq]
+	if ok {
+		delete(t.restored, seq)
+	}
+	return rec, ok
+}
+
+// adopt records that job seq was restored as held under rec (restore).
+// mu is held.
+func (t *leaseTable) adopt(seq uint64, rec leaseRecord) {
+	t.heldRestored++
+	t.moved(seq, rec.key)
+	if rec.key == extKey(seq) {
+		t.extended[seq] = true
+	}
+}
+
+// moved records that job seq's latest lease is in the record key, and
+// lets the record of its previous one go once no job needs it. mu is held.
+func (t *leaseTable) moved(seq uint64, key string) {
+	t.gone(seq)
+	t.key[seq] = key
+	t.refs[key]++
+}
+
+// extend records that job seq's lease was extended: its extension record
+// (put) goes when the job is done. mu is held.
+func (t *leaseTable) extend(seq uint64) { t.extended[seq] = true }
+
+// done records that job seq is done: its records go once no job needs
+// them. mu is held; the purge markers are sent under it (a publish only
+// buffers).
+func (t *leaseTable) done(seq uint64) {
+	t.gone(seq)
+	if t.extended[seq] {
+		delete(t.extended, seq)
+		t.store.drop(extKey(seq))
+	}
+}
+
+func (t *leaseTable) gone(seq uint64) {
+	key, ok := t.key[seq]
+	if !ok {
+		return
+	}
+	delete(t.key, seq)
+	if t.refs[key]--; t.refs[key] <= 0 {
+		delete(t.refs, key)
+		t.store.drop(key)
+	}
+}
+
+// finish keeps the lease (sum, ending at until, Unix ms) of job seq, whose
+// ack JetStream confirmed: a worker that did not hear the answer in time
+// and asks again hears ok until then (finishedAck). mu is held.
+func (t *leaseTable) finish(seq uint64, sum string, until int64) {
+	t.finished[seq] = leaseRecord{Sum: sum, Until: until}
+}
+
+// caughtUp is called once the consumer has delivered what the stream held
+// at start: the restored records left name requests that are done (acked
+// by an earlier dispatcher). They are kept in memory until their lease
+// ends (finished, with the acks this dispatcher confirms), so that a
+// worker repeating an ack that was confirmed but not answered in time
+// hears that it is done rather than that its lease is lost. mu is held;
+// the store's records that name no job any more are returned, to drop
+// (dropStale). Called again, it does nothing.
+func (t *leaseTable) caughtUp() []string {
+	if t.restored == nil {
+		return nil
+	}
+	for seq, rec := range t.restored {
+		t.finished[seq] = rec
+	}
+	var stale []string
+	for _, key := range t.storedKeys {
+		if t.refs[key] == 0 {
+			stale = append(stale, key)
+		}
+	}
+	if t.heldRestored > 0 || len(t.restored) > 0 {
+		t.log.Info("jobs held by workers kept their leases", "held", t.heldRestored, "done", len(t.restored))
+	}
+	t.restored, t.storedKeys = nil, nil
+	return stale
+}
+
+// dropStale drops records that name no job held or queued. mu is not
+// held.
+func (t *leaseTable) dropStale(stale []string) {
+	if len(stale) > 0 {
+		t.log.Debug("dropping lease records of requests no longer in the stream", "count", len(stale))
+		t.store.drop(stale...)
+	}
+}
+
+// restoredLease reports whether the lease store names lease as the one
+// of seq, a request the consumer has not delivered again yet: the
+// dispatcher is starting. mu is held.
+func (t *leaseTable) restoredLease(seq uint64, lease string) bool {
+	rec, ok := t.restored[seq]
+	return ok && sumMatches(rec.Sum, lease)
+}
+
+// finishedAck reports whether an ack of seq with lease is a repeat of an
+// ack confirmed already: by this dispatcher, or by one before it. mu is
+// held.
+func (t *leaseTable) finishedAck(seq uint64, lease string) bool {
+	rec, ok := t.finished[seq]
+	return ok && sumMatches(rec.Sum, lease)
+}
+
+// pruneFinished forgets finished records whose lease has ended (the loop
+// calls it once a second, so a record may outlive its lease by that
+// much). mu is held.
+func (t *leaseTable) pruneFinished(now time.Time) {
+	for seq, rec := range t.finished {
+		if now.UnixMilli() > rec.Until {
+			delete(t.finished, seq)
+		}
+	}
+}
+
+// write sends the records of shipments' leases to the store (begin). mu
+// is not held.
+func (t *leaseTable) write(ships []*shipment) *leaseWrites { return t.store.begin(ships) }
+
+// put stores job seq's extended lease and waits for JetStream to have it.
+// mu is not held.
+func (t *leaseTable) put(ctx context.Context, seq uint64, rec leaseRecord) error {
+	return t.store.put(ctx, seq, rec)
+}
+
 // restore takes a request the stream delivers that the lease store says a
 // worker holds into the index as held, with its lease, holder, deliveries
 // and end. A lease that ended meanwhile lapses at the next tick: the job
@@ -291,103 +491,8 @@ func (d *Dispatcher) restore(j *sched.Job, rec leaseRecord) bool {
 	if !d.sched.AddHeld(j) {
 		return false
 	}
-	d.heldRestored++
-	d.leaseMoved(j.Seq, rec.key)
-	if rec.key == extKey(j.Seq) {
-		d.extended[j.Seq] = true
-	}
+	d.leases.adopt(j.Seq, rec)
 	return true
-}
-
-// leaseMoved records that job seq's latest lease is in the record key, and
-// lets the record of its previous one go once no job needs it. mu is held.
-func (d *Dispatcher) leaseMoved(seq uint64, key string) {
-	d.leaseGone(seq)
-	d.leaseKey[seq] = key
-	d.leaseRefs[key]++
-}
-
-// leaseDone records that job seq is done: its records go once no job
-// needs them. mu is held; the purge markers are sent under it (a publish
-// only buffers).
-func (d *Dispatcher) leaseDone(seq uint64) {
-	d.leaseGone(seq)
-	if d.extended[seq] {
-		delete(d.extended, seq)
-		d.leases.drop(extKey(seq))
-	}
-}
-
-func (d *Dispatcher) leaseGone(seq uint64) {
-	key, ok := d.leaseKey[seq]
-	if !ok {
-		return
-	}
-	delete(d.leaseKey, seq)
-	if d.leaseRefs[key]--; d.leaseRefs[key] <= 0 {
-		delete(d.leaseRefs, key)
-		d.leases.drop(key)
-	}
-}
-
-// caughtUpWith is called once the consumer has delivered what the stream
-// held at start: the restored records left name requests that are done
-// (acked by an earlier dispatcher). They are kept in memory until their
-// lease ends (finished, with the acks this dispatcher confirms), so that
-// a worker repeating an ack that was confirmed but not answered in time
-// hears that it is done rather than that its lease is lost. mu is held;
-// the store's records that name no job any more are returned, to drop.
-func (d *Dispatcher) caughtUpWith() []string {
-	for seq, rec := range d.restored {
-		d.finished[seq] = rec
-	}
-	var stale []string
-	for _, key := range d.storedKeys {
-		if d.leaseRefs[key] == 0 {
-			stale = append(stale, key)
-		}
-	}
-	if d.heldRestored > 0 || len(d.restored) > 0 {
-		d.log.Info("jobs held by workers kept their leases", "held", d.heldRestored, "done", len(d.restored))
-	}
-	d.restored, d.storedKeys = nil, nil
-	return stale
-}
-
-// dropStale drops records that name no job held or queued. mu is not
-// held.
-func (d *Dispatcher) dropStale(stale []string) {
-	if len(stale) > 0 {
-		d.log.Debug("dropping lease records of requests no longer in the stream", "count", len(stale))
-		d.leases.drop(stale...)
-	}
-}
-
-// restoredLease reports whether the lease store names lease as the one
-// of seq, a request the consumer has not delivered again yet: the
-// dispatcher is starting. mu is held.
-func (d *Dispatcher) restoredLease(seq uint64, lease string) bool {
-	rec, ok := d.restored[seq]
-	return ok && sumMatches(rec.Sum, lease)
-}
-
-// finishedAck reports whether an ack of seq with lease is a repeat of an
-// ack confirmed already: by this dispatcher, or by one before it. mu is
-// held.
-func (d *Dispatcher) finishedAck(seq uint64, lease string) bool {
-	rec, ok := d.finished[seq]
-	return ok && sumMatches(rec.Sum, lease)
-}
-
-// pruneFinished forgets finished records whose lease has ended (the loop
-// calls it once a second, so a record may outlive its lease by that
-// much). mu is held.
-func (d *Dispatcher) pruneFinished(now time.Time) {
-	for seq, rec := range d.finished {
-		if now.UnixMilli() > rec.Until {
-			delete(d.finished, seq)
-		}
-	}
 }
 
 // leaseTimeout bounds the lease store's writes of one batch.

@@ -380,7 +380,7 @@ func (d *Dispatcher) ship(ships []*shipment) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
 	defer cancel()
-	stored := d.leases.begin(ships)
+	stored := d.leases.write(ships)
 	got := d.payloads.read(seqs)
 	k := 0
 	for i, err := range stored.wait(ctx) {
@@ -451,7 +451,7 @@ func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 		if errors.Is(errs[i], errPayloadGone) {
 			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.Seq)
 			d.sched.Forget(j)
-			d.leaseDone(j.Seq)
+			d.leases.done(j.Seq)
 			continue
 		}
 		d.log.Warn("request could not be read; it goes back to the queue", "seq", j.Seq, "err", errs[i])
