@@ -69,7 +69,7 @@ type Server struct {
 	syncer *clustersync.Syncer   // changes wait for the other nodes; nil outside a cluster (clustersync/)
 	status *clusterstatus.Status // $SQ.API.CLUSTER and the nodes' reports (clusterstatus/)
 
-	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
+	authn      *auth.Authenticator // the NATS door's authenticator with auth on (authenticator.go)
 	identities *identity.Store     // users and keys with auth on (internal/identity; opened by users/)
 	tenancy    *tenancy            // the user accounts: tenants' with auth on, the public one without (tenancy.go)
 
@@ -201,7 +201,7 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		// Custom authentication replaces the server's users: the
 		// authenticator admits the node users and operators above with
 		// the same permissions, and store users by role; no one is
-		// anonymous (server_identity.go, docs/security.md).
+		// anonymous (authenticator.go, docs/security.md).
 		s.authn = s.newAuthenticator()
 		opts.CustomClientAuthentication = s.authn
 		opts.AlwaysEnableNonce = true // nkey users sign it
