@@ -45,6 +45,23 @@ func TestArchitectureNames(t *testing.T) {
 	t.Logf("checked %d paths, %d Go names, %d links", r.paths, r.names, r.links)
 }
 
+// TestContributingNames holds CONTRIBUTING.md to the same rules: its paths, Go names and links exist.
+func TestContributingNames(t *testing.T) {
+	root := moduleRoot(t)
+	text, err := os.ReadFile(filepath.Join(root, "CONTRIBUTING.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := checkDoc(root, "CONTRIBUTING.md", string(text), codeOf(t, root))
+	for _, p := range r.problems {
+		t.Error(p)
+	}
+	if r.paths < 15 || r.names < 15 || r.links < 5 {
+		t.Errorf("checked %d paths, %d Go names and %d links: the page names more, so the checker missed them",
+			r.paths, r.names, r.links)
+	}
+}
+
 // TestArchitectureCheckerRefuses runs the checker on a made-up page: each kind of name that does not exist is
 // reported, and the same kinds that do exist are not.
 func TestArchitectureCheckerRefuses(t *testing.T) {
@@ -63,15 +80,17 @@ func TestArchitectureCheckerRefuses(t *testing.T) {
 		"`broker.WithFrontDoor`, `broker.WithNothing`, `Dispatcher.mu`, `Dispatcher.nosuch`, `ingress.mu`,",
 		"`tokens.New(tokens.Deps)`, `tokens.New(tokens.Nosuch)`, `Close(ctx)`, `Unclose(ctx)`, `*table.Table`,",
 		"`Registry[T]`, `Nosuchname`, `semaq.api` (a queue group), `semaq.nosuch.group`, `sync.RWMutex`.",
-		"Not names: `--auth`, `$SQ.API.*`, `Semaq-Ack`, `SQ_TOKENS`, `semaq serve`, `ai.inference.llm`, `net/http`.",
-		"[here](#page), [nowhere](#nowhere), [security](security.md#tls), [gone](gone.md), [bad](security.md#nosuch).",
+		"Not names: `--auth`, `$SQ.API.*`, `Semaq-Ack`, `SQ_TOKENS`, `semaq serve`, `ai.inference.llm`, `net/http`,",
+		"`/usr/bin/chromium`.",
+		"[here](#page), [nowhere](#nowhere), [security](security.md#tls), [gone](gone.md), [bad](security.md#nosuch),",
+		"[benchmarks](benchmarks/), [gone](gone/).",
 	}, "\n")
 	r := checkDoc(root, "docs/page.md", page, code)
 	want := []string{
 		"`nosuch.go`", "`nosuch*.go`", "`ingress.Deps.Nosuch`", "`internal/broker/nosuch/`",
 		"`ingress/nosuch.go`", "`cmd/nosuch/`", "`broker.WithNothing`", "`Dispatcher.nosuch`",
 		"`tokens.Nosuch`", "`Unclose(ctx)`", "`Nosuchname`", "`semaq.nosuch.group`",
-		"#nowhere", "gone.md", "security.md#nosuch", "a second row for `internal/broker/ingress/`",
+		"#nowhere", "gone.md", "security.md#nosuch", "a second row for `internal/broker/ingress/`", "gone/",
 	}
 	all := strings.Join(r.problems, "\n")
 	for _, w := range want {
@@ -415,8 +434,10 @@ func firstCell(row string) string {
 	return ""
 }
 
+// isPath reports whether tok is a path of the repository; an absolute one (/usr/bin/chromium) is the machine's.
 func isPath(tok string) bool {
-	return pathRE.MatchString(tok) && (strings.Contains(tok, "/") || strings.HasSuffix(tok, ".go"))
+	return pathRE.MatchString(tok) && !strings.HasPrefix(tok, "/") &&
+		(strings.Contains(tok, "/") || strings.HasSuffix(tok, ".go"))
 }
 
 // isStdPackage reports whether tok is a standard library import path (`net/http`), not a path of the module.
@@ -643,6 +664,9 @@ func checkLink(root, dir, rel, page, target string) string {
 	p, text := rel, page
 	if file != "" {
 		p = path.Join(dir, file)
+		if fi, err := os.Stat(filepath.Join(root, p)); err == nil && fi.IsDir() && anchor == "" {
+			return ""
+		}
 		b, err := os.ReadFile(filepath.Join(root, p))
 		if err != nil {
 			return "no such file " + p
