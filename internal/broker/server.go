@@ -37,8 +37,11 @@ import (
 	"github.com/semaq/semaq/policy"
 )
 
-// Version is the SemaQ version reported by the server.
-var Version = "0.1.0-dev"
+// Version is the SemaQ release this code is (CHANGELOG.md). The node
+// reports it in $SQ.API.INFO, the cluster status, semaq_build_info and its
+// traces' service.version; `semaq version` prints it with the commit. A
+// build may set it: -ldflags '-X github.com/semaq/semaq/internal/broker.Version=…'.
+var Version = "0.1.0"
 
 // Server is one SemaQ node. Create it with New, then Start; Shutdown stops it.
 // Its methods are safe for concurrent use.
