@@ -1,6 +1,6 @@
 // Package policy is the seam where code of the node's operator acts on every
 // message the ingress takes, before it is validated, routed and stored: PII
-// redaction, content rules, plugins, provenance. A policy step sees who sent a
+// redaction, content rules, provenance. A policy step sees who sent a
 // message, the stream it is for, its subject, headers, payload and envelope,
 // and answers with a verdict: pass it on unchanged, rewrite it, or refuse it
 // with an error the publisher receives.

@@ -17,7 +17,7 @@ import (
 	"github.com/semaq/semaq/internal/brokertest"
 )
 
-// With the ingress sharded, what ingress_wire.go promises holds: each
+// With the ingress sharded, what ingress/wire.go promises holds: each
 // publisher's acknowledged publishes are stored in publish order, across
 // subjects; publishes without a reply keep their order per subject.
 func TestShardedIngressKeepsPerPublisherOrder(t *testing.T) {

@@ -37,8 +37,11 @@ import (
 	"github.com/semaq/semaq/policy"
 )
 
-// Version is the SemaQ version reported by the server.
-var Version = "0.1.0-dev"
+// Version is the SemaQ release this code is (CHANGELOG.md). The node
+// reports it in $SQ.API.INFO, the cluster status, semaq_build_info and its
+// traces' service.version; `semaq version` prints it with the commit. A
+// build may set it: -ldflags '-X github.com/semaq/semaq/internal/broker.Version=…'.
+var Version = "0.1.0"
 
 // Server is one SemaQ node. Create it with New, then Start; Shutdown stops it.
 // Its methods are safe for concurrent use.
@@ -69,7 +72,7 @@ type Server struct {
 	syncer *clustersync.Syncer   // changes wait for the other nodes; nil outside a cluster (clustersync/)
 	status *clusterstatus.Status // $SQ.API.CLUSTER and the nodes' reports (clusterstatus/)
 
-	authn      *auth.Authenticator // the NATS door's authenticator with auth on (server_identity.go)
+	authn      *auth.Authenticator // the NATS door's authenticator with auth on (authenticator.go)
 	identities *identity.Store     // users and keys with auth on (internal/identity; opened by users/)
 	tenancy    *tenancy            // the user accounts: tenants' with auth on, the public one without (tenancy.go)
 
@@ -201,7 +204,7 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		// Custom authentication replaces the server's users: the
 		// authenticator admits the node users and operators above with
 		// the same permissions, and store users by role; no one is
-		// anonymous (server_identity.go, docs/security.md).
+		// anonymous (authenticator.go, docs/security.md).
 		s.authn = s.newAuthenticator()
 		opts.CustomClientAuthentication = s.authn
 		opts.AlwaysEnableNonce = true // nkey users sign it

@@ -116,7 +116,8 @@ type relayStats struct {
 	refused atomic.Uint64
 }
 
-// startRelay subscribes the relay on every node (one queue group).
+// startRelay subscribes the relay on this node's own write prefix (no
+// queue group: the node maps the writers connected to it there).
 func (ts *Store) startRelay() error {
 	sub, err := ts.nc.Subscribe(ts.writePrefix+">", ts.relay)
 	if err != nil {

@@ -122,9 +122,9 @@ type Sender struct {
 //
 // Goroutines and subscriptions, all started by Start or by the store's
 // own work and all waited for by Close: the relay's subscription on
-// $SQ.TW.> (its handler runs on the subscription's goroutine), the sweeper
-// (once a minute), the retention timers' purges and the purges of a
-// foreign writer's records (BindJob).
+// Deps.WritePrefix (its handler runs on the subscription's goroutine), the
+// sweeper (once a minute), the retention timers' purges and the purges of
+// a foreign writer's records (BindJob).
 type Store struct {
 	js        jetstream.JetStream
 	nc        *nats.Conn // internal: stores records

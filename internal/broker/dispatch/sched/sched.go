@@ -1,6 +1,6 @@
 // Package sched is the scheduler of a SemaQ work queue: which queued
 // request a fetching worker gets. It is a plain data structure with no
-// locking and no I/O; the dispatcher (internal/broker/dispatch.go) owns one
+// locking and no I/O; the dispatcher (internal/broker/dispatch) owns one
 // per queue and calls it under its mutex.
 //
 // Order of decisions for one pick (docs/queues.md):
