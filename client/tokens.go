@@ -174,7 +174,6 @@ type TokenWriter struct {
 	ended   bool
 	wake    chan struct{} // flusher has work
 	room    chan struct{} // pending fell below maxBuffered
-	idle    chan struct{} // closed by the flusher when pending is empty after ending
 	flushed chan struct{} // flusher exited
 
 	// The first record not stored, when err is set by one: an error record
@@ -238,10 +237,6 @@ func (w *TokenWriter) Tokens() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.written
-}
-
-func (w *TokenWriter) fail(err error) {
-	w.failAt(err, 0, 0)
 }
 
 // failAt breaks the stream at record seq (0: no record was refused).

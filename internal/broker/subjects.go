@@ -1,13 +1,7 @@
 package broker
 
-import (
-	"github.com/semaq/semaq/internal/broker/subjects"
-	"github.com/semaq/semaq/semaq"
-)
+import "github.com/semaq/semaq/internal/broker/subjects"
 
 // subjectMatches reports whether a valid literal subject matches a valid
 // pattern (subjects.Match).
 func subjectMatches(pattern, subject string) bool { return subjects.Match(pattern, subject) }
-
-// checkSubject validates NATS subject syntax (semaq.CheckSubject).
-func checkSubject(subj string, wildcards bool) error { return semaq.CheckSubject(subj, wildcards) }

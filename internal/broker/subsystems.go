@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -241,6 +240,3 @@ func closeConn(ctx context.Context, nc *nats.Conn) error {
 		return fmt.Errorf("draining: %w", ctx.Err())
 	}
 }
-
-// subsystemOpenTimeout bounds a subsystem that opens a bucket of its own.
-const subsystemOpenTimeout = 30 * time.Second

@@ -345,6 +345,7 @@ func (g *Gateway) tenant(r *http.Request) (string, error) {
 	if len(g.o.APIKeys) > 0 {
 		t, ok := g.o.APIKeys[key]
 		if !ok || key == "" {
+			//lint:ignore ST1005 not a Go error string: chat sends it verbatim as the 401's message, in OpenAI's wording
 			return "", errors.New("Incorrect API key provided.")
 		}
 		return t, nil

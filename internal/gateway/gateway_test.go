@@ -447,7 +447,7 @@ func TestWorkerWithHTTPUpstream(t *testing.T) {
 		}
 		calls.Add(1)
 		if r.Header.Get("Authorization") != "Bearer up-key" {
-			http.Error(w, `{"error":{"message":"bad key","type":"authentication_error"}}`, 401)
+			http.Error(w, `{"error":{"message":"bad key","type":"authentication_error"}}`, http.StatusUnauthorized)
 			return
 		}
 		sim.Handler(m, "upstream-model").ServeHTTP(w, r)

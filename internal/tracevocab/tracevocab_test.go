@@ -65,7 +65,7 @@ func TestEnvelopeAttributes(t *testing.T) {
 	}
 	for k, v := range want {
 		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k].Emit(), v.Emit())
+			t.Errorf("%s = %v, want %v", k, got[k].String(), v.String())
 		}
 	}
 	// Unset fields leave their keys out; priority is always there.

@@ -236,7 +236,6 @@ type measurement struct {
 	sys  system
 
 	start, measureStart, measureEnd time.Time
-	measuring                       atomic.Bool
 
 	published   atomic.Int64 // acknowledged publishes into stage 0, whole run
 	completed   atomic.Int64 // messages through the last stage (answers received), whole run

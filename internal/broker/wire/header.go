@@ -110,7 +110,7 @@ func AppendHeader(dst []byte, h nats.Header) ([]byte, error) {
 			dst = append(dst, k...)
 			dst = append(dst, ": "...)
 			v = trimSpace(v)
-			if strings.IndexAny(v, "\r\n") < 0 {
+			if !strings.ContainsAny(v, "\r\n") {
 				dst = append(dst, v...)
 			} else {
 				for i := 0; i < len(v); i++ {

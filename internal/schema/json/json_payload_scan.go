@@ -155,7 +155,7 @@ func jsonScanPayload(data []byte, l schema.Limits) (values int, verr *schema.Val
 			}
 			lit := data[i:j]
 			if len(lit) > 0 && (lit[0] == '-' || (lit[0] >= '0' && lit[0] <= '9')) &&
-				(len(lit) > l.MaxNumberLength || bytes.IndexAny(lit, "eE") >= 0) {
+				(len(lit) > l.MaxNumberLength || bytes.ContainsAny(lit, "eE")) {
 				if lerr := schema.NumberLiteralProblem(string(lit), l); lerr != nil {
 					return values, &schema.ValidationError{Path: path(nil), Rule: lerr.Limit, Message: lerr.Message + ": refused before validation"}
 				}

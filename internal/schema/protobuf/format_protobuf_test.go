@@ -307,6 +307,8 @@ message Order {
   google.protobuf.Timestamp at = 3;
   enum Status { NEW = 0; PAID = 1; }
 }`,
+		// protobuf-go no longer supports weak imports: one is a plain import.
+		"weak import": strings.Replace(base, `import "google/protobuf/duration.proto"`, `import weak "google/protobuf/duration.proto"`, 1),
 	}
 	different := map[string]string{
 		"field number": strings.Replace(base, "string id = 1", "string id = 4", 1),

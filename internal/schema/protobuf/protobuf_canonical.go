@@ -45,12 +45,11 @@ func protobufCanonical(fd protoreflect.FileDescriptor) string {
 	lines := make([]string, 0, imports.Len())
 	for i := 0; i < imports.Len(); i++ {
 		imp := imports.Get(i)
+		// protobuf-go dropped weak imports (they are plain ones to it), so
+		// the canonical form has none.
 		kind := ""
-		switch {
-		case imp.IsPublic:
+		if imp.IsPublic {
 			kind = "public "
-		case imp.IsWeak:
-			kind = "weak "
 		}
 		lines = append(lines, "import "+kind+protobufQuote(imp.Path())+";")
 	}
