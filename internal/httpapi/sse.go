@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/semaq"
@@ -70,9 +69,6 @@ func (ew *eventWriter) fail(msg string) {
 }
 
 var errStreamFailed = errors.New("event stream write failed")
-
-// isTimeout reports a pull that ended without messages.
-func isTimeout(err error) bool { return errors.Is(err, nats.ErrTimeout) }
 
 // jsError turns a JetStream API error into the SDK's error type, so
 // writeErr keeps its status (a 400 stays a 400) and code.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/httpauth"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
@@ -323,7 +324,7 @@ type pullSource struct {
 	batchN    int
 	maxBytes  int
 	remaining int // messages left under count; -1 is no limit
-	batch     jetstream.MessageBatch
+	pull      *jsutil.Puller
 }
 
 func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribeParams) (*pullSource, error) {
@@ -341,7 +342,7 @@ func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribe
 		if err != nil {
 			return nil, err
 		}
-		s.cons, s.batchN = cons, durableBatch
+		s.cons, s.batchN, s.pull = cons, durableBatch, jsutil.NewPuller(cons)
 		return s, nil
 	}
 	cfg := jetstream.ConsumerConfig{
@@ -356,7 +357,7 @@ func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribe
 	if err != nil {
 		return nil, jsError(err)
 	}
-	s.cons, s.ephemeral = cons, true
+	s.cons, s.ephemeral, s.pull = cons, true, jsutil.NewPuller(cons)
 	return s, nil
 }
 
@@ -385,39 +386,26 @@ func (s *pullSource) next(ctx context.Context) (*client.Msg, error) {
 		if s.remaining == 0 {
 			return nil, client.ErrSubscriptionDone
 		}
-		if s.batch == nil {
-			n := s.batchN
-			if s.remaining > 0 {
-				n = min(n, s.remaining)
-			}
-			b, err := s.cons.Fetch(n, jetstream.FetchMaxBytes(s.maxBytes), jetstream.FetchMaxWait(fetchWait))
-			if err != nil {
-				return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
-			}
-			s.batch = b
+		n := s.batchN
+		if s.remaining > 0 {
+			n = min(n, s.remaining)
 		}
-		select {
-		case jm, ok := <-s.batch.Messages():
-			if !ok {
-				err := s.batch.Error()
-				s.batch = nil
-				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) && !isTimeout(err) {
-					return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
-				}
-				continue
-			}
-			md, err := jm.Metadata()
-			if err != nil {
-				continue // not a stream message
-			}
-			if s.remaining > 0 {
-				s.remaining--
-			}
-			return &client.Msg{Subject: jm.Subject(), Stream: md.Stream, Seq: md.Sequence.Stream, Time: md.Timestamp,
-				NumDelivered: md.NumDelivered, Header: jm.Headers(), Data: jm.Data()}, nil
-		case <-ctx.Done():
+		jm, err := s.pull.Next(ctx, nil, n, jetstream.FetchMaxBytes(s.maxBytes), jetstream.FetchMaxWait(fetchWait))
+		switch {
+		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
+		case err != nil:
+			return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
 		}
+		md, err := jm.Metadata()
+		if err != nil {
+			continue // not a stream message
+		}
+		if s.remaining > 0 {
+			s.remaining--
+		}
+		return &client.Msg{Subject: jm.Subject(), Stream: md.Stream, Seq: md.Sequence.Stream, Time: md.Timestamp,
+			NumDelivered: md.NumDelivered, Header: jm.Headers(), Data: jm.Data()}, nil
 	}
 }
 
