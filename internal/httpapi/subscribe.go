@@ -19,10 +19,6 @@ import (
 	"github.com/semaq/semaq/semaq"
 )
 
-// keepalive is how often an idle event stream gets a comment line, so
-// proxies do not close it.
-const keepalive = 15 * time.Second
-
 // Pull sizes of an event stream. A stream pulls one batch at a time and
 // only when it has written the previous one, so what it holds is bounded by
 // one batch, in messages and in bytes, however slowly its client reads.
@@ -86,7 +82,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		writeEventStreamHeader(w)
+		sse.WriteHeader(w)
 		return
 	}
 	release, ok := h.acquireStream(w)
@@ -107,44 +103,44 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	defer src.close()
 
-	ew := h.newEventWriter(w)
-	writeEventStreamHeader(w)
+	ew := sse.NewStream(w, h.opts.StreamWriteTimeout)
+	ew.Start()
 	// The subject passed checkSubject, so it has no line breaks.
-	if ew.write(fmt.Appendf(nil, ": subscribed to %s on stream %s\n\n", subject, src.stream())) != nil {
+	if ew.Write(fmt.Appendf(nil, ": subscribed to %s on stream %s\n\n", subject, src.stream())) != nil {
 		return
 	}
 
 	ctx, stop := h.streamContext(r)
 	defer stop()
 	for {
-		wait, stopWait := context.WithTimeout(ctx, keepalive)
+		wait, stopWait := context.WithTimeout(ctx, sse.KeepAlive)
 		msg, err := src.next(wait)
 		stopWait()
 		var revoked *keyRevokedError
 		switch {
 		case err == nil:
 		case errors.As(context.Cause(ctx), &revoked):
-			ew.fail(revoked.Error())
+			failStream(ew, revoked.Error())
 			return
 		case errors.Is(err, client.ErrSubscriptionDone), ctx.Err() != nil:
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if ew.write([]byte(": keepalive\n\n")) != nil {
+			if ew.KeepAlive() != nil {
 				h.dropSlow(ew, subject)
 				return
 			}
 			continue
 		default:
-			ew.fail(err.Error())
+			failStream(ew, err.Error())
 			h.log.Warn("subscribe stream ended", "subject", subject, "err", err)
 			return
 		}
 		body, err := msg.MarshalJSON()
 		if err != nil {
-			ew.fail(err.Error())
+			failStream(ew, err.Error())
 			return
 		}
-		if ew.write(fmt.Appendf(nil, "id: %d\nevent: message\ndata: %s\n\n", msg.Seq, body)) != nil {
+		if ew.Write(fmt.Appendf(nil, "id: %d\nevent: message\ndata: %s\n\n", msg.Seq, body)) != nil {
 			h.dropSlow(ew, subject)
 			return
 		}
@@ -210,16 +206,9 @@ func watchKey(caller *httpauth.Caller, revoked func(error)) (stop func()) {
 
 // dropSlow ends a stream whose client did not take an event within the
 // write timeout, telling it why if its connection still has room.
-func (h *Handler) dropSlow(ew *eventWriter, subject string) {
-	ew.fail(fmt.Sprintf("slow reader: an event was not taken within %s; the stream is closed", h.opts.StreamWriteTimeout))
+func (h *Handler) dropSlow(ew *sse.Stream, subject string) {
+	failStream(ew, fmt.Sprintf("slow reader: an event was not taken within %s; the stream is closed", h.opts.StreamWriteTimeout))
 	h.log.Debug("event stream client too slow", "subject", subject)
-}
-
-func writeEventStreamHeader(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 }
 
 // parseSubscribe reads the query parameters and Last-Event-ID of a
