@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -132,8 +133,8 @@ type Subscription struct {
 	done      chan struct{}
 	closeOnce sync.Once
 
-	mu        sync.Mutex // held by Next; guards batch and delivered
-	batch     jetstream.MessageBatch
+	mu        sync.Mutex // held by Next; guards pull and delivered
+	pull      *jsutil.Puller
 	delivered int
 
 	src msgSource // set for a filtered subscription: replaces cons
@@ -177,7 +178,7 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 				o.filter = f // a filtered durable resumes with its filter
 				return c.subscribeFiltered(ctx, subject, o)
 			}
-			s.cons, s.name = cons, o.durable
+			s.cons, s.name, s.pull = cons, o.durable, jsutil.NewPuller(cons)
 			return s, nil
 		case !errors.Is(err, jetstream.ErrConsumerNotFound):
 			return nil, fmt.Errorf("client: looking up durable %s: %w", o.durable, err)
@@ -205,7 +206,7 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 	if err != nil {
 		return nil, fmt.Errorf("client: subscribing to %s on stream %s: %w", subject, stream, err)
 	}
-	s.cons, s.name = cons, cons.CachedInfo().Name
+	s.cons, s.name, s.pull = cons, cons.CachedInfo().Name, jsutil.NewPuller(cons)
 	return s, nil
 }
 
@@ -217,54 +218,39 @@ func (s *Subscription) Stream() string { return s.stream }
 func (s *Subscription) Next(ctx context.Context) (*Msg, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for {
-		if s.opts.max > 0 && s.delivered >= s.opts.max {
-			return nil, ErrSubscriptionDone
+	if s.opts.max > 0 && s.delivered >= s.opts.max {
+		return nil, ErrSubscriptionDone
+	}
+	select {
+	case <-s.done:
+		return nil, ErrSubscriptionDone
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	default:
+	}
+	var jm jetstream.Msg
+	var err error
+	if s.src != nil {
+		if jm, err = s.src.next(ctx, s.done); err != nil {
+			return nil, err
 		}
-		select {
-		case <-s.done:
+	} else {
+		n := s.opts.prefetch
+		if s.opts.max > 0 && s.opts.max-s.delivered < n {
+			n = s.opts.max - s.delivered
+		}
+		jm, err = s.pull.Next(ctx, s.done, n, jetstream.FetchMaxWait(fetchWait))
+		switch {
+		case errors.Is(err, jsutil.ErrPullStopped):
 			return nil, ErrSubscriptionDone
-		case <-ctx.Done():
+		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
-		default:
-		}
-		if s.src != nil {
-			jm, err := s.src.next(ctx, s.done)
-			if err != nil {
-				return nil, err
-			}
-			s.delivered++
-			return newMsg(s.c, jm)
-		}
-		if s.batch == nil {
-			n := s.opts.prefetch
-			if s.opts.max > 0 && s.opts.max-s.delivered < n {
-				n = s.opts.max - s.delivered
-			}
-			b, err := s.cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
-			if err != nil {
-				return nil, fmt.Errorf("client: fetching from %s: %w", s.stream, err)
-			}
-			s.batch = b
-		}
-		select {
-		case jm, ok := <-s.batch.Messages():
-			if !ok {
-				err := s.batch.Error()
-				s.batch = nil
-				if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-					return nil, fmt.Errorf("client: fetching from %s: %w", s.stream, err)
-				}
-				continue
-			}
-			s.delivered++
-			return newMsg(s.c, jm)
-		case <-s.done:
-			return nil, ErrSubscriptionDone
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		case err != nil:
+			return nil, fmt.Errorf("client: fetching from %s: %w", s.stream, err)
 		}
 	}
+	s.delivered++
+	return newMsg(s.c, jm)
 }
 
 // fetchWait is how long one pull request waits at the broker for messages.
@@ -286,26 +272,10 @@ func (s *Subscription) Close() error {
 			err = s.src.close()
 			return
 		}
-		if s.batch != nil {
-			// Hand back everything the open pull request delivers, so a
-			// durable's next subscriber gets it at once instead of after
-			// the ack wait.
-			expire := time.NewTimer(2 * fetchWait)
-			defer expire.Stop()
-		drain:
-			for {
-				select {
-				case jm, ok := <-s.batch.Messages():
-					if !ok {
-						break drain
-					}
-					_ = jm.Nak()
-				case <-expire.C:
-					break drain
-				}
-			}
-			s.batch = nil
-		}
+		// Hand back everything the open pull request delivers, so a
+		// durable's next subscriber gets it at once instead of after the
+		// ack wait.
+		s.pull.Drain(2*fetchWait, func(jm jetstream.Msg) { _ = jm.Nak() })
 		if !s.durable && !s.c.nc.IsClosed() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.c.timeout)
 			defer cancel()

@@ -4,18 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/openai"
+	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
-
-// keepalive is how often an idle response stream gets a comment line, so
-// proxies keep it open while a model thinks.
-const keepalive = 15 * time.Second
 
 // stream answers a request with stream true: chat.completion.chunk events
 // ending with data: [DONE]. The status line waits for the first token, so
@@ -23,9 +19,11 @@ const keepalive = 15 * time.Second
 // gets a proper error status; later failures are an error event, as
 // OpenAI sends them. It reports whether the request ran to its end.
 func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader) bool {
-	flusher, _ := w.(http.Flusher)
+	// The status line waits for the first token: es starts with the
+	// first write. No write deadline: the gateway bounds its own waits,
+	// and the front door sets none on its paths.
+	es := sse.NewStream(w, 0)
 	created := time.Now().Unix()
-	started := false
 	var buf []byte
 	send := func(c *openai.ChatCompletionChunk) error {
 		c.ID, c.Object, c.Created, c.Model = id, "chat.completion.chunk", created, req.Model
@@ -34,36 +32,16 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 			return err
 		}
 		buf = append(append(append(buf[:0], "data: "...), b...), '\n', '\n')
-		_, err = w.Write(buf)
-		return err
-	}
-	start := func() {
-		if started {
-			return
-		}
-		started = true
-		h := w.Header()
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-	}
-	flush := func() {
-		if flusher != nil {
-			flusher.Flush()
-		}
+		return es.Write(buf)
 	}
 	role := "assistant"
 	for {
-		wait, stopWait := context.WithTimeout(ctx, keepalive)
+		wait, stopWait := context.WithTimeout(ctx, sse.KeepAlive)
 		c, err := rd.Next(wait)
 		stopWait()
 		if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			if started {
-				if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
-					return false
-				}
-				flush()
+			if es.Started() && es.KeepAlive() != nil {
+				return false
 			}
 			continue
 		}
@@ -74,16 +52,15 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 			status, oe := failure(ctx, err)
 			_, terminal := errors.AsType[*semaq.TokenError](err)
 			terminal = terminal || endCause(ctx) != nil
-			if !started {
+			if !es.Started() {
 				writeJSON(w, status, openai.ErrorBody{Error: oe})
 				return terminal
 			}
 			b, _ := json.Marshal(openai.ErrorBody{Error: oe})
-			_, _ = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
-			flush()
+			_ = es.Write(append(append([]byte("data: "), b...), '\n', '\n'))
 			return terminal
 		}
-		start()
+		es.Start()
 		if c.Final != nil {
 			reason := c.Final.FinishReason
 			if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: openai.Delta{Role: role}, FinishReason: &reason}}}); err != nil {
@@ -98,8 +75,7 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 					return true
 				}
 			}
-			_, _ = io.WriteString(w, "data: [DONE]\n\n")
-			flush()
+			_ = es.Write([]byte("data: [DONE]\n\n"))
 			return true
 		}
 		d := openai.Delta{Role: role}
@@ -117,6 +93,5 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 		if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: d}}}); err != nil {
 			return false // the client left
 		}
-		flush()
 	}
 }

@@ -124,7 +124,7 @@ func (c *limitConn) Close() error {
 // setDeadlines bounds one request on the connection: its body must arrive
 // within BodyTimeout, and an answer that is not an event stream must be
 // written within WriteTimeout. Event streams set a deadline per event
-// (sse.go); the gateway's paths (/v1/) get none here, since a completion
+// (sse.Stream); the gateway's paths (/v1/) get none here, since a completion
 // may take minutes and the gateway bounds its own waits. The write
 // deadline is always set or cleared: the server keeps a connection's
 // deadline from one request to the next.

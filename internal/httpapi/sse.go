@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -29,50 +29,12 @@ func (h *Handler) acquireStream(w http.ResponseWriter) (release func(), ok bool)
 	}
 }
 
-// eventWriter writes an event stream with a deadline per event: a client
-// that does not take an event within StreamWriteTimeout is dropped, and the
-// stream's goroutine and pulled messages go with it.
-type eventWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	failed  bool
+// failStream ends an event stream with an "error" event whose data is msg
+// as a JSON string. After a failed write the connection is past its
+// deadline; the event is given one more second and may not arrive.
+func failStream(es *sse.Stream, msg string) {
+	_ = es.WriteLast([]byte("event: error\ndata: "+jsonString(msg)+"\n\n"), time.Second)
 }
-
-func (h *Handler) newEventWriter(w http.ResponseWriter) *eventWriter {
-	return &eventWriter{w: w, rc: http.NewResponseController(w), timeout: h.opts.StreamWriteTimeout}
-}
-
-// write writes b and flushes it, within the timeout.
-func (ew *eventWriter) write(b []byte) error {
-	if ew.failed {
-		return errStreamFailed
-	}
-	_ = ew.rc.SetWriteDeadline(time.Now().Add(ew.timeout))
-	if _, err := ew.w.Write(b); err != nil {
-		ew.failed = true
-		return err
-	}
-	if err := ew.rc.Flush(); err != nil {
-		ew.failed = true
-		return err
-	}
-	return nil
-}
-
-// fail ends the stream with an "error" event whose data is msg as a JSON
-// string. After a failed write the connection is past its deadline; the
-// event is given one more second and may not arrive.
-func (ew *eventWriter) fail(msg string) {
-	ew.failed = false
-	ew.timeout = time.Second
-	_ = ew.write([]byte("event: error\ndata: " + jsonString(msg) + "\n\n"))
-}
-
-var errStreamFailed = errors.New("event stream write failed")
-
-// isTimeout reports a pull that ended without messages.
-func isTimeout(err error) bool { return errors.Is(err, nats.ErrTimeout) }
 
 // jsError turns a JetStream API error into the SDK's error type, so
 // writeErr keeps its status (a 400 stays a 400) and code.

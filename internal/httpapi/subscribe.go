@@ -14,13 +14,10 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/httpauth"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
-
-// keepalive is how often an idle event stream gets a comment line, so
-// proxies do not close it.
-const keepalive = 15 * time.Second
 
 // Pull sizes of an event stream. A stream pulls one batch at a time and
 // only when it has written the previous one, so what it holds is bounded by
@@ -85,7 +82,7 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		writeEventStreamHeader(w)
+		sse.WriteHeader(w)
 		return
 	}
 	release, ok := h.acquireStream(w)
@@ -106,44 +103,44 @@ func (h *Handler) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	defer src.close()
 
-	ew := h.newEventWriter(w)
-	writeEventStreamHeader(w)
+	ew := sse.NewStream(w, h.opts.StreamWriteTimeout)
+	ew.Start()
 	// The subject passed checkSubject, so it has no line breaks.
-	if ew.write(fmt.Appendf(nil, ": subscribed to %s on stream %s\n\n", subject, src.stream())) != nil {
+	if ew.Write(fmt.Appendf(nil, ": subscribed to %s on stream %s\n\n", subject, src.stream())) != nil {
 		return
 	}
 
 	ctx, stop := h.streamContext(r)
 	defer stop()
 	for {
-		wait, stopWait := context.WithTimeout(ctx, keepalive)
+		wait, stopWait := context.WithTimeout(ctx, sse.KeepAlive)
 		msg, err := src.next(wait)
 		stopWait()
 		var revoked *keyRevokedError
 		switch {
 		case err == nil:
 		case errors.As(context.Cause(ctx), &revoked):
-			ew.fail(revoked.Error())
+			failStream(ew, revoked.Error())
 			return
 		case errors.Is(err, client.ErrSubscriptionDone), ctx.Err() != nil:
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if ew.write([]byte(": keepalive\n\n")) != nil {
+			if ew.KeepAlive() != nil {
 				h.dropSlow(ew, subject)
 				return
 			}
 			continue
 		default:
-			ew.fail(err.Error())
+			failStream(ew, err.Error())
 			h.log.Warn("subscribe stream ended", "subject", subject, "err", err)
 			return
 		}
 		body, err := msg.MarshalJSON()
 		if err != nil {
-			ew.fail(err.Error())
+			failStream(ew, err.Error())
 			return
 		}
-		if ew.write(fmt.Appendf(nil, "id: %d\nevent: message\ndata: %s\n\n", msg.Seq, body)) != nil {
+		if ew.Write(fmt.Appendf(nil, "id: %d\nevent: message\ndata: %s\n\n", msg.Seq, body)) != nil {
 			h.dropSlow(ew, subject)
 			return
 		}
@@ -209,16 +206,9 @@ func watchKey(caller *httpauth.Caller, revoked func(error)) (stop func()) {
 
 // dropSlow ends a stream whose client did not take an event within the
 // write timeout, telling it why if its connection still has room.
-func (h *Handler) dropSlow(ew *eventWriter, subject string) {
-	ew.fail(fmt.Sprintf("slow reader: an event was not taken within %s; the stream is closed", h.opts.StreamWriteTimeout))
+func (h *Handler) dropSlow(ew *sse.Stream, subject string) {
+	failStream(ew, fmt.Sprintf("slow reader: an event was not taken within %s; the stream is closed", h.opts.StreamWriteTimeout))
 	h.log.Debug("event stream client too slow", "subject", subject)
-}
-
-func writeEventStreamHeader(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
 }
 
 // parseSubscribe reads the query parameters and Last-Event-ID of a
@@ -323,7 +313,7 @@ type pullSource struct {
 	batchN    int
 	maxBytes  int
 	remaining int // messages left under count; -1 is no limit
-	batch     jetstream.MessageBatch
+	pull      *jsutil.Puller
 }
 
 func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribeParams) (*pullSource, error) {
@@ -341,7 +331,7 @@ func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribe
 		if err != nil {
 			return nil, err
 		}
-		s.cons, s.batchN = cons, durableBatch
+		s.cons, s.batchN, s.pull = cons, durableBatch, jsutil.NewPuller(cons)
 		return s, nil
 	}
 	cfg := jetstream.ConsumerConfig{
@@ -356,7 +346,7 @@ func (h *Handler) newPullSource(ctx context.Context, subject string, p subscribe
 	if err != nil {
 		return nil, jsError(err)
 	}
-	s.cons, s.ephemeral = cons, true
+	s.cons, s.ephemeral, s.pull = cons, true, jsutil.NewPuller(cons)
 	return s, nil
 }
 
@@ -385,39 +375,26 @@ func (s *pullSource) next(ctx context.Context) (*client.Msg, error) {
 		if s.remaining == 0 {
 			return nil, client.ErrSubscriptionDone
 		}
-		if s.batch == nil {
-			n := s.batchN
-			if s.remaining > 0 {
-				n = min(n, s.remaining)
-			}
-			b, err := s.cons.Fetch(n, jetstream.FetchMaxBytes(s.maxBytes), jetstream.FetchMaxWait(fetchWait))
-			if err != nil {
-				return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
-			}
-			s.batch = b
+		n := s.batchN
+		if s.remaining > 0 {
+			n = min(n, s.remaining)
 		}
-		select {
-		case jm, ok := <-s.batch.Messages():
-			if !ok {
-				err := s.batch.Error()
-				s.batch = nil
-				if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) && !isTimeout(err) {
-					return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
-				}
-				continue
-			}
-			md, err := jm.Metadata()
-			if err != nil {
-				continue // not a stream message
-			}
-			if s.remaining > 0 {
-				s.remaining--
-			}
-			return &client.Msg{Subject: jm.Subject(), Stream: md.Stream, Seq: md.Sequence.Stream, Time: md.Timestamp,
-				NumDelivered: md.NumDelivered, Header: jm.Headers(), Data: jm.Data()}, nil
-		case <-ctx.Done():
+		jm, err := s.pull.Next(ctx, nil, n, jetstream.FetchMaxBytes(s.maxBytes), jetstream.FetchMaxWait(fetchWait))
+		switch {
+		case err != nil && ctx.Err() != nil:
 			return nil, ctx.Err()
+		case err != nil:
+			return nil, fmt.Errorf("pulling from %s: %w", s.streamN, err)
 		}
+		md, err := jm.Metadata()
+		if err != nil {
+			continue // not a stream message
+		}
+		if s.remaining > 0 {
+			s.remaining--
+		}
+		return &client.Msg{Subject: jm.Subject(), Stream: md.Stream, Seq: md.Sequence.Stream, Time: md.Timestamp,
+			NumDelivered: md.NumDelivered, Header: jm.Headers(), Data: jm.Data()}, nil
 	}
 }
 

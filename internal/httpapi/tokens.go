@@ -74,9 +74,9 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer rd.Close()
-	ew := h.newEventWriter(w)
-	writeEventStreamHeader(w)
-	if ew.write(nil) != nil {
+	ew := sse.NewStream(w, h.opts.StreamWriteTimeout)
+	ew.Start()
+	if ew.Write(nil) != nil {
 		return
 	}
 
@@ -90,7 +90,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		firstBy = time.Now().Add(time.Duration(tokenFirstRecordWait.Load()))
 	}
 	for {
-		wait := keepalive
+		wait := sse.KeepAlive
 		if !firstBy.IsZero() {
 			wait = min(wait, max(time.Until(firstBy), 0))
 		}
@@ -100,7 +100,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			var revoked *keyRevokedError
 			if errors.As(context.Cause(ctx), &revoked) {
-				ew.fail(revoked.Error())
+				failStream(ew, revoked.Error())
 			}
 			return
 		}
@@ -115,7 +115,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 				id, time.Duration(tokenFirstRecordWait.Load()))
 			buf = sse.AppendEvent(buf[:0], sse.Event{Type: "error",
 				Data: fmt.Sprintf(`{"code":"not_started","message":%s}`, jsonString(msg))})
-			if ew.write(buf) != nil {
+			if ew.Write(buf) != nil {
 				h.dropSlow(ew, "tokens "+id)
 			}
 			return
@@ -132,7 +132,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, io.EOF):
 			return
 		case errors.Is(err, context.DeadlineExceeded):
-			if ew.write([]byte(": keepalive\n\n")) != nil {
+			if ew.KeepAlive() != nil {
 				h.dropSlow(ew, "tokens "+id)
 				return
 			}
@@ -141,7 +141,7 @@ func (h *Handler) tokens(w http.ResponseWriter, r *http.Request) {
 			ev = sse.Event{Type: "error", Data: tokenErrorJSON(err)}
 		}
 		buf = sse.AppendEvent(buf[:0], ev)
-		if ew.write(buf) != nil {
+		if ew.Write(buf) != nil {
 			h.dropSlow(ew, "tokens "+id)
 			return
 		}

@@ -89,48 +89,60 @@ func (r *Registry) Register(ctx context.Context, subject string, s SchemaRequest
 	}
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
-	for attempt := 1; ; attempt++ {
-		if err := r.catchUp(ctx); err != nil {
-			return 0, err
-		}
-		st := r.state.Load()
-		c, err := r.parse(st, s)
-		if err != nil {
-			return 0, err
-		}
-		subj := st.subjects.at(subject)
-		// An identical live version: its id, nothing added. Found through
-		// the identity index, not by comparing every version.
-		if id, ok := st.canon.get(c.hash); ok {
-			if slices.ContainsFunc(st.uses.at(id), func(u use) bool { return u.subject == subject && !u.deleted }) {
-				return id, nil
-			}
-		}
-		if err := r.checkBounds(st, subject, c); err != nil {
-			return 0, err
-		}
-		mode := st.compatibility(subject)
-		reasons, err := r.compatibility(st, mode, c, previous(subj, mode))
-		if err != nil {
-			return 0, err
-		}
-		if len(reasons) > 0 {
-			return 0, incompatible(subject, reasons)
-		}
-		id, err := r.schemaID(ctx, st, c, normalize)
-		if err != nil {
-			return 0, err
-		}
-		next := subj.next()
-		rev, err := r.kv.Create(ctx, keyVersion(subject, next), marshal(versionRecord{Subject: subject, Version: next, ID: id}))
-		if conflict(err) && attempt < maxAttempts {
-			continue // another node took this version; decide again on its data
-		}
-		if err != nil {
-			return 0, storeErr("storing the version", err)
-		}
-		return id, r.waitRev(ctx, rev)
+	var id int
+	var rev uint64
+	err := retryCAS(func() (err error) {
+		id, rev, err = r.registerOnce(ctx, subject, s, normalize)
+		return err
+	})
+	if err != nil || rev == 0 {
+		return id, err
 	}
+	return id, r.waitRev(ctx, rev)
+}
+
+// registerOnce is one attempt of Register (retryCAS). rev is the KV
+// revision of the version it added; 0 when an identical live version made
+// adding one unnecessary.
+func (r *Registry) registerOnce(ctx context.Context, subject string, s SchemaRequest, normalize bool) (id int, rev uint64, err error) {
+	st, err := r.caughtUp(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	c, err := r.parse(st, s)
+	if err != nil {
+		return 0, 0, err
+	}
+	subj := st.subjects.at(subject)
+	// An identical live version: its id, nothing added. Found through
+	// the identity index, not by comparing every version.
+	if have, ok := st.canon.get(c.hash); ok {
+		if slices.ContainsFunc(st.uses.at(have), func(u use) bool { return u.subject == subject && !u.deleted }) {
+			return have, 0, nil
+		}
+	}
+	if err := r.checkBounds(st, subject, c); err != nil {
+		return 0, 0, err
+	}
+	mode := st.compatibility(subject)
+	reasons, err := r.compatibility(st, mode, c, previous(subj, mode))
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(reasons) > 0 {
+		return 0, 0, incompatible(subject, reasons)
+	}
+	if id, err = r.schemaID(ctx, st, c, normalize); err != nil {
+		return 0, 0, err
+	}
+	next := subj.next()
+	// A lost create: another node took this version; decide again on its
+	// data.
+	rev, err = r.kv.Create(ctx, keyVersion(subject, next), marshal(versionRecord{Subject: subject, Version: next, ID: id}))
+	if err != nil {
+		return 0, 0, casErr("storing the version", err)
+	}
+	return id, rev, nil
 }
 
 // previous lists the live versions mode checks a new one against: every
@@ -216,37 +228,36 @@ func (r *Registry) schemaID(ctx context.Context, st *state, c *candidate, normal
 // allocateID hands out the next schema id: a compare-and-set increment of
 // the counter key, retried when another node incremented it first.
 func (r *Registry) allocateID(ctx context.Context, st *state) (int, error) {
-	for attempt := 1; ; attempt++ {
+	var next int
+	err := retryCAS(func() error {
 		var last int
 		var rev uint64
 		e, err := r.kv.Get(ctx, keySeq)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
-			return 0, storeErr("reading the id counter", err)
+			return storeErr("reading the id counter", err)
 		default:
 			var rec seqRecord
 			if err := json.Unmarshal(e.Value(), &rec); err != nil {
-				return 0, storeErr("reading the id counter", err)
+				return storeErr("reading the id counter", err)
 			}
 			last, rev = rec.Last, e.Revision()
 		}
 		// Never below a stored schema, should the counter be lost.
-		next := max(last, st.maxID) + 1
+		next = max(last, st.maxID) + 1
 		val := marshal(seqRecord{Last: next})
 		if rev == 0 {
 			_, err = r.kv.Create(ctx, keySeq, val)
 		} else {
 			_, err = r.kv.Update(ctx, keySeq, val, rev)
 		}
-		if conflict(err) && attempt < maxAttempts {
-			continue
-		}
-		if err != nil {
-			return 0, storeErr("advancing the id counter", err)
-		}
-		return next, nil
+		return casErr("advancing the id counter", err)
+	})
+	if err != nil {
+		return 0, err
 	}
+	return next, nil
 }
 
 // compatibility lists why c may not follow previous (live versions, oldest

@@ -300,6 +300,52 @@ func conflict(err error) bool {
 // compare-and-set races against other nodes.
 const maxAttempts = 100
 
+// retryCAS is the registry's one compare-and-set write loop. attempt reads
+// what it decides on (the caught-up snapshot, or the key itself), decides
+// and writes with compare-and-set; when another writer got there first it
+// returns lost(err) (casErr does for a write's error), and runs again on
+// the winner's data, at most maxAttempts times in all. The error a lost
+// last attempt carries is returned as the write's; any other result of an
+// attempt, nil included, ends the loop as it is.
+func retryCAS(attempt func() error) error {
+	for n := 1; ; n++ {
+		err := attempt()
+		l, ok := errors.AsType[*lostError](err)
+		if !ok {
+			return err
+		}
+		if n == maxAttempts {
+			return l.err
+		}
+	}
+}
+
+// lostError marks an attempt of retryCAS that lost a compare-and-set; err
+// is what the write reports when its last attempt loses too.
+type lostError struct{ err error }
+
+func (e *lostError) Error() string { return "lost a compare-and-set: " + e.err.Error() }
+
+func lost(err error) error { return &lostError{err} }
+
+// casErr is a compare-and-set write's error as op: a lost race marked for
+// retryCAS, anything else a store error.
+func casErr(op string, err error) error {
+	if conflict(err) {
+		return lost(storeErr(op, err))
+	}
+	return storeErr(op, err)
+}
+
+// caughtUp is the snapshot once it holds everything in the bucket: what
+// an attempt of a write decides on.
+func (r *Registry) caughtUp(ctx context.Context) (*state, error) {
+	if err := r.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	return r.state.Load(), nil
+}
+
 // marshal encodes a record. Records are plain structs of strings and
 // numbers, which always encode.
 func marshal(v any) []byte {

@@ -1,6 +1,7 @@
 // Package sse reads and writes Server-Sent Events (the text/event-stream
-// format of the HTML standard): the token-stream endpoint and the OpenAI
-// gateway write them, the worker adapter reads an upstream's, and the
+// format of the HTML standard): the event-stream endpoints and the OpenAI
+// gateway write them through one Stream (head, flush, write deadline,
+// keep-alive), the worker adapter reads an upstream's, and the
 // event-stream endpoints resume a reconnecting client after the id in its
 // Last-Event-ID header.
 package sse

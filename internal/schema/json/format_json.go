@@ -116,6 +116,7 @@ func (f jsonFormat) Parse(text string, refs []schema.Reference, resolve schema.R
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSON Schema: %s", jsonCompileMessage(err))
 	}
+	jsonIgnoreRefSiblings(compiled)
 	fast, _ := jsonCompileFast(compiled)
 	return &jsonSchema{
 		canonical: jsonCanonical(raw),
