@@ -352,7 +352,11 @@ func TestStreamCreateRacesAdvisoryResync(t *testing.T) {
 	for i := range 30 {
 		name := fmt.Sprintf("S%d", i)
 		subj := fmt.Sprintf("race%d.x", i)
-		if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("race%d.>", i)}}); err != nil {
+		// 1 MiB each: JetStream reserves a stream's MaxBytes from the
+		// store's share of the free disk, which 30 streams of the default
+		// 1 GiB would exhaust on a small disk.
+		sc := semaq.StreamConfig{Name: name, Subjects: []string{fmt.Sprintf("race%d.>", i)}, MaxBytes: 1 << 20}
+		if _, err := c.AddStream(ctx, sc); err != nil {
 			t.Fatal(err)
 		}
 		for j := range 20 {
