@@ -31,6 +31,13 @@ import (
 // Timeout bounds the work of one API request.
 const Timeout = 10 * time.Second
 
+// ChangeTimeout bounds a change that must reach a quorum even while the
+// stream it writes elects a new leader (a node of three just stopped: the
+// election, then the node's own watcher catching up, can take more than
+// Timeout). It stays under the SDK's wait for such a change (30 s), so the
+// caller gets the broker's answer, not its own timeout.
+const ChangeTimeout = 25 * time.Second
+
 // Handlers maps $SQ.API subjects (with wildcards) to their handlers.
 type Handlers map[string]nats.MsgHandler
 
@@ -53,6 +60,12 @@ func (h Handlers) Merge(hs ...Handlers) Handlers {
 // context bounded by Timeout and replies with its result, or with its
 // error mapped by mapErr (Error(what) when nil).
 func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req *Req) (any, error), mapErr func(error) *semaq.APIError) nats.MsgHandler {
+	return OpWithin(log, what, Timeout, op, mapErr)
+}
+
+// OpWithin is Op bounded by timeout instead of Timeout (ChangeTimeout for
+// a change that waits for a quorum).
+func OpWithin[Req any](log *slog.Logger, what string, timeout time.Duration, op func(ctx context.Context, req *Req) (any, error), mapErr func(error) *semaq.APIError) nats.MsgHandler {
 	if mapErr == nil {
 		mapErr = Error(what)
 	}
@@ -62,7 +75,7 @@ func Op[Req any](log *slog.Logger, what string, op func(ctx context.Context, req
 			ReplyErr(log, m, semaq.NewAPIError(semaq.ErrBadRequest, "%s: request is not valid: %v", what, err))
 			return
 		}
-		ctx, cancel := context.WithTimeout(WithRequestHeader(context.Background(), m.Header), Timeout)
+		ctx, cancel := context.WithTimeout(WithRequestHeader(context.Background(), m.Header), timeout)
 		defer cancel()
 		ctx, lag := withLagging(ctx)
 		out, err := op(ctx, &req)

@@ -24,7 +24,7 @@ func (s *Service) Handlers() api.Handlers {
 	}
 	st := s.store
 	return api.Handlers{
-		semaq.APIUserAdd: api.Op(s.log, "user add", func(ctx context.Context, r *semaq.UserAddRequest) (out any, err error) {
+		semaq.APIUserAdd: api.OpWithin(s.log, "user add", api.ChangeTimeout, func(ctx context.Context, r *semaq.UserAddRequest) (out any, err error) {
 			defer s.deps.Audit(ctx, semaq.AuditOpUserAdd, r.Name)(&out, &err)
 			u, k, err := st.Add(ctx, *r)
 			if err != nil {
@@ -48,7 +48,7 @@ func (s *Service) Handlers() api.Handlers {
 			}
 			return u.Info(), nil
 		}, nil),
-		semaq.APIUserRemove: api.Op(s.log, "user rm", func(ctx context.Context, r *semaq.UserRemoveRequest) (out any, err error) {
+		semaq.APIUserRemove: api.OpWithin(s.log, "user rm", api.ChangeTimeout, func(ctx context.Context, r *semaq.UserRemoveRequest) (out any, err error) {
 			defer s.deps.Audit(ctx, semaq.AuditOpUserRemove, r.Name)(&out, &err)
 			defer s.revokingHere(r.Name)()
 			var nkey string // the server lists nkey connections by their nkey
@@ -64,7 +64,7 @@ func (s *Service) Handlers() api.Handlers {
 			return semaq.UserRemoveResponse{Success: true, Closed: n}, nil
 		}, nil),
 		semaq.APIUserQuota: s.quotaHandler(),
-		semaq.APIUserRotate: api.Op(s.log, "key rotate", func(ctx context.Context, r *semaq.UserRotateRequest) (out any, err error) {
+		semaq.APIUserRotate: api.OpWithin(s.log, "key rotate", api.ChangeTimeout, func(ctx context.Context, r *semaq.UserRotateRequest) (out any, err error) {
 			defer s.deps.Audit(ctx, semaq.AuditOpKeyRotate, r.Name)(&out, &err)
 			defer s.revokingHere(r.Name)()
 			u, k, err := st.Rotate(ctx, r.Name, r.ExpiresIn)
@@ -83,7 +83,7 @@ func (s *Service) Handlers() api.Handlers {
 // changed, charged by the ingress from the moment the answer is sent.
 func (s *Service) quotaHandler() nats.MsgHandler {
 	st := s.store
-	return api.Op(s.log, "user quota", func(ctx context.Context, r *semaq.UserQuotaRequest) (out any, err error) {
+	return api.OpWithin(s.log, "user quota", api.ChangeTimeout, func(ctx context.Context, r *semaq.UserQuotaRequest) (out any, err error) {
 		defer s.deps.Audit(ctx, semaq.AuditOpUserQuota, r.Name)(&out, &err)
 		u, err := st.SetQuota(ctx, *r)
 		if err != nil {
