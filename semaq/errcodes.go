@@ -90,6 +90,14 @@ const (
 	ErrCodePolicy uint16 = 20120
 )
 
+// 20130-20139: sessions (docs/sessions.md).
+const (
+	ErrCodeSessionNotFound     uint16 = 20130
+	ErrCodeSessionConflict     uint16 = 20131
+	ErrCodeBadSession          uint16 = 20132
+	ErrCodeSessionRevisionGone uint16 = 20133
+)
+
 // Schema registry (docs/schema-registry.md): Confluent Schema Registry's
 // codes, with their HTTP status (the first three digits) as APIError.Code,
 // so the NATS API, the REST API and Confluent's documentation agree. 4049x
@@ -184,6 +192,11 @@ var errorCodes = []ErrorCode{
 	{ErrCodeForbidden, "ErrCodeForbidden", 403, "not permitted for the sender: another tenant, or a subject or queue outside the user's grants"},
 
 	{ErrCodePolicy, "ErrCodePolicy", 400, "a policy step refused the message; the description says which and why"},
+
+	{ErrCodeSessionNotFound, "ErrCodeSessionNotFound", 404, "no such session in the caller's tenant: never made, deleted or expired"},
+	{ErrCodeSessionConflict, "ErrCodeSessionConflict", 409, "the session is not at the revision the writer named"},
+	{ErrCodeBadSession, "ErrCodeBadSession", 400, "invalid session request: a bad ID, data that is not a JSON object, a setting out of bounds, a document too large"},
+	{ErrCodeSessionRevisionGone, "ErrCodeSessionRevisionGone", 410, "the deltas after that revision are no longer kept"},
 
 	{ErrCodeSchemaSubjectNotFound, "ErrCodeSchemaSubjectNotFound", 404, "schema subject not found"},
 	{ErrCodeSchemaVersionNotFound, "ErrCodeSchemaVersionNotFound", 404, "schema version not found"},
