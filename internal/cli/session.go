@@ -288,9 +288,12 @@ func writeSession(w io.Writer, s *semaq.Session) error {
 	if s.LowStreak > 0 {
 		fmt.Fprintf(tw, "Low streak:\t%d of %d\n", s.LowStreak, s.Settings.LowStreak)
 	}
-	rounds := "0"
-	if n := s.SessionInfo.Rounds; n > 0 {
-		rounds = fmt.Sprintf("%d (%d to %d)", n, s.FirstRound, s.LastRound)
+	// A Session's JSON carries its rounds list under "rounds", which hides
+	// the count of SessionInfo: the numbers of the first and last say
+	// what is kept.
+	rounds := "none"
+	if s.LastRound > 0 {
+		rounds = fmt.Sprintf("%d to %d", s.FirstRound, s.LastRound)
 	}
 	fmt.Fprintf(tw, "Rounds:\t%s\n", rounds)
 	fmt.Fprintf(tw, "Size:\t%s\n", formatBytes(uint64(max(s.Bytes, 0))))

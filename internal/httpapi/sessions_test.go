@@ -65,7 +65,7 @@ func TestHTTPSessionFlow(t *testing.T) {
 	}
 
 	patch := http.Header{"Content-Type": {"application/merge-patch+json"}, "If-Match": {`"2"`}}
-	wantInfo(t, e.do(t, "PATCH", p, patch, []byte(`{"topic":"billing","A":1,"a":2}`)), http.StatusOK, 3)
+	wantInfo(t, e.do(t, "PATCH", p, patch, []byte(`{"topic":"billing","n":2}`)), http.StatusOK, 3)
 	wantError(t, e.do(t, "PATCH", p, patch, []byte(`{"x":1}`)), http.StatusConflict, "is at revision 3")
 	wantError(t, e.do(t, "PATCH", p, http.Header{"Content-Type": {"application/problem+json"}}, []byte(`{}`)), http.StatusUnsupportedMediaType, "not a merge patch")
 	wantError(t, e.do(t, "PATCH", "/api/v1/sessions/nope", hdr(), []byte(`{}`)), http.StatusNotFound, "session nope not found")
@@ -82,7 +82,7 @@ func TestHTTPSessionFlow(t *testing.T) {
 		t.Fatalf("rounds?last=1: %d %s", r.status, r.body)
 	}
 	r = e.do(t, "GET", p+"?rounds=-1", nil, nil)
-	if r.status != 200 || json.Unmarshal(r.body, &s) != nil || len(s.Rounds) != 2 || string(s.Data) != `{"A":1,"a":2,"topic":"billing","user":"ada"}` {
+	if r.status != 200 || json.Unmarshal(r.body, &s) != nil || len(s.Rounds) != 2 || string(s.Data) != `{"n":2,"topic":"billing","user":"ada"}` {
 		t.Fatalf("get ?rounds=-1: %d %s", r.status, r.body)
 	}
 
@@ -109,6 +109,7 @@ func TestHTTPSessionFlow(t *testing.T) {
 		t.Fatalf("list ?limit=1: %d %s", r.status, r.body)
 	}
 	r = e.do(t, "GET", "/api/v1/sessions?after=chat-1", nil, nil)
+	list = semaq.SessionListResponse{}
 	if r.status != 200 || json.Unmarshal(r.body, &list) != nil || len(list.Sessions) != 1 || list.Sessions[0].ID != "nope" || list.More {
 		t.Fatalf("list ?after=chat-1: %d %s", r.status, r.body)
 	}
