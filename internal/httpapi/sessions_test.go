@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semaq/semaq/internal/httpapi"
 	"github.com/semaq/semaq/internal/sse"
 	"github.com/semaq/semaq/semaq"
 )
@@ -311,4 +312,82 @@ func TestHTTPSessionWatchResumes(t *testing.T) {
 			t.Errorf("%s: an event after the end: %+v", name, ev)
 		}
 	}
+}
+
+// With --auth each call acts with the key's rights: a reader reads and
+// does not write, a user reaches its own tenant's sessions only, and an
+// admin names the tenant.
+func TestHTTPSessionAuth(t *testing.T) {
+	t.Parallel()
+	e := newAuthEnv(t)
+	pub, read, admin := e.keys[semaq.RolePublisher], e.keys[semaq.RoleReader], e.keys[semaq.RoleAdmin]
+	const js = "application/json"
+	for _, tc := range []struct {
+		name, method, path, key, body string
+		want                          int
+		says                          string
+	}{
+		{"admin writes another tenant's", "PUT", "/api/v1/sessions/g1?tenant=globex", admin, `{"data":{"t":"globex"}}`, 201, `"tenant":"globex"`},
+		{"publisher writes in its tenant", "PUT", "/api/v1/sessions/a1", pub, `{"data":{"t":"acme"}}`, 201, `"tenant":"acme"`},
+		{"reader reads its tenant's", "GET", "/api/v1/sessions/a1", read, "", 200, `"data":{"t":"acme"}`},
+		{"reader lists its tenant's", "GET", "/api/v1/sessions", read, "", 200, `"id":"a1"`},
+		{"reader may not write", "PATCH", "/api/v1/sessions/a1", read, `{"x":1}`, 403, "role reader"},
+		{"reader may not add rounds", "POST", "/api/v1/sessions/a1/rounds", read, `{"messages":[{"role":"user","content":"x"}]}`, 403, "role reader"},
+		{"another tenant's is not found", "GET", "/api/v1/sessions/g1", pub, "", 404, "session g1 not found"},
+		{"a user names no other tenant", "GET", "/api/v1/sessions/g1?tenant=globex", pub, "", 403, "its own tenant only"},
+		{"admin reads it", "GET", "/api/v1/sessions/g1?tenant=globex", admin, "", 200, `"data":{"t":"globex"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ct := ""
+			if tc.method != "GET" {
+				ct = js
+			}
+			a := e.call(t, tc.method, tc.path, tc.key, ct, tc.body)
+			if a.status != tc.want || !strings.Contains(a.body, tc.says) {
+				t.Fatalf("%s %s: %d %s, want %d saying %q", tc.method, tc.path, a.status, a.body, tc.want, tc.says)
+			}
+		})
+	}
+	// The listing of acme's reader holds acme's session only.
+	if a := e.call(t, "GET", "/api/v1/sessions", read, "", ""); strings.Contains(a.body, "g1") {
+		t.Errorf("acme's reader lists globex's session: %s", a.body)
+	}
+}
+
+// A watch holds one of the event-stream slots while it runs: at the cap
+// another is 503 with Retry-After, and once it ends the slot is free.
+func TestHTTPSessionWatchBounded(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, maxPayload, 64, func(o *httpapi.Options) { o.MaxStreams = 1 })
+	wantInfo(t, e.do(t, "PUT", "/api/v1/sessions/b", hdr(), []byte(`{"data":{}}`)), http.StatusCreated, 1)
+	first := e.watchEvents(t, "/api/v1/sessions/b/watch?from_revision=1", nil)
+	wantDelta(t, first, 1, semaq.SessionOpPut)
+	r := e.do(t, "GET", "/api/v1/sessions/b/watch", nil, nil)
+	wantError(t, r, http.StatusServiceUnavailable, "too many event streams")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("503 without Retry-After")
+	}
+	if r := e.do(t, "DELETE", "/api/v1/sessions/b", hdr(), nil); r.status != 200 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if ev, ok := nextEvent(t, first); !ok || ev.Type != "end" {
+		t.Fatalf("after the delete: %+v %v", ev, ok)
+	}
+	if _, ok := nextEvent(t, first); ok {
+		t.Fatal("the stream goes on after its end event")
+	}
+	wantInfo(t, e.do(t, "PUT", "/api/v1/sessions/b", hdr(), []byte(`{"data":{}}`)), http.StatusCreated, 1)
+	// The slot goes back when the handler returns, just after the end
+	// event: a new watch gets it.
+	waitFor(t, "the slot to be free", func() bool {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/api/v1/sessions/b/watch", nil)
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
