@@ -642,7 +642,7 @@ threshold degrades the session; a report does not change its revision.`,
 				if asJSON {
 					return writeJSON(s.e.stdout, info)
 				}
-				_, err = fmt.Fprintf(s.e.stdout, "Session %s: %s, %d low reports in a row (degraded at %d below %g)\n",
+				_, err = fmt.Fprintf(s.e.stdout, "Session %s: %s, low-confidence streak %d of %d (below %g)\n",
 					info.ID, stateText(info), info.LowStreak, info.Settings.LowStreak, info.Settings.LowConfidence)
 				return err
 			})

@@ -122,7 +122,7 @@ func TestSessionCommands(t *testing.T) {
 		t.Errorf("ls --state active after the move:\n%s", out)
 	}
 	out = ses("", "report", "chat-1", "--confidence", "0.2")
-	if !strings.Contains(out, "Session chat-1: degraded") || !strings.Contains(out, "1 low reports in a row") {
+	if !strings.Contains(out, "Session chat-1: degraded") || !strings.Contains(out, "low-confidence streak 1 of 3 (below 0.65)") {
 		t.Errorf("report printed %q", out)
 	}
 
