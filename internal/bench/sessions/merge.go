@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 )
@@ -10,17 +11,33 @@ import (
 // jetstream-kv target reads the document, patches it here, and writes it
 // back with compare-and-set.
 func mergePatch(doc, patch []byte) ([]byte, error) {
-	var d, p any
-	if err := json.Unmarshal(doc, &d); err != nil {
+	d, err := decode(doc)
+	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(patch, &p); err != nil {
+	p, err := decode(patch)
+	if err != nil {
 		return nil, err
 	}
 	if _, ok := d.(map[string]any); !ok {
 		return nil, errors.New("document is not a JSON object")
 	}
 	return json.Marshal(merge(d, p))
+}
+
+// decode keeps numbers as written, as the broker's patch does: through a
+// float64 an integer past 2^53 would change.
+func decode(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data after the JSON value")
+	}
+	return v, nil
 }
 
 // merge is RFC 7396's MergePatch: an object patch merges into an object

@@ -39,7 +39,7 @@ func TestMergePatch(t *testing.T) {
 			t.Errorf("%s + %s = %s, want %s", tc.doc, tc.patch, got, tc.want)
 		}
 	}
-	for _, doc := range []string{`["a"]`, `"a"`, `{`} {
+	for _, doc := range []string{`["a"]`, `"a"`, `{`, `{} {}`} {
 		if _, err := mergePatch([]byte(doc), []byte(`{"a":1}`)); err == nil {
 			t.Errorf("document %s: patched, want an error", doc)
 		}

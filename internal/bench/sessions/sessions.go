@@ -33,6 +33,7 @@ import (
 	"github.com/semaq/semaq/internal/bench/measure"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/operator"
+	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -263,9 +264,16 @@ func (r *sessionsRun) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.store = Store{Bucket: kvBucket, Storage: strings.ToLower(jetstream.FileStorage.String()), Replicas: 1}
+	// The baseline's bucket is stored as the session store is, whatever
+	// this broker's settings make of it.
+	st, err := js.Stream(ctx, reserved.SessionStream)
+	if err != nil {
+		return fmt.Errorf("the session store %s: %w", reserved.SessionStream, err)
+	}
+	sc := st.CachedInfo().Config
+	r.store = Store{Bucket: kvBucket, Storage: strings.ToLower(sc.Storage.String()), Replicas: sc.Replicas}
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: kvBucket, Storage: jetstream.FileStorage, Replicas: r.store.Replicas,
+		Bucket: kvBucket, Storage: sc.Storage, Replicas: sc.Replicas,
 	}); err != nil {
 		return fmt.Errorf("%s bucket: %w", TargetKV, err)
 	}
