@@ -288,12 +288,9 @@ func writeSession(w io.Writer, s *semaq.Session) error {
 	if s.LowStreak > 0 {
 		fmt.Fprintf(tw, "Low streak:\t%d of %d\n", s.LowStreak, s.Settings.LowStreak)
 	}
-	// A Session's JSON carries its rounds list under "rounds", which hides
-	// the count of SessionInfo: the numbers of the first and last say
-	// what is kept.
 	rounds := "none"
-	if s.LastRound > 0 {
-		rounds = fmt.Sprintf("%d to %d", s.FirstRound, s.LastRound)
+	if s.RoundCount > 0 {
+		rounds = fmt.Sprintf("%d (%d to %d)", s.RoundCount, s.FirstRound, s.LastRound)
 	}
 	fmt.Fprintf(tw, "Rounds:\t%s\n", rounds)
 	fmt.Fprintf(tw, "Size:\t%s\n", formatBytes(uint64(max(s.Bytes, 0))))
@@ -598,7 +595,7 @@ func (s *sessionCmds) trim() *cobra.Command {
 					return err
 				}
 				kept := "no rounds kept"
-				if info.Rounds > 0 {
+				if info.RoundCount > 0 {
 					kept = fmt.Sprintf("rounds %d to %d kept", info.FirstRound, info.LastRound)
 				}
 				return s.writeInfo(info, asJSON, "trimmed, "+kept)
@@ -703,7 +700,7 @@ func (s *sessionCmds) ls() *cobra.Command {
 				tw := tabwriter.NewWriter(s.e.stdout, 0, 0, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tTENANT\tSTATE\tREVISION\tROUNDS\tSIZE\tUPDATED\tEXPIRES")
 				for _, si := range resp.Sessions {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", si.ID, dash(si.Tenant), si.State, si.Revision, si.Rounds,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", si.ID, dash(si.Tenant), si.State, si.Revision, si.RoundCount,
 						formatBytes(uint64(max(si.Bytes, 0))), formatTime(si.UpdatedAt), formatTime(si.ExpiresAt))
 				}
 				if err := tw.Flush(); err != nil {

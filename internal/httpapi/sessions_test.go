@@ -74,7 +74,7 @@ func TestHTTPSessionFlow(t *testing.T) {
 
 	wantInfo(t, e.do(t, "POST", p+"/rounds", hdr(), []byte(`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}],"tokens":5}`)), http.StatusOK, 4)
 	info = wantInfo(t, e.do(t, "POST", p+"/rounds", hdr("If-Match", "4"), []byte(`{"messages":[{"role":"user","content":"bye"}]}`)), http.StatusOK, 5)
-	if info.Rounds != 2 || info.LastRound != 2 {
+	if info.RoundCount != 2 || info.LastRound != 2 {
 		t.Errorf("after two rounds: %+v", info)
 	}
 	r = e.do(t, "GET", p+"/rounds?last=1", nil, nil)
@@ -102,7 +102,7 @@ func TestHTTPSessionFlow(t *testing.T) {
 		t.Fatalf("list ?state=degraded: %d %s", r.status, r.body)
 	}
 	info = wantInfo(t, e.do(t, "POST", p+"/trim", hdr(), []byte(`{"before_round":2}`)), http.StatusOK, 6)
-	if info.State != semaq.SessionActive || info.Rounds != 1 || info.FirstRound != 2 {
+	if info.State != semaq.SessionActive || info.RoundCount != 1 || info.FirstRound != 2 {
 		t.Errorf("trim: %+v", info)
 	}
 	r = e.do(t, "GET", "/api/v1/sessions?limit=1", nil, nil)
