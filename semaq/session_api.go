@@ -304,11 +304,13 @@ type SessionDelta struct {
 	// Op is SessionOpPut (Data replaces the data), SessionOpPatch (Data is
 	// a merge patch of it), SessionOpRound (Round is added) or
 	// SessionOpTrim (rounds before BeforeRound are dropped).
-	Op          string          `json:"op"`
-	Data        json.RawMessage `json:"data,omitempty"`
-	Round       *SessionRound   `json:"round,omitempty"`
-	BeforeRound int             `json:"before_round,omitempty"`
-	At          time.Time       `json:"at"`
+	Op   string          `json:"op"`
+	Data json.RawMessage `json:"data,omitempty"`
+	// Settings are a put's new settings, when it changed them.
+	Settings    *SessionSettings `json:"settings,omitempty"`
+	Round       *SessionRound    `json:"round,omitempty"`
+	BeforeRound int              `json:"before_round,omitempty"`
+	At          time.Time        `json:"at"`
 }
 
 // SessionDeltasRequest reads a session's deltas after revision After, up

@@ -152,9 +152,12 @@ func (s *Store) apply(ctx context.Context, k key, c change) (semaq.SessionInfo, 
 		var d *doc
 		switch {
 		case st.doc != nil && !now.Before(st.doc.ActiveAt.Add(st.doc.Settings.TTL)):
-			// Expired, its timer not yet run: as good as gone.
-			st = stored{}
-			fallthrough
+			// Expired, its timer not yet run: it goes now, and the change
+			// finds it gone.
+			if err := s.expire(ctx, k, st.doc); err != nil {
+				return semaq.SessionInfo{}, err
+			}
+			continue
 		case st.doc == nil:
 			if c.rev != nil && *c.rev != 0 {
 				return semaq.SessionInfo{}, semaq.NewAPIError(semaq.ErrSessionConflict, "session %s does not exist; the writer read revision %d", k.id, *c.rev)
@@ -188,7 +191,7 @@ func (s *Store) apply(ctx context.Context, k key, c change) (semaq.SessionInfo, 
 		if err := s.arm(ctx, k, d, now); err != nil {
 			return semaq.SessionInfo{}, err
 		}
-		seq, size, err := s.commit(ctx, k, d, st.seq, delta)
+		size, err := s.commit(ctx, k, d, st.seq, delta)
 		if errors.Is(err, errConflict) {
 			if c.rev != nil {
 				return semaq.SessionInfo{}, semaq.NewAPIError(semaq.ErrSessionConflict, "session %s changed while it was written; the writer read revision %d", k.id, *c.rev)
@@ -201,7 +204,6 @@ func (s *Store) apply(ctx context.Context, k key, c change) (semaq.SessionInfo, 
 		if err != nil {
 			return semaq.SessionInfo{}, err
 		}
-		_ = seq
 		if delta != nil {
 			s.note(k)
 		}
@@ -249,7 +251,7 @@ func (s *Store) put(ctx context.Context, req *semaq.SessionPutRequest) (any, err
 		if settings != nil {
 			d.Settings = *settings
 		}
-		return &semaq.SessionDelta{Op: semaq.SessionOpPut, Data: data}, true, nil
+		return &semaq.SessionDelta{Op: semaq.SessionOpPut, Data: data, Settings: settings}, true, nil
 	}})
 }
 
@@ -307,12 +309,10 @@ func (s *Store) addRound(ctx context.Context, req *semaq.SessionRoundAddRequest)
 		if r.Round == 0 {
 			r.Round = d.NextRound
 		}
-		i, found := slices.BinarySearchFunc(d.Rounds, r.Round, func(a semaq.SessionRound, n int) int { return a.Round - n })
-		if found {
+		if _, found := slices.BinarySearchFunc(d.Rounds, r.Round, cmpRound); found {
 			return nil, false, semaq.NewAPIError(semaq.ErrBadSession, "session %s already has round %d", k.id, r.Round)
 		}
-		d.Rounds = slices.Insert(d.Rounds, i, r)
-		d.NextRound = max(d.NextRound, r.Round+1)
+		insertRound(d, r)
 		return &semaq.SessionDelta{Op: semaq.SessionOpRound, Round: &r}, true, nil
 	}})
 }
@@ -326,7 +326,7 @@ func (s *Store) trim(ctx context.Context, req *semaq.SessionTrimRequest) (any, e
 		return nil, semaq.NewAPIError(semaq.ErrBadSession, "session %s: before_round must be at least 1", k.id)
 	}
 	return s.apply(ctx, k, change{rev: req.Revision, fn: func(d *doc, _ time.Time) (*semaq.SessionDelta, bool, error) {
-		d.Rounds = slices.DeleteFunc(d.Rounds, func(r semaq.SessionRound) bool { return r.Round < req.BeforeRound })
+		trimRounds(d, req.BeforeRound)
 		return &semaq.SessionDelta{Op: semaq.SessionOpTrim, BeforeRound: req.BeforeRound}, true, nil
 	}})
 }
@@ -404,7 +404,7 @@ func (s *Store) rounds(ctx context.Context, req *semaq.SessionRoundsRequest) (an
 	out := semaq.SessionRoundsResponse{Revision: d.Revision, Rounds: []semaq.SessionRound{}}
 	switch {
 	case req.Round > 0:
-		if i, found := slices.BinarySearchFunc(d.Rounds, req.Round, func(a semaq.SessionRound, n int) int { return a.Round - n }); found {
+		if i, found := slices.BinarySearchFunc(d.Rounds, req.Round, cmpRound); found {
 			out.Rounds = append(out.Rounds, d.Rounds[i])
 		}
 	case req.Last > 0 && req.Last < len(d.Rounds):
@@ -445,4 +445,18 @@ func (s *Store) purge(ctx context.Context, k key) error {
 	}
 	s.note(k)
 	return nil
+}
+
+func cmpRound(a semaq.SessionRound, n int) int { return a.Round - n }
+
+// insertRound puts r among d's rounds by its number (not taken).
+func insertRound(d *doc, r semaq.SessionRound) {
+	i, _ := slices.BinarySearchFunc(d.Rounds, r.Round, cmpRound)
+	d.Rounds = slices.Insert(d.Rounds, i, r)
+	d.NextRound = max(d.NextRound, r.Round+1)
+}
+
+// trimRounds drops d's rounds numbered below before.
+func trimRounds(d *doc, before int) {
+	d.Rounds = slices.DeleteFunc(d.Rounds, func(r semaq.SessionRound) bool { return r.Round < before })
 }

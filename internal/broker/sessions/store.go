@@ -10,12 +10,18 @@
 //	                                 revision in AI-Session-Revision; the
 //	                                 last MaxSessionDeltas are kept
 //
-// A content change is one atomic batch of both: the delta, then the new
-// document, which compares-and-sets on the last document's sequence. So a
-// change is stored whole or not at all, writers on different nodes are
-// serialised by JetStream, and the deltas are the document's history
-// without a gap. A state change (a report, a transition) writes the
-// document alone, on the same condition.
+// Every write compares-and-sets on the last sequence of the session's
+// subjects (Nats-Expected-Last-Subject-Sequence on <tenant>.<id>.*), so
+// writers on different nodes are serialised by JetStream. A content
+// change writes its delta, the commit point, then the new document; a
+// state change writes the document alone. A reader that finds a delta
+// after the last document (its writer is between the two writes, or died
+// there) applies it: the document is a materialised view of the deltas,
+// and the next write stores it whole again. So the deltas are the
+// document's history without a gap, and a change is seen whole or not at
+// all. (One atomic batch of both would do the same in one round trip,
+// but a one-replica file stream stages each batch in a store of its own
+// that it syncs to disk: milliseconds per change.)
 //
 // Time-driven transitions (stale, expired) are JetStream message
 // schedules in a second stream, SQ_SESSION_TIMERS: each session has at
@@ -36,7 +42,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
@@ -65,7 +70,7 @@ type key struct {
 func (k key) token() string  { return semaq.TokenTenant(k.tenant) + "." + k.id }
 func (k key) doc() string    { return subjectPrefix + k.token() + ".doc" }
 func (k key) delta() string  { return subjectPrefix + k.token() + ".delta" }
-func (k key) all() string    { return subjectPrefix + k.token() + ".*" }
+func (k key) all() string    { return subjectPrefix + k.token() + ".*" } // the CAS subject
 func (k key) arm() string    { return armPrefix + k.token() }
 func (k key) fire() string   { return firePrefix + k.token() }
 func (k key) note() string   { return notePrefix + k.token() }
@@ -130,15 +135,17 @@ func (d *doc) info(size int) semaq.SessionInfo {
 	return in
 }
 
-// stored is a document read with the sequence it was stored at.
+// stored is a session as read: its document (with a delta stored after
+// it applied) and the last sequence of its subjects, which the next
+// write compares-and-sets on.
 type stored struct {
 	doc  *doc
-	seq  uint64 // 0: no document (the session does not exist)
+	seq  uint64 // 0: nothing stored (the session does not exist)
 	size int
 }
 
-// errConflict is JetStream refusing a change whose condition (the last
-// document's sequence) no longer holds: another writer came first.
+// errConflict is JetStream refusing a change whose condition (the
+// session's last sequence) no longer holds: another writer came first.
 var errConflict = errors.New("sessions: the document changed meanwhile")
 
 func sessionsStreamConfig(replicas int, maxBytes int64) jetstream.StreamConfig {
@@ -160,8 +167,7 @@ func sessionsStreamConfig(replicas int, maxBytes int64) jetstream.StreamConfig {
 		// Reads go to the leader: a direct get may be answered by a
 		// replica that has not applied the last change yet, and a reader
 		// must see the change its own write was acked for.
-		AllowDirect:        false,
-		AllowAtomicPublish: true,
+		AllowDirect: false,
 	}
 }
 
@@ -182,67 +188,129 @@ func timersStreamConfig(replicas int) jetstream.StreamConfig {
 	}
 }
 
-// load reads k's document.
+// load reads k: the last message of its subjects, which is its
+// document, or a delta whose document is not stored yet (then the
+// document before it, with the delta applied).
 func (s *Store) load(ctx context.Context, k key) (stored, error) {
-	m, err := s.stream.GetLastMsgForSubject(ctx, k.doc())
+	m, err := s.stream.GetLastMsgForSubject(ctx, k.all())
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return stored{}, nil
 	}
 	if err != nil {
 		return stored{}, err
 	}
-	var d doc
-	if err := json.Unmarshal(m.Data, &d); err != nil {
-		return stored{}, fmt.Errorf("session %s: stored document does not decode: %w", k, err)
+	if m.Subject == k.doc() {
+		d, err := decodeDoc(k, m.Data)
+		if err != nil {
+			return stored{}, err
+		}
+		return stored{doc: d, seq: m.Sequence, size: len(m.Data)}, nil
 	}
-	return stored{doc: &d, seq: m.Sequence, size: len(m.Data)}, nil
+	var delta semaq.SessionDelta
+	if err := json.Unmarshal(m.Data, &delta); err != nil {
+		return stored{}, fmt.Errorf("session %s: stored delta does not decode: %w", k, err)
+	}
+	dm, err := s.stream.GetLastMsgForSubject(ctx, k.doc())
+	if err != nil {
+		return stored{}, fmt.Errorf("session %s: a delta without a document: %w", k, err)
+	}
+	d, err := decodeDoc(k, dm.Data)
+	if err != nil {
+		return stored{}, err
+	}
+	if delta.Revision != d.Revision+1 {
+		return stored{}, fmt.Errorf("session %s: delta %d follows document revision %d", k, delta.Revision, d.Revision)
+	}
+	if err := applyDelta(d, &delta); err != nil {
+		return stored{}, fmt.Errorf("session %s: applying delta %d: %w", k, delta.Revision, err)
+	}
+	return stored{doc: d, seq: m.Sequence, size: len(dm.Data)}, nil
 }
 
-// commit stores d on the condition that k's last document is at seq (0:
-// there is none), with delta in the same atomic batch when it is a
-// content change. It returns the document's new sequence and size.
-func (s *Store) commit(ctx context.Context, k key, d *doc, seq uint64, delta *semaq.SessionDelta) (uint64, int, error) {
+func decodeDoc(k key, b []byte) (*doc, error) {
+	var d doc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("session %s: stored document does not decode: %w", k, err)
+	}
+	return &d, nil
+}
+
+// applyDelta makes d what its writer made it with delta.
+func applyDelta(d *doc, delta *semaq.SessionDelta) error {
+	switch delta.Op {
+	case semaq.SessionOpPut:
+		d.Data = delta.Data
+		if delta.Settings != nil {
+			d.Settings = *delta.Settings
+		}
+	case semaq.SessionOpPatch:
+		merged, err := mergePatch(d.Data, delta.Data)
+		if err != nil {
+			return err
+		}
+		d.Data = merged
+	case semaq.SessionOpRound:
+		if delta.Round == nil {
+			return errors.New("a round delta without its round")
+		}
+		insertRound(d, *delta.Round)
+	case semaq.SessionOpTrim:
+		trimRounds(d, delta.BeforeRound)
+	default:
+		return fmt.Errorf("unknown op %q", delta.Op)
+	}
+	d.Revision = delta.Revision
+	wrote(&d.meta, delta.At)
+	return nil
+}
+
+// commit stores d on the condition that k's last sequence is seq (0:
+// nothing is stored), after delta when it is a content change. The delta
+// is the commit point: once it is stored the change is made, and a
+// document refused after it (another writer stored the view first) is no
+// error. It returns the size of d as stored.
+func (s *Store) commit(ctx context.Context, k key, d *doc, seq uint64, delta *semaq.SessionDelta) (int, error) {
 	body, err := json.Marshal(d)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if len(body) > semaq.MaxSessionBytes {
-		return 0, 0, semaq.NewAPIError(semaq.ErrBadSession, "session %s: the document would be %d bytes, over the %d allowed: trim its rounds or shrink its data",
+		return 0, semaq.NewAPIError(semaq.ErrBadSession, "session %s: the document would be %d bytes, over the %d allowed: trim its rounds or shrink its data",
 			k.id, len(body), semaq.MaxSessionBytes)
 	}
-	docMsg := &nats.Msg{Subject: k.doc(), Data: body, Header: nats.Header{
-		"Nats-Rollup":                         {"sub"},
-		"Nats-Expected-Last-Subject-Sequence": {strconv.FormatUint(seq, 10)},
-		hdrRevision:                           {strconv.FormatUint(d.Revision, 10)},
-	}}
-	if delta == nil {
-		ack, err := s.deps.JS.PublishMsg(ctx, docMsg)
-		if err != nil {
-			return 0, 0, publishError(err)
+	cas := func(subject string, data []byte, seq uint64, rollup bool) (uint64, error) {
+		m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
+			"Nats-Expected-Last-Subject-Sequence":         {strconv.FormatUint(seq, 10)},
+			"Nats-Expected-Last-Subject-Sequence-Subject": {k.all()},
+			hdrRevision: {strconv.FormatUint(d.Revision, 10)},
+		}}
+		if rollup {
+			m.Header.Set("Nats-Rollup", "sub")
 		}
-		return ack.Sequence, len(body), nil
+		ack, err := s.deps.JS.PublishMsg(ctx, m)
+		if err != nil {
+			return 0, publishError(err)
+		}
+		return ack.Sequence, nil
 	}
-	dbody, err := json.Marshal(delta)
-	if err != nil {
-		return 0, 0, err
+	if delta != nil {
+		dbody, err := json.Marshal(delta)
+		if err != nil {
+			return 0, err
+		}
+		if seq, err = cas(k.delta(), dbody, seq, false); err != nil {
+			return 0, err
+		}
+		if _, err := cas(k.doc(), body, seq, true); err != nil && !errors.Is(err, errConflict) {
+			// Stored: the next reader applies the delta.
+			s.log.Debug("session document after its delta", "session", k, "err", err)
+		}
+		return len(body), nil
 	}
-	id := nuid.Next()
-	deltaMsg := &nats.Msg{Subject: k.delta(), Data: dbody, Header: nats.Header{
-		"Nats-Batch-Id":       {id},
-		"Nats-Batch-Sequence": {"1"},
-		hdrRevision:           {strconv.FormatUint(delta.Revision, 10)},
-	}}
-	docMsg.Header.Set("Nats-Batch-Id", id)
-	docMsg.Header.Set("Nats-Batch-Sequence", "2")
-	docMsg.Header.Set("Nats-Batch-Commit", "1")
-	if err := s.deps.Conn.PublishMsg(deltaMsg); err != nil {
-		return 0, 0, err
+	if _, err := cas(k.doc(), body, seq, true); err != nil {
+		return 0, err
 	}
-	ack, err := s.deps.JS.PublishMsg(ctx, docMsg)
-	if err != nil {
-		return 0, 0, publishError(err)
-	}
-	return ack.Sequence, len(body), nil
+	return len(body), nil
 }
 
 // publishError names a failed condition errConflict and a full store a

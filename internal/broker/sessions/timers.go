@@ -109,17 +109,13 @@ func (s *Store) fire(ctx context.Context, subject string) error {
 		from := d.State
 		t := tick(&d.meta, now)
 		if t.to == semaq.SessionExpired {
-			if err := s.purge(ctx, k); err != nil {
-				return err
-			}
-			s.event(k, from, semaq.SessionExpired, t.reason, d.Revision)
-			return nil
+			return s.expire(ctx, k, d)
 		}
 		d.TimerAt = time.Time{} // this one fired
 		if err := s.arm(ctx, k, d, now); err != nil {
 			return err
 		}
-		if _, _, err := s.commit(ctx, k, d, st.seq, nil); errors.Is(err, errConflict) {
+		if _, err := s.commit(ctx, k, d, st.seq, nil); errors.Is(err, errConflict) {
 			continue // changed meanwhile: evaluate it again
 		} else if err != nil {
 			return err
@@ -130,6 +126,15 @@ func (s *Store) fire(ctx context.Context, subject string) error {
 		return nil
 	}
 	return fmt.Errorf("session %s: %d writers raced its timer", k.id, maxAttempts)
+}
+
+// expire deletes a session idle for its TTL, with its event.
+func (s *Store) expire(ctx context.Context, k key, d *doc) error {
+	if err := s.purge(ctx, k); err != nil {
+		return err
+	}
+	s.event(k, d.State, semaq.SessionExpired, "idle for "+d.Settings.TTL.String(), d.Revision)
+	return nil
 }
 
 // event publishes a transition on its public subject.
