@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,20 +175,18 @@ func history(s *semaq.Session, budget int) ([]semaq.SessionMessage, int) {
 			out, used = append(out, m), n
 		}
 	}
-	first := len(s.Rounds)
-	for ; first > 0; first-- {
-		n := messageTokens(s.Rounds[first-1].Messages)
+	// Newest first, then put in order.
+	var rounds [][]semaq.SessionMessage
+	for i := len(s.Rounds) - 1; i >= 0; i-- {
+		msgs := slices.DeleteFunc(slices.Clone(s.Rounds[i].Messages), func(m semaq.SessionMessage) bool { return !replayable(m.Role) })
+		n := messageTokens(msgs)
 		if used+n > budget {
 			break
 		}
-		used += n
+		rounds, used = append(rounds, msgs), used+n
 	}
-	for _, r := range s.Rounds[first:] {
-		for _, m := range r.Messages {
-			if replayable(m.Role) {
-				out = append(out, m)
-			}
-		}
+	for i := len(rounds) - 1; i >= 0; i-- {
+		out = append(out, rounds[i]...)
 	}
 	return out, used
 }
