@@ -30,6 +30,9 @@ const (
 	AuditOpUserQuota       = "user.quota"
 	AuditOpDLQPurge        = "dlq.purge"
 	AuditOpDLQReplay       = "dlq.replay"
+	// AuditOpSessionDependency: a dependency moved, degrading the
+	// sessions that declared another version (docs/sessions.md).
+	AuditOpSessionDependency = "session.dependency"
 )
 
 // AuditOps are every operation an audit record may name, in the order
@@ -38,7 +41,7 @@ var AuditOps = []string{
 	AuditOpStreamCreate, AuditOpStreamDelete, AuditOpQueueCreate, AuditOpQueueDelete,
 	AuditOpSchemaRegister, AuditOpSchemaDelete, AuditOpSchemaConfigSet, AuditOpSchemaBind, AuditOpSchemaUnbind,
 	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
-	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay,
+	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay, AuditOpSessionDependency,
 }
 
 // Outcomes of an audited change.

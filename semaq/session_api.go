@@ -274,11 +274,13 @@ type SessionListRequest struct {
 	Limit  int          `json:"limit,omitempty"`
 }
 
-// SessionListResponse is one page of sessions; More says there are more
-// after the last.
+// SessionListResponse is one page of sessions. More says there are more:
+// the next page starts after Next (a page filtered by state reads at most
+// SessionListMax sessions, so Next may be past the last one listed).
 type SessionListResponse struct {
 	Sessions []SessionInfo `json:"sessions"`
 	More     bool          `json:"more,omitempty"`
+	Next     string        `json:"next,omitempty"`
 }
 
 // SessionDeleteResponse confirms a delete.

@@ -133,6 +133,9 @@ type Config struct {
 	TokenStreamMaxBytes   int64 `yaml:"token_stream_max_bytes"`
 	TokenStreamMaxRecords int64 `yaml:"token_stream_max_records"`
 	TokenMaxStreams       int   `yaml:"token_max_streams"`
+	// SessionMaxBytes bounds SQ_SESSIONS, every session's document and
+	// deltas (1 GiB; full refuses new changes; docs/sessions.md).
+	SessionMaxBytes int64 `yaml:"session_max_bytes"`
 	// HTTPMaxConns bounds the HTTP connections open at once; 0 means 1024.
 	HTTPMaxConns int `yaml:"http_max_conns"`
 	// MaxMemory bounds the node's memory (memory.go): past 90% of it the
@@ -257,6 +260,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TokenMaxBytes < 0 || c.TokenStreamMaxBytes < 0 || c.TokenStreamMaxRecords < 0 || c.TokenMaxStreams < 0 {
 		return errors.New("token_max_bytes, token_stream_max_bytes, token_stream_max_records and token_max_streams may not be negative")
+	}
+	if c.SessionMaxBytes < 0 {
+		return errors.New("session_max_bytes may not be negative")
 	}
 	if c.AuditMaxAge < 0 || (c.AuditMaxAge > 0 && c.AuditMaxAge < time.Minute) {
 		return fmt.Errorf("audit_max_age: %s is under one minute", c.AuditMaxAge)

@@ -34,7 +34,7 @@ var (
 	}
 	subsystems = []string{
 		"agents", "audit", "auth", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
-		"keyshared", "routes", "schemas", "streams", "tokens", "users",
+		"keyshared", "routes", "schemas", "sessions", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.

@@ -96,6 +96,9 @@ var consumerVerbs = []string{
 // publicDeny is what the public (and front) users may not publish to.
 func publicDeny(t *reserved.Table) []string {
 	deny := reservedForBroker(t)
+	// Session events come from the broker only: a forged one would reach
+	// every subscriber of the tenant.
+	deny = append(deny, semaq.SessionEventPrefix+">")
 	// SemaQ's own consumers on user streams: the dispatcher's consumer
 	// cannot be deleted, paused, redefined, pulled from or acked.
 	for _, c := range internalConsumers {

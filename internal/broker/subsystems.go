@@ -32,6 +32,7 @@ var subsystems = []part{
 	{"tokens", openTokens},
 	{"streams", openStreams},
 	{"agents", openAgents},
+	{"sessions", openSessions},
 	{"filters", openFilters},
 	{"keyshared", openKeyShared},
 	{"users", openUsers},

@@ -215,7 +215,13 @@ func (t *tenancy) importSurface(acc *server.Account) error {
 			return err
 		}
 	}
-	for _, subj := range userDeliveries {
+	// Session events: a tenant's account imports its own tenant's only,
+	// so no permission has to keep another tenant's out.
+	events := semaq.SessionEventFilter("*")
+	if strings.HasPrefix(acc.Name, tenantAccountPrefix) {
+		events = semaq.SessionEventFilter(t.tenantOf(acc.Name))
+	}
+	for _, subj := range append(slices.Clone(userDeliveries), events) {
 		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
 			return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, subj, err)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
+	"github.com/semaq/semaq/internal/broker/sessions"
 	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
@@ -400,6 +401,21 @@ func openAgents(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	return r, nil
+}
+
+// openSessions opens the session store (internal/broker/sessions) and
+// tells the ingress to report the messages that carry a session to it.
+func openSessions(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	st, err := sessions.Open(ctx, sessions.Deps{
+		Log: s.log.With("component", "sessions"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(),
+		MaxBytes: s.cfg.SessionMaxBytes, Principal: s.principal, Gate: s.gate.Child("sessions"),
+		Audit: s.audit, Metrics: s.metrics,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.ingress.SetSessions(st.Observe)
+	return st, nil
 }
 
 // openStreams serves the streams on the ingress, the work queues on their

@@ -26,7 +26,7 @@ var configKeys = []string{
 	"gateway_session_budget", "gateway_degraded_policy",
 	"max_connections", "max_subscriptions", "max_filters", "max_key_shared_members",
 	"expr_max_eval_bytes", "expr_eval_timeout",
-	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams",
+	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams", "session_max_bytes",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins", "audit_max_age", "audit_max_bytes", "stream_max_bytes", "max_memory",
 	"tls_cert", "tls_key", "tls_client_ca", "insecure", "auth",
 	"cluster_name", "cluster_listen", "routes", "cluster_secret_file", "quotas", "policy",

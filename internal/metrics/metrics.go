@@ -101,6 +101,7 @@ type Metrics struct {
 	quotaRefusals                                 *prometheus.CounterVec // quota.go
 	memoryRefusals                                prometheus.Counter     // memory.go
 	policySteps                                   *prometheus.CounterVec // policy.go
+	sessions                                      sessionMetrics         // sessions.go
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -161,6 +162,7 @@ func New(o Options) *Metrics {
 	m.auditFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_audit_write_failures_total",
 		Help: "Audit records that could not be stored in SQ_AUDIT; each was logged at error level instead."})
 	m.reg.MustRegister(m.auditFailures)
+	m.sessions = newSessionMetrics(f)
 	m.policySteps = f.counter("semaq_policy_verdicts_total",
 		"Verdicts of the ingress's policy steps on published messages, by step and verdict: pass, rewrite, refuse (docs/policy.md).", "step", "verdict")
 	m.memoryRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_memory_refusals_total",

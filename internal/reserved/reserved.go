@@ -45,6 +45,13 @@ const (
 	// the user as JSON, its keys' secrets as SHA-256 hashes only
 	// (internal/identity).
 	UserBucket = "SQ_USERS"
+	// SessionStream keeps sessions, SessionPrefix+<tenant>.<id>.doc and
+	// .delta (internal/broker/sessions); SessionTimerStream their pending
+	// schedules and firings, under SessionTimerPrefix.
+	SessionStream      = "SQ_SESSIONS"
+	SessionPrefix      = StoragePrefix + "$sess."
+	SessionTimerStream = "SQ_SESSION_TIMERS"
+	SessionTimerPrefix = StoragePrefix + "$sesst."
 	// SchemaBucket is the schema registry's KV bucket
 	// (internal/registry's DefaultBucket).
 	SchemaBucket = "SQ_SCHEMAS"

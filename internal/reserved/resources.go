@@ -83,6 +83,10 @@ var Builtin = []Resource{
 	// Admins read it through $SQ.API.AUDIT.LIST; its writes are storage's
 	// (AuditPrefix is under StoragePrefix).
 	{Stream: AuditStream, Owner: "audit", Access: Hidden, Replicated: true},
+	// Clients reach sessions through $SQ.API.SESSION, which checks their
+	// tenant; their writes are storage's.
+	{Stream: SessionStream, Owner: "sessions", Access: Hidden, Replicated: true},
+	{Stream: SessionTimerStream, Owner: "sessions", Access: Hidden, Replicated: true},
 }
 
 // Table is a node's resources: Builtin and those of the subsystems added
@@ -198,6 +202,7 @@ const (
 	TokenBindSubject    = "_SQ_TOK.bind"
 	PumpRemoteInbox     = "_SQ_PUMP." // filters and key-shared groups across nodes
 	RouteRemoteInbox    = "_SQ_RW."   // route weights shared across nodes
+	SessionNoteInbox    = "_SQ_SESS." // "a session changed", to every node
 )
 
 // Inboxes are the broker's inboxes.
@@ -212,6 +217,7 @@ var Inboxes = []Inbox{
 	{TokenBindSubject, "tokens"},
 	{PumpRemoteInbox + ">", "filters"},
 	{RouteRemoteInbox + ">", "routes"},
+	{SessionNoteInbox + ">", "sessions"},
 }
 
 // InboxSubjects are the subjects of Inboxes.

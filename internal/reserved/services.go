@@ -68,6 +68,7 @@ var BuiltinServices = []Service{
 	{Subject: "$SQ.API.USER.>"},
 	{Subject: "$SQ.API.AUDIT.>"},
 	{Subject: "$SQ.API.CLUSTER.>"},
+	{Subject: "$SQ.API.SESSION.>"},
 	{Subject: "$SQ.API.QUEUE.CREATE.>"},
 	{Subject: "$SQ.API.QUEUE.INFO.>"},
 	{Subject: "$SQ.API.QUEUE.DELETE.>"},

@@ -67,6 +67,11 @@ func tokenReader(tenant string) (pub, sub []string) {
 // service (internal/broker/principal.go, cancelRights).
 var cancelAPI = []string{fmt.Sprintf(semaq.APIQueueCancelT, "*")}
 
+// sessionAPI is the session API: the broker checks each call's role and
+// tenant itself (internal/broker/sessions: readers read, workers read and
+// report, a user with a tenant reaches its own tenant's sessions only).
+var sessionAPI = []string{"$SQ.API.SESSION.>"}
+
 // agentAPI is how a worker announces itself in the agent registry and
 // leaves it (semaq worker does).
 var agentAPI = []string{semaq.APIAgentAnnounce, semaq.APIAgentLeave}
@@ -123,23 +128,24 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	switch p.Role {
 	case semaq.RolePublisher:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI)
 		sub = append(sub, tsub...)
+		sub = append(sub, semaq.SessionEventFilter(p.Tenant))
 	case semaq.RoleReader:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub)
-		sub = slices.Concat(sub, p.Subjects, tsub)
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI)
+		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter(p.Tenant)})
 	case semaq.RoleService:
 		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub)
-		sub = slices.Concat(sub, p.Subjects, tsub)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI)
+		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter("*")})
 	case semaq.RoleWorker:
-		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants)
+		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants, sessionAPI)
 		// Token streams: a writer's records go to $SQ.TW.<writer key>.
 		pub = append(pub, semaq.TokenWritePrefix+">")
 		// Cancel notices go to $SQ.QC.<worker id>, an ID the SDK draws
 		// at random: the grant cannot name it (docs/security.md, gaps).
-		sub = append(sub, semaq.QueueCancelPrefix+"*")
+		sub = append(sub, semaq.QueueCancelPrefix+"*", semaq.SessionEventFilter("*"))
 	default:
 		return nil, fmt.Errorf("auth: user %s has unknown role %q", p.User, p.Role)
 	}

@@ -151,6 +151,9 @@ type Ingress struct {
 	queues atomic.Pointer[map[string]Admitter]
 	// quota is the tenants' and users' quotas; nil when the node has none.
 	quota atomic.Pointer[quota.Limiter]
+	// sessions is told of every accepted message that names a session
+	// (SetSessions).
+	sessions atomic.Pointer[func(tenant, session string, confidence float64, hasConfidence bool)]
 }
 
 // stream is one stream the ingress serves.
@@ -341,6 +344,13 @@ func (in *Ingress) CommitStats(name string) *semaq.CommitStats {
 // SetQueues replaces the admission table: a queue's stream name to its
 // admission control.
 func (in *Ingress) SetQueues(m map[string]Admitter) { in.queues.Store(&m) }
+
+// SetSessions gives the ingress what it tells of each accepted message
+// carrying AI-Session: its tenant, the session, and its AI-Confidence
+// when it has one (the session store's Observe, which must not block).
+func (in *Ingress) SetSessions(observe func(tenant, session string, confidence float64, hasConfidence bool)) {
+	in.sessions.Store(&observe)
+}
 
 // SetQuota gives the ingress the node's quotas (docs/quotas.md). Until
 // then, and with nil, no quota applies and none is paid for.

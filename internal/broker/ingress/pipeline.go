@@ -100,12 +100,45 @@ func (in *Ingress) handle(out *wire.Conn, st *stream, po *pattern, m *nats.Msg, 
 		in.reject(&p, e)
 		return
 	}
+	var conf float64
+	var hasConf bool
+	if p.env.Session != "" {
+		var e *semaq.APIError
+		if conf, hasConf, e = confidence(m); e != nil {
+			in.reject(&p, e)
+			return
+		}
+	}
 	if e := in.append(&p); e != nil {
 		in.reject(&p, e)
 		return
 	}
 	in.accepted.Add(1)
 	p.obs.accepted(in, &p.env)
+	if p.env.Session != "" {
+		if observe := in.sessions.Load(); observe != nil {
+			(*observe)(p.env.Tenant, p.env.Session, conf, hasConf)
+		}
+	}
+}
+
+// confidence reads a message's AI-Confidence, the report on its session
+// (docs/sessions.md): a number from 0 to 1, given once.
+func confidence(m *nats.Msg) (float64, bool, *semaq.APIError) {
+	for k, vs := range m.Header {
+		if !strings.EqualFold(k, semaq.HdrConfidence) {
+			continue
+		}
+		if len(vs) != 1 {
+			return 0, false, semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s is given %d times", m.Subject, semaq.HdrConfidence, len(vs))
+		}
+		c, err := strconv.ParseFloat(vs[0], 64)
+		if err != nil || !(c >= 0 && c <= 1) {
+			return 0, false, semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s %q is not a number from 0 to 1", m.Subject, semaq.HdrConfidence, vs[0])
+		}
+		return c, true, nil
+	}
+	return 0, false, nil
 }
 
 // Decision is what the ingress does with a message, as far as a dry run
