@@ -576,6 +576,9 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	defer rd.Close()
 	ack, err := c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...)
 	if err != nil {
+		if history > 0 && errors.Is(err, semaq.ErrTooLarge) {
+			err = fmt.Errorf("%w: the request with %d tokens of its session's history; a smaller %s sends less", err, history, semaq.HdrHTTPSessionBudget)
+		}
 		g.publishError(ctx, w, req.Model, err)
 		return
 	}

@@ -436,3 +436,33 @@ func TestSessionRoundRefusedAnswerStands(t *testing.T) {
 		t.Fatalf("session %+v %v", s, err)
 	}
 }
+
+// A history that makes the request larger than the broker's message
+// limit is refused with 413 naming the budget that lets less through.
+func TestSessionHistoryTooLarge(t *testing.T) {
+	srv := brokertest.Start(t, func(c *broker.Config) { c.MaxPayload = 32 << 10 })
+	e := &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: brokertest.Connect(t, srv)}
+	e.startWorker(t, worker.Config{Upstream: "sim", Models: []string{"sim-l"}, Sim: sim.Config{Tokens: 4}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ref := semaq.SessionRef{ID: "s-large"}
+	// Two rounds of 12 KiB (3,076 tokens each): 24 KiB of history, which
+	// with a 10 KiB message is over the limit.
+	question, msg := strings.Repeat("q", 12<<10), strings.Repeat("m", 10<<10)
+	for range 2 {
+		if _, err := e.c.AddRound(ctx, semaq.SessionRoundAddRequest{SessionRef: ref, Create: true,
+			Messages: []semaq.SessionMessage{{Role: "user", Content: question}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp := e.post(t, ctx, chatBody("sim-l", msg, false, ""), sessionHeader("s-large", semaq.HdrHTTPSessionBudget, "131072"))
+	oe := errorOf(t, resp)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(oe.Message, semaq.HdrHTTPSessionBudget) {
+		t.Fatalf("%d %+v, want 413 naming %s", resp.StatusCode, oe, semaq.HdrHTTPSessionBudget)
+	}
+	// The default budget, 4096 tokens, takes the newest round only.
+	if got, _ := e.turn(t, ctx, "sim-l", msg, false, sessionHeader("s-large")); got != sim.Answer("user: "+question+"\nuser: "+msg, 4, 0) {
+		t.Fatalf("answer %q", got)
+	}
+}
