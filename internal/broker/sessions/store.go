@@ -151,13 +151,16 @@ func sessionsStreamConfig(replicas int, maxBytes int64) jetstream.StreamConfig {
 		Retention:   jetstream.LimitsPolicy,
 		// A full store refuses new changes rather than dropping the oldest
 		// sessions' documents.
-		Discard:            jetstream.DiscardNew,
-		MaxBytes:           maxBytes,
-		MaxMsgs:            -1,
-		MaxMsgsPerSubject:  semaq.MaxSessionDeltas,
-		MaxMsgSize:         semaq.MaxSessionBytes + 64<<10,
-		AllowRollup:        true,
-		AllowDirect:        true,
+		Discard:           jetstream.DiscardNew,
+		MaxBytes:          maxBytes,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: semaq.MaxSessionDeltas,
+		MaxMsgSize:        semaq.MaxSessionBytes + 64<<10,
+		AllowRollup:       true,
+		// Reads go to the leader: a direct get may be answered by a
+		// replica that has not applied the last change yet, and a reader
+		// must see the change its own write was acked for.
+		AllowDirect:        false,
 		AllowAtomicPublish: true,
 	}
 }
