@@ -179,8 +179,9 @@ type SessionInfo struct {
 	ExpiresAt time.Time `json:"expires_at"`
 	// LowStreak is the current run of low-confidence reports.
 	LowStreak int `json:"low_streak,omitempty"`
-	// Rounds counts the rounds kept; FirstRound and LastRound number them.
-	Rounds     int `json:"rounds"`
+	// RoundCount counts the rounds kept; FirstRound and LastRound number
+	// them.
+	RoundCount int `json:"round_count"`
 	FirstRound int `json:"first_round,omitempty"`
 	LastRound  int `json:"last_round,omitempty"`
 	// Bytes is the size of the stored document.

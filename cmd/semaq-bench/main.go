@@ -1,7 +1,7 @@
 // Command semaq-bench measures SemaQ against raw JetStream (and RabbitMQ) on
-// brokers it embeds: semaq-bench ingest|dispatch|tokens|run. It is kept out
-// of the semaq binary; `semaq bench ARGS` runs it with argv[0] "semaq bench",
-// and it then names itself that way in its usage and errors.
+// brokers it embeds: semaq-bench ingest|dispatch|tokens|sessions|run. It is
+// kept out of the semaq binary; `semaq bench ARGS` runs it with argv[0]
+// "semaq bench", and it then names itself that way in its usage and errors.
 package main
 
 import (

@@ -115,6 +115,7 @@ figures beside raw JetStream's from the same run, as ratios.`,
 	cmd.AddCommand(newBenchIngestCmd(e))
 	cmd.AddCommand(newBenchDispatchCmd(e))
 	cmd.AddCommand(newBenchTokensCmd(e))
+	cmd.AddCommand(newBenchSessionsCmd(e))
 	cmd.AddCommand(newBenchRunCmd(e))
 	cmd.AddCommand(newDispatchChildCmd(e))
 	return cmd

@@ -37,6 +37,7 @@ Subcommands:
             vs a raw pull consumer
   tokens    Token streams and the OpenAI gateway: throughput in order, many streams, time to
             first token
+  sessions  Session patch + get through the SDK vs the same on a raw JetStream KV bucket
   run       Run an AI workload scenario (rag, agent, finetune, rl-feedback, tokens) against
             SemaQ and raw JetStream (and RabbitMQ)
 

@@ -105,6 +105,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newClusterCmd(e),
 		newKeyCmd(e),
 		newAuditCmd(e),
+		newSessionCmd(e),
 		newVersionCmd(e),
 	)
 	cmdusage.Explain(root)

@@ -6,11 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
+
+	"github.com/semaq/semaq/semaq"
 )
 
 // FuzzJSONBodies: every JSON body the front door acts on (fetch, answer,
-// cancel, durables) is decoded without panicking; what is accepted reads
+// cancel, durables, session rounds) is decoded without panicking; what is accepted reads
 // the same to encoding/json, and what is refused is a 400 or 413 naming
 // the body.
 func FuzzJSONBodies(f *testing.F) {
@@ -24,6 +27,7 @@ func FuzzJSONBodies(f *testing.F) {
 			func() any { return new(httpFetch) },
 			func() any { return new(httpAnswer) },
 			func() any { return new(httpDurableBody) },
+			func() any { return new(httpRoundAdd) },
 			func() any { return new(struct{}) },
 		} {
 			v, loose := mk(), mk()
@@ -75,4 +79,105 @@ func FuzzGuard(f *testing.F) {
 			t.Fatalf("refusal with status %d", rec.Code)
 		}
 	})
+}
+
+// sessionBodySeeds are session documents and put bodies worth starting
+// from: duplicates in one case and across cases, depth, trailing data,
+// invalid UTF-8, and settings in and out of bounds.
+var sessionBodySeeds = []string{``, `{}`, `[]`, `null`, `"x"`, `{"a":1,"a":2}`, `{"a":1,"A":2}`, `{"a":{"b":1,"b":2}}`,
+	`{"a":[{"b":1},{"b":2}]}`, `{"a":1} {}`, `{"a":1}]`, "{\"a\":\"\xff\"}", `{"data":{"x":1}}`,
+	`{"data":{},"settings":{"ttl":3600000000000,"depends":{"rag":"v1"}}}`, `{"data":{},"settings":{"TTL":1}}`,
+	`{"data":{},"settings":null}`, `{"data":[]}`, `{"data":{},"data":{}}`, `{"settings":{}}`,
+	strings.Repeat(`{"a":`, 65) + `1` + strings.Repeat(`}`, 65)}
+
+// FuzzSessionBodies: the session endpoints' own parsing (checkDocument for
+// data and merge patches, parseSessionPut) never panics; what it accepts
+// is one JSON object encoding/json reads, without a key twice in any
+// object; a put it accepts has object data and settings within bounds.
+func FuzzSessionBodies(f *testing.F) {
+	for _, s := range sessionBodySeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if err := checkDocument(body); err == nil {
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil || m == nil {
+				t.Fatalf("accepted %q, which is not a JSON object to encoding/json: %v", body, err)
+			}
+			if hasDuplicateKey(t, body) {
+				t.Fatalf("accepted %q, which has a key twice", body)
+			}
+		}
+		data, set, err := parseSessionPut(body)
+		if err != nil {
+			return
+		}
+		if checkDocument(data) != nil {
+			t.Fatalf("put %q: accepted data %q", body, data)
+		}
+		if set != nil {
+			check := *set
+			if err := semaq.CheckSessionSettings(&check); err != nil {
+				t.Fatalf("put %q: accepted settings %+v: %v", body, set, err)
+			}
+		}
+	})
+}
+
+// hasDuplicateKey reports whether any object in the valid JSON b has a
+// key twice, by decoding it into ordered key lists.
+func hasDuplicateKey(t *testing.T, b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var walk func() bool
+	walk = func() bool {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("re-reading %q: %v", b, err)
+		}
+		d, ok := tok.(json.Delim)
+		if !ok {
+			return false
+		}
+		dup, seen := false, map[string]bool{}
+		for dec.More() {
+			if d == '{' {
+				kt, _ := dec.Token()
+				k := kt.(string)
+				dup = dup || seen[k]
+				seen[k] = true
+			}
+			dup = walk() || dup
+		}
+		_, _ = dec.Token()
+		return dup
+	}
+	return walk()
+}
+
+func TestCheckDocument(t *testing.T) {
+	for _, tc := range []struct {
+		body, want string // want "" accepts
+	}{
+		{`{"a":{"b":[1,{"c":null}]},"A":true}`, ""},
+		{`{"a":[{"b":1},{"b":2}]}`, ""},
+		{`{"a":1,"a":2}`, `key "a" appears twice`},
+		{`{"a":{"b":1,"c":{},"b":2}}`, `key "b" appears twice`},
+		{`[{}]`, "a JSON array; want an object"},
+		{`1`, "a JSON number; want an object"},
+		{` `, "the body is empty"},
+		{"{\"a\":\"\xff\"}", "not valid UTF-8"},
+		{`{"a":1}x`, "data after the JSON object"},
+		{`{"a":}`, "not valid JSON"},
+		{strings.Repeat(`[`, 63) + strings.Repeat(`]`, 63), "a JSON array"},
+		{`{"a":` + strings.Repeat(`[`, 63) + strings.Repeat(`]`, 63) + `}`, ""},
+		{`{"a":` + strings.Repeat(`[`, 64) + strings.Repeat(`]`, 64) + `}`, "nested deeper than 64 levels"},
+	} {
+		err := checkDocument([]byte(tc.body))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%.40q: %v", tc.body, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%.40q: %v, want %q", tc.body, err, tc.want)
+		}
+	}
 }

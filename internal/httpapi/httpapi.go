@@ -160,6 +160,16 @@ func New(o Options) *Handler {
 	h.mux.HandleFunc("POST /api/v1/queues/{name}/answer", h.needsClient(h.queueAnswer))
 	h.mux.HandleFunc("POST /api/v1/queues/{name}/cancel/{id}", h.needsClient(h.queueCancel))
 	h.mux.HandleFunc("GET /api/v1/audit", h.needsClient(h.audit))
+	h.mux.HandleFunc("GET /api/v1/sessions", h.needsClient(h.sessionList))
+	h.mux.HandleFunc("GET /api/v1/sessions/{id}", h.needsClient(h.sessionGet))
+	h.mux.HandleFunc("PUT /api/v1/sessions/{id}", h.needsClient(h.sessionPut))
+	h.mux.HandleFunc("PATCH /api/v1/sessions/{id}", h.needsClient(h.sessionPatch))
+	h.mux.HandleFunc("DELETE /api/v1/sessions/{id}", h.needsClient(h.sessionDelete))
+	h.mux.HandleFunc("GET /api/v1/sessions/{id}/rounds", h.needsClient(h.sessionRounds))
+	h.mux.HandleFunc("POST /api/v1/sessions/{id}/rounds", h.needsClient(h.sessionRoundAdd))
+	h.mux.HandleFunc("POST /api/v1/sessions/{id}/trim", h.needsClient(h.sessionTrim))
+	h.mux.HandleFunc("POST /api/v1/sessions/{id}/report", h.needsClient(h.sessionReport))
+	h.mux.HandleFunc("GET /api/v1/sessions/{id}/watch", h.needsClient(h.sessionWatch))
 	if o.Routes != nil {
 		o.Routes(h.mux)
 	}
@@ -213,7 +223,7 @@ func (h *Handler) needsClient(fn http.HandlerFunc) http.HandlerFunc {
 // methods, 404 otherwise.
 func (h *Handler) noRoute(w http.ResponseWriter, r *http.Request) {
 	var allowed []string
-	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 		probe := r.Clone(r.Context())
 		probe.Method = m
 		if _, pattern := h.mux.Handler(probe); pattern != "/" && pattern != "" {

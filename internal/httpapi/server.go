@@ -144,7 +144,8 @@ func (h *Handler) setDeadlines(w http.ResponseWriter, r *http.Request) {
 }
 
 func isEventStream(path string) bool {
-	return strings.HasPrefix(path, "/api/v1/subscribe/") || strings.HasPrefix(path, "/api/v1/tokens/")
+	return strings.HasPrefix(path, "/api/v1/subscribe/") || strings.HasPrefix(path, "/api/v1/tokens/") ||
+		strings.HasPrefix(path, "/api/v1/sessions/") && strings.HasSuffix(path, "/watch")
 }
 
 // deadlineBody lifts the body read deadline once the body has been read:

@@ -133,8 +133,12 @@ func (s *scanner) object(t reflect.Type, depth int, where string) error {
 		}
 		key, _ := tok.(string)
 		fk := key
-		if t == nil || t.Kind() != reflect.Map {
-			fk = foldKey(key) // a map's keys are data: "A" and "a" are two
+		if t != nil && t.Kind() == reflect.Struct {
+			// encoding/json matches a struct's fields without regard to
+			// case: "A" and "a" would land in one field. Elsewhere (a
+			// map, a json.RawMessage, an interface) keys are data, and
+			// "A" and "a" are two.
+			fk = foldKey(key)
 		}
 		if prev, ok := seen[fk]; ok {
 			if prev == key {

@@ -18,6 +18,7 @@ type body struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	In     *inner            `json:"in,omitempty"`
 	List   []inner           `json:"list,omitempty"`
+	Raw    json.RawMessage   `json:"raw,omitempty"`
 }
 
 func TestDecodeStrictRefuses(t *testing.T) {
@@ -36,6 +37,7 @@ func TestDecodeStrictRefuses(t *testing.T) {
 		{"nested case variant", `{"in":{"Model":"x"}}`, `must be spelled "model"`},
 		{"nested in slice", `{"list":[{"model":"a"},{"model":"a","model":"b"}]}`, "appears twice"},
 		{"duplicate map key", `{"labels":{"a":"1","a":"2"}}`, "appears twice"},
+		{"duplicate raw key", `{"raw":{"x":{"a":1,"a":2}}}`, "appears twice"},
 		{"unknown", `{"action":"ack","extra":1}`, `unknown key "extra"`},
 		{"long number", `{"n":` + strings.Repeat("9", 5000) + `}`, "number literal is 5000 characters"},
 		{"long float", `{"n":1` + strings.Repeat("0", 30) + `e-30}`, "the limit is 24"},
@@ -59,11 +61,12 @@ func TestDecodeStrictRefuses(t *testing.T) {
 func TestDecodeStrictAccepts(t *testing.T) {
 	t.Parallel()
 	var b body
-	if err := UnmarshalStrict([]byte(` {"action":"ack","n":-12,"labels":{"A":"1","a":"2"},"in":{"model":"m"},"list":[{"model":"x"}]} `), &b); err != nil {
+	if err := UnmarshalStrict([]byte(` {"action":"ack","n":-12,"labels":{"A":"1","a":"2"},"in":{"model":"m"},"list":[{"model":"x"}],"raw":{"K":{"A":1,"a":2},"k":0}} `), &b); err != nil {
 		t.Fatal(err)
 	}
-	// Map keys are data, not field names: "A" and "a" are two labels.
-	if b.Action != "ack" || b.N != -12 || len(b.Labels) != 2 || b.In.Model != "m" || len(b.List) != 1 {
+	// Map keys and a raw document's keys are data, not field names: "A"
+	// and "a" are two.
+	if b.Action != "ack" || b.N != -12 || len(b.Labels) != 2 || b.In.Model != "m" || len(b.List) != 1 || len(b.Raw) == 0 {
 		t.Fatalf("decoded %+v", b)
 	}
 	if err := UnmarshalStrict([]byte(" \n"), &b); !errors.Is(err, ErrEmpty) {

@@ -122,7 +122,7 @@ func (d *doc) info(size int) semaq.SessionInfo {
 	in := semaq.SessionInfo{
 		ID: d.ID, Tenant: d.Tenant, Revision: d.Revision, State: d.State, Settings: d.Settings, Reason: d.Reason,
 		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt, ActiveAt: d.ActiveAt, ExpiresAt: d.ActiveAt.Add(d.Settings.TTL),
-		LowStreak: d.LowStreak, Rounds: len(d.Rounds), Bytes: size,
+		LowStreak: d.LowStreak, RoundCount: len(d.Rounds), Bytes: size,
 	}
 	if n := len(d.Rounds); n > 0 {
 		in.FirstRound, in.LastRound = d.Rounds[0].Round, d.Rounds[n-1].Round
