@@ -33,9 +33,21 @@ const (
 	HdrHTTPAdapter  = "X-SemaQ-Adapter"
 	HdrHTTPSession  = "X-SemaQ-Session"
 	HdrHTTPTimeout  = "X-SemaQ-Timeout"
+	// HdrHTTPSessionBudget bounds, in tokens, the session history the
+	// gateway puts before a request's own messages.
+	HdrHTTPSessionBudget = "X-SemaQ-Session-Budget"
 	// HdrHTTPRequestID is set on every gateway answer: the request id,
 	// which is also the id of its token stream.
 	HdrHTTPRequestID = "X-SemaQ-Request-Id"
+	// HdrHTTPSessionState and HdrHTTPSessionRevision are set on the
+	// answer to a request that names a session: the session's state and
+	// revision as the gateway read them ("new" and 0 when it did not
+	// exist yet).
+	HdrHTTPSessionState    = "X-SemaQ-Session-State"
+	HdrHTTPSessionRevision = "X-SemaQ-Session-Revision"
+	// HdrHTTPSessionWarning says why a session is degraded, on the answer
+	// of a gateway whose degraded policy is warn.
+	HdrHTTPSessionWarning = "X-SemaQ-Session-Warning"
 )
 
 // modelToken turns a model name into one subject token and queue-name

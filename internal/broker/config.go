@@ -20,6 +20,7 @@ import (
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/policy"
+	"github.com/semaq/semaq/semaq"
 )
 
 // Sync modes.
@@ -95,6 +96,12 @@ type Config struct {
 	// GatewayAPIKeys maps the bearer keys of the OpenAI-compatible gateway
 	// to tenants; when set, other keys are refused (docs/gateway.md).
 	GatewayAPIKeys map[string]string `yaml:"gateway_api_keys"`
+	// GatewaySessionBudget is how many tokens of a session's history the
+	// gateway sends before a request's own messages (X-SemaQ-Session);
+	// 0 means 4096. GatewayDegradedPolicy is what it does with a degraded
+	// session: proceed (default), warn or refuse (docs/gateway.md).
+	GatewaySessionBudget  int    `yaml:"gateway_session_budget"`
+	GatewayDegradedPolicy string `yaml:"gateway_degraded_policy"`
 	// ExprMaxEvalBytes bounds what one evaluation of a route, filter or key
 	// expression may build (docs/expressions.md, Limits); 0 means 1 MiB.
 	ExprMaxEvalBytes int64 `yaml:"expr_max_eval_bytes"`
@@ -295,6 +302,14 @@ func (c *Config) Validate() error {
 	case "debug", "info", "warn", "error":
 	default:
 		return fmt.Errorf("log_level: %q is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if maxBudget := semaq.MaxSessionBytes / semaq.CharsPerToken; c.GatewaySessionBudget < 0 || c.GatewaySessionBudget > maxBudget {
+		return fmt.Errorf("gateway_session_budget: %d is outside 1..%d tokens (0: the default, 4096)", c.GatewaySessionBudget, maxBudget)
+	}
+	switch c.GatewayDegradedPolicy {
+	case "", "proceed", "warn", "refuse":
+	default:
+		return fmt.Errorf("gateway_degraded_policy: %q is not one of proceed, warn, refuse", c.GatewayDegradedPolicy)
 	}
 	if c.Auth && len(c.GatewayAPIKeys) > 0 {
 		return errors.New("gateway_api_keys: with auth on the gateway takes the keys of the identity store; " +

@@ -23,6 +23,7 @@ import (
 var configKeys = []string{
 	"data", "listen", "http", "sync", "sync_interval", "name", "log_level", "otlp_endpoint", "trace_sample",
 	"max_header_bytes", "max_payload", "token_storage", "ingress_transport", "gateway_api_keys",
+	"gateway_session_budget", "gateway_degraded_policy",
 	"max_connections", "max_subscriptions", "max_filters", "max_key_shared_members",
 	"expr_max_eval_bytes", "expr_eval_timeout",
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams", "session_max_bytes",
@@ -120,6 +121,12 @@ loopback rule, and routes use the node's TLS settings.`,
 			if f.Changed("cluster-secret-file") {
 				cfg.ClusterSecretFile = flags.ClusterSecretFile
 			}
+			if f.Changed("gateway-session-budget") {
+				cfg.GatewaySessionBudget = flags.GatewaySessionBudget
+			}
+			if f.Changed("gateway-degraded-policy") {
+				cfg.GatewayDegradedPolicy = flags.GatewayDegradedPolicy
+			}
 			return serve(cmd.Context(), e, cfg)
 		},
 	}
@@ -142,6 +149,8 @@ loopback rule, and routes use the node's TLS settings.`,
 	f.StringVar(&flags.ClusterListen, "cluster-listen", "", "cluster address host:port other nodes' routes reach (loopback unless --insecure, or --auth with --tls-client-ca)")
 	f.StringSliceVar(&flags.Routes, "routes", nil, "cluster addresses of the nodes, comma-separated: nats://host:port,... (this node's own may be listed)")
 	f.StringVar(&flags.ClusterSecretFile, "cluster-secret-file", "", "file (mode 600) of the secret every node of the cluster shares and routes prove; required with --auth (semaq cluster secret makes one)")
+	f.IntVar(&flags.GatewaySessionBudget, "gateway-session-budget", 0, "tokens of a session's history the OpenAI gateway sends before a request naming the session (X-SemaQ-Session); 0: 4096 (docs/gateway.md)")
+	f.StringVar(&flags.GatewayDegradedPolicy, "gateway-degraded-policy", "", "what the OpenAI gateway does with a degraded session: proceed (default), warn (a header says why) or refuse (409)")
 	f.BoolVar(&flags.Auth, "auth", false, "authenticate every NATS client with a key of the user store (semaq user); lets --listen leave loopback")
 	return cmd
 }

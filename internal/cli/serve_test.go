@@ -60,6 +60,8 @@ func TestServeRejectsBadSettings(t *testing.T) {
 		{[]string{"serve", "--config", unknown}, "synk"},
 		{[]string{"serve", "--config", filepath.Join(dir, "missing.yaml")}, "no such file"},
 		{[]string{"serve", "--log-level", "loud"}, "log_level"},
+		{[]string{"serve", "--gateway-session-budget", "-1"}, "gateway_session_budget: -1 is outside 1..131072 tokens"},
+		{[]string{"serve", "--gateway-degraded-policy", "ignore"}, `gateway_degraded_policy: "ignore" is not one of proceed, warn, refuse`},
 		{[]string{"serve", "extra"}, "unknown command"},
 	} {
 		var stdout, stderr bytes.Buffer

@@ -7,6 +7,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -61,6 +62,33 @@ type Options struct {
 	// (semaq_gateway_*) and trace it with a server span (observe.go).
 	Metrics *metrics.Metrics
 	Tracing *telemetry.Tracing
+	// SessionBudget is how many tokens of a session's history a request
+	// that names a session (X-SemaQ-Session) is sent with, its own
+	// messages not counted (default DefaultSessionBudget);
+	// X-SemaQ-Session-Budget sets it per request, from 1 to
+	// MaxSessionBudget (default DefaultMaxSessionBudget). See session.go.
+	SessionBudget    int
+	MaxSessionBudget int
+	// DegradedPolicy is what a request does with a degraded session:
+	// DegradedProceed (default), DegradedWarn or DegradedRefuse.
+	DegradedPolicy string
+}
+
+// Validate reports an option out of its range; zero values take the
+// defaults.
+func (o *Options) Validate() error {
+	if o.MaxSessionBudget < 0 || o.MaxSessionBudget > DefaultMaxSessionBudget {
+		return fmt.Errorf("gateway: the maximum session budget %d is outside 1..%d tokens", o.MaxSessionBudget, DefaultMaxSessionBudget)
+	}
+	if maxBudget := cmp.Or(o.MaxSessionBudget, DefaultMaxSessionBudget); o.SessionBudget < 0 || o.SessionBudget > maxBudget {
+		return fmt.Errorf("gateway: the session budget %d is outside 1..%d tokens", o.SessionBudget, maxBudget)
+	}
+	switch o.DegradedPolicy {
+	case "", DegradedProceed, DegradedWarn, DegradedRefuse:
+	default:
+		return fmt.Errorf("gateway: the degraded-session policy %q is not one of %s, %s, %s", o.DegradedPolicy, DegradedProceed, DegradedWarn, DegradedRefuse)
+	}
+	return nil
 }
 
 // Gateway serves the OpenAI-compatible endpoints. It is safe for
@@ -73,10 +101,13 @@ type Gateway struct {
 	closing context.Context
 	close   context.CancelFunc
 
-	// withdrawals are the cancelRequest goroutines still running; Close
-	// waits for them. withdraw is what each runs (the queue's cancel).
-	withdrawals inflight
-	withdraw    func(ctx context.Context, model, id, token string) error
+	// bg counts the goroutines a request leaves behind, which Close
+	// waits for: withdrawals (cancelRequest; withdraw is what each runs,
+	// the queue's cancel) and session rounds (session.go).
+	bg       inflight
+	withdraw func(ctx context.Context, model, id, token string) error
+	// rounds holds a session's reads while an answer of it is being kept.
+	rounds roundWrites
 
 	mu       sync.Mutex
 	models   []string          // sorted
@@ -85,7 +116,8 @@ type Gateway struct {
 	refresh  sync.Mutex // held while reading the registry; taken before mu
 }
 
-// New returns a gateway.
+// New returns a gateway; o should be valid (Options.Validate): a value
+// out of range is taken as its default.
 func New(o Options) *Gateway {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -104,6 +136,15 @@ func New(o Options) *Gateway {
 	}
 	if o.LostAfter <= 0 {
 		o.LostAfter = 2 * time.Second
+	}
+	if o.MaxSessionBudget <= 0 || o.MaxSessionBudget > DefaultMaxSessionBudget {
+		o.MaxSessionBudget = DefaultMaxSessionBudget
+	}
+	if o.SessionBudget <= 0 || o.SessionBudget > o.MaxSessionBudget {
+		o.SessionBudget = min(DefaultSessionBudget, o.MaxSessionBudget)
+	}
+	if o.DegradedPolicy != DegradedWarn && o.DegradedPolicy != DegradedRefuse {
+		o.DegradedPolicy = DegradedProceed
 	}
 	g := &Gateway{o: o, c: o.Client, log: o.Log}
 	g.closing, g.close = context.WithCancel(context.Background())
@@ -155,14 +196,14 @@ func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) CloseStreams() { g.close() }
 
 // Close ends every open response stream (CloseStreams) and waits, bounded
-// by ctx, until every request withdrawal the gateway started has ended,
-// those that responses ending meanwhile start included. Call it after the
-// HTTP server's Shutdown and before the broker connection closes: the
-// withdrawals use it.
+// by ctx, until every request withdrawal and session round the gateway
+// started has ended, those that responses ending meanwhile start
+// included. Call it after the HTTP server's Shutdown and before the
+// broker connections close: the withdrawals and rounds use them.
 func (g *Gateway) Close(ctx context.Context) error {
 	g.close()
-	if err := g.withdrawals.wait(ctx); err != nil {
-		return fmt.Errorf("gateway: waiting for request withdrawals: %w", err)
+	if err := g.bg.wait(ctx); err != nil {
+		return fmt.Errorf("gateway: waiting for request withdrawals and session rounds: %w", err)
 	}
 	return nil
 }
@@ -410,7 +451,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	noteModel(r.Context(), req.Model)
 	for _, h := range []string{"Authorization", semaq.HdrHTTPTenant, semaq.HdrHTTPPriority, semaq.HdrHTTPTimeout,
-		semaq.HdrHTTPAdapter, semaq.HdrHTTPSession, "traceparent"} {
+		semaq.HdrHTTPAdapter, semaq.HdrHTTPSession, semaq.HdrHTTPSessionBudget, "traceparent"} {
 		if len(r.Header.Values(h)) > 1 {
 			// Proxies disagree on which of two values counts.
 			badParam(w, h, "", fmt.Sprintf("The header %s is given %d times; give it once.", h, len(r.Header.Values(h))))
@@ -468,6 +509,18 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		badParam(w, "", "invalid_header", err.Error())
 		return
 	}
+	session := r.Header.Get(semaq.HdrHTTPSession)
+	if session != "" {
+		if err := semaq.CheckSessionID(session); err != nil {
+			badParam(w, semaq.HdrHTTPSession, "invalid_header", fmt.Sprintf("Invalid value for the header %s: %v.", semaq.HdrHTTPSession, err))
+			return
+		}
+	}
+	budget, err := g.sessionBudget(r)
+	if err != nil {
+		badParam(w, semaq.HdrHTTPSessionBudget, "invalid_header", err.Error())
+		return
+	}
 	tp := r.Header.Get("traceparent")
 	if tp == "" {
 		tp = newTraceParent()
@@ -491,8 +544,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ctx, stopClosing := withClosing(ctx, g.closing)
 	defer stopClosing()
-	opts = append(opts, client.WithMsgID(id), client.WithDeadline(deadline), client.WithTraceParent(tp),
-		client.WithPromptTokens(estimateTokens(req)))
+	opts = append(opts, client.WithMsgID(id), client.WithDeadline(deadline), client.WithTraceParent(tp))
 
 	// The live reader subscribes before the request is queued, on the
 	// same connection, so the broker has the subscription before any
@@ -504,6 +556,18 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, openai.TypeInvalidRequest, "permission_denied", caller.Refusal(httpauth.Publish, semaq.InferSubject(req.Model)))
 		return
 	}
+	// A session's history goes before the request's own messages; the
+	// answer, once sent, becomes its next round (session.go).
+	var t *turn
+	history := 0
+	if session != "" {
+		var ok bool
+		if t, body, history, ok = g.openTurn(ctx, w, c, semaq.SessionRef{ID: session, Tenant: tenant}, req, body, budget); !ok {
+			return
+		}
+		defer t.drop()
+	}
+	opts = append(opts, client.WithPromptTokens(estimateTokens(req)+history))
 	rd, err := c.ReadTokens(ctx, id, client.WithLiveStart())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "reading the token stream: "+err.Error())
@@ -512,6 +576,9 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	defer rd.Close()
 	ack, err := c.Publish(ctx, semaq.InferSubject(req.Model), body, opts...)
 	if err != nil {
+		if history > 0 && errors.Is(err, semaq.ErrTooLarge) {
+			err = fmt.Errorf("%w: the request with %d tokens of its session's history; a smaller %s sends less", err, history, semaq.HdrHTTPSessionBudget)
+		}
 		g.publishError(ctx, w, req.Model, err)
 		return
 	}
@@ -526,10 +593,10 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	stopWatch := g.watch(ctx, end, req.Model, id)
 	defer stopWatch()
 	if req.Stream {
-		finished = g.stream(ctx, w, req, id, rd)
+		finished = g.stream(ctx, w, req, id, rd, t)
 		return
 	}
-	finished = g.complete(ctx, w, req, id, rd)
+	finished = g.complete(ctx, w, req, id, rd, t)
 }
 
 // withClosing ends ctx when the gateway closes too.
@@ -544,7 +611,7 @@ func withClosing(ctx, closing context.Context) (context.Context, func()) {
 // It runs on its own goroutine, so the handler returns at once; Close
 // waits for it.
 func (g *Gateway) cancelRequest(model, id, token string) {
-	g.withdrawals.goFunc(func() {
+	g.bg.goFunc(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := g.withdraw(ctx, model, id, token); err != nil && !errors.Is(err, semaq.ErrRequestNotFound) {
@@ -687,8 +754,8 @@ func clientLeft(ctx context.Context) bool {
 }
 
 // complete answers a request with stream false; it reports whether the
-// request ran to its end.
-func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader) bool {
+// request ran to its end. An answer sent whole is kept in t's session.
+func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader, t *turn) bool {
 	res, err := rd.Collect(ctx)
 	if err != nil {
 		if clientLeft(ctx) {
@@ -713,6 +780,11 @@ func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *open
 	} else {
 		out.Usage = &openai.Usage{CompletionTokens: int(res.Tokens), TotalTokens: int(res.Tokens)}
 	}
+	t.add(res.Text, int(res.Tokens))
+	t.answered(res.Final)
 	writeJSON(w, http.StatusOK, out)
+	if ctx.Err() == nil {
+		t.keep()
+	}
 	return true
 }

@@ -17,8 +17,9 @@ import (
 // ending with data: [DONE]. The status line waits for the first token, so
 // a request that fails before it (deadline, upstream error, lost worker)
 // gets a proper error status; later failures are an error event, as
-// OpenAI sends them. It reports whether the request ran to its end.
-func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader) bool {
+// OpenAI sends them. It reports whether the request ran to its end. An
+// answer sent to its [DONE] is kept in t's session.
+func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader, t *turn) bool {
 	// The status line waits for the first token: es starts with the
 	// first write. No write deadline: the gateway bounds its own waits,
 	// and the front door sets none on its paths.
@@ -62,6 +63,9 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 		}
 		es.Start()
 		if c.Final != nil {
+			// Held before the client can see the end, so its next turn
+			// reads the session with this answer in it.
+			t.answered(*c.Final)
 			reason := c.Final.FinishReason
 			if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: openai.Delta{Role: role}, FinishReason: &reason}}}); err != nil {
 				return true
@@ -75,9 +79,12 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 					return true
 				}
 			}
-			_ = es.Write([]byte("data: [DONE]\n\n"))
+			if es.Write([]byte("data: [DONE]\n\n")) == nil {
+				t.keep()
+			}
 			return true
 		}
+		t.add(c.Text, c.N)
 		d := openai.Delta{Role: role}
 		role = ""
 		if f := c.Func; f != nil {

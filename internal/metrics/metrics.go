@@ -106,6 +106,7 @@ type Metrics struct {
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
 	httpDuration, gwDuration *prometheus.HistogramVec
+	gwSessionRounds          *prometheus.CounterVec // gateway.go
 
 	// Dispatch queues and token streams.
 	queueWait                     *prometheus.HistogramVec
@@ -193,6 +194,10 @@ func New(o Options) *Metrics {
 		"OpenAI-compatible gateway requests, by endpoint, model and status code.", "endpoint", "model", "code")
 	m.gwDuration = f.histogram("semaq_gateway_request_duration_seconds",
 		"OpenAI-compatible gateway request duration, by endpoint and model.", latencyBuckets, "endpoint", "model")
+	m.gwSessionRounds = f.counter("semaq_gateway_session_rounds_total",
+		"Answers the OpenAI-compatible gateway kept as a round of their session (X-SemaQ-Session), by outcome: stored, failed (each failure is logged).", "outcome")
+	m.gwSessionRounds.WithLabelValues(SessionRoundStored)
+	m.gwSessionRounds.WithLabelValues(SessionRoundFailed)
 
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

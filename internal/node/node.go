@@ -82,8 +82,15 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 			authn.Limiter = d.AuthLimiter
 		}
 	}
-	gw := gateway.New(gateway.Options{Client: c, Log: d.Log.With("component", "gateway"), APIKeys: cfg.GatewayAPIKeys,
-		Metrics: d.Metrics, Tracing: d.Tracing})
+	gwOpts := gateway.Options{Client: c, Log: d.Log.With("component", "gateway"), APIKeys: cfg.GatewayAPIKeys,
+		Metrics: d.Metrics, Tracing: d.Tracing,
+		SessionBudget: cfg.GatewaySessionBudget, DegradedPolicy: cfg.GatewayDegradedPolicy}
+	if err := gwOpts.Validate(); err != nil {
+		c.Close()
+		ln.Close()
+		return nil, err
+	}
+	gw := gateway.New(gwOpts)
 	h := httpapi.New(httpapi.Options{
 		Client:         c,
 		Log:            d.Log.With("component", "http"),
