@@ -103,11 +103,9 @@ type Gateway struct {
 
 	// bg counts the goroutines a request leaves behind, which Close
 	// waits for: withdrawals (cancelRequest; withdraw is what each runs,
-	// the queue's cancel) and session rounds (session.go).
+	// the queue's cancel).
 	bg       inflight
 	withdraw func(ctx context.Context, model, id, token string) error
-	// rounds holds a session's reads while an answer of it is being kept.
-	rounds roundWrites
 
 	mu       sync.Mutex
 	models   []string          // sorted
@@ -557,7 +555,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A session's history goes before the request's own messages; the
-	// answer, once sent, becomes its next round (session.go).
+	// answer, once it ended well, becomes its next round (session.go).
 	var t *turn
 	history := 0
 	if session != "" {
@@ -565,7 +563,6 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		if t, body, history, ok = g.openTurn(ctx, w, c, semaq.SessionRef{ID: session, Tenant: tenant}, req, body, budget); !ok {
 			return
 		}
-		defer t.drop()
 	}
 	opts = append(opts, client.WithPromptTokens(estimateTokens(req)+history))
 	rd, err := c.ReadTokens(ctx, id, client.WithLiveStart())
@@ -781,10 +778,7 @@ func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *open
 		out.Usage = &openai.Usage{CompletionTokens: int(res.Tokens), TotalTokens: int(res.Tokens)}
 	}
 	t.add(res.Text, int(res.Tokens))
-	t.answered(res.Final)
+	t.answered(ctx, res.Final)
 	writeJSON(w, http.StatusOK, out)
-	if ctx.Err() == nil {
-		t.keep()
-	}
 	return true
 }

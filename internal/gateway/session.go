@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/semaq/semaq/client"
@@ -21,7 +20,7 @@ import (
 // Conversations (docs/gateway.md, "Conversations"): a request that names
 // a session (X-SemaQ-Session) is sent to the model after the session's
 // history, its summary and its newest rounds within a token budget, and
-// its answer, once sent whole, becomes the session's next round. So a
+// its answer, once it ended well, becomes the session's next round. So a
 // client that keeps no state sends each turn's new messages only.
 
 // Degraded-session policies (Options.DegradedPolicy): what a request does
@@ -84,11 +83,7 @@ type turn struct {
 	// the final record's usage. tooLarge: the text outgrew a session.
 	text     strings.Builder
 	tokens   int
-	usage    *semaq.TokenUsage
 	tooLarge bool
-	// held: the session's next reads wait for this turn's round (keep)
-	// or its release (drop).
-	held bool
 }
 
 // openTurn reads the session ref with caller's client c and returns the
@@ -98,13 +93,7 @@ type turn struct {
 // degraded session refused).
 func (g *Gateway) openTurn(ctx context.Context, w http.ResponseWriter, c *client.Client, ref semaq.SessionRef,
 	req *openai.ChatRequest, body []byte, budget int) (t *turn, out []byte, historyTokens int, ok bool) {
-	// The answer just sent in this session is read back before this turn
-	// is: a client's next turn can come before the round is written.
-	err := g.rounds.wait(ctx, ref)
-	var s *semaq.Session
-	if err == nil {
-		s, err = c.GetSession(ctx, ref, -1)
-	}
+	s, err := c.GetSession(ctx, ref, -1)
 	switch {
 	case errors.Is(err, semaq.ErrSessionNotFound):
 		s = nil // the first turn
@@ -293,29 +282,18 @@ func (t *turn) add(text string, tokens int) {
 	t.tokens += tokens
 }
 
-// answered is called with the answer's final record before the client
-// can see the answer end: from then until keep or drop, a request of the
-// same session waits before reading it. An answer that ended in error is
-// not kept.
-func (t *turn) answered(fin semaq.TokenFinal) {
-	if t == nil || t.held || fin.FinishReason == "error" {
+// answered keeps the turn as the session's next round, when the answer
+// ended well (fin), before the client sees the end: whichever node a
+// client's next turn reaches, it reads the session with this answer in
+// it. It waits for the broker (up to roundTimeout, even if the client
+// leaves meanwhile: the model answered). A failure is logged and
+// counted; the answer stands.
+func (t *turn) answered(ctx context.Context, fin semaq.TokenFinal) {
+	if t == nil || fin.FinishReason == "error" {
 		return
 	}
-	t.usage, t.held = fin.Usage, true
-	t.g.rounds.start(t.ref)
-}
-
-// keep writes the answered turn as the session's next round, after the
-// answer was sent, on a goroutine Close waits for. A failure is logged
-// and counted; the answer stands.
-func (t *turn) keep() {
-	if t == nil || !t.held {
-		return
-	}
-	t.held = false
 	g, ref := t.g, t.ref
 	if t.tooLarge {
-		g.rounds.end(ref)
 		g.o.Metrics.GatewaySessionRound(false)
 		g.log.Warn("an answer too large for its session was not kept", "session", ref.ID, "tenant", ref.Tenant, "max_bytes", semaq.MaxSessionBytes)
 		return
@@ -325,92 +303,20 @@ func (t *turn) keep() {
 		msgs = append(msgs[:len(msgs):len(msgs)], semaq.SessionMessage{Role: "assistant", Content: text})
 	}
 	if len(msgs) == 0 {
-		g.rounds.end(ref)
 		return // nothing a round could carry (tool calls and results only)
 	}
 	// The round's size is its own messages and the answer: the model's
 	// prompt count would include the history again.
 	completion := t.tokens
-	if t.usage != nil && t.usage.Completion > 0 {
-		completion = t.usage.Completion
+	if fin.Usage != nil && fin.Usage.Completion > 0 {
+		completion = fin.Usage.Completion
 	}
-	tokens := t.ownTokens + completion
-	c := t.c
-	g.bg.goFunc(func() {
-		defer g.rounds.end(ref)
-		ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
-		defer cancel()
-		_, err := c.AddRound(ctx, semaq.SessionRoundAddRequest{SessionRef: ref, Messages: msgs, Tokens: tokens, Create: true})
-		g.o.Metrics.GatewaySessionRound(err == nil)
-		if err != nil {
-			g.log.Warn("keeping an answer in its session", "session", ref.ID, "tenant", ref.Tenant, "err", err)
-		}
-	})
-}
-
-// drop releases an answered turn that is not kept (the client left before
-// the answer's end). It is safe after keep.
-func (t *turn) drop() {
-	if t != nil && t.held {
-		t.held = false
-		t.g.rounds.end(t.ref)
-	}
-}
-
-// roundWrites orders each session's reads after the rounds being written
-// to it, on this gateway: a turn that follows an answer at once must see
-// it. Its size is the sessions with a round in flight.
-type roundWrites struct {
-	mu      sync.Mutex
-	pending map[semaq.SessionRef]*pendingRounds
-}
-
-type pendingRounds struct {
-	n    int
-	done chan struct{} // closed when n drops to zero
-}
-
-func (r *roundWrites) start(ref semaq.SessionRef) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pending == nil {
-		r.pending = make(map[semaq.SessionRef]*pendingRounds)
-	}
-	p := r.pending[ref]
-	if p == nil {
-		p = &pendingRounds{done: make(chan struct{})}
-		r.pending[ref] = p
-	}
-	p.n++
-}
-
-func (r *roundWrites) end(ref semaq.SessionRef) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p := r.pending[ref]
-	if p == nil {
-		return
-	}
-	if p.n--; p.n == 0 {
-		close(p.done)
-		delete(r.pending, ref)
-	}
-}
-
-// wait returns once no round of ref is being written, or with ctx's
-// error.
-func (r *roundWrites) wait(ctx context.Context, ref semaq.SessionRef) error {
-	r.mu.Lock()
-	p := r.pending[ref]
-	r.mu.Unlock()
-	if p == nil {
-		return nil
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), roundTimeout)
+	defer cancel()
+	_, err := t.c.AddRound(ctx, semaq.SessionRoundAddRequest{SessionRef: ref, Messages: msgs, Tokens: t.ownTokens + completion, Create: true})
+	g.o.Metrics.GatewaySessionRound(err == nil)
+	if err != nil {
+		g.log.Warn("keeping an answer in its session", "session", ref.ID, "tenant", ref.Tenant, "err", err)
 	}
 }
 

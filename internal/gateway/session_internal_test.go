@@ -1,11 +1,9 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/semaq"
@@ -111,38 +109,6 @@ func TestOwnMessages(t *testing.T) {
 	// (6+8+6) + (4+7+6) = 37 bytes: 10 tokens.
 	if tokens != 10 {
 		t.Fatalf("tokens %d", tokens)
-	}
-}
-
-// A session's reads wait for the rounds being written to it, and only to
-// it; the waiting ends with its context.
-func TestRoundWritesOrderReads(t *testing.T) {
-	var r roundWrites
-	a, b := semaq.SessionRef{ID: "s", Tenant: "acme"}, semaq.SessionRef{ID: "s", Tenant: "globex"}
-	r.start(a)
-	r.start(a)
-	if err := r.wait(context.Background(), b); err != nil {
-		t.Fatalf("another tenant's session waited: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := r.wait(ctx, a); err == nil {
-		t.Fatal("a read did not wait for the rounds being written")
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.wait(context.Background(), a) }()
-	r.end(a)
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel2()
-	if err := r.wait(ctx2, a); err == nil {
-		t.Fatal("a read went on with one round still being written")
-	}
-	r.end(a)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if len(r.pending) != 0 {
-		t.Fatalf("%d sessions still pending", len(r.pending))
 	}
 }
 

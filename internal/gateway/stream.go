@@ -63,9 +63,9 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 		}
 		es.Start()
 		if c.Final != nil {
-			// Held before the client can see the end, so its next turn
+			// Kept before the client can see the end, so its next turn
 			// reads the session with this answer in it.
-			t.answered(*c.Final)
+			t.answered(ctx, *c.Final)
 			reason := c.Final.FinishReason
 			if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: openai.Delta{Role: role}, FinishReason: &reason}}}); err != nil {
 				return true
@@ -79,9 +79,7 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 					return true
 				}
 			}
-			if es.Write([]byte("data: [DONE]\n\n")) == nil {
-				t.keep()
-			}
+			_ = es.Write([]byte("data: [DONE]\n\n"))
 			return true
 		}
 		t.add(c.Text, c.N)
