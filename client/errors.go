@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,14 @@ func (c *Client) request(ctx context.Context, subj string, body any, out any) er
 }
 
 func decodeReply(data []byte, out any) error {
+	// The broker's error replies are {"error":{...}} (semaq.MarshalError)
+	// and no success reply starts so: a success is decoded once.
+	if out != nil && !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), errorReplyPrefix) {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("client: decoding reply: %w", err)
+		}
+		return nil
+	}
 	var r reply
 	if err := json.Unmarshal(data, &r); err != nil {
 		return fmt.Errorf("client: broker sent a reply that is not JSON: %w", err)
@@ -71,6 +80,9 @@ func decodeReply(data []byte, out any) error {
 	}
 	return nil
 }
+
+// errorReplyPrefix starts every error reply of the broker's.
+var errorReplyPrefix = []byte(`{"error":`)
 
 // transportError names what failed when the broker did not answer.
 func transportError(err error, subj string) error {

@@ -407,7 +407,7 @@ func openAgents(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 // tells the ingress to report the messages that carry a session to it.
 func openSessions(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	st, err := sessions.Open(ctx, sessions.Deps{
-		Log: s.log.With("component", "sessions"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(),
+		Log: s.log.With("component", "sessions"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(), Clustered: s.cfg.Clustered(),
 		MaxBytes: s.cfg.SessionMaxBytes, Principal: s.principal, Gate: s.gate.Child("sessions"),
 		Audit: s.audit, Metrics: s.metrics,
 	})

@@ -144,13 +144,23 @@ type change struct {
 // other nodes and publishes the transition it made.
 func (s *Store) apply(ctx context.Context, k key, c change) (semaq.SessionInfo, error) {
 	for attempt := 0; ; attempt++ {
-		st, err := s.load(ctx, k)
-		if err != nil {
-			return semaq.SessionInfo{}, err
+		// The first try trusts the cache: a stale entry fails the
+		// condition, or a check below, and the next try reads.
+		st, cached := stored{}, false
+		if attempt == 0 {
+			st, cached = s.cache.get(ctx, k)
+		}
+		if !cached {
+			var err error
+			if st, err = s.load(ctx, k); err != nil {
+				return semaq.SessionInfo{}, err
+			}
 		}
 		now := s.now().UTC()
 		var d *doc
 		switch {
+		case cached && (st.doc == nil || c.rev != nil && *c.rev != st.doc.Revision || !now.Before(st.doc.ActiveAt.Add(st.doc.Settings.TTL))):
+			continue // decide on what is stored, not on the cache
 		case st.doc != nil && !now.Before(st.doc.ActiveAt.Add(st.doc.Settings.TTL)):
 			// Expired, its timer not yet run: it goes now, and the change
 			// finds it gone.
@@ -191,7 +201,12 @@ func (s *Store) apply(ctx context.Context, k key, c change) (semaq.SessionInfo, 
 		if err := s.arm(ctx, k, d, now); err != nil {
 			return semaq.SessionInfo{}, err
 		}
-		size, err := s.commit(ctx, k, d, st.seq, delta)
+		seq, size, docWrite, err := s.commit(ctx, k, d, st.seq, delta)
+		if err != nil || seq == 0 {
+			s.cache.drop(k)
+		} else {
+			s.cache.put(k, stored{doc: d.clone(), seq: seq, size: size}, docWrite)
+		}
 		if errors.Is(err, errConflict) {
 			if c.rev != nil {
 				return semaq.SessionInfo{}, semaq.NewAPIError(semaq.ErrSessionConflict, "session %s changed while it was written; the writer read revision %d", k.id, *c.rev)
@@ -437,6 +452,7 @@ func (s *Store) remove(ctx context.Context, req *semaq.SessionRef) (any, error) 
 // purge removes k's document, deltas and pending timer, and wakes its
 // watchers (who then find it gone).
 func (s *Store) purge(ctx context.Context, k key) error {
+	s.cache.drop(k)
 	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(k.all())); err != nil {
 		return err
 	}

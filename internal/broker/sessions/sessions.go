@@ -35,6 +35,9 @@ type Deps struct {
 	Conn *nats.Conn
 	// Replicas of the two streams (0 means 1).
 	Replicas int
+	// Clustered: the node is one of a cluster, where the streams' reads
+	// go to their leaders.
+	Clustered bool
 	// MaxBytes bounds SQ_SESSIONS; 0 is DefaultMaxBytes.
 	MaxBytes int64
 	// MaxWatchers bounds the waiting deltas requests; 0 is
@@ -86,7 +89,8 @@ type Store struct {
 	noteSub *nats.Subscription
 	fireCtx jetstream.ConsumeContext
 
-	act *activity
+	act   *activity
+	cache *cache
 }
 
 // Open makes sure the streams and the timer consumer exist and starts
@@ -116,10 +120,17 @@ func Open(ctx context.Context, deps Deps) (*Store, error) {
 	if deps.Gate == nil {
 		return nil, errors.New("sessions: no goroutine gate")
 	}
+	// A JetStream context of the store's own: its documents' writes are
+	// acked asynchronously (commit), on a reply subscription of its own.
+	js, err := jetstream.New(deps.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("sessions: %w", err)
+	}
+	deps.JS = js
 	s := &Store{deps: deps, log: deps.Log, now: deps.Now, closing: make(chan struct{}),
-		watchSlots: make(chan struct{}, deps.MaxWatchers), waiters: map[key]map[chan struct{}]struct{}{}}
-	var err error
-	if s.stream, err = jsutil.EnsureStream(ctx, deps.JS, sessionsStreamConfig(deps.Replicas, deps.MaxBytes)); err != nil {
+		watchSlots: make(chan struct{}, deps.MaxWatchers), waiters: map[key]map[chan struct{}]struct{}{},
+		cache: newCache(defaultCacheBytes)}
+	if s.stream, err = jsutil.EnsureStream(ctx, deps.JS, sessionsStreamConfig(deps.Replicas, deps.MaxBytes, deps.Clustered)); err != nil {
 		return nil, fmt.Errorf("sessions: stream %s: %w", reserved.SessionStream, err)
 	}
 	if s.timers, err = jsutil.EnsureStream(ctx, deps.JS, timersStreamConfig(deps.Replicas)); err != nil {

@@ -13,15 +13,18 @@
 // Every write compares-and-sets on the last sequence of the session's
 // subjects (Nats-Expected-Last-Subject-Sequence on <tenant>.<id>.*), so
 // writers on different nodes are serialised by JetStream. A content
-// change writes its delta, the commit point, then the new document; a
-// state change writes the document alone. A reader that finds a delta
-// after the last document (its writer is between the two writes, or died
-// there) applies it: the document is a materialised view of the deltas,
+// change writes its delta, the commit point, and is acked once JetStream
+// stored it; the new document follows without waiting. A state change
+// writes the document alone. A reader that finds a delta after the last
+// document (its document is on the way, or its writer died between the
+// two) applies it: the document is a materialised view of the deltas,
 // and the next write stores it whole again. So the deltas are the
 // document's history without a gap, and a change is seen whole or not at
-// all. (One atomic batch of both would do the same in one round trip,
-// but a one-replica file stream stages each batch in a store of its own
-// that it syncs to disk: milliseconds per change.)
+// all. (One atomic batch of both would do the same, but a one-replica
+// file stream stages each batch in a store of its own that it syncs to
+// disk: milliseconds per change.) A node caches the documents it wrote
+// (cache.go), so a write need not read first: a stale entry fails the
+// condition and is read again.
 //
 // Time-driven transitions (stale, expired) are JetStream message
 // schedules in a second stream, SQ_SESSION_TIMERS: each session has at
@@ -148,7 +151,7 @@ type stored struct {
 // session's last sequence) no longer holds: another writer came first.
 var errConflict = errors.New("sessions: the document changed meanwhile")
 
-func sessionsStreamConfig(replicas int, maxBytes int64) jetstream.StreamConfig {
+func sessionsStreamConfig(replicas int, maxBytes int64, clustered bool) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        reserved.SessionStream,
 		Description: "SemaQ sessions: one document and its deltas per session",
@@ -164,10 +167,11 @@ func sessionsStreamConfig(replicas int, maxBytes int64) jetstream.StreamConfig {
 		MaxMsgsPerSubject: semaq.MaxSessionDeltas,
 		MaxMsgSize:        semaq.MaxSessionBytes + 64<<10,
 		AllowRollup:       true,
-		// Reads go to the leader: a direct get may be answered by a
-		// replica that has not applied the last change yet, and a reader
-		// must see the change its own write was acked for.
-		AllowDirect: false,
+		// On a cluster reads go to the leader: a direct get may be
+		// answered by a replica that has not applied the last change yet,
+		// and a reader must see the change its own write was acked for.
+		// A node of its own is the only replica: it reads directly.
+		AllowDirect: !clustered,
 	}
 }
 
@@ -218,6 +222,10 @@ func (s *Store) load(ctx context.Context, k key) (stored, error) {
 	if err != nil {
 		return stored{}, err
 	}
+	if dm.Sequence > m.Sequence {
+		// The delta's document was stored between the two reads.
+		return stored{doc: d, seq: dm.Sequence, size: len(dm.Data)}, nil
+	}
 	if delta.Revision != d.Revision+1 {
 		return stored{}, fmt.Errorf("session %s: delta %d follows document revision %d", k, delta.Revision, d.Revision)
 	}
@@ -265,52 +273,61 @@ func applyDelta(d *doc, delta *semaq.SessionDelta) error {
 }
 
 // commit stores d on the condition that k's last sequence is seq (0:
-// nothing is stored), after delta when it is a content change. The delta
-// is the commit point: once it is stored the change is made, and a
-// document refused after it (another writer stored the view first) is no
-// error. It returns the size of d as stored.
-func (s *Store) commit(ctx context.Context, k key, d *doc, seq uint64, delta *semaq.SessionDelta) (int, error) {
+// nothing is stored), after delta when it is a content change.
+//
+// The delta is the commit point: once it is stored the change is made.
+// The document after it is only its materialised view, so it is
+// published without waiting: the change is acked after one round trip
+// to JetStream, and doc, when not nil, says how the document's write
+// ended (a refusal means another writer stored a later view; a document
+// never stored is the delta a reader applies). It returns the session's
+// last sequence as far as known (the delta's when doc is not nil) and the
+// size of d as stored.
+func (s *Store) commit(ctx context.Context, k key, d *doc, seq uint64, delta *semaq.SessionDelta) (last uint64, size int, doc jetstream.PubAckFuture, err error) {
 	body, err := json.Marshal(d)
 	if err != nil {
-		return 0, err
+		return 0, 0, nil, err
 	}
 	if len(body) > semaq.MaxSessionBytes {
-		return 0, semaq.NewAPIError(semaq.ErrBadSession, "session %s: the document would be %d bytes, over the %d allowed: trim its rounds or shrink its data",
+		return 0, 0, nil, semaq.NewAPIError(semaq.ErrBadSession, "session %s: the document would be %d bytes, over the %d allowed: trim its rounds or shrink its data",
 			k.id, len(body), semaq.MaxSessionBytes)
 	}
-	cas := func(subject string, data []byte, seq uint64, rollup bool) (uint64, error) {
-		m := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
+	msg := func(subject string, data []byte, seq uint64) *nats.Msg {
+		return &nats.Msg{Subject: subject, Data: data, Header: nats.Header{
 			"Nats-Expected-Last-Subject-Sequence":         {strconv.FormatUint(seq, 10)},
 			"Nats-Expected-Last-Subject-Sequence-Subject": {k.all()},
 			hdrRevision: {strconv.FormatUint(d.Revision, 10)},
 		}}
-		if rollup {
-			m.Header.Set("Nats-Rollup", "sub")
-		}
-		ack, err := s.deps.JS.PublishMsg(ctx, m)
-		if err != nil {
-			return 0, publishError(err)
-		}
-		return ack.Sequence, nil
 	}
 	if delta != nil {
 		dbody, err := json.Marshal(delta)
 		if err != nil {
-			return 0, err
+			return 0, 0, nil, err
 		}
-		if seq, err = cas(k.delta(), dbody, seq, false); err != nil {
-			return 0, err
+		ack, err := s.deps.JS.PublishMsg(ctx, msg(k.delta(), dbody, seq))
+		if err != nil {
+			return 0, 0, nil, publishError(err)
 		}
-		if _, err := cas(k.doc(), body, seq, true); err != nil && !errors.Is(err, errConflict) {
-			// Stored: the next reader applies the delta.
+		dm := msg(k.doc(), body, ack.Sequence)
+		dm.Header.Set("Nats-Rollup", "sub")
+		fut, err := s.deps.JS.PublishMsgAsync(dm)
+		if err != nil {
+			// Stored all the same: the next reader applies the delta.
 			s.log.Debug("session document after its delta", "session", k, "err", err)
+			fut = nil
 		}
-		return len(body), nil
+		if fut == nil {
+			return 0, len(body), nil, nil
+		}
+		return ack.Sequence, len(body), fut, nil
 	}
-	if _, err := cas(k.doc(), body, seq, true); err != nil {
-		return 0, err
+	dm := msg(k.doc(), body, seq)
+	dm.Header.Set("Nats-Rollup", "sub")
+	ack, err := s.deps.JS.PublishMsg(ctx, dm)
+	if err != nil {
+		return 0, 0, nil, publishError(err)
 	}
-	return len(body), nil
+	return ack.Sequence, len(body), nil, nil
 }
 
 // publishError names a failed condition errConflict and a full store a

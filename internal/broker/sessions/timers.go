@@ -115,7 +115,7 @@ func (s *Store) fire(ctx context.Context, subject string) error {
 		if err := s.arm(ctx, k, d, now); err != nil {
 			return err
 		}
-		if _, err := s.commit(ctx, k, d, st.seq, nil); errors.Is(err, errConflict) {
+		if _, _, _, err := s.commit(ctx, k, d, st.seq, nil); errors.Is(err, errConflict) {
 			continue // changed meanwhile: evaluate it again
 		} else if err != nil {
 			return err
