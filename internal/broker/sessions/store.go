@@ -226,11 +226,22 @@ func (s *Store) load(ctx context.Context, k key) (stored, error) {
 		// The delta's document was stored between the two reads.
 		return stored{doc: d, seq: dm.Sequence, size: len(dm.Data)}, nil
 	}
-	if delta.Revision != d.Revision+1 {
-		return stored{}, fmt.Errorf("session %s: delta %d follows document revision %d", k, delta.Revision, d.Revision)
+	deltas := []semaq.SessionDelta{delta}
+	if delta.Revision > d.Revision+1 {
+		// Several documents were not stored (a full store refuses the
+		// large document and takes the small delta): apply every delta
+		// since the last one that was.
+		if deltas, err = s.readDeltas(ctx, k, d.Revision, delta.Revision, m.Sequence, semaq.MaxSessionDeltas); err != nil {
+			return stored{}, err
+		}
 	}
-	if err := applyDelta(d, &delta); err != nil {
-		return stored{}, fmt.Errorf("session %s: applying delta %d: %w", k, delta.Revision, err)
+	for i := range deltas {
+		if deltas[i].Revision != d.Revision+1 {
+			return stored{}, fmt.Errorf("session %s: delta %d follows document revision %d", k, deltas[i].Revision, d.Revision)
+		}
+		if err := applyDelta(d, &deltas[i]); err != nil {
+			return stored{}, fmt.Errorf("session %s: applying delta %d: %w", k, deltas[i].Revision, err)
+		}
 	}
 	return stored{doc: d, seq: m.Sequence, size: len(dm.Data)}, nil
 }
@@ -268,7 +279,9 @@ func applyDelta(d *doc, delta *semaq.SessionDelta) error {
 		return fmt.Errorf("unknown op %q", delta.Op)
 	}
 	d.Revision = delta.Revision
-	wrote(&d.meta, delta.At)
+	if delta.At.After(d.UpdatedAt) {
+		wrote(&d.meta, delta.At)
+	}
 	return nil
 }
 

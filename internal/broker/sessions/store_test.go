@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -216,5 +217,54 @@ func TestSessionDeltasSearch(t *testing.T) {
 	}
 	if err := call(t, nc, semaq.APISessionDeltas, semaq.SessionDeltasRequest{SessionRef: semaq.SessionRef{ID: "b"}}, nil); !errors.Is(err, semaq.ErrSessionRevisionGone) {
 		t.Fatalf("from a revision no longer kept: %v", err)
+	}
+}
+
+// A document never stored after its deltas (its writer died between the
+// two, or a full store refused it) is made again from them: readers see
+// every acked change, and the next write goes on from there.
+func TestSessionDocumentBehindItsDeltas(t *testing.T) {
+	s, nc := openStore(t, Deps{})
+	ref := semaq.SessionRef{ID: "behind"}
+	if err := call(t, nc, semaq.APISessionPut, semaq.SessionPutRequest{SessionRef: ref, Data: json.RawMessage(`{"a":1}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	k := key{id: "behind"}
+	// Two changes as a writer that dies after each delta leaves them.
+	for _, d := range []semaq.SessionDelta{
+		{Revision: 2, Op: semaq.SessionOpPatch, Data: json.RawMessage(`{"b":2}`), At: time.Now()},
+		{Revision: 3, At: time.Now(), Op: semaq.SessionOpRound, Round: &semaq.SessionRound{Round: 1, Messages: []semaq.SessionMessage{{Role: "user", Content: "hi"}}}},
+	} {
+		st, err := s.load(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(d)
+		m := &nats.Msg{Subject: k.delta(), Data: b, Header: nats.Header{
+			"Nats-Expected-Last-Subject-Sequence":         {fmt.Sprint(st.seq)},
+			"Nats-Expected-Last-Subject-Sequence-Subject": {k.all()},
+			hdrRevision: {fmt.Sprint(d.Revision)},
+		}}
+		if _, err := s.deps.JS.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.cache.drop(k)
+	var got semaq.Session
+	if err := call(t, nc, semaq.APISessionGet, semaq.SessionGetRequest{SessionRef: ref, Rounds: -1}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision != 3 || string(got.Data) != `{"a":1,"b":2}` || len(got.Rounds) != 1 {
+		t.Fatalf("read behind: rev %d data %s rounds %d", got.Revision, got.Data, len(got.Rounds))
+	}
+	rev := uint64(3)
+	var info semaq.SessionInfo
+	if err := call(t, nc, semaq.APISessionPatch, semaq.SessionPatchRequest{SessionRef: ref, Patch: json.RawMessage(`{"c":3}`), Revision: &rev}, &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Revision != 4 || info.RoundCount != 1 {
+		t.Fatalf("the next write: %+v", info)
 	}
 }
