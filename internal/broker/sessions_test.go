@@ -384,3 +384,32 @@ func TestSessionTenantIsolation(t *testing.T) {
 		t.Fatalf("acme's reader received a forged event on %s: %s", m.Subject, m.Data)
 	}
 }
+
+// A user's quota covers its session changes too: past its requests per
+// minute a change is refused as overloaded, with when to retry, and
+// nothing is stored.
+func TestSessionChangesCountInQuotas(t *testing.T) {
+	s := brokertest.Start(t, brokertest.WithAuth)
+	admin := brokertest.ConnectKey(t, s, brokertest.AdminKey(t, s))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "chatty", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"x.>"}, RPM: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := brokertest.ConnectKey(t, s, resp.Key)
+	ref := semaq.SessionRef{ID: "q"}
+	for i := range 2 {
+		if _, err := c.PatchSession(ctx, semaq.SessionPatchRequest{SessionRef: ref, Patch: json.RawMessage(`{"i":1}`), Create: true}); err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+	}
+	_, err = c.PatchSession(ctx, semaq.SessionPatchRequest{SessionRef: ref, Patch: json.RawMessage(`{"i":3}`)})
+	var ae *semaq.APIError
+	if !errors.Is(err, semaq.ErrOverloaded) || !errors.As(err, &ae) || ae.RetryAfterMs <= 0 || ae.Quota != "rpm" {
+		t.Fatalf("third change: %v", err)
+	}
+	if got, err := c.GetSession(ctx, ref, 0); err != nil || got.Revision != 2 {
+		t.Fatalf("after the refusal: %+v %v", got, err)
+	}
+}

@@ -409,13 +409,37 @@ func openSessions(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	st, err := sessions.Open(ctx, sessions.Deps{
 		Log: s.log.With("component", "sessions"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(), Clustered: s.cfg.Clustered(),
 		MaxBytes: s.cfg.SessionMaxBytes, Principal: s.principal, Gate: s.gate.Child("sessions"),
-		Audit: s.audit, Metrics: s.metrics,
+		Audit: s.audit, Metrics: s.metrics, Admit: s.admitSessionChange,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.ingress.SetSessions(st.Observe)
 	return st, nil
+}
+
+// admitSessionChange charges a session's content change of n bytes to
+// the quotas, as the ingress charges a message (docs/quotas.md): one
+// request and its bytes' tokens, of the session's tenant and of the
+// sender.
+func (s *Server) admitSessionChange(ctx context.Context, tenant string, n int) error {
+	q := s.ingress.Quota()
+	if q == nil {
+		return nil
+	}
+	r := quota.Request{Tenant: tenant, Tokens: quota.RequestTokens(-1, n)}
+	if p := s.principal(api.RequestHeader(ctx)); p.Who == api.User {
+		r.User = p.User
+	}
+	ref := q.Admit(r)
+	if ref == nil {
+		return nil
+	}
+	s.metrics.QuotaRefused(ref.Tenant, string(ref.Kind), string(ref.Scope))
+	e := semaq.NewAPIError(semaq.ErrOverloaded, "session change: quota: %s", ref.Error())
+	e.RetryAfterMs = quota.CeilMs(ref.RetryAfter).Milliseconds()
+	e.Quota = string(ref.Kind)
+	return e
 }
 
 // openStreams serves the streams on the ingress, the work queues on their

@@ -126,6 +126,14 @@ func notFound(k key) error {
 	return semaq.NewAPIError(semaq.ErrSessionNotFound, "session %s not found", k.id)
 }
 
+// admit charges a content change to the quotas.
+func (s *Store) admit(ctx context.Context, k key, n int) error {
+	if s.deps.Admit == nil {
+		return nil
+	}
+	return s.deps.Admit(ctx, k.tenant, n)
+}
+
 // maxAttempts bounds the retries of a change that lost a race to another
 // writer without naming a revision.
 const maxAttempts = 8
@@ -252,6 +260,9 @@ func (s *Store) put(ctx context.Context, req *semaq.SessionPutRequest) (any, err
 	if err := checkObject(k, "data", req.Data); err != nil {
 		return nil, err
 	}
+	if err := s.admit(ctx, k, len(req.Data)); err != nil {
+		return nil, err
+	}
 	var settings *semaq.SessionSettings
 	if req.Settings != nil {
 		st := *req.Settings
@@ -286,6 +297,9 @@ func (s *Store) patch(ctx context.Context, req *semaq.SessionPatchRequest) (any,
 	if err := checkObject(k, "patch", req.Patch); err != nil {
 		return nil, err
 	}
+	if err := s.admit(ctx, k, len(req.Patch)); err != nil {
+		return nil, err
+	}
 	p := compact(req.Patch)
 	return s.apply(ctx, k, change{rev: req.Revision, create: req.Create, fn: func(d *doc, _ time.Time) (*semaq.SessionDelta, bool, error) {
 		merged, err := mergePatch(d.Data, p)
@@ -318,6 +332,13 @@ func (s *Store) addRound(ctx context.Context, req *semaq.SessionRoundAddRequest)
 	}
 	if req.Round < 0 || req.Tokens < 0 {
 		return nil, semaq.NewAPIError(semaq.ErrBadSession, "session %s: round and tokens must not be negative", k.id)
+	}
+	n := 0
+	for _, m := range req.Messages {
+		n += len(m.Role) + len(m.Content)
+	}
+	if err := s.admit(ctx, k, n); err != nil {
+		return nil, err
 	}
 	return s.apply(ctx, k, change{rev: req.Revision, create: req.Create, fn: func(d *doc, now time.Time) (*semaq.SessionDelta, bool, error) {
 		r := semaq.SessionRound{Round: req.Round, Messages: req.Messages, Tokens: req.Tokens, At: now}
@@ -371,23 +392,32 @@ func view(d *doc, now time.Time) (*doc, bool) {
 	return &v, true
 }
 
+// read is k as a reader sees it now (view), and its stored size.
+func (s *Store) read(ctx context.Context, k key) (*doc, int, error) {
+	st, err := s.load(ctx, k)
+	if err != nil {
+		return nil, 0, err
+	}
+	if st.doc == nil {
+		return nil, 0, notFound(k)
+	}
+	d, ok := view(st.doc, s.now())
+	if !ok {
+		return nil, 0, notFound(k)
+	}
+	return d, st.size, nil
+}
+
 func (s *Store) get(ctx context.Context, req *semaq.SessionGetRequest) (any, error) {
 	k, err := s.ref(ctx, req.SessionRef, read)
 	if err != nil {
 		return nil, err
 	}
-	st, err := s.load(ctx, k)
+	d, size, err := s.read(ctx, k)
 	if err != nil {
 		return nil, err
 	}
-	if st.doc == nil {
-		return nil, notFound(k)
-	}
-	d, ok := view(st.doc, s.now())
-	if !ok {
-		return nil, notFound(k)
-	}
-	out := semaq.Session{SessionInfo: d.info(st.size), Data: d.Data}
+	out := semaq.Session{SessionInfo: d.info(size), Data: d.Data}
 	switch n := req.Rounds; {
 	case n < 0 || n >= len(d.Rounds):
 		out.Rounds = d.Rounds
@@ -405,16 +435,9 @@ func (s *Store) rounds(ctx context.Context, req *semaq.SessionRoundsRequest) (an
 	if req.Last < 0 || req.Round < 0 {
 		return nil, semaq.NewAPIError(semaq.ErrBadSession, "session %s: last and round must not be negative", k.id)
 	}
-	st, err := s.load(ctx, k)
+	d, _, err := s.read(ctx, k)
 	if err != nil {
 		return nil, err
-	}
-	if st.doc == nil {
-		return nil, notFound(k)
-	}
-	d, ok := view(st.doc, s.now())
-	if !ok {
-		return nil, notFound(k)
 	}
 	out := semaq.SessionRoundsResponse{Revision: d.Revision, Rounds: []semaq.SessionRound{}}
 	switch {

@@ -45,6 +45,10 @@ type Deps struct {
 	MaxWatchers int
 	// Principal names the sender of a request; nil: anonymous (auth off).
 	Principal func(nats.Header) api.Principal
+	// Admit charges a content change of tenant, of n bytes, to the
+	// quotas of the tenant and of the request's sender (docs/quotas.md),
+	// or refuses it (semaq.ErrOverloaded). Nil: no quota applies.
+	Admit func(ctx context.Context, tenant string, n int) error
 	// Gate runs the store's goroutines. Required.
 	Gate *subsystem.Gate
 	// Audit records dependency moves. Nil records nothing.
