@@ -9,10 +9,14 @@ import (
 	"testing"
 	"time"
 
+	oa "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/openai"
 	"github.com/semaq/semaq/internal/sim"
 	"github.com/semaq/semaq/internal/worker"
+	"github.com/semaq/semaq/semaq"
 )
 
 // modelsOf is what GET /v1/models of e lists.
@@ -110,6 +114,28 @@ func TestClusterModelsAndAgentsEveryNode(t *testing.T) {
 		if want := sim.Answer("user: hello cluster", 12, 5); len(out.Choices) != 1 || out.Choices[0].Message.Content == nil || *out.Choices[0].Message.Content != want {
 			t.Fatalf("%s through n3 answered %+v, want %q", model, out, want)
 		}
+	}
+
+	// A conversation kept in a session, one turn through each node: each
+	// turn sends its new message only, and the model sees every earlier
+	// turn, whichever node kept it.
+	var conv conversation
+	for i, msg := range []string{"my name is Ada", "what is my name?", "spell it"} {
+		oc := oa.NewClient(option.WithBaseURL(envs[i].base+"/v1/"), option.WithAPIKey("sk-test"), option.WithMaxRetries(0),
+			option.WithHeader(semaq.HdrHTTPSession, "across"), option.WithHeader(semaq.HdrHTTPTenant, "acme"))
+		out, err := oc.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "sim-2",
+			Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(msg)}})
+		if err != nil {
+			t.Fatalf("turn %d through n%d: %v", i+1, i+1, err)
+		}
+		conv.add("user", msg)
+		if want := sim.Answer(conv.prompt(), 12, 5); out.Choices[0].Message.Content != want {
+			t.Fatalf("turn %d through n%d: %q, want %q: the model did not see\n%s", i+1, i+1, out.Choices[0].Message.Content, want, conv.prompt())
+		}
+		conv.add("assistant", out.Choices[0].Message.Content)
+	}
+	if s, err := envs[0].c.GetSession(ctx, semaq.SessionRef{ID: "across", Tenant: "acme"}, -1); err != nil || len(s.Rounds) != 3 || s.Revision != 3 {
+		t.Fatalf("the session after three turns: %+v %v", s, err)
 	}
 
 	// The worker on n1 stops: it leaves the registry, seen from every node.
