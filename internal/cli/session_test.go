@@ -71,7 +71,7 @@ func TestSessionCommands(t *testing.T) {
 	}
 
 	out = ses("", "get", "chat-1", "--rounds", "1")
-	for _, want := range []string{"Session:  chat-1", "Revision: 4", "State:    active", "Rounds:   1 to 2",
+	for _, want := range []string{"Session:  chat-1", "Revision: 4", "State:    active", "Rounds:   2 (1 to 2)",
 		"ttl 1h0m0s", "Depends:  rag=v1", `"topic": "billing"`, "Round 2 ", "user: thanks"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("get lacks %q:\n%s", want, out)

@@ -216,9 +216,10 @@ func (s *Store) apply(ctx context.Context, k key, c change) (semaq.SessionInfo, 
 			s.cache.put(k, stored{doc: d.clone(), seq: seq, size: size}, docWrite)
 		}
 		if errors.Is(err, errConflict) {
-			if c.rev != nil {
-				return semaq.SessionInfo{}, semaq.NewAPIError(semaq.ErrSessionConflict, "session %s changed while it was written; the writer read revision %d", k.id, *c.rev)
-			}
+			// Something was stored since the state this try began from:
+			// another writer's change (the next try finds the revision
+			// moved, and a writer that named one gets the conflict), a
+			// state change, or only the document of the change before.
 			if attempt < maxAttempts {
 				continue
 			}

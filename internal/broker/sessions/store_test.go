@@ -31,12 +31,16 @@ func openStore(t *testing.T, deps Deps) (*Store, *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Three subscriptions of each handler, as three nodes serve the API:
+	// requests are served concurrently.
 	for subj, h := range s.Handlers() {
-		sub, err := nc.Subscribe(subj, h)
-		if err != nil {
-			t.Fatal(err)
+		for range 3 {
+			sub, err := nc.QueueSubscribe(subj, "api", h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sub.Unsubscribe() })
 		}
-		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -266,5 +270,57 @@ func TestSessionDocumentBehindItsDeltas(t *testing.T) {
 	}
 	if info.Revision != 4 || info.RoundCount != 1 {
 		t.Fatalf("the next write: %+v", info)
+	}
+}
+
+// Writers racing on one session: of those naming the same revision
+// exactly one wins and the others get the conflict; those naming none
+// all land, one revision each, none lost.
+func TestSessionWritersRace(t *testing.T) {
+	_, nc := openStore(t, Deps{})
+	ref := semaq.SessionRef{ID: "race"}
+	if err := call(t, nc, semaq.APISessionPut, semaq.SessionPutRequest{SessionRef: ref, Data: json.RawMessage(`{}`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			rev := uint64(1)
+			errs <- call(t, nc, semaq.APISessionPatch, semaq.SessionPatchRequest{SessionRef: ref, Patch: json.RawMessage(fmt.Sprintf(`{"w%d":1}`, i)), Revision: &rev}, nil)
+		}()
+	}
+	won := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			won++
+		case !errors.Is(err, semaq.ErrSessionConflict):
+			t.Fatalf("a racing writer: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d writers of revision 1 won, want 1", won)
+	}
+	for i := range n {
+		go func() {
+			errs <- call(t, nc, semaq.APISessionPatch, semaq.SessionPatchRequest{SessionRef: ref, Patch: json.RawMessage(fmt.Sprintf(`{"k%d":1}`, i))}, nil)
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("a writer without a revision: %v", err)
+		}
+	}
+	var got semaq.Session
+	if err := call(t, nc, semaq.APISessionGet, semaq.SessionGetRequest{SessionRef: ref}, &got); err != nil {
+		t.Fatal(err)
+	}
+	var data map[string]any
+	if err := json.Unmarshal(got.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if got.Revision != 2+n || len(data) != 1+n {
+		t.Fatalf("after the race: revision %d, data %s", got.Revision, got.Data)
 	}
 }
