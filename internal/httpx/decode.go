@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -223,9 +224,22 @@ func field(t reflect.Type, key string) (f fieldInfo, exact, ok bool) {
 	return fieldInfo{}, false, false
 }
 
+// fieldsCache holds jsonFields by type: every request of a kind decodes
+// into the same types.
+var fieldsCache sync.Map // reflect.Type -> []fieldInfo
+
 // jsonFields lists the JSON names of a struct's fields, embedded structs
 // flattened.
 func jsonFields(t reflect.Type) []fieldInfo {
+	if f, ok := fieldsCache.Load(t); ok {
+		return f.([]fieldInfo)
+	}
+	f := structFields(t)
+	fieldsCache.Store(t, f)
+	return f
+}
+
+func structFields(t reflect.Type) []fieldInfo {
 	var out []fieldInfo
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -236,7 +250,7 @@ func jsonFields(t reflect.Type) []fieldInfo {
 		name, _, _ := strings.Cut(tag, ",")
 		if sf.Anonymous && name == "" {
 			if et := deref(sf.Type); et != nil && et.Kind() == reflect.Struct {
-				out = append(out, jsonFields(et)...)
+				out = append(out, structFields(et)...)
 				continue
 			}
 		}
