@@ -170,7 +170,7 @@ func (s *Store) Close(ctx context.Context) error {
 		close(s.closing)
 		s.stopFollowing()
 	})
-	return nil
+	return s.deps.Gate.Close(ctx)
 }
 
 // onNote wakes the deltas requests waiting on the session a note names.

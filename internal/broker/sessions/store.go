@@ -301,9 +301,13 @@ func (s *Store) commit(ctx context.Context, k key, d *doc, seq uint64, delta *se
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	if len(body) > semaq.MaxSessionBytes {
+	limit := semaq.MaxSessionBytes
+	if mp := int(s.deps.Conn.MaxPayload()) - 1024; mp > 0 && mp < limit {
+		limit = mp // a node with a smaller max_payload: its headers fit too
+	}
+	if len(body) > limit {
 		return 0, 0, nil, semaq.NewAPIError(semaq.ErrBadSession, "session %s: the document would be %d bytes, over the %d allowed: trim its rounds or shrink its data",
-			k.id, len(body), semaq.MaxSessionBytes)
+			k.id, len(body), limit)
 	}
 	msg := func(subject string, data []byte, seq uint64) *nats.Msg {
 		return &nats.Msg{Subject: subject, Data: data, Header: nats.Header{

@@ -45,8 +45,9 @@ func openStore(t *testing.T, deps Deps) (*Store, *nats.Conn) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = s.Close(ctx)
-		_ = deps.Gate.Close(ctx)
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
 	})
 	return s, nc
 }
