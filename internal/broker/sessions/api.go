@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/mergepatch"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -303,7 +304,7 @@ func (s *Store) patch(ctx context.Context, req *semaq.SessionPatchRequest) (any,
 	}
 	p := compact(req.Patch)
 	return s.apply(ctx, k, change{rev: req.Revision, create: req.Create, fn: func(d *doc, _ time.Time) (*semaq.SessionDelta, bool, error) {
-		merged, err := mergePatch(d.Data, p)
+		merged, err := mergepatch.Apply(d.Data, p)
 		if err != nil {
 			return nil, false, semaq.NewAPIError(semaq.ErrBadSession, "session %s: patch: %v", k.id, err)
 		}

@@ -113,20 +113,3 @@ func TestDeadline(t *testing.T) {
 		t.Fatal("a dependency the session did not declare moved it")
 	}
 }
-
-func TestMergePatch(t *testing.T) {
-	for _, tc := range []struct{ doc, patch, want string }{
-		{`{"a":"b"}`, `{"a":"c"}`, `{"a":"c"}`},
-		{`{"a":"b"}`, `{"b":"c"}`, `{"a":"b","b":"c"}`},
-		{`{"a":"b"}`, `{"a":null}`, `{}`},
-		{`{"a":{"b":"c"}}`, `{"a":{"b":"d","c":null}}`, `{"a":{"b":"d"}}`},
-		{`{"a":[1]}`, `{"a":[2,3]}`, `{"a":[2,3]}`},
-		{`{"n":9007199254740993}`, `{"m":1}`, `{"m":1,"n":9007199254740993}`},
-		{``, `{"a":1}`, `{"a":1}`},
-	} {
-		got, err := mergePatch([]byte(tc.doc), []byte(tc.patch))
-		if err != nil || string(got) != tc.want {
-			t.Errorf("merge(%s, %s) = %s, %v; want %s", tc.doc, tc.patch, got, err, tc.want)
-		}
-	}
-}

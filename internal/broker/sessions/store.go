@@ -46,6 +46,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/mergepatch"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -263,7 +264,7 @@ func applyDelta(d *doc, delta *semaq.SessionDelta) error {
 			d.Settings = *delta.Settings
 		}
 	case semaq.SessionOpPatch:
-		merged, err := mergePatch(d.Data, delta.Data)
+		merged, err := mergepatch.Apply(d.Data, delta.Data)
 		if err != nil {
 			return err
 		}
