@@ -168,9 +168,9 @@ func TestCheckDocument(t *testing.T) {
 		{"{\"a\":\"\xff\"}", "not valid UTF-8"},
 		{`{"a":1}x`, "data after the JSON object"},
 		{`{"a":}`, "not valid JSON"},
-		{strings.Repeat(`[`, 63) + strings.Repeat(`]`, 63), "a JSON array"},
-		{`{"a":` + strings.Repeat(`[`, 63) + strings.Repeat(`]`, 63) + `}`, ""},
-		{`{"a":` + strings.Repeat(`[`, 64) + strings.Repeat(`]`, 64) + `}`, "nested deeper than 64 levels"},
+		{strings.Repeat(`[`, 14) + strings.Repeat(`]`, 14), "a JSON array"},
+		{`{"a":` + strings.Repeat(`[`, 14) + strings.Repeat(`]`, 14) + `}`, ""},
+		{`{"a":` + strings.Repeat(`[`, 15) + strings.Repeat(`]`, 15) + `}`, "nested deeper than 15 levels"},
 	} {
 		err := checkDocument([]byte(tc.body))
 		switch {

@@ -32,8 +32,9 @@ const (
 	maxSessionBody  = semaq.MaxSessionBytes + 16<<10
 	maxSessionSmall = 4 << 10 // trim, report
 	// maxDocDepth bounds the nesting of a session document (data or merge
-	// patch) sent over HTTP.
-	maxDocDepth = 64
+	// patch) sent over HTTP: what the broker's request decoding takes
+	// (httpx.MaxDepth) with the request object around it.
+	maxDocDepth = httpx.MaxDepth - 1
 )
 
 // sessionQuery reads r's query, refusing parameters other than allowed

@@ -167,7 +167,7 @@ func TestHTTPSessionBadRequests(t *testing.T) {
 		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":{"a":1,"a":2}}`, 400, `key "a" appears twice`},
 		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":{},"data":{}}`, 400, `key "data" appears twice`},
 		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":{}} {}`, 400, "data after the JSON object"},
-		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":` + strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70) + `}`, 400, "nested deeper than 64"},
+		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":` + strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70) + `}`, 400, "nested deeper than 15"},
 		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":{},"settings":{"TTL":1}}`, 400, `must be spelled "ttl"`},
 		{"PUT", "/api/v1/sessions/s1", hdr(), `{"data":{},"settings":{"ttl":1000}}`, 400, "settings: ttl 1µs is outside 1s"},
 		{"PUT", "/api/v1/sessions/s1", hdr(), big, 413, "larger than the limit"},
