@@ -396,9 +396,18 @@ func view(d *doc, now time.Time) (*doc, bool) {
 
 // read is k as a reader sees it now (view), and its stored size.
 func (s *Store) read(ctx context.Context, k key) (*doc, int, error) {
-	st, err := s.load(ctx, k)
-	if err != nil {
-		return nil, 0, err
+	st, ok := stored{}, false
+	if !s.deps.Clustered {
+		st, ok = s.cache.peek(k)
+	}
+	if !ok {
+		var err error
+		if st, err = s.load(ctx, k); err != nil {
+			return nil, 0, err
+		}
+		if !s.deps.Clustered && st.doc != nil {
+			s.cache.put(k, stored{doc: st.doc.clone(), seq: st.seq, size: st.size}, nil)
+		}
 	}
 	if st.doc == nil {
 		return nil, 0, notFound(k)

@@ -12,8 +12,11 @@ import (
 // cache keeps the sessions this node read or wrote last, so a write can
 // skip reading what it is about to change: it compares-and-sets on the
 // cached sequence, and a session another node changed since fails the
-// condition and is read again. Reads do not use it (they must see other
-// nodes' writes). Bounded by the bytes of the documents it holds.
+// condition and is read again. On a node of its own, which every change
+// goes through, it is the sessions as stored, and reads are served from
+// it; on a cluster reads go to the stream (other nodes write). An entry
+// only ever moves to a later sequence. Bounded by the bytes of the
+// documents it holds.
 type cache struct {
 	mu    sync.Mutex
 	max   int // bytes
@@ -80,6 +83,9 @@ func (c *cache) put(k key, st stored, doc jetstream.PubAckFuture) {
 	defer c.mu.Unlock()
 	if e, ok := c.m[k]; ok {
 		ce := e.Value.(*cacheEntry)
+		if ce.st.seq >= st.seq {
+			return // a read or a write that began earlier: the entry is newer
+		}
 		c.bytes -= ce.st.size
 		ce.st, ce.doc = st, doc
 		c.ll.MoveToFront(e)
@@ -94,6 +100,19 @@ func (c *cache) put(k key, st stored, doc jetstream.PubAckFuture) {
 		delete(c.m, ce.k)
 		c.bytes -= ce.st.size
 	}
+}
+
+// peek returns k's cached state as it is, without waiting for its
+// document's write: for reading only.
+func (c *cache) peek(k key) (stored, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok {
+		return stored{}, false
+	}
+	c.ll.MoveToFront(e)
+	return e.Value.(*cacheEntry).st, true
 }
 
 // resolved records that the write fut of k's cached document was stored

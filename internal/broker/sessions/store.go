@@ -24,7 +24,7 @@
 // file stream stages each batch in a store of its own that it syncs to
 // disk: milliseconds per change.) A node caches the documents it wrote
 // (cache.go), so a write need not read first: a stale entry fails the
-// condition and is read again.
+// condition and is read again; a node of its own also reads from it.
 //
 // Time-driven transitions (stale, expired) are JetStream message
 // schedules in a second stream, SQ_SESSION_TIMERS: each session has at
