@@ -87,7 +87,12 @@ const (
 
 // 20120-20129: policy steps (docs/policy.md).
 const (
-	ErrCodePolicy uint16 = 20120
+	ErrCodePolicy         uint16 = 20120
+	ErrCodePolicyNotFound uint16 = 20121
+	ErrCodeBadPolicy      uint16 = 20122
+	ErrCodePolicyExists   uint16 = 20123
+	ErrCodePIIBlocked     uint16 = 20124
+	ErrCodeVaultNotFound  uint16 = 20125
 )
 
 // 20130-20139: sessions (docs/sessions.md).
@@ -96,6 +101,14 @@ const (
 	ErrCodeSessionConflict     uint16 = 20131
 	ErrCodeBadSession          uint16 = 20132
 	ErrCodeSessionRevisionGone uint16 = 20133
+)
+
+// 20140-20149: plugins (docs/plugins.md).
+const (
+	ErrCodePluginNotFound uint16 = 20140
+	ErrCodeBadPlugin      uint16 = 20141
+	ErrCodePluginExists   uint16 = 20142
+	ErrCodePluginFailed   uint16 = 20143
 )
 
 // Schema registry (docs/schema-registry.md): Confluent Schema Registry's
@@ -192,11 +205,21 @@ var errorCodes = []ErrorCode{
 	{ErrCodeForbidden, "ErrCodeForbidden", 403, "not permitted for the sender: another tenant, or a subject or queue outside the user's grants"},
 
 	{ErrCodePolicy, "ErrCodePolicy", 400, "a policy step refused the message; the description says which and why"},
+	{ErrCodePolicyNotFound, "ErrCodePolicyNotFound", 404, "no policy rule of that name"},
+	{ErrCodeBadPolicy, "ErrCodeBadPolicy", 400, "invalid policy rule: a bad name, type, action, path, pattern or word list; the description names it"},
+	{ErrCodePolicyExists, "ErrCodePolicyExists", 400, "a policy rule of that name exists; replace it explicitly"},
+	{ErrCodePIIBlocked, "ErrCodePIIBlocked", 400, "the message holds personal data a rule blocks; the description names the type and where, never the value"},
+	{ErrCodeVaultNotFound, "ErrCodeVaultNotFound", 404, "no tokenized values are kept for the scope in the caller's tenant: expired, or never there"},
 
 	{ErrCodeSessionNotFound, "ErrCodeSessionNotFound", 404, "no such session in the caller's tenant: never made, deleted or expired"},
 	{ErrCodeSessionConflict, "ErrCodeSessionConflict", 409, "the session is not at the revision the writer named"},
 	{ErrCodeBadSession, "ErrCodeBadSession", 400, "invalid session request: a bad ID, data that is not a JSON object, a setting out of bounds, a document too large"},
 	{ErrCodeSessionRevisionGone, "ErrCodeSessionRevisionGone", 410, "the deltas after that revision are no longer kept"},
+
+	{ErrCodePluginNotFound, "ErrCodePluginNotFound", 404, "no plugin of that name"},
+	{ErrCodeBadPlugin, "ErrCodeBadPlugin", 400, "invalid plugin: a bad module, ABI, stage, signature, limit or upload; the description names it"},
+	{ErrCodePluginExists, "ErrCodePluginExists", 400, "a plugin of that name exists; replace it explicitly"},
+	{ErrCodePluginFailed, "ErrCodePluginFailed", 503, "a plugin failed on the message (trap, time or memory limit, bad output, disabled) and its failure policy rejects"},
 
 	{ErrCodeSchemaSubjectNotFound, "ErrCodeSchemaSubjectNotFound", 404, "schema subject not found"},
 	{ErrCodeSchemaVersionNotFound, "ErrCodeSchemaVersionNotFound", 404, "schema version not found"},
