@@ -102,6 +102,7 @@ type Metrics struct {
 	memoryRefusals                                prometheus.Counter     // memory.go
 	policySteps                                   *prometheus.CounterVec // policy.go
 	sessions                                      sessionMetrics         // sessions.go
+	policy                                        policyMetrics          // policies.go
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -163,6 +164,7 @@ func New(o Options) *Metrics {
 		Help: "Audit records that could not be stored in SQ_AUDIT; each was logged at error level instead."})
 	m.reg.MustRegister(m.auditFailures)
 	m.sessions = newSessionMetrics(f)
+	m.policy = newPolicyMetrics(f)
 	m.policySteps = f.counter("semaq_policy_verdicts_total",
 		"Verdicts of the ingress's policy steps on published messages, by step and verdict: pass, rewrite, refuse (docs/policy.md).", "step", "verdict")
 	m.memoryRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_memory_refusals_total",
