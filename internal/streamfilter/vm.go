@@ -1,0 +1,173 @@
+package streamfilter
+
+import (
+	"regexp/syntax"
+)
+
+// program is every rule's compiled pattern in one instruction array, so one
+// pass over a byte steps all rules. A match instruction keeps its rule's
+// index in Arg.
+type program struct {
+	inst   []syntax.Inst
+	starts []uint32 // each rule's first instruction
+}
+
+func merge(progs []*syntax.Prog) *program {
+	p := &program{}
+	for i, sp := range progs {
+		base := uint32(len(p.inst))
+		p.starts = append(p.starts, base+uint32(sp.Start))
+		for _, in := range sp.Inst {
+			switch in.Op {
+			case syntax.InstMatch:
+				in.Arg = uint32(i)
+			case syntax.InstFail:
+			case syntax.InstAlt, syntax.InstAltMatch:
+				in.Out += base
+				in.Arg += base
+			default:
+				in.Out += base
+			}
+			p.inst = append(p.inst, in)
+		}
+	}
+	return p
+}
+
+// thread is an instruction a match attempt that began at start has reached.
+type thread struct {
+	pc    uint32
+	start int64
+}
+
+// threadSet is a sparse set of instructions, each with the start of the
+// first thread that reached it. Threads are added in order of start, so the
+// first to reach an instruction has the earliest start, and a later one
+// there would do exactly what it does: it is dropped.
+type threadSet struct {
+	dense  []thread
+	sparse []uint32
+}
+
+func newThreadSet(n int) threadSet {
+	return threadSet{dense: make([]thread, 0, n), sparse: make([]uint32, n)}
+}
+
+func (s *threadSet) has(pc uint32) bool {
+	i := s.sparse[pc]
+	return int(i) < len(s.dense) && s.dense[i].pc == pc
+}
+
+func (s *threadSet) add(pc uint32, start int64) {
+	s.sparse[pc] = uint32(len(s.dense))
+	s.dense = append(s.dense, thread{pc, start})
+}
+
+// machine runs the program over a stream a rune at a time. Between runes it
+// keeps the threads that wait for the next rune: those at a rune
+// instruction and those at an empty-width assertion (\b, $), which cannot be
+// decided until the next rune, or the end of the stream, is known.
+type machine struct {
+	p       *program
+	waiting threadSet // threads before the next rune
+	ready   threadSet // scratch: threads after the assertions are decided
+	stack   []thread
+	// onMatch is told of every match the program finds: its rule and start.
+	onMatch func(rule int, start int64)
+}
+
+func newMachine(p *program, onMatch func(int, int64)) *machine {
+	return &machine{p: p, waiting: newThreadSet(len(p.inst)), ready: newThreadSet(len(p.inst)), onMatch: onMatch}
+}
+
+// follow adds t and what it reaches without consuming a rune to set. With
+// decide it passes the assertions flags allows and drops the others; without
+// it stops at every assertion.
+func (m *machine) follow(set *threadSet, t thread, flags syntax.EmptyOp, decide bool) {
+	m.stack = append(m.stack[:0], t)
+	for len(m.stack) > 0 {
+		t := m.stack[len(m.stack)-1]
+		m.stack = m.stack[:len(m.stack)-1]
+		if set.has(t.pc) {
+			continue
+		}
+		set.add(t.pc, t.start)
+		switch in := &m.p.inst[t.pc]; in.Op {
+		case syntax.InstMatch:
+			m.onMatch(int(in.Arg), t.start)
+		case syntax.InstAlt, syntax.InstAltMatch:
+			m.stack = append(m.stack, thread{in.Arg, t.start}, thread{in.Out, t.start})
+		case syntax.InstNop, syntax.InstCapture:
+			m.stack = append(m.stack, thread{in.Out, t.start})
+		case syntax.InstEmptyWidth:
+			if decide && syntax.EmptyOp(in.Arg)&^flags == 0 {
+				m.stack = append(m.stack, thread{in.Out, t.start})
+			}
+		}
+	}
+}
+
+// decideAt settles the waiting threads' assertions at pos, between the runes
+// prev and next (-1 for either end of the stream), adds the threads of
+// matches that start at pos (unless next is -1), and leaves in m.ready the
+// threads that wait for next.
+func (m *machine) decideAt(pos int64, prev, next rune) {
+	flags := syntax.EmptyOpContext(prev, next)
+	m.ready.dense = m.ready.dense[:0]
+	for _, t := range m.waiting.dense {
+		if op := m.p.inst[t.pc].Op; op == syntax.InstEmptyWidth || isRune(op) {
+			m.follow(&m.ready, t, flags, true)
+		}
+	}
+	m.waiting.dense = m.waiting.dense[:0]
+	if next < 0 {
+		return
+	}
+	for _, pc := range m.p.starts {
+		m.follow(&m.ready, thread{pc, pos}, flags, true)
+	}
+}
+
+// step consumes r, which starts at pos and is followed by pos+width.
+func (m *machine) step(pos int64, prev, r rune) {
+	m.decideAt(pos, prev, r)
+	for _, t := range m.ready.dense {
+		in := &m.p.inst[t.pc]
+		var ok bool
+		switch in.Op {
+		case syntax.InstRune:
+			ok = in.MatchRune(r)
+		case syntax.InstRune1:
+			ok = r == in.Rune[0]
+		case syntax.InstRuneAny:
+			ok = true
+		case syntax.InstRuneAnyNotNL:
+			ok = r != '\n'
+		}
+		if ok {
+			m.follow(&m.waiting, thread{in.Out, t.start}, 0, false)
+		}
+	}
+}
+
+// earliest returns the start of the oldest thread still alive.
+func (m *machine) earliest() (int64, bool) {
+	for _, t := range m.waiting.dense {
+		if op := m.p.inst[t.pc].Op; op == syntax.InstEmptyWidth || isRune(op) {
+			return t.start, true
+		}
+	}
+	return 0, false
+}
+
+// clamp moves every thread's start to at least from: the text before from
+// is decided, and a thread's instruction may stand for a later start too.
+func (m *machine) clamp(from int64) {
+	for i := range m.waiting.dense {
+		m.waiting.dense[i].start = max(m.waiting.dense[i].start, from)
+	}
+}
+
+func isRune(op syntax.InstOp) bool {
+	return op == syntax.InstRune || op == syntax.InstRune1 || op == syntax.InstRuneAny || op == syntax.InstRuneAnyNotNL
+}
