@@ -23,6 +23,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
 	"github.com/semaq/semaq/internal/broker/streams"
@@ -59,6 +60,7 @@ type Server struct {
 	reg     *registry.Registry // schema registry: schema-on-write; its APIs are s.schemas
 	schemas *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
 	routes  *routes.Router     // route rules (internal/broker/routes)
+	policies *policies.Store   // stored policy rules and plugins (internal/broker/policies)
 	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
 	memory  *memoryGuard       // nil without a memory bound (memory.go)
 	filters *filter.Service    // filtered subscriptions (filter/)
