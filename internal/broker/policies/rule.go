@@ -50,11 +50,11 @@ type rule struct {
 	ingress bool // attached to subjects or SemaQ streams
 	tokens  bool // attached to token streams
 
-	redactor *pii.Redactor        // nil without Redact
-	content  []streamfilter.Rule  // Words and Patterns, named def.Name+"/content"
-	pii      []streamfilter.Rule  // Redact's detectors for token streams
-	once     sync.Once            // compiles ingressSet
-	set      *streamfilter.Set    // content at the ingress (one shot per value)
+	redactor *pii.Redactor       // nil without Redact
+	content  []streamfilter.Rule // Words and Patterns, named def.Name+"/content"
+	pii      []streamfilter.Rule // Redact's detectors for token streams
+	once     sync.Once           // compiles ingressSet
+	set      *streamfilter.Set   // content at the ingress (one shot per value)
 	setErr   error
 	hashKey  []byte
 
