@@ -114,7 +114,7 @@ func WordRules(name string, words []string, a Action, replace string) (Rule, err
 	for i, w := range words {
 		total += len(w)
 		if total > maxWordBytes {
-			return fail(fmt.Errorf("words longer than %d bytes in total", maxWordBytes))
+			return fail(fmt.Errorf("words of more than %d bytes in total", maxWordBytes))
 		}
 		fields := strings.Fields(w)
 		if len(fields) == 0 {

@@ -2,21 +2,32 @@ package streamfilter
 
 import (
 	"regexp/syntax"
+	"slices"
+	"unicode/utf8"
 )
 
 // program is every rule's compiled pattern in one instruction array, so one
 // pass over a byte steps all rules. A match instruction keeps its rule's
 // index in Arg.
 type program struct {
-	inst   []syntax.Inst
-	starts []uint32 // each rule's first instruction
+	inst []syntax.Inst
+	// fresh is where a match attempt beginning at any rune stands before
+	// its first assertion or rune: the same list every time, so it is
+	// computed once. freshASCII[c] keeps of it only the assertions and the
+	// rune instructions that take c.
+	fresh      []uint32
+	freshASCII [utf8.RuneSelf][]uint32
+	// ascii[pc] has bit c set when rune instruction pc takes ASCII c,
+	// sparing the case folding of MatchRune on most text.
+	ascii [][2]uint64
 }
 
 func merge(progs []*syntax.Prog) *program {
 	p := &program{}
+	var starts []uint32
 	for i, sp := range progs {
 		base := uint32(len(p.inst))
-		p.starts = append(p.starts, base+uint32(sp.Start))
+		starts = append(starts, base+uint32(sp.Start))
 		for _, in := range sp.Inst {
 			switch in.Op {
 			case syntax.InstMatch:
@@ -31,7 +42,70 @@ func merge(progs []*syntax.Prog) *program {
 			p.inst = append(p.inst, in)
 		}
 	}
+	p.ascii = make([][2]uint64, len(p.inst))
+	for pc := range p.inst {
+		if isRune(p.inst[pc].Op) {
+			for c := range rune(utf8.RuneSelf) {
+				if p.decode(uint32(pc), c) {
+					p.ascii[pc][c>>6] |= 1 << (c & 63)
+				}
+			}
+		}
+	}
+	seen := make([]bool, len(p.inst))
+	stack := slices.Clone(starts)
+	slices.Reverse(stack)
+	for len(stack) > 0 {
+		pc := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[pc] {
+			continue
+		}
+		seen[pc] = true
+		switch in := &p.inst[pc]; in.Op {
+		case syntax.InstAlt, syntax.InstAltMatch:
+			stack = append(stack, in.Arg, in.Out)
+		case syntax.InstNop, syntax.InstCapture:
+			stack = append(stack, in.Out)
+		case syntax.InstEmptyWidth:
+			p.fresh = append(p.fresh, pc)
+		default:
+			if isRune(in.Op) {
+				p.fresh = append(p.fresh, pc)
+			}
+		}
+	}
+	for c := range rune(utf8.RuneSelf) {
+		for _, pc := range p.fresh {
+			if p.inst[pc].Op == syntax.InstEmptyWidth || p.takes(pc, c) {
+				p.freshASCII[c] = append(p.freshASCII[c], pc)
+			}
+		}
+	}
 	return p
+}
+
+// takes reports whether rune instruction pc consumes r.
+func (p *program) takes(pc uint32, r rune) bool {
+	if r < utf8.RuneSelf {
+		return p.ascii[pc][r>>6]&(1<<(r&63)) != 0
+	}
+	return p.decode(pc, r)
+}
+
+// decode is takes without the ASCII table.
+func (p *program) decode(pc uint32, r rune) bool {
+	switch in := &p.inst[pc]; in.Op {
+	case syntax.InstRune:
+		return in.MatchRune(r)
+	case syntax.InstRune1:
+		return r == in.Rune[0]
+	case syntax.InstRuneAny:
+		return true
+	case syntax.InstRuneAnyNotNL:
+		return r != '\n'
+	}
+	return false
 }
 
 // thread is an instruction a match attempt that began at start has reached.
@@ -123,7 +197,11 @@ func (m *machine) decideAt(pos int64, prev, next rune) {
 	if next < 0 {
 		return
 	}
-	for _, pc := range m.p.starts {
+	fresh := m.p.fresh
+	if next < utf8.RuneSelf {
+		fresh = m.p.freshASCII[next]
+	}
+	for _, pc := range fresh {
 		m.follow(&m.ready, thread{pc, pos}, flags, true)
 	}
 }
@@ -132,20 +210,8 @@ func (m *machine) decideAt(pos int64, prev, next rune) {
 func (m *machine) step(pos int64, prev, r rune) {
 	m.decideAt(pos, prev, r)
 	for _, t := range m.ready.dense {
-		in := &m.p.inst[t.pc]
-		var ok bool
-		switch in.Op {
-		case syntax.InstRune:
-			ok = in.MatchRune(r)
-		case syntax.InstRune1:
-			ok = r == in.Rune[0]
-		case syntax.InstRuneAny:
-			ok = true
-		case syntax.InstRuneAnyNotNL:
-			ok = r != '\n'
-		}
-		if ok {
-			m.follow(&m.waiting, thread{in.Out, t.start}, 0, false)
+		if isRune(m.p.inst[t.pc].Op) && m.p.takes(t.pc, r) {
+			m.follow(&m.waiting, thread{m.p.inst[t.pc].Out, t.start}, 0, false)
 		}
 	}
 }

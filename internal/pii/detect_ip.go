@@ -1,0 +1,57 @@
+package pii
+
+import (
+	"net/netip"
+	"strings"
+)
+
+func ipDetectors() []detector {
+	return []detector{
+		{
+			Detector: Detector{Type: IP, Pattern: `\b(?:\d{1,3}\.){3}\d{1,3}\b`, Validate: validIP, MaxLen: 15},
+			seed:     digitsSeed(4, 0, 0),
+			ctx:      numberCtx,
+		},
+		{
+			Detector: Detector{
+				Type:     IP,
+				Pattern:  `[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:(?:\d{1,3}\.){3}\d{1,3})?`,
+				Validate: validIP,
+				MaxLen:   45,
+			},
+			seed: ip6Seed,
+			ctx:  ip6Ctx,
+		},
+	}
+}
+
+// validIP checks an IP address. IPv4: a dotted quad of 0-255 without leading zeros. IPv6: what net/netip parses,
+// without a zone, holding at least one decimal digit (so that C++ scopes such as "A::B" are not addresses).
+func validIP(s string) bool {
+	if !strings.Contains(s, ":") {
+		a, err := netip.ParseAddr(s)
+		return err == nil && a.Is4()
+	}
+	if strings.IndexAny(s, "0123456789") < 0 {
+		return false
+	}
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Is6() && a.Zone() == ""
+}
+
+// ip6Ctx refuses a candidate glued to more of a token (a name before "::", a zone after '%', a port-like run).
+func ip6Ctx(text string, start, end int) bool {
+	if start > 0 {
+		c := text[start-1]
+		if isWord(c) || c == ':' || c == '.' {
+			return false
+		}
+	}
+	if end < len(text) {
+		c := text[end]
+		if isWord(c) || c == ':' || c == '%' || c == '.' && end+1 < len(text) && isDigit(text[end+1]) {
+			return false
+		}
+	}
+	return true
+}
