@@ -33,6 +33,14 @@ const (
 	// AuditOpSessionDependency: a dependency moved, degrading the
 	// sessions that declared another version (docs/sessions.md).
 	AuditOpSessionDependency = "session.dependency"
+	// Policy rules and plugins (docs/policy.md, docs/plugins.md); a
+	// plugin disabled after consecutive failures is recorded by the node
+	// that disabled it.
+	AuditOpPolicyAdd      = "policy.add"
+	AuditOpPolicyDelete   = "policy.delete"
+	AuditOpPluginAdd      = "plugin.add"
+	AuditOpPluginDelete   = "plugin.delete"
+	AuditOpPluginDisabled = "plugin.disabled"
 )
 
 // AuditOps are every operation an audit record may name, in the order
@@ -42,6 +50,7 @@ var AuditOps = []string{
 	AuditOpSchemaRegister, AuditOpSchemaDelete, AuditOpSchemaConfigSet, AuditOpSchemaBind, AuditOpSchemaUnbind,
 	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
 	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay, AuditOpSessionDependency,
+	AuditOpPolicyAdd, AuditOpPolicyDelete, AuditOpPluginAdd, AuditOpPluginDelete, AuditOpPluginDisabled,
 }
 
 // Outcomes of an audited change.

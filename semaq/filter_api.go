@@ -33,6 +33,11 @@ type FilterStartRequest struct {
 	// Filter is the CEL expression (docs/expressions.md). Empty resumes a
 	// durable with the filter it was created with.
 	Filter string `json:"filter,omitempty"`
+	// Plugin names a filter-stage plugin (docs/plugins.md) that judges each
+	// message the expression matched; with it Filter may be empty (every
+	// message goes to the plugin). A durable resumed with a plugin names
+	// it again.
+	Plugin string `json:"plugin,omitempty"`
 	// Durable names a consumer that keeps its position and filter.
 	Durable string `json:"durable,omitempty"`
 	// Deliver is "all" (default) or "new"; StartSeq overrides it.

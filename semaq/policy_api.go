@@ -78,9 +78,26 @@ const FinishContentFilter = "content_filter"
 // had neither. The broker stamps it; APIPolicyRestore takes it.
 const HdrPIIScope = "AI-PII-Scope"
 
-// PolicyEventSubjectT is where a node announces what a rule flagged or a
-// plugin did to itself (disabled): tenant token, policy or plugin name.
-const PolicyEventSubjectT = "$SQ.POLICY.EVENT.%s.%s"
+// PolicyEventPrefix starts the subjects of policy events: what a rule
+// flagged or stopped, a plugin disabled. PolicyEventPrefix + "<tenant>.<name>",
+// the tenant token (TokenTenant) of the message's tenant and the rule's or
+// plugin's name. A tenant's users see their own tenant's only.
+const PolicyEventPrefix = "$SQ.POLICY.EVENT."
+
+// PolicyEventSubject is the subject of an event of rule or plugin name on
+// a message of tenant.
+func PolicyEventSubject(tenant, name string) string {
+	return PolicyEventPrefix + TokenTenant(tenant) + "." + name
+}
+
+// PolicyEventFilter matches the policy events of tenant ("*" for every
+// tenant's).
+func PolicyEventFilter(tenant string) string {
+	if tenant == "*" {
+		return PolicyEventPrefix + ">"
+	}
+	return PolicyEventPrefix + TokenTenant(tenant) + ".*"
+}
 
 // Bounds on rules.
 const (

@@ -154,6 +154,18 @@ type Config struct {
 	AuditMaxAge   time.Duration `yaml:"audit_max_age"`
 	AuditMaxBytes int64         `yaml:"audit_max_bytes"`
 
+	// PIIVaultKeyFile holds the key (64 hex digits) that seals tokenized
+	// values in the PII vault (docs/policy.md); every node of a cluster
+	// needs the same. Without it a node derives one from the cluster
+	// secret, or, alone, makes <data>/pii-vault.key.
+	PIIVaultKeyFile string `yaml:"pii_vault_key_file"`
+	// PIIVaultTTL is how long tokenized values are kept after their
+	// scope's last message (0: 24 h).
+	PIIVaultTTL time.Duration `yaml:"pii_vault_ttl"`
+	// PluginKeys are base64 ed25519 public keys; with any, a plugin must
+	// be signed by one of them (docs/plugins.md).
+	PluginKeys []string `yaml:"plugin_keys"`
+
 	// TLSCert and TLSKey are PEM files of the certificate (with its chain)
 	// and private key both client ports serve (NATS and HTTP); set both or
 	// neither. ReloadTLS (SIGHUP) reads them again.
@@ -263,6 +275,12 @@ func (c *Config) Validate() error {
 	}
 	if c.SessionMaxBytes < 0 {
 		return errors.New("session_max_bytes may not be negative")
+	}
+	if c.PIIVaultTTL < 0 || (c.PIIVaultTTL > 0 && c.PIIVaultTTL < time.Minute) {
+		return errors.New("pii_vault_ttl must be 0 (24 h) or at least 1m")
+	}
+	if _, err := c.pluginKeys(); err != nil {
+		return err
 	}
 	if c.AuditMaxAge < 0 || (c.AuditMaxAge > 0 && c.AuditMaxAge < time.Minute) {
 		return fmt.Errorf("audit_max_age: %s is under one minute", c.AuditMaxAge)

@@ -99,6 +99,8 @@ func publicDeny(t *reserved.Table) []string {
 	// Session events come from the broker only: a forged one would reach
 	// every subscriber of the tenant.
 	deny = append(deny, semaq.SessionEventPrefix+">")
+	// So do policy events (what a rule flagged or stopped).
+	deny = append(deny, semaq.PolicyEventPrefix+">")
 	// SemaQ's own consumers on user streams: the dispatcher's consumer
 	// cannot be deleted, paused, redefined, pulled from or acked.
 	for _, c := range internalConsumers {

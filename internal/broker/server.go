@@ -23,6 +23,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
 	"github.com/semaq/semaq/internal/broker/streams"
@@ -49,23 +50,24 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 
-	ns      *server.Server
-	users   nodeUsers  // the node's own NATS users (permissions.go)
-	nc      *nats.Conn // internal connection of the semantic layer
-	egress  *nats.Conn // sends to subjects clients chose (permissions.go)
-	js      jetstream.JetStream
-	ingress *ingress.Ingress
-	served  *ingress.Served    // the streams the ingress serves; the route rules read it
-	reg     *registry.Registry // schema registry: schema-on-write; its APIs are s.schemas
-	schemas *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
-	routes  *routes.Router     // route rules (internal/broker/routes)
-	dlq     *dlq.Store         // dead letters (internal/broker/dlq)
-	memory  *memoryGuard       // nil without a memory bound (memory.go)
-	filters *filter.Service    // filtered subscriptions (filter/)
-	streams *streams.Manager   // streams and work queues (internal/broker/streams)
-	metrics *metrics.Metrics   // Prometheus metrics (observe.go)
-	tracing *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
-	tokens  *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	ns       *server.Server
+	users    nodeUsers  // the node's own NATS users (permissions.go)
+	nc       *nats.Conn // internal connection of the semantic layer
+	egress   *nats.Conn // sends to subjects clients chose (permissions.go)
+	js       jetstream.JetStream
+	ingress  *ingress.Ingress
+	served   *ingress.Served    // the streams the ingress serves; the route rules read it
+	reg      *registry.Registry // schema registry: schema-on-write; its APIs are s.schemas
+	schemas  *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
+	routes   *routes.Router     // route rules (internal/broker/routes)
+	policies *policies.Store    // stored policy rules and plugins (internal/broker/policies)
+	dlq      *dlq.Store         // dead letters (internal/broker/dlq)
+	memory   *memoryGuard       // nil without a memory bound (memory.go)
+	filters  *filter.Service    // filtered subscriptions (filter/)
+	streams  *streams.Manager   // streams and work queues (internal/broker/streams)
+	metrics  *metrics.Metrics   // Prometheus metrics (observe.go)
+	tracing  *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
+	tokens   *tokens.Store      // token streams: relay, retention, status API (tokens/)
 
 	audits *audit.Recorder // records admin changes (audit/recorder.go; the readers: audit.go)
 

@@ -27,6 +27,7 @@ var subsystems = []part{
 	{"memory", openMemory},
 	{"audit", openAudit},
 	{"routes", openRoutes},
+	{"policies", openPolicies},
 	{"ingress", openIngress},
 	{"dlq", openDLQ},
 	{"tokens", openTokens},

@@ -217,11 +217,11 @@ func (t *tenancy) importSurface(acc *server.Account) error {
 	}
 	// Session events: a tenant's account imports its own tenant's only,
 	// so no permission has to keep another tenant's out.
-	events := semaq.SessionEventFilter("*")
+	events := []string{semaq.SessionEventFilter("*"), semaq.PolicyEventFilter("*")}
 	if strings.HasPrefix(acc.Name, tenantAccountPrefix) {
-		events = semaq.SessionEventFilter(t.tenantOf(acc.Name))
+		events = []string{semaq.SessionEventFilter(t.tenantOf(acc.Name)), semaq.PolicyEventFilter(t.tenantOf(acc.Name))}
 	}
-	for _, subj := range append(slices.Clone(userDeliveries), events) {
+	for _, subj := range slices.Concat(userDeliveries, events) {
 		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
 			return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, subj, err)
 		}

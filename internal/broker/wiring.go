@@ -21,6 +21,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/jsguard"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/routes"
@@ -36,6 +37,7 @@ import (
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/internal/telemetry"
+	"github.com/semaq/semaq/policy"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -309,6 +311,35 @@ func openRoutes(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	return rt, nil
 }
 
+// openPolicies opens the stored policy rules and plugins
+// (internal/broker/policies): before the ingress, whose first policy step
+// runs them, and the token relay, which filters streams with them.
+func openPolicies(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	key, err := s.vaultKey()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	pluginKeys, err := s.cfg.pluginKeys()
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	st, err := policies.Open(ctx, policies.Deps{
+		Log: s.log.With("component", "policy"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(), Node: s.ns.Name(),
+		Principal: s.principal, Audit: s.audit, Metrics: s.metrics,
+		Applied: func(ctx context.Context, rev uint64) {
+			s.syncer.Sync(ctx, clustersync.Request{Policy: rev})
+		},
+		VaultKey: key, VaultTTL: s.cfg.PIIVaultTTL, PluginKeys: pluginKeys,
+		PluginCacheDir: filepath.Join(s.cfg.DataDir, "plugin-cache"),
+		Gate:           s.gate.Child("policies"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.policies = st
+	return st, nil
+}
+
 // openIngress opens the ingress (internal/broker/ingress) with the node's
 // parts: it serves no stream until the streams open. Closing it hands
 // the messages in flight to JetStream.
@@ -327,7 +358,7 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes,
 		Registry:       s.reg,
 		Routes:         s.routes.Table,
-		Policy:         s.policy,
+		Policy:         append([]policy.Step{s.policies.Step()}, s.policy...),
 		Principal:      s.principal,
 		Metrics:        s.metrics,
 		Tracing:        s.tracing,
@@ -381,7 +412,7 @@ func openTokens(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 			StreamRecords: s.cfg.TokenStreamMaxRecords, MaxStreams: s.cfg.TokenMaxStreams},
 		FileStorage: s.cfg.TokenStorage == "file", Replicas: s.ownReplicas(), QueuedJob: func(id string) (string, bool) { return s.streams.QueuedJob(id) }, Reply: s.ingress.ReplyVia, ReplyDropped: s.ingress.ReplyDropped, Metrics: s.metrics, Tracing: s.tracing,
 		Sender: s.tokenSender, Node: s.ns.Name(), ShareBinds: s.cfg.Clustered(), WritePrefix: tokenWrites,
-		Gate: s.gate.Child("tokens")})
+		Filter: s.tokenFilter, Gate: s.gate.Child("tokens")})
 	if err != nil {
 		return nil, err
 	}
@@ -391,6 +422,14 @@ func openTokens(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	}
 	s.tokens = t
 	return t, nil
+}
+
+// tokenFilter is the policy of a token stream (tokens.Deps.Filter).
+func (s *Server) tokenFilter(id, tenant string) tokens.Filter {
+	if f := s.policies.TokenStream(id, tenant); f != nil {
+		return f
+	}
+	return nil
 }
 
 // openAgents opens (or creates) the announcement bucket and serves the
@@ -546,6 +585,10 @@ func openFilters(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: filters: %w", err)
 	}
 	fd := filter.Deps{Deps: deps, Schemas: s.reg, NC: s.nc,
+		Plugin: func(ctx context.Context, name string) (filter.Predicate, error) {
+			p, err := s.policies.FilterPlugin(ctx, name)
+			return filter.Predicate(p), err
+		},
 		Delivered: func(stream string) func(string, nats.Header) {
 			pos := s.streamPatterns(stream)
 			return func(subject string, h nats.Header) { recordDelivered(pos, subject, h) }
@@ -678,6 +721,11 @@ func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
 	}
 	if req.Routes > 0 && s.routes != nil {
 		if err := s.routes.WaitApplied(ctx, req.Routes); err != nil {
+			return err
+		}
+	}
+	if req.Policy > 0 && s.policies != nil {
+		if err := s.policies.WaitApplied(ctx, req.Policy); err != nil {
 			return err
 		}
 	}

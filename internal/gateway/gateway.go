@@ -589,11 +589,12 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 	defer end(nil)
 	stopWatch := g.watch(ctx, end, req.Model, id)
 	defer stopWatch()
+	rs := newRestorer(c, id, session, tenant)
 	if req.Stream {
-		finished = g.stream(ctx, w, req, id, rd, t)
+		finished = g.stream(ctx, w, req, id, rd, t, rs)
 		return
 	}
-	finished = g.complete(ctx, w, req, id, rd, t)
+	finished = g.complete(ctx, w, req, id, rd, t, rs)
 }
 
 // withClosing ends ctx when the gateway closes too.
@@ -752,7 +753,7 @@ func clientLeft(ctx context.Context) bool {
 
 // complete answers a request with stream false; it reports whether the
 // request ran to its end. An answer sent whole is kept in t's session.
-func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader, t *turn) bool {
+func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader, t *turn, rs *restorer) bool {
 	res, err := rd.Collect(ctx)
 	if err != nil {
 		if clientLeft(ctx) {
@@ -765,7 +766,7 @@ func (g *Gateway) complete(ctx context.Context, w http.ResponseWriter, req *open
 	}
 	msg := openai.ResponseMessage{Role: "assistant"}
 	if res.Text != "" || len(res.Calls) == 0 {
-		msg.Content = openai.Str(res.Text)
+		msg.Content = openai.Str(rs.all(ctx, res.Text))
 	}
 	for _, c := range res.Calls {
 		msg.ToolCalls = append(msg.ToolCalls, openai.ToolCall{ID: c.ID, Type: "function", Function: openai.FunctionCall{Name: c.Name, Arguments: c.Arguments}})

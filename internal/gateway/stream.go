@@ -19,7 +19,7 @@ import (
 // gets a proper error status; later failures are an error event, as
 // OpenAI sends them. It reports whether the request ran to its end. An
 // answer sent to its [DONE] is kept in t's session.
-func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader, t *turn) bool {
+func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai.ChatRequest, id string, rd *client.TokenReader, t *turn, rs *restorer) bool {
 	// The status line waits for the first token: es starts with the
 	// first write. No write deadline: the gateway bounds its own waits,
 	// and the front door sets none on its paths.
@@ -66,6 +66,12 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 			// Kept before the client can see the end, so its next turn
 			// reads the session with this answer in it.
 			t.answered(ctx, *c.Final)
+			if rest := rs.flush(ctx); rest != "" {
+				if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: openai.Delta{Role: role, Content: openai.Str(rest)}}}}); err != nil {
+					return true
+				}
+				role = ""
+			}
 			reason := c.Final.FinishReason
 			if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: openai.Delta{Role: role}, FinishReason: &reason}}}); err != nil {
 				return true
@@ -93,7 +99,7 @@ func (g *Gateway) stream(ctx context.Context, w http.ResponseWriter, req *openai
 			d.ToolCalls = []openai.ToolCallDelta{td}
 		}
 		if c.Text != "" || c.Func == nil {
-			d.Content = openai.Str(c.Text)
+			d.Content = openai.Str(rs.chunk(ctx, c.Text))
 		}
 		if err := send(&openai.ChatCompletionChunk{Choices: []openai.ChunkChoice{{Delta: d}}}); err != nil {
 			return false // the client left

@@ -47,6 +47,10 @@ type visitor struct {
 	candidate bool
 	hits      []hit
 	total     int
+	// each, when set, replaces the detectors: RewriteStrings' function,
+	// its results in edits.
+	each  func(string) (string, error)
+	edits []edit
 }
 
 // path is a compiled Config.Paths entry.

@@ -255,6 +255,9 @@ func (r *Redactor) jsonHits(payload []byte) ([]hit, error) {
 func (w *walker) visitString(s jsonString) error {
 	v := &w.visit
 	raw := w.data[s.start:s.end]
+	if v.each != nil {
+		return v.rewrite(s, raw)
+	}
 	if !v.collect {
 		if v.candidate {
 			return nil

@@ -52,6 +52,16 @@ const (
 	SessionPrefix      = StoragePrefix + "$sess."
 	SessionTimerStream = "SQ_SESSION_TIMERS"
 	SessionTimerPrefix = StoragePrefix + "$sesst."
+	// PolicyBucket is the KV bucket of policy rules and plugin records:
+	// "rule.<name>" and "plugin.<name>", their semaq.PolicyRule and
+	// semaq.Plugin as JSON (internal/broker/policies).
+	PolicyBucket = "SQ_POLICY"
+	// VaultBucket keeps tokenized PII values, sealed with the node's vault
+	// key, one key per tenant and scope.
+	VaultBucket = "SQ_PII_VAULT"
+	// PluginObjects is the object store of plugin modules, one object per
+	// SHA-256; its stream is "OBJ_" + PluginObjects.
+	PluginObjects = "SQ_PLUGINS"
 	// SchemaBucket is the schema registry's KV bucket
 	// (internal/registry's DefaultBucket).
 	SchemaBucket = "SQ_SCHEMAS"

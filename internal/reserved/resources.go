@@ -87,6 +87,12 @@ var Builtin = []Resource{
 	// tenant; their writes are storage's.
 	{Stream: SessionStream, Owner: "sessions", Access: Hidden, Replicated: true},
 	{Stream: SessionTimerStream, Owner: "sessions", Access: Hidden, Replicated: true},
+	// Admins read rules and plugins through $SQ.API.POLICY and
+	// $SQ.API.PLUGIN; the vault is read through RESTORE, which checks the
+	// tenant.
+	Bucket(PolicyBucket, "policies", Hidden),
+	Bucket(VaultBucket, "policies", Hidden),
+	{Stream: "OBJ_" + PluginObjects, Owner: "policies", Access: Hidden, Replicated: true, Writes: []string{"$O." + PluginObjects + ".>"}},
 }
 
 // Table is a node's resources: Builtin and those of the subsystems added

@@ -69,6 +69,8 @@ var BuiltinServices = []Service{
 	{Subject: "$SQ.API.AUDIT.>"},
 	{Subject: "$SQ.API.CLUSTER.>"},
 	{Subject: "$SQ.API.SESSION.>"},
+	{Subject: "$SQ.API.POLICY.>"},
+	{Subject: "$SQ.API.PLUGIN.>"},
 	{Subject: "$SQ.API.QUEUE.CREATE.>"},
 	{Subject: "$SQ.API.QUEUE.INFO.>"},
 	{Subject: "$SQ.API.QUEUE.DELETE.>"},

@@ -72,6 +72,11 @@ var cancelAPI = []string{fmt.Sprintf(semaq.APIQueueCancelT, "*")}
 // report, a user with a tenant reaches its own tenant's sessions only).
 var sessionAPI = []string{"$SQ.API.SESSION.>"}
 
+// restoreAPI is how a client has tokenized values restored: the broker
+// restores a user's own tenant's only, and never for a worker, whom
+// tokenize keeps them from (internal/broker/policies).
+var restoreAPI = []string{semaq.APIPolicyRestore}
+
 // agentAPI is how a worker announces itself in the agent registry and
 // leaves it (semaq worker does).
 var agentAPI = []string{semaq.APIAgentAnnounce, semaq.APIAgentLeave}
@@ -128,17 +133,17 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	switch p.Role {
 	case semaq.RolePublisher:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI)
 		sub = append(sub, tsub...)
-		sub = append(sub, semaq.SessionEventFilter(p.Tenant))
+		sub = append(sub, semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant))
 	case semaq.RoleReader:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI)
-		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter(p.Tenant)})
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI, restoreAPI)
+		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant)})
 	case semaq.RoleService:
 		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI)
-		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter("*")})
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI)
+		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter("*"), semaq.PolicyEventFilter("*")})
 	case semaq.RoleWorker:
 		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants, sessionAPI)
 		// Token streams: a writer's records go to $SQ.TW.<writer key>.

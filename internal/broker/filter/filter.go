@@ -54,7 +54,14 @@ type Deps struct {
 	// NC, the internal connection, when set, takes a durable over from
 	// the other nodes of a cluster (take.go).
 	NC *nats.Conn
+	// Plugin, when set, returns the predicate of the filter-stage plugin
+	// a START names, for the request in ctx; an error refuses the START.
+	Plugin func(ctx context.Context, name string) (Predicate, error)
 }
+
+// Predicate is a filter-stage plugin's judgement of one message: keep it
+// or not. It applies the plugin's failure policy itself.
+type Predicate func(ctx context.Context, subject string, h nats.Header, data []byte) bool
 
 // Service runs this node's filtered subscriptions. mu guards byDurable and
 // is taken before the registry's; it is never held while a subscription
@@ -78,6 +85,7 @@ type sub struct {
 	durable              bool
 	deliver              string // deliver subject prefix
 	prog                 *expr.Program
+	plugin               Predicate // nil without one
 	nc                   *nats.Conn
 	cc                   jetstream.ConsumeContext
 	delivered            func(subject string, h nats.Header)
@@ -187,8 +195,20 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 	if err != nil {
 		return nil, err
 	}
-	if spec.Expr = src; src == "" {
+	if spec.Expr = src; src == "" && req.Plugin != "" {
+		spec.Expr = "true"
+	}
+	if spec.Expr == "" {
 		return nil, badFilter("the filter expression is empty")
+	}
+	var pred Predicate
+	if req.Plugin != "" {
+		if f.deps.Plugin == nil {
+			return nil, badFilter("this broker runs no plugins")
+		}
+		if pred, err = f.deps.Plugin(ctx, req.Plugin); err != nil {
+			return nil, err
+		}
 	}
 	prog, err := f.deps.Env.Compile(spec.Expr)
 	if err != nil {
@@ -216,7 +236,7 @@ func (f *Service) start(ctx context.Context, req *semaq.FilterStartRequest) (any
 	p := &sub{
 		claim:  cl,
 		stream: stream, consumer: cons.CachedInfo().Name,
-		durable: req.Durable != "", deliver: req.DeliverSubject, prog: prog, nc: f.deps.Egress,
+		durable: req.Durable != "", deliver: req.DeliverSubject, prog: prog, plugin: pred, nc: f.deps.Egress,
 	}
 	if f.deps.Delivered != nil {
 		p.delivered = f.deps.Delivered(stream)
@@ -271,6 +291,9 @@ func (p *sub) handle(jm jetstream.Msg) {
 		if missingField(err) {
 			p.missing.Add(1)
 		}
+	}
+	if ok && p.plugin != nil {
+		ok = p.plugin(context.Background(), jm.Subject(), jm.Headers(), jm.Data())
 	}
 	if !ok {
 		p.skipped.Add(1)

@@ -149,7 +149,14 @@ func (ts *Store) admitWaiting(id string, c *claim, ws []*waiting) {
 			continue
 		}
 		w.out.Subject = storeSubject(c.tenant, id, w.end)
-		c.held = append(c.held, w.out)
+		msgs, final := ts.filtered(id, c, w.rec, w.end, w.out)
+		c.held = append(c.held, msgs...)
+		if final != nil {
+			ts.work.Add(1)
+			if !ts.gate.Go("ended", func(context.Context) { defer ts.work.Done(); ts.ended(id, final) }) {
+				ts.work.Done()
+			}
+		}
 		if w.end {
 			ts.work.Add(1)
 			if !ts.gate.Go("ended", func(context.Context) { defer ts.work.Done(); ts.ended(id, w.m) }) {

@@ -99,6 +99,11 @@ type claim struct {
 	records int64
 	ended   bool
 	touched time.Time
+	// filter is the stream's policy (Deps.Filter), asked for once, at
+	// its first record; stopped says why a policy ended the stream.
+	filter    Filter
+	filterSet bool
+	stopped   string
 
 	// While the records of a foreign writer are purged (BindJob), the
 	// rightful writer's records wait here, already checked.
@@ -263,13 +268,18 @@ func (ts *Store) relay(m *nats.Msg) {
 	} else {
 		e = ts.admit(id, tenant, key, end, rec, len(m.Data))
 	}
+	var final *nats.Msg
 	if e == nil {
 		c := ts.claims[id]
 		out.Subject = storeSubject(c.tenant, id, end)
-		if c.purging {
-			c.held = append(c.held, out)
-		} else {
-			e = ts.store(out)
+		var msgs []*nats.Msg
+		msgs, final = ts.filtered(id, c, rec, end, out)
+		for _, o := range msgs {
+			if c.purging {
+				c.held = append(c.held, o)
+			} else if e = ts.store(o); e != nil {
+				break
+			}
 		}
 	}
 	ts.mu.Unlock()
@@ -277,8 +287,11 @@ func (ts *Store) relay(m *nats.Msg) {
 		ts.refuse(m, e)
 		return
 	}
-	if end {
+	switch {
+	case end:
 		ts.ended(id, m)
+	case final != nil:
+		ts.ended(id, final)
 	}
 }
 
@@ -340,6 +353,9 @@ func (ts *Store) admit(id, tenant, key string, end bool, rec *semaq.TokenChunk, 
 			"token stream %s was stored before the broker restarted; its writer cannot be verified, so it cannot be continued", id)
 	case subtle.ConstantTimeCompare([]byte(c.key), []byte(key)) != 1:
 		return semaq.NewAPIError(semaq.ErrTokenWriter, "token stream %s belongs to another writer", id)
+	case c.stopped != "" && c.ended:
+		return semaq.NewAPIError(semaq.ErrPolicy, "token stream %s was stopped (finish reason %s): %s; record %d refused",
+			id, semaq.FinishContentFilter, c.stopped, rec.Seq)
 	case c.ended:
 		return semaq.NewAPIError(semaq.ErrTokenRecord, "token stream %s has ended; record %d refused", id, rec.Seq)
 	case rec.Error != nil && c.next != 0 && rec.Seq < c.next:

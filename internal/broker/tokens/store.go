@@ -91,6 +91,9 @@ type Deps struct {
 	// semaq.TokenWritePrefix to NodeWritePrefix(Node) (bind.go). Empty:
 	// semaq.TokenWritePrefix itself (a node alone, without the mapping).
 	WritePrefix string
+	// Filter returns the policy of request id's stream of tenant token
+	// tenant, nil when none applies (policy.go). Nil: no stream has one.
+	Filter func(id, tenant string) Filter
 	// Metrics and Tracing, when set, measure every stream from its
 	// terminal record (observe.go).
 	Metrics *metrics.Metrics
@@ -143,6 +146,7 @@ type Store struct {
 	replyDrop   func(reply, via string)
 	metrics     *metrics.Metrics
 	tracing     *telemetry.Tracing
+	filter      func(id, tenant string) Filter
 
 	stream   jetstream.Stream // set by Start
 	relaySub *nats.Subscription
@@ -180,7 +184,7 @@ func New(deps Deps) (*Store, error) {
 		deps.Gate = subsystem.NewGate("tokens")
 	}
 	return &Store{js: deps.JS, gate: deps.Gate, writePrefix: writePrefix, nc: deps.Conn, egress: deps.Egress, log: log, storage: storage, replicas: deps.Replicas,
-		queuedJob: deps.QueuedJob, sender: deps.Sender, node: deps.Node, share: deps.ShareBinds, reply: deps.Reply, replyDrop: deps.ReplyDropped, metrics: deps.Metrics, tracing: deps.Tracing,
+		queuedJob: deps.QueuedJob, sender: deps.Sender, node: deps.Node, share: deps.ShareBinds, reply: deps.Reply, replyDrop: deps.ReplyDropped, metrics: deps.Metrics, tracing: deps.Tracing, filter: deps.Filter,
 		limits: deps.Limits.withDefaults(), claims: map[string]*claim{}, timers: map[string]*time.Timer{},
 		sweeper: make(chan struct{})}, nil
 }
