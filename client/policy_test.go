@@ -195,7 +195,9 @@ func TestPluginAddListDelete(t *testing.T) {
 	ctx := context.Background()
 
 	sum := sha256.Sum256(wasm)
-	p := semaq.Plugin{Name: "enrich", Stage: semaq.PluginStageIngress, Subjects: []string{"demo.>"}}
+	// The longest call time also gives the module's start its longest
+	// bound (30s): starting a Go module takes seconds on a loaded machine.
+	p := semaq.Plugin{Name: "enrich", Stage: semaq.PluginStageIngress, Subjects: []string{"demo.>"}, Timeout: semaq.MaxPluginTime}
 	info, err := c.AddPlugin(ctx, p, wasm, false)
 	if err != nil {
 		t.Fatal(err)
