@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,8 +100,9 @@ func compileRule(d semaq.PolicyRule, env ruleEnv) (*rule, error) {
 		if r.tokens {
 			for _, t := range types {
 				a := orDefault(d.Actions[string(t)], orDefault(d.Action, semaq.PIIMask))
-				for _, det := range pii.Detectors([]pii.Type{t}) {
-					fr := streamfilter.Rule{Name: d.Name + "/" + string(t), Pattern: det.Pattern, Validate: det.Validate, Action: streamfilter.Mask, Replace: pii.Mask(t)}
+				for i, det := range pii.Detectors([]pii.Type{t}) {
+					// Names are unique in a set: rule/type/n.
+					fr := streamfilter.Rule{Name: d.Name + "/" + string(t) + "/" + strconv.Itoa(i), Pattern: det.Pattern, Validate: det.Validate, Action: streamfilter.Mask, Replace: pii.Mask(t)}
 					if a == semaq.PIIHash {
 						t := t
 						fr.ReplaceFunc = func(v string) string { return hashed(env.hashKey, t, v) }
@@ -110,16 +112,19 @@ func compileRule(d semaq.PolicyRule, env ruleEnv) (*rule, error) {
 			}
 		}
 	}
-	action := contentAction(d.OnMatch)
+	action, replace := contentAction(d.OnMatch), ""
+	if action == streamfilter.Mask {
+		replace = contentMask
+	}
 	if len(d.Words) > 0 {
-		wr, err := streamfilter.WordRules(d.Name+"/content", d.Words, action, contentMask)
+		wr, err := streamfilter.WordRules(d.Name+"/content/words", d.Words, action, replace)
 		if err != nil {
 			return nil, err
 		}
 		r.content = append(r.content, wr)
 	}
-	for _, p := range d.Patterns {
-		r.content = append(r.content, streamfilter.Rule{Name: d.Name + "/content", Pattern: p, Action: action, Replace: contentMask})
+	for i, p := range d.Patterns {
+		r.content = append(r.content, streamfilter.Rule{Name: d.Name + "/content/" + strconv.Itoa(i), Pattern: p, Action: action, Replace: replace})
 	}
 	// Compile what the token streams will, so a rule that cannot run is
 	// refused when it is added, not when a stream starts.

@@ -142,7 +142,8 @@ func (p *TokenStream) Flush() (out string, stop bool, reason string) {
 func (p *TokenStream) events(evs []streamfilter.Event) (reason string) {
 	m := p.s.deps.Metrics
 	for _, e := range evs {
-		name, typ, _ := strings.Cut(e.Rule, "/")
+		name, rest, _ := strings.Cut(e.Rule, "/")
+		typ, _, _ := strings.Cut(rest, "/")
 		r := p.ts.rules[name]
 		if r == nil {
 			continue
