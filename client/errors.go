@@ -29,8 +29,6 @@ type reply struct {
 
 // request sends an API request and decodes the reply into out.
 func (c *Client) request(ctx context.Context, subj string, body any, out any) error {
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
 	var data []byte
 	if body != nil {
 		var err error
@@ -38,6 +36,14 @@ func (c *Client) request(ctx context.Context, subj string, body any, out any) er
 			return fmt.Errorf("client: encoding request: %w", err)
 		}
 	}
+	return c.requestData(ctx, subj, data, out)
+}
+
+// requestData sends a request whose body is data as it is (a plugin's
+// chunk) and decodes the reply into out.
+func (c *Client) requestData(ctx context.Context, subj string, data []byte, out any) error {
+	ctx, cancel := c.withTimeout(ctx)
+	defer cancel()
 	ctx, done := c.denied.Watch(ctx, subj)
 	defer done()
 	m, err := c.nc.RequestWithContext(ctx, subj, data)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/plugin/plugintest"
 )
 
 // childEnv makes the test binary run Main with the JSON-encoded arguments
@@ -25,7 +27,9 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(Main(a, os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	plugintest.Cleanup() // the plugins plugin tests built
+	os.Exit(code)
 }
 
 // child is a `semaq serve` process started by a test.

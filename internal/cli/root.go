@@ -106,6 +106,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newKeyCmd(e),
 		newAuditCmd(e),
 		newSessionCmd(e),
+		newPolicyCmd(e),
+		newPluginCmd(e),
 		newVersionCmd(e),
 	)
 	cmdusage.Explain(root)
