@@ -187,3 +187,33 @@ func TestDetectorsFindCorpus(t *testing.T) {
 		}
 	}
 }
+
+// TestScanHostilePhonesBounded: a text made of phone-shaped candidates gets libphonenumber's costly check (some
+// 40 µs) maxLibChecks times at most; past that the structural check decides, erring towards redacting (a number
+// the metadata refuses, in an area code that does not exist, is then taken).
+func TestScanHostilePhonesBounded(t *testing.T) {
+	const bad = "+1 123 456 7890; " // no NANP area code starts with 1
+	const n = 1000
+	text := strings.Repeat(bad, n)
+	got := Scan(text, []Type{Phone})
+	if len(got) < n-maxLibChecks || len(got) == n {
+		t.Fatalf("found %d of %d phones; want all but the first (at most %d) checked by the library",
+			len(got), n, maxLibChecks)
+	}
+	if got[0].Start == 0 {
+		t.Error("the first candidate, checked by the library, was taken")
+	}
+	if Validate(Phone, "+1 123 456 7890") {
+		t.Error("Validate, which has no budget, takes the number")
+	}
+}
+
+// TestScanRefineBounded: a candidate of more groups than any value has is not retried group by group.
+func TestScanRefineBounded(t *testing.T) {
+	// 19 digits in single-digit groups, then a card: the card is found, the long run is not retried.
+	text := strings.Repeat("1 ", 30) + "x 4111 1111 1111 1111"
+	got := Scan(text, []Type{Card})
+	if len(got) != 1 || text[got[0].Start:got[0].End] != "4111 1111 1111 1111" {
+		t.Errorf("Scan = %v", got)
+	}
+}

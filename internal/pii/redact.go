@@ -205,7 +205,7 @@ func (r *Redactor) Text(s string, tok Tokenizer) (string, []Located, error) {
 }
 
 func (r *Redactor) text(s, path string, tok Tokenizer) (string, []Located, error) {
-	fs := scanMasked(s, r.want)
+	fs := scanLimited(s, r.want, r.maxFindings)
 	if len(fs) == 0 {
 		return s, nil, nil
 	}
@@ -278,7 +278,7 @@ func (w *walker) visitString(s jsonString) error {
 	if want == 0 {
 		return nil
 	}
-	fs := scanMasked(text, want)
+	fs := scanLimited(text, want, v.r.maxFindings-v.total)
 	if len(fs) == 0 {
 		return nil
 	}
