@@ -252,22 +252,10 @@ func (r *Redactor) jsonHits(payload []byte) ([]hit, error) {
 	return w.visit.hits, nil
 }
 
+// visitString scans a selected string for the second walk of jsonHits.
 func (w *walker) visitString(s jsonString) error {
 	v := &w.visit
 	raw := w.data[s.start:s.end]
-	if !v.collect {
-		if v.candidate {
-			return nil
-		}
-		if s.esc && bytes.Contains(raw, []byte(`\u`)) {
-			// A \u escape can spell anything; look at the decoded text.
-			var scratch [256]byte
-			v.candidate = prefilter(appendDecoded(scratch[:0], raw))&v.r.want != 0
-		} else {
-			v.candidate = prefilter(raw)&v.r.want != 0
-		}
-		return nil
-	}
 	var text string
 	if s.esc {
 		text = decodeString(nil, raw)
