@@ -31,6 +31,7 @@ type Detector struct {
 // detector is a Detector with what Scan needs besides.
 type detector struct {
 	Detector
+	bit    mask
 	re     *regexp.Regexp
 	seed   seeder                                 // where to run re
 	refine bool                                   // retry sub-spans between separators
@@ -63,13 +64,14 @@ func detectors() []detector {
 	detectorsOnce.Do(func() {
 		for _, d := range detectorTable() {
 			d.re = regexp.MustCompile(d.Pattern)
+			d.bit = d.Type.bit()
 			allDetectors = append(allDetectors, d)
 		}
 	})
 	return allDetectors
 }
 
-// detectorTable lists every detector; the files detect_<type>.go define their parts.
+// detectorTable lists every detector; the files detect_*.go define their parts.
 func detectorTable() []detector {
 	var ds []detector
 	ds = append(ds, emailDetectors()...)
@@ -127,7 +129,7 @@ func scanLimited(text string, want mask, limit int) []Finding {
 	sc := scan{limit: limit, lib: maxLibChecks}
 	for i := range detectors() {
 		d := &allDetectors[i]
-		if want&d.Type.bit() == 0 {
+		if want&d.bit == 0 {
 			continue
 		}
 		found = d.find(&sc, text, found)

@@ -96,62 +96,62 @@ func prefilterFrom[T string | []byte](s T, i int, inJSON bool) (m mask, end int,
 			}
 			switch {
 			case run >= 17:
-				m |= CNID.bit() | Card.bit() | Phone.bit() | SSN.bit()
+				m |= bitCNID | bitCard | bitPhone | bitSSN
 			case cluster >= 13:
-				m |= Card.bit() | Phone.bit() | SSN.bit()
+				m |= bitCard | bitPhone | bitSSN
 			case cluster >= 11:
-				m |= Phone.bit() | SSN.bit()
+				m |= bitPhone | bitSSN
 			case cluster >= 9:
-				m |= SSN.bit()
+				m |= bitSSN
 			}
 			if dotted >= 3 {
-				m |= IP.bit()
+				m |= bitIP
 			}
 			if i >= 2 && run >= 2 && isUpper(s[i-2]) && isUpper(s[i-1]) {
-				m |= IBAN.bit()
+				m |= bitIBAN
 			}
 			lastEnd = j
 			i = j - 1
 		case clAt:
-			m |= Email.bit()
+			m |= bitEmail
 		case clPlus:
 			if i+1 < n && (isDigit(s[i+1]) || s[i+1] == '(') {
-				m |= Phone.bit()
+				m |= bitPhone
 			}
 		case clColon:
 			if i+1 < n && s[i+1] == ':' {
-				m |= IP.bit()
+				m |= bitIP
 			} else if i > 0 && isHex(s[i-1]) {
 				j := i + 1
 				for j < n && j <= i+4 && isHex(s[j]) {
 					j++
 				}
 				if j > i+1 && j < n && s[j] == ':' {
-					m |= IP.bit()
+					m |= bitIP
 				}
 			}
 		case clDash:
 			if i+4 < n && s[i+1] == '-' && s[i+2] == '-' && s[i+3] == '-' && s[i+4] == '-' ||
 				i >= 2 && s[i-2] == 's' && s[i-1] == 'k' ||
 				i >= 4 && s[i-4] == 'x' && s[i-3] == 'o' && s[i-2] == 'x' {
-				m |= Secret.bit()
+				m |= bitSecret
 			}
 		case clUnderscore:
 			if i >= 3 && s[i-3] == 'g' && s[i-2] == 'h' ||
 				i >= 2 && (s[i-2] == 's' || s[i-2] == 'r') && s[i-1] == 'k' ||
 				i >= 6 && s[i-6] == 'g' && s[i-5] == 'i' && s[i-4] == 't' && s[i-1] == 'b' {
-				m |= Secret.bit()
+				m |= bitSecret
 			}
 		case clA:
 			if i+3 < n && (s[i+1] == 'K' && s[i+2] == 'I' && s[i+3] == 'A' ||
 				s[i+1] == 'S' && s[i+2] == 'I' && s[i+3] == 'A' ||
 				s[i+1] == 'I' && s[i+2] == 'z' && s[i+3] == 'a') {
-				m |= Secret.bit()
+				m |= bitSecret
 			}
 		case clDot:
 			// A JWT: a dot inside a run of base64url that starts like a JSON object's encoding. Only the
 			// first dot of a run looks back, so each byte is looked at twice at most.
-			if i == 0 || i+1 >= n || !isB64URL(s[i-1]) || !isB64URL(s[i+1]) || m&Secret.bit() != 0 {
+			if i == 0 || i+1 >= n || !isB64URL(s[i-1]) || !isB64URL(s[i+1]) || m&bitSecret != 0 {
 				continue
 			}
 			j := i - 1
@@ -167,7 +167,7 @@ func prefilterFrom[T string | []byte](s T, i int, inJSON bool) (m mask, end int,
 				j++
 			}
 			if i-j >= 3 && s[j] == 'e' && (s[j+1] == 'y' || s[j+1] == 'w') && jwtThird[s[j+2]] {
-				m |= Secret.bit()
+				m |= bitSecret
 			}
 		}
 	}

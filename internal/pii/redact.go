@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/bits"
 )
 
 // Action is what a Redactor does with an entity it finds.
@@ -138,14 +139,7 @@ func NewRedactor(c Config) (*Redactor, error) {
 	return r, nil
 }
 
-func typeIndex(t Type) int {
-	for i, a := range allTypes {
-		if a == t {
-			return i
-		}
-	}
-	return -1
-}
+func typeIndex(t Type) int { return bits.TrailingZeros16(uint16(t.bit())) }
 
 func (r *Redactor) action(t Type) Action { return r.actions[typeIndex(t)] }
 
