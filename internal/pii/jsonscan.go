@@ -112,6 +112,8 @@ next:
 	return false
 }
 
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // pointer is the RFC 6901 JSON Pointer of the walker's current path.
 func (w *walker) pointer() string {
 	var b strings.Builder
@@ -126,7 +128,10 @@ func (w *walker) pointer() string {
 		if f.esc {
 			k = decodeString(nil, f.key)
 		}
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(k))
+		if strings.ContainsAny(k, "~/") {
+			k = pointerEscaper.Replace(k)
+		}
+		b.WriteString(k)
 	}
 	return b.String()
 }
