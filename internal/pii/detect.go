@@ -261,8 +261,9 @@ func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
 func isAlnum(c byte) bool { return isDigit(c) || isUpper(c) || isLower(c) }
 func isWord(c byte) bool  { return isAlnum(c) || c == '_' }
 
-// numberCtx refuses a value that continues a longer token: a word character next to it, or a '-' or '.' that
-// joins it to a digit.
+// numberCtx refuses a value that continues a longer token: a word character next to it, a '-' or '.' that
+// joins it to a digit, or a '-' after it that joins it to a letter ("123-45-6789-beta"; a label before it, as in
+// "SSN-078-05-1120", is allowed).
 func numberCtx(text string, start, end int) bool {
 	if start > 0 {
 		c := text[start-1]
@@ -272,7 +273,8 @@ func numberCtx(text string, start, end int) bool {
 	}
 	if end < len(text) {
 		c := text[end]
-		if isWord(c) || (c == '-' || c == '.') && end+1 < len(text) && isDigit(text[end+1]) {
+		if isWord(c) || (c == '-' || c == '.') && end+1 < len(text) && isDigit(text[end+1]) ||
+			c == '-' && end+1 < len(text) && isAlnum(text[end+1]) {
 			return false
 		}
 	}

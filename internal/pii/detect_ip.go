@@ -59,7 +59,8 @@ func ip6Ctx(text string, start, end int) bool {
 }
 
 // notAddress are words after which a dotted quad is a version or a section number, not an address.
-var notAddress = []string{"version", "ver", "release", "build", "chapter", "section", "rule", "clause", "step"}
+var notAddress = []string{"version", "ver", "v", "rev", "revision", "release", "build", "firmware", "fw",
+	"chapter", "section", "rule", "clause", "step"}
 
 // ip4Ctx is numberCtx, and refuses a dotted quad right after one of notAddress ("version 1.2.3.4").
 func ip4Ctx(text string, start, end int) bool {

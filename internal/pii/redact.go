@@ -204,7 +204,7 @@ func (r *Redactor) text(s, path string, tok Tokenizer) (string, []Located, error
 		return s, nil, nil
 	}
 	if len(fs) > r.maxFindings {
-		return s, nil, fmt.Errorf("%w: %d found, at most %d allowed", ErrTooManyFindings, len(fs), r.maxFindings)
+		return s, nil, fmt.Errorf("%w: more than %d in one payload", ErrTooManyFindings, r.maxFindings)
 	}
 	hits := []hit{{text: s, path: path, findings: fs}}
 	found, err := r.check(hits)
