@@ -34,7 +34,7 @@ func validIP(s string) bool {
 		a, err := netip.ParseAddr(s)
 		return err == nil && a.Is4()
 	}
-	if strings.IndexAny(s, "0123456789") < 0 {
+	if !strings.ContainsAny(s, "0123456789") {
 		return false
 	}
 	a, err := netip.ParseAddr(s)

@@ -33,8 +33,9 @@
 //     the serial not 0000. The finding is the number only, not the keyword.
 //   - ip: an IPv4 dotted quad of 0-255 without leading zeros, not part of a longer dotted run (the version
 //     "1.2.3.4.5" is not an address) nor right after a word that makes it a version or a section number
-//     ("version", "v", "rev", "release", "build", "firmware", "chapter", "section", ...); or an IPv6 address that net/netip parses, "::" forms and an embedded IPv4
-//     included, zones refused, holding at least one decimal digit (so that a scope such as "A::B" is not one).
+//     ("version", "v", "rev", "release", "build", "firmware", "chapter", "section", ...); or an IPv6 address
+//     that net/netip parses, "::" forms and an embedded IPv4 included, zones refused, holding at least one
+//     decimal digit (so that a scope such as "A::B" is not one).
 //   - secret: API and cloud keys by their shapes. AWS access key id: AKIA or ASIA and 16 capitals or digits.
 //     GitHub: gh[pousr]_ and 36-251 letters or digits, or github_pat_ and 22-244 letters, digits or '_'. OpenAI:
 //     sk-, sk-proj-, sk-svcacct- or sk-admin- and 20-200 of [A-Za-z0-9_-] holding a digit, a capital and a

@@ -136,7 +136,8 @@ func (w *walker) pointer() string {
 	return b.String()
 }
 
-// walk checks that data is one JSON object or array (and white space) and calls visit for each selected string.
+// walk checks that data is one JSON object or array (and white space), doing what w.visit says with each
+// selected string.
 func (w *walker) walk() error {
 	w.skipSpace()
 	if w.pos >= len(w.data) || (w.data[w.pos] != '{' && w.data[w.pos] != '[') {

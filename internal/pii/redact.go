@@ -51,12 +51,20 @@ const MinHashKey = 16
 
 // Config says what a Redactor looks for and what it does with it.
 type Config struct {
-	Types       []Type          // the types looked for; none means all
-	Action      Action          // the action for every type; "" means mask
-	PerType     map[Type]Action // the action for some types, over Action; each must be looked for
-	HashKey     []byte          // the HMAC key of the hash action, at least MinHashKey bytes
-	Paths       []string        // the JSON string values redacted, as dotted paths with '*'; none means all
-	MaxFindings int             // the most entities one payload may hold (more is ErrTooManyFindings); 0 means DefaultMaxFindings
+	// Types are the types looked for; none means all.
+	Types []Type
+	// Action is the action for every type; "" means mask.
+	Action Action
+	// PerType overrides Action for some types, each of which must be looked for.
+	PerType map[Type]Action
+	// HashKey is the HMAC key of the hash action, at least MinHashKey bytes.
+	HashKey []byte
+	// Paths select the JSON string values redacted, as dotted paths of keys and indexes with '*' for any (a
+	// key holding '.' is matched by '*' only); none means every string value.
+	Paths []string
+	// MaxFindings is the most entities one payload may hold (more is ErrTooManyFindings); 0 means
+	// DefaultMaxFindings.
+	MaxFindings int
 }
 
 // Redactor redacts payloads by a Config. It is built once and safe for concurrent use.

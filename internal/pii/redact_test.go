@@ -61,7 +61,8 @@ func TestRedactActions(t *testing.T) {
 		want string // a regular expression the output must match
 	}{
 		{"mask", Config{}, `^mail \[EMAIL\] or call \[PHONE\]$`},
-		{"hash", Config{Action: ActionHash, HashKey: hashKey}, `^mail \[EMAIL:[0-9a-f]{12}\] or call \[PHONE:[0-9a-f]{12}\]$`},
+		{"hash", Config{Action: ActionHash, HashKey: hashKey},
+			`^mail \[EMAIL:[0-9a-f]{12}\] or call \[PHONE:[0-9a-f]{12}\]$`},
 		{"tokenize", Config{Action: ActionTokenize}, `^mail <EMAIL_1> or call <PHONE_1>$`},
 		{"per type", Config{PerType: map[Type]Action{Phone: ActionTokenize}}, `^mail \[EMAIL\] or call <PHONE_1>$`},
 		{"types", Config{Types: []Type{Phone}}, `^mail bob@example\.com or call \[PHONE\]$`},
@@ -177,7 +178,8 @@ func TestRedactPaths(t *testing.T) {
 		paths []string
 		want  []string // the JSON Pointers redacted
 	}{
-		{nil, []string{"/prompt", "/messages/0/content", "/messages/1/role", "/messages/1/content/text", "/meta/ivy@example.com"}},
+		{nil, []string{"/prompt", "/messages/0/content", "/messages/1/role", "/messages/1/content/text",
+			"/meta/ivy@example.com"}},
 		{[]string{"prompt"}, []string{"/prompt"}},
 		{[]string{"messages.*.content"}, []string{"/messages/0/content", "/messages/1/content/text"}},
 		{[]string{"messages.1"}, []string{"/messages/1/role", "/messages/1/content/text"}},
@@ -296,7 +298,8 @@ func TestRedactMaxFindings(t *testing.T) {
 	if _, _, _, err := r.Redact([]byte(in), nil); !errors.Is(err, ErrTooManyFindings) {
 		t.Errorf("4 findings with MaxFindings 3: %v", err)
 	}
-	if _, _, err := r.Text("a@example.com b@example.com c@example.com d@example.com", nil); !errors.Is(err, ErrTooManyFindings) {
+	four := "a@example.com b@example.com c@example.com d@example.com"
+	if _, _, err := r.Text(four, nil); !errors.Is(err, ErrTooManyFindings) {
 		t.Errorf("text: %v", err)
 	}
 	if _, found, _, err := r.Redact([]byte(in[:31]+"]"), nil); err != nil || len(found) != 2 {
@@ -376,7 +379,8 @@ func TestFindPlaceholdersAndRestore(t *testing.T) {
 	}
 	known := map[string]string{"<EMAIL_1>": "a@example.com", "<IP_4>": "10.0.0.4"}
 	lookup := func(ph string) (string, bool) { v, ok := known[ph]; return v, ok }
-	if r := Restore(text, lookup); r != strings.NewReplacer("<EMAIL_1>", "a@example.com", "<IP_4>", "10.0.0.4").Replace(text) {
+	want := strings.NewReplacer("<EMAIL_1>", "a@example.com", "<IP_4>", "10.0.0.4").Replace(text)
+	if r := Restore(text, lookup); r != want {
 		t.Errorf("Restore = %q", r)
 	}
 	if r := Restore("nothing <HERE_1>", lookup); r != "nothing <HERE_1>" {
