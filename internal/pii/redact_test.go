@@ -383,6 +383,10 @@ func TestFindPlaceholdersAndRestore(t *testing.T) {
 	if r := Restore(text, lookup); r != want {
 		t.Errorf("Restore = %q", r)
 	}
+	longest := Placeholder(Secret, MaxPlaceholderNumber)
+	if f := FindPlaceholders(longest); len(longest) != MaxPlaceholderLen || len(f) != 1 || f[0].End != len(longest) {
+		t.Errorf("the longest placeholder %q (MaxPlaceholderLen %d) is found as %v", longest, MaxPlaceholderLen, f)
+	}
 	if r := Restore("nothing <HERE_1>", lookup); r != "nothing <HERE_1>" {
 		t.Errorf("Restore = %q", r)
 	}
