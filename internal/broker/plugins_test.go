@@ -2,7 +2,10 @@ package broker_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,7 +18,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/plugin"
 	"github.com/semaq/semaq/internal/plugin/plugintest"
 	"github.com/semaq/semaq/semaq"
 )
@@ -248,5 +253,38 @@ func TestPluginFilterAndTokensStages(t *testing.T) {
 	}
 	if res.Text != "your [redacted] is hunter2" || res.Final.FinishReason != semaq.FinishContentFilter {
 		t.Fatalf("read %q, finish %q", res.Text, res.Final.FinishReason)
+	}
+}
+
+// With plugin_keys, a plugin must carry a signature one of them verifies.
+func TestPluginSignatureRequired(t *testing.T) {
+	noop := plugintest.Build(t, plugintest.Noop)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := brokertest.Start(t, func(c *broker.Config) { c.PluginKeys = []string{base64.StdEncoding.EncodeToString(pub)} })
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := semaq.Plugin{Name: "noop", Stage: semaq.PluginStageIngress, Subjects: []string{"demo.>"}}
+	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); !errors.Is(err, semaq.ErrBadPlugin) || !strings.Contains(err.Error(), "not signed") {
+		t.Fatalf("unsigned: %v", err)
+	}
+	p.Signature = base64.StdEncoding.EncodeToString(plugin.Sign(noop, other))
+	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); !errors.Is(err, semaq.ErrBadPlugin) || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("signed by another key: %v", err)
+	}
+	p.Signature = base64.StdEncoding.EncodeToString(plugin.Sign(noop, priv))
+	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); err != nil {
+		t.Fatalf("signed: %v", err)
 	}
 }
