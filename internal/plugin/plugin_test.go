@@ -127,7 +127,7 @@ func TestHostilePluginFailsOnlyItsCall(t *testing.T) {
 		{StageIngress, "bad-action", ErrBadOutput, "unknown ingress action 42"},
 		{StageIngress, "too-many", ErrBadOutput, "65 messages, more than the 64 allowed"},
 		{StageIngress, "huge-count", ErrBadOutput, "4294967295 messages"},
-		{StageIngress, "header-crlf", ErrBadOutput, "value holds a line break"},
+		{StageIngress, "header-crlf", ErrBadOutput, "header value 1 holds a line break"},
 		{StageFilter, "trap", ErrTrap, ""},
 		{StageFilter, "loop", ErrTimeout, ""},
 		{StageFilter, "bad-bool", ErrBadOutput, "semaq_filter returned 7"},
