@@ -258,7 +258,7 @@ const (
 	MaxPluginBytes    = 32 << 20
 	MaxPluginChunk    = 512 << 10
 	MaxPlugins        = 32
-	DefaultPluginTime = 2 * time.Millisecond
+	DefaultPluginTime = 100 * time.Millisecond
 	MaxPluginTime     = 5 * time.Second
 )
 
