@@ -10,6 +10,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/schema"
+	"github.com/semaq/semaq/semaq"
 )
 
 // Target names.
@@ -18,8 +19,9 @@ const (
 	// as any SemaQ client does.
 	TargetSemaq = "semaq"
 	// TargetSemaqNoSchema publishes like TargetSemaq, to a second SemaQ
-	// stream with the same settings but no schema. Only in runs with a
-	// schema: it measures, in the same run, what enforcement costs.
+	// stream with the same settings but no schema and no policy rule. Only
+	// in runs with a schema or a policy: it measures, in the same run,
+	// what enforcement costs.
 	TargetSemaqNoSchema = "semaq-noschema"
 	// TargetJetStream publishes straight into a JetStream stream with the
 	// same storage settings: the baseline every SemaQ figure is a ratio of.
@@ -153,6 +155,11 @@ type IngestConfig struct {
 	// all and stores each message where it would without them. The raw
 	// JetStream stream routes nothing.
 	Routes int `json:"routes"`
+	// Policy, when set, is a policy rule (docs/policy.md) the run adds on
+	// the SemaQ target's subjects (its own subjects and streams are
+	// replaced), so the ingress applies it to every message; the
+	// comparison is TargetSemaqNoSchema, without it.
+	Policy *semaq.PolicyRule `json:"policy,omitempty"`
 	// DataDir is where the broker keeps its files: a directory that is
 	// empty or does not exist yet, kept afterwards. Empty means a new
 	// temporary directory, removed afterwards.
@@ -211,8 +218,8 @@ func (c *IngestConfig) Validate() error {
 		if slices.Contains(c.Targets[:i], t) {
 			return fmt.Errorf("%w: targets: %q is given twice", ErrBadConfig, t)
 		}
-		if t == TargetSemaqNoSchema && c.Schema == nil {
-			return fmt.Errorf("%w: targets: %q is the comparison for a run with a schema; give a schema", ErrBadConfig, t)
+		if t == TargetSemaqNoSchema && c.Schema == nil && c.Policy == nil {
+			return fmt.Errorf("%w: targets: %q is the comparison for a run with a schema or a policy; give one", ErrBadConfig, t)
 		}
 		if (t == TargetSemaqInterval || t == TargetJetStreamInterval) && c.Sync != broker.SyncAlways {
 			return fmt.Errorf("%w: targets: %q is the no-fsync comparison for a run with sync %s", ErrBadConfig, t, broker.SyncAlways)

@@ -114,6 +114,17 @@ func RunIngest(ctx context.Context, cfg IngestConfig) (_ *Report, err error) {
 		return nil, err
 	}
 	defer r.Close()
+	if cfg.Policy != nil {
+		progress("adding policy %s on %s", cfg.Policy.Name, semaqSubjects)
+		if err := addPolicy(ctx, r, *cfg.Policy); err != nil {
+			return nil, err
+		}
+		if cfg.Schema == nil && slices.Contains(cfg.Targets, TargetSemaqNoSchema) {
+			if err := createPlainStream(ctx, r, durabilityOf(cfg.Sync)); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if cfg.Routes > 0 {
 		progress("adding %d route rules per SemaQ target", cfg.Routes)
 		if err := addRoutes(ctx, r, cfg.Routes, cfg.Targets); err != nil {

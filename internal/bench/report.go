@@ -112,6 +112,9 @@ type ReportConfig struct {
 	// Routes is the route rules on each SemaQ target's subject, none
 	// matching (IngestConfig.Routes).
 	Routes int `json:"routes,omitempty"`
+	// Policy is the policy rule on the SemaQ target's subjects
+	// (IngestConfig.Policy).
+	Policy *semaq.PolicyRule `json:"policy,omitempty"`
 	// Payload names the file every message's payload came from; empty for
 	// generated text. PayloadPadded: its longest string was lengthened to
 	// make Size.
@@ -213,6 +216,7 @@ func reportConfig(c *IngestConfig, setup []TargetSetup, pl *payload, schemaID in
 		Rates:       c.Rates,
 		E2E:         c.E2E,
 		Routes:      c.Routes,
+		Policy:      c.Policy,
 		Setup:       setup,
 		GoVersion:   runtime.Version(),
 		Platform:    runtime.GOOS + "/" + runtime.GOARCH,
@@ -522,6 +526,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, s := range c.Setup {
 		fmt.Fprintf(&b, "  %s\n", s.Describe())
 	}
+	if p := c.Policy; p != nil {
+		fmt.Fprintf(&b, "  policy %s on %s's subjects: redact %s (%s), %d words, %d patterns\n", p.Name, TargetSemaq,
+			strings.Join(p.Redact, ","), p.Action, len(p.Words), len(p.Patterns))
+	}
 	if c.Routes > 0 {
 		fmt.Fprintf(&b, "  routes: %d rules on each SemaQ target's subject, none matching\n", c.Routes)
 	}
@@ -581,8 +589,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if sc := r.SchemaCost; sc != nil {
 		d := sc.LatencyDeltaUS
-		fmt.Fprintf(&b, "schema enforcement: %s at %.3f× the throughput of %s; sequential publish p50 %+.1f µs, p99 %+.1f µs\n",
-			TargetSemaq, sc.ThroughputRatio, TargetSemaqNoSchema, d.P50, d.P99)
+		what := "schema enforcement"
+		switch {
+		case r.Config.Policy != nil && r.Config.Schema != nil:
+			what = "schema and policy enforcement"
+		case r.Config.Policy != nil:
+			what = "policy " + r.Config.Policy.Name
+		}
+		fmt.Fprintf(&b, "%s: %s at %.3f× the throughput of %s; sequential publish p50 %+.1f µs, p99 %+.1f µs\n",
+			what, TargetSemaq, sc.ThroughputRatio, TargetSemaqNoSchema, d.P50, d.P99)
 	}
 	if f := r.Floor; f != nil {
 		fmt.Fprintf(&b, "the floor: %s is raw JetStream plus the one client hop of SemaQ's ingress, nothing else; %s at %.3f× its throughput is what SemaQ's own work costs beyond the hop\n",

@@ -152,12 +152,8 @@ func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaCon
 		return fmt.Errorf("bench: stream %s is bound to schema subject %q, asked for %q", semaqStream, info.Config.Schema, want.Schema)
 	}
 	if sc != nil {
-		info, err := r.admin.AddStream(ctx, semaq.StreamConfig{Name: noSchemaStream, Subjects: []string{noSchemaSubjects}, Durability: durability})
-		if err != nil {
-			return fmt.Errorf("bench: creating stream %s: %w", noSchemaStream, err)
-		}
-		if info.Config.Durability != durability || info.Config.Schema != "" {
-			return fmt.Errorf("bench: stream %s has durability %q and schema %q, asked for %q and none", noSchemaStream, info.Config.Durability, info.Config.Schema, durability)
+		if err := createPlainStream(ctx, r, durability); err != nil {
+			return err
 		}
 	}
 
@@ -177,6 +173,29 @@ func createStreams(ctx context.Context, r *Rig, durability string, sc *SchemaCon
 	}
 	if _, err := rjs.CreateStream(ctx, rawConfig(cfg)); err != nil {
 		return fmt.Errorf("bench: creating stream %s: %w", JetStreamStream, err)
+	}
+	return nil
+}
+
+// createPlainStream makes the SemaQ stream of TargetSemaqNoSchema: the
+// SemaQ target's settings, no schema, no policy.
+func createPlainStream(ctx context.Context, r *Rig, durability string) error {
+	info, err := r.admin.AddStream(ctx, semaq.StreamConfig{Name: noSchemaStream, Subjects: []string{noSchemaSubjects}, Durability: durability})
+	if err != nil {
+		return fmt.Errorf("bench: creating stream %s: %w", noSchemaStream, err)
+	}
+	if info.Config.Durability != durability || info.Config.Schema != "" {
+		return fmt.Errorf("bench: stream %s has durability %q and schema %q, asked for %q and none", noSchemaStream, info.Config.Durability, info.Config.Schema, durability)
+	}
+	return nil
+}
+
+// addPolicy stores rule on the SemaQ target's subjects; the broker
+// answers once the ingress applies it.
+func addPolicy(ctx context.Context, r *Rig, rule semaq.PolicyRule) error {
+	rule.Subjects, rule.Streams = []string{semaqSubjects}, nil
+	if _, err := r.admin.AddPolicy(ctx, rule); err != nil {
+		return fmt.Errorf("bench: policy %s on %s: %w", rule.Name, semaqSubjects, err)
 	}
 	return nil
 }

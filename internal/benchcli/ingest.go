@@ -1,6 +1,8 @@
 package benchcli
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/semaq/semaq/internal/bench"
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/schema"
+	"github.com/semaq/semaq/semaq"
 )
 
 func newBenchIngestCmd(e *env) *cobra.Command {
@@ -27,6 +30,7 @@ func newBenchIngestCmd(e *env) *cobra.Command {
 		schemaType  string
 		payloadFile string
 		ceiling     bool
+		policyFile  string
 	)
 	cmd := &cobra.Command{
 		Use:   "ingest",
@@ -93,7 +97,12 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 			if err := readPayload(&cfg, schemaFile, schemaType, payloadFile, cmd.Flags().Changed("schema-type"), cmd.Flags().Changed("size")); err != nil {
 				return err
 			}
-			if cfg.Schema != nil && !cmd.Flags().Changed("targets") {
+			if policyFile != "" {
+				if cfg.Policy, err = readPolicy(policyFile); err != nil {
+					return err
+				}
+			}
+			if (cfg.Schema != nil || cfg.Policy != nil) && !cmd.Flags().Changed("targets") {
 				cfg.Targets = slices.Clone(bench.SchemaTargets)
 			}
 			if ceiling {
@@ -144,12 +153,31 @@ The table goes to stdout, progress to stderr; --json writes the report.`,
 	f.StringVar(&schemaFile, "schema", "", "enforce this schema on the SemaQ stream: JSON Schema, Avro (.avsc) or Protobuf (.proto) file")
 	f.StringVar(&schemaType, "schema-type", "", "type of --schema: json, avro or protobuf (default: from the extension .json, .avsc, .proto; else json)")
 	f.StringVar(&payloadFile, "payload", "", "JSON sample every message carries, valid under --schema (default with --schema: NAME.sample.json beside it)")
+	f.StringVar(&policyFile, "policy", "", "add this policy rule (JSON, as `semaq policy get --json` shows one; bench/policies/ has the PII rule) on the SemaQ target's subjects; semaq-noschema measures without it")
 	f.IntVar(&cfg.Routes, "routes", def.Routes, "route rules on each SemaQ target's subject, none matching its messages, so the ingress evaluates them all (0..100)")
 	f.StringVar(&cfg.DataDir, "data", "", "broker data directory, empty or new, kept afterwards (default: a temporary directory, removed afterwards)")
 	f.StringVar(&jsonFile, "json", "", `write the report as JSON to this file ("-": stdout, instead of the table)`)
 	f.BoolVar(&ceiling, "ceiling", false, "with --sync always: also measure "+bench.TargetSemaqInterval+" and "+bench.TargetJetStreamInterval+" (no fsync) and print the disk's ceiling and the group commit's efficiency")
 	f.BoolVar(&quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
+}
+
+// readPolicy reads a policy rule from file.
+func readPolicy(file string) (*semaq.PolicyRule, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--policy: %w", err)
+	}
+	var rule semaq.PolicyRule
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rule); err != nil {
+		return nil, fmt.Errorf("--policy %s: not a policy rule: %v", file, err)
+	}
+	if rule.Name == "" {
+		return nil, fmt.Errorf("--policy %s: the rule has no name", file)
+	}
+	return &rule, nil
 }
 
 // readPayload reads --schema and --payload into cfg. Without --size, a

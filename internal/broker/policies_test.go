@@ -39,6 +39,8 @@ func apiCall(ctx context.Context, t *testing.T, nc *nats.Conn, subj string, req,
 	return nil
 }
 
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
 // lastStored is the last message stored on subject.
 func lastStored(ctx context.Context, t *testing.T, js jetstream.JetStream, stream, subject string) *jetstream.RawStreamMsg {
 	t.Helper()

@@ -12,10 +12,11 @@ import (
 // mostly wait (a cluster electing its leaders, a lease lapsing, a health
 // window closing) rather than compute, so more of them than cores run at
 // once without starving each other; the default, one per core, leaves the
-// package's wall time to its slowest waits in a row. Call it from TestMain:
+// package's wall time to its slowest waits in a row. cleanups run after
+// the tests (os.Exit skips deferred calls). Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { brokertest.Main(m, 4) }
-func Main(m *testing.M, parallel int) {
+func Main(m *testing.M, parallel int, cleanups ...func()) {
 	flag.Parse()
 	given := false
 	flag.Visit(func(f *flag.Flag) {
@@ -28,5 +29,9 @@ func Main(m *testing.M, parallel int) {
 		// it cannot fail, and if it did the default would only be slower.
 		_ = flag.Set("test.parallel", strconv.Itoa(parallel))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range cleanups {
+		f()
+	}
+	os.Exit(code)
 }
