@@ -41,6 +41,15 @@ func WithFilter(expr string) SubscribeOption {
 	return exprOption("WithFilter", "the expression", expr, func(o *subscribeOptions) { o.filter = expr })
 }
 
+// WithFilterPlugin makes the subscription server-side filtered by the
+// filter-stage plugin of that name (docs/plugins.md) too: the broker calls
+// it on every message WithFilter's expression matched (every message
+// without one) and sends only what it keeps. A durable resumed with a
+// plugin names it again.
+func WithFilterPlugin(name string) SubscribeOption {
+	return exprOption("WithFilterPlugin", "the plugin name", name, func(o *subscribeOptions) { o.plugin = name })
+}
+
 // filter is s's filter, or nil for a subscription without one.
 func (s *Subscription) filter() *filterSource {
 	if p, ok := s.src.(*pumpSource); ok {
@@ -84,7 +93,7 @@ func (f *filterSource) setStats(st semaq.FilterStats) {
 
 func (c *Client) subscribeFiltered(ctx context.Context, subject string, o subscribeOptions) (*Subscription, error) {
 	f := &filterSource{c: c, req: semaq.FilterStartRequest{
-		Subject: subject, Filter: o.filter, Durable: o.durable, StartSeq: o.startSeq,
+		Subject: subject, Filter: o.filter, Plugin: o.plugin, Durable: o.durable, StartSeq: o.startSeq,
 		Deliver: o.pumpDeliver(), MaxAckPending: o.pumpAckPending(), AckWait: o.ackWait,
 	}}
 	if o.max > 0 {

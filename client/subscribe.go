@@ -35,6 +35,7 @@ type subscribeOptions struct {
 	max      int
 	ackWait  time.Duration
 	filter   string // server-side filter (filter.go)
+	plugin   string // a filter-stage plugin judging the filter's matches
 	key      string // key-shared group key (keyshared.go)
 	member   string // key-shared member name
 	// maxAckPending of a key-shared group or a filtered subscription
@@ -152,6 +153,10 @@ func (c *Client) Subscribe(ctx context.Context, subject string, opts ...Subscrib
 	}
 	if o.key != "" || o.member != "" {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: KeyBy and WithMember are options of SubscribeKeyShared")
+	}
+	if o.plugin != "" && o.filter == "" {
+		// The plugin alone judges: every message goes to it.
+		o.filter = "true"
 	}
 	if o.maxAckPending > 0 && o.filter == "" {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: WithMaxAckPending applies to filtered and key-shared subscriptions")

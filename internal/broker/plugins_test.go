@@ -2,7 +2,10 @@ package broker_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,7 +17,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/plugin"
 	"github.com/semaq/semaq/internal/plugin/plugintest"
 	"github.com/semaq/semaq/semaq"
 )
@@ -177,5 +183,108 @@ func TestPluginIngressRewriteFailuresAndReload(t *testing.T) {
 	}
 	if _, err := c.Publish(ctx, "demo.hostile.in", []byte("trap")); err != nil {
 		t.Fatalf("after the plugin was removed: %v", err)
+	}
+}
+
+func TestPluginFilterAndTokensStages(t *testing.T) {
+	hostile := plugintest.Build(t, plugintest.Hostile)
+	redact := plugintest.Build(t, plugintest.Redact)
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	brokertest.AddStream(t, c, "DEMO", "demo.>")
+
+	// Filter stage: the hostile plugin keeps what it is given, and traps on
+	// "trap": its failure policy (reject) keeps that message from the
+	// subscriber, who gets the rest in order.
+	if _, err := uploadPlugin(ctx, t, nc, semaq.Plugin{Name: "judge", Stage: semaq.PluginStageFilter, Timeout: time.Second, FailAfter: 100}, hostile, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Subscribe(ctx, "demo.f", client.WithFilterPlugin("missing")); !errors.Is(err, semaq.ErrPluginNotFound) {
+		t.Fatalf("a filter naming no plugin: %v", err)
+	}
+	sub, err := c.Subscribe(ctx, "demo.f", client.WithFilter(`subject == "demo.f"`), client.WithFilterPlugin("judge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for _, p := range []string{"a", "trap", "b"} {
+		if _, err := c.Publish(ctx, "demo.f", []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"a", "b"} {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(m.Data) != want {
+			t.Fatalf("got %q, want %q", m.Data, want)
+		}
+		_ = m.Ack(ctx)
+	}
+
+	// Tokens stage: the redact example rewrites "password" in what the
+	// relay stores, and stops a stream that starts a private key.
+	if _, err := uploadPlugin(ctx, t, nc, semaq.Plugin{Name: "redact", Stage: semaq.PluginStageTokens, Timeout: time.Second}, redact, false); err != nil {
+		t.Fatal(err)
+	}
+	const key = "writer-key-0123456789abcdef"
+	if err := tokenRecord(ctx, nc, "req-p", key, false, semaq.TokenChunk{Seq: 1, N: 1, Text: "your password is hunter2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenRecord(ctx, nc, "req-p", key, false, semaq.TokenChunk{Seq: 2, Offset: 1, N: 1, Text: " -----BEGIN PRIVATE KEY-----"}); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := c.ReadTokens(ctx, "req-p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := rd.Collect(ctx)
+	rd.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Text != "your [redacted] is hunter2" || res.Final.FinishReason != semaq.FinishContentFilter {
+		t.Fatalf("read %q, finish %q", res.Text, res.Final.FinishReason)
+	}
+}
+
+// With plugin_keys, a plugin must carry a signature one of them verifies.
+func TestPluginSignatureRequired(t *testing.T) {
+	noop := plugintest.Build(t, plugintest.Noop)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := brokertest.Start(t, func(c *broker.Config) { c.PluginKeys = []string{base64.StdEncoding.EncodeToString(pub)} })
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := semaq.Plugin{Name: "noop", Stage: semaq.PluginStageIngress, Subjects: []string{"demo.>"}}
+	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); !errors.Is(err, semaq.ErrBadPlugin) || !strings.Contains(err.Error(), "not signed") {
+		t.Fatalf("unsigned: %v", err)
+	}
+	p.Signature = base64.StdEncoding.EncodeToString(plugin.Sign(noop, other))
+	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); !errors.Is(err, semaq.ErrBadPlugin) || !strings.Contains(err.Error(), "does not verify") {
+		t.Fatalf("signed by another key: %v", err)
+	}
+	p.Signature = base64.StdEncoding.EncodeToString(plugin.Sign(noop, priv))
+	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); err != nil {
+		t.Fatalf("signed: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/logtest"
+	"github.com/semaq/semaq/internal/operator"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -229,5 +234,81 @@ func TestPolicyTokenStreamSplitEntityAndStop(t *testing.T) {
 	}
 	if res.Text != "This is a " || res.Final.FinishReason != semaq.FinishContentFilter {
 		t.Fatalf("read %q, finish %q", res.Text, res.Final.FinishReason)
+	}
+}
+
+// What a rule finds never reaches the node's log (at debug level, where
+// refusals are logged), its metric labels or the publisher's refusal;
+// the metrics count it by rule, type and action.
+func TestPolicyKeepsValuesOutOfLogsAndMetrics(t *testing.T) {
+	var logs logtest.Buffer
+	op, err := operator.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := broker.DefaultConfig()
+	cfg.DataDir, cfg.Listen, cfg.HTTP, cfg.LogLevel = t.TempDir(), "127.0.0.1:0", "", "debug"
+	s, err := broker.New(cfg, slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), op.Option())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	c := brokertest.Connect(t, s)
+	nc, err := op.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	brokertest.AddStream(t, c, "DEMO", "demo.>")
+	for _, r := range []semaq.PolicyRule{
+		{Name: "mask-in", Subjects: []string{"demo.>"}, Redact: []string{"email", "secret"}, Actions: map[string]string{"secret": semaq.PIIBlock}},
+		{Name: "mask-out", Streams: []string{semaq.PolicyStreamTokens}, Redact: []string{"phone"}},
+	} {
+		if err := apiCall(ctx, t, nc, semaq.APIPolicyAdd, semaq.PolicyAddRequest{PolicyRule: r}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const email, key, phone = "zed.private@example.org", "AKIAZ7PLQ2MXR4TN8VWK", "+44 20 7946 0958"
+	if _, err := c.Publish(ctx, "demo.in", []byte(`{"q":"`+email+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Publish(ctx, "demo.in", []byte(`{"q":"key `+key+`"}`))
+	if !errors.Is(err, semaq.ErrPIIBlocked) || strings.Contains(err.Error(), key) {
+		t.Fatalf("blocked: %v", err)
+	}
+	const wkey = "writer-key-0123456789abcdef"
+	if err := tokenRecord(ctx, nc, "req-l", wkey, false, semaq.TokenChunk{Seq: 1, N: 1, Text: "call " + phone + " now"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tokenRecord(ctx, nc, "req-l", wkey, true, semaq.TokenChunk{Seq: 2, Offset: 1, Final: &semaq.TokenFinal{FinishReason: "stop"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	s.Metrics().Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	exposition := rec.Body.String()
+	for _, v := range []string{email, key, phone, "zed.private", "AKIAZ7"} {
+		if strings.Contains(logs.String(), v) {
+			t.Errorf("the log holds %q", v)
+		}
+		if strings.Contains(exposition, v) {
+			t.Errorf("the metrics hold %q", v)
+		}
+	}
+	for _, want := range []string{
+		`semaq_policy_findings_total{policy="mask-in",stage="ingress",type="email"} 1`,
+		`semaq_policy_actions_total{action="block",policy="mask-in",stage="ingress"} 1`,
+		`semaq_policy_findings_total{policy="mask-out",stage="tokens",type="phone"} 1`,
+	} {
+		if !strings.Contains(exposition, want) {
+			t.Errorf("the metrics lack %s", want)
+		}
+	}
+	if logs.Lines("level=DEBUG") == 0 {
+		t.Fatal("nothing was logged at debug level: the test saw no log to search")
 	}
 }

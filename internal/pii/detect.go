@@ -31,11 +31,29 @@ type Detector struct {
 // detector is a Detector with what Scan needs besides.
 type detector struct {
 	Detector
+	bit    mask
 	re     *regexp.Regexp
 	seed   seeder                                 // where to run re
 	refine bool                                   // retry sub-spans between separators
 	ctx    func(text string, start, end int) bool // the neighbours allow the value
+	costly func(sc *scan, value string) bool      // Validate on a budget, for a check that costs much
 }
+
+// scan is what one scan of a text may still spend. A hostile text can be made of candidates; these bounds keep
+// its cost linear in its length with a small factor.
+type scan struct {
+	limit int // stop after more findings than this; 0 for no limit
+	found int
+	lib   int // expensive checks (libphonenumber) left; past them a cheaper check decides
+}
+
+// maxLibChecks is how many candidates of one text get libphonenumber's check (some 40 µs each); the rest get
+// the structural check alone (a known country code and a plausible length), which errs towards redacting.
+const maxLibChecks = 256
+
+// maxRefineGroups bounds the groups of a candidate whose sub-spans are retried: no value has more, and the
+// retries grow with its square.
+const maxRefineGroups = 12
 
 var (
 	detectorsOnce sync.Once
@@ -46,13 +64,14 @@ func detectors() []detector {
 	detectorsOnce.Do(func() {
 		for _, d := range detectorTable() {
 			d.re = regexp.MustCompile(d.Pattern)
+			d.bit = d.Type.bit()
 			allDetectors = append(allDetectors, d)
 		}
 	})
 	return allDetectors
 }
 
-// detectorTable lists every detector; the files detect_<type>.go define their parts.
+// detectorTable lists every detector; the files detect_*.go define their parts.
 func detectorTable() []detector {
 	var ds []detector
 	ds = append(ds, emailDetectors()...)
@@ -100,13 +119,23 @@ func Scan(text string, types []Type) []Finding {
 }
 
 func scanMasked(text string, want mask) []Finding {
+	return scanLimited(text, want, 0)
+}
+
+// scanLimited is scanMasked that stops once it has more than limit findings (when limit > 0), for a caller
+// that refuses such a text anyway.
+func scanLimited(text string, want mask, limit int) []Finding {
 	var found []Finding
+	sc := scan{limit: limit, lib: maxLibChecks}
 	for i := range detectors() {
 		d := &allDetectors[i]
-		if want&d.Type.bit() == 0 {
+		if want&d.bit == 0 {
 			continue
 		}
-		found = d.find(text, found)
+		found = d.find(&sc, text, found)
+		if sc.full() {
+			break
+		}
 	}
 	if len(found) == 0 {
 		return nil
@@ -116,59 +145,69 @@ func scanMasked(text string, want mask) []Finding {
 
 // find appends the values d finds in text to found, running d's pattern over the windows its seeder gives,
 // merged where they overlap.
-func (d *detector) find(text string, found []Finding) []Finding {
+func (d *detector) find(sc *scan, text string, found []Finding) []Finding {
 	lo, hi := -1, -1
 	d.seed(text, func(a, b int) {
 		if a <= hi {
 			hi = max(hi, b)
 			return
 		}
-		if hi > lo {
-			found = d.findIn(text, lo, hi, found)
+		if hi > lo && !sc.full() {
+			found = d.findIn(sc, text, lo, hi, found)
 		}
 		lo, hi = a, b
 	})
-	if hi > lo {
-		found = d.findIn(text, lo, hi, found)
+	if hi > lo && !sc.full() {
+		found = d.findIn(sc, text, lo, hi, found)
 	}
 	return found
 }
 
-func (d *detector) findIn(text string, lo, hi int, found []Finding) []Finding {
+func (sc *scan) full() bool { return sc.limit > 0 && sc.found > sc.limit }
+
+func (d *detector) findIn(sc *scan, text string, lo, hi int, found []Finding) []Finding {
 	for _, m := range d.re.FindAllStringSubmatchIndex(text[lo:hi], -1) {
 		start, end := lo+m[0], lo+m[1]
 		if len(m) >= 4 && m[2] >= 0 {
 			start, end = lo+m[2], lo+m[3]
 		}
-		if d.accept(text, start, end) {
+		n := len(found)
+		if d.accept(sc, text, start, end) {
 			found = append(found, Finding{Type: d.Type, Start: start, End: end})
-			continue
+		} else if d.refine {
+			found = d.refineSpan(sc, text, start, end, found)
 		}
-		if d.refine {
-			found = d.refineSpan(text, start, end, found)
+		if sc.found += len(found) - n; sc.full() {
+			break
 		}
 	}
 	return found
 }
 
-func (d *detector) accept(text string, start, end int) bool {
+func (d *detector) accept(sc *scan, text string, start, end int) bool {
 	if d.ctx != nil && !d.ctx(text, start, end) {
 		return false
+	}
+	if d.costly != nil {
+		return d.costly(sc, text[start:end])
 	}
 	return d.Validate(text[start:end])
 }
 
 // refineSpan tries the sub-spans of text[start:end] that begin and end at a group of its characters (groups
 // are split by separators), longest first from each start, and appends those that are accepted.
-func (d *detector) refineSpan(text string, start, end int, found []Finding) []Finding {
-	var bounds [40]int // group starts and ends, alternating
+func (d *detector) refineSpan(sc *scan, text string, start, end int, found []Finding) []Finding {
+	var bounds [2 * maxRefineGroups]int // group starts and ends, alternating
 	n := 0
-	for i := start; i < end && n < len(bounds)-1; {
+	for i := start; i < end; {
 		for i < end && isSep(text[i]) {
 			i++
 		}
 		if i >= end {
 			break
+		}
+		if n == len(bounds) {
+			return found // more groups than any value has
 		}
 		bounds[n] = i
 		for i < end && !isSep(text[i]) {
@@ -184,7 +223,7 @@ func (d *detector) refineSpan(text string, start, end int, found []Finding) []Fi
 				continue // the whole span already failed
 			}
 			s, e := bounds[2*a], bounds[2*b-1]
-			if d.accept(text, s, e) {
+			if d.accept(sc, text, s, e) {
 				found = append(found, Finding{Type: d.Type, Start: s, End: e})
 				a = b - 1
 				break
@@ -222,8 +261,9 @@ func isLower(c byte) bool { return 'a' <= c && c <= 'z' }
 func isAlnum(c byte) bool { return isDigit(c) || isUpper(c) || isLower(c) }
 func isWord(c byte) bool  { return isAlnum(c) || c == '_' }
 
-// numberCtx refuses a value that continues a longer token: a word character next to it, or a '-' or '.' that
-// joins it to a digit.
+// numberCtx refuses a value that continues a longer token: a word character next to it, a '-' or '.' that
+// joins it to a digit, or a '-' after it that joins it to a letter ("123-45-6789-beta"; a label before it, as in
+// "SSN-078-05-1120", is allowed).
 func numberCtx(text string, start, end int) bool {
 	if start > 0 {
 		c := text[start-1]
@@ -233,7 +273,8 @@ func numberCtx(text string, start, end int) bool {
 	}
 	if end < len(text) {
 		c := text[end]
-		if isWord(c) || (c == '-' || c == '.') && end+1 < len(text) && isDigit(text[end+1]) {
+		if isWord(c) || (c == '-' || c == '.') && end+1 < len(text) && isDigit(text[end+1]) ||
+			c == '-' && end+1 < len(text) && isAlnum(text[end+1]) {
 			return false
 		}
 	}

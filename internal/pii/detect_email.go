@@ -49,7 +49,7 @@ func validEmail(s string) bool {
 		}
 	}
 	tld := labels[len(labels)-1]
-	if len(tld) < 2 {
+	if len(tld) < 2 || fileExtensions[strings.ToLower(tld)] {
 		return false
 	}
 	for i := 0; i < len(tld); i++ {
@@ -76,4 +76,12 @@ func emailCtx(text string, start, end int) bool {
 		}
 	}
 	return true
+}
+
+// fileExtensions are file name endings that are not top-level domains, so that "icon@2x.png" and
+// "style@media.css" are file names, not addresses.
+var fileExtensions = map[string]bool{
+	"png": true, "jpg": true, "jpeg": true, "gif": true, "svg": true, "webp": true, "bmp": true, "ico": true,
+	"js": true, "mjs": true, "ts": true, "css": true, "scss": true, "json": true, "txt": true, "md": true,
+	"yaml": true, "yml": true, "html": true, "htm": true, "xml": true, "pdf": true, "csv": true, "lock": true,
 }

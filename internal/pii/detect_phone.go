@@ -15,6 +15,7 @@ func phoneDetectors() []detector {
 				Validate: validPhone,
 				MaxLen:   32,
 			},
+			costly: budgetPhone,
 			seed:   digitsSeed(7, 4, 0),
 			refine: true,
 			ctx:    numberCtx,
@@ -27,6 +28,7 @@ func phoneDetectors() []detector {
 				Validate: validPhone,
 				MaxLen:   20,
 			},
+			costly: budgetPhone,
 			seed:   digitsSeed(11, 5, 0),
 			refine: true,
 			ctx:    numberCtx,
@@ -43,7 +45,11 @@ func phoneDetectors() []detector {
 //
 // National formats of other countries ("(415) 555-2671") are not looked for: without a country code they cannot
 // be told from other numbers well enough.
-func validPhone(s string) bool {
+func validPhone(s string) bool { return budgetPhone(nil, s) }
+
+// budgetPhone checks the shape of s, and then asks libphonenumber while the scan sc (nil for no limit) has
+// checks left, or else only whether the country code is known and the number has a plausible length.
+func budgetPhone(sc *scan, s string) bool {
 	if len(s) < 8 || len(s) > 32 {
 		return false
 	}
@@ -88,13 +94,17 @@ func validPhone(s string) bool {
 	if depth != 0 || !isDigit(s[len(s)-1]) {
 		return false
 	}
+	lib := sc == nil || sc.lib > 0
+	if sc != nil && lib {
+		sc.lib--
+	}
 	d := string(digits[:n])
 	switch {
 	case s[0] == '+':
 	case len(d) == 15 && d[:4] == "0086":
 		d = "+" + d[2:]
 	case len(d) == 11 && d[0] == '1' && d[1] >= '3':
-		return cnMobile(d)
+		return !lib || cnMobile(d)
 	default:
 		return false
 	}
@@ -102,7 +112,10 @@ func validPhone(s string) bool {
 		d = "+" + d
 	}
 	if len(d) == 14 && d[:3] == "+86" && d[3] == '1' {
-		return cnMobile(d[3:])
+		return !lib || cnMobile(d[3:])
+	}
+	if !lib {
+		return plausiblePhone(d)
 	}
 	num, err := phonenumbers.Parse(d, "")
 	return err == nil && phonenumbers.IsValidNumber(num)
@@ -115,4 +128,18 @@ func cnMobile(d string) bool {
 	num, err := phonenumbers.Parse(d, "CN")
 	return err == nil && phonenumbers.IsValidNumber(num) &&
 		phonenumbers.GetNumberType(num) == phonenumbers.MOBILE
+}
+
+// plausiblePhone reports whether an E.164 number ("+" and digits) starts with a country code libphonenumber
+// knows and has a national number of 4 to 14 digits.
+func plausiblePhone(d string) bool {
+	cc := 0
+	for i := 1; i <= 3 && i < len(d); i++ {
+		cc = cc*10 + int(d[i]-'0')
+		if phonenumbers.GetRegionCodeForCountryCode(cc) != "ZZ" {
+			n := len(d) - 1 - i
+			return n >= 4 && n <= 14
+		}
+	}
+	return false
 }

@@ -8,28 +8,39 @@ import (
 	"sync"
 )
 
-// secretShapes are the key families: a pattern, where it can start, and the check beyond the pattern.
+// secretShapes are the key families: a pattern, its longest value, where it can start, and the check beyond
+// the pattern.
 var secretShapes = []struct {
 	pattern string
+	maxLen  int
 	seed    seeder
 	check   func(string) bool
 }{
-	{`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, literalSeed(20, "AKIA", "ASIA"), nil},                              // AWS access key id
-	{`\bgh[pousr]_[A-Za-z0-9]{36,251}\b`, literalSeed(255, "ghp_", "gho_", "ghu_", "ghs_", "ghr_"), nil}, // GitHub token
-	{`\bgithub_pat_[A-Za-z0-9_]{22,244}\b`, literalSeed(255, "github_pat_"), nil},                        // GitHub fine-grained token
-	{`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,200}`, literalSeed(220, "sk-"), mixed},            // OpenAI key
-	{`\bxox[abprs]-[A-Za-z0-9\-]{10,250}`, literalSeed(255, "xox"), hasDigit},                            // Slack token
-	{`\bAIza[0-9A-Za-z_\-]{35}`, literalSeed(39, "AIza"), nil},                                           // Google API key
-	{`\b[rs]k_live_[0-9A-Za-z]{16,247}\b`, literalSeed(255, "sk_live_", "rk_live_"), nil},                // Stripe key
-	{`-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----`, literalSeed(64, "-----BEGIN "), nil},              // PEM private key
-	{`\be[wy][A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*`, jwtSeed, validJWT},                // JWT
+	// AWS access key id
+	{`\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, 20, literalSeed(20, "AKIA", "ASIA"), nil},
+	// GitHub token
+	{`\bgh[pousr]_[A-Za-z0-9]{36,251}\b`, 255, literalSeed(255, "ghp_", "gho_", "ghu_", "ghs_", "ghr_"), nil},
+	// GitHub fine-grained token
+	{`\bgithub_pat_[A-Za-z0-9_]{22,244}\b`, 255, literalSeed(255, "github_pat_"), nil},
+	// OpenAI key
+	{`\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,200}`, 220, literalSeed(220, "sk-"), mixed},
+	// Slack token
+	{`\bxox[abprs]-[A-Za-z0-9\-]{10,250}`, 255, literalSeed(255, "xox"), hasDigit},
+	// Google API key
+	{`\bAIza[0-9A-Za-z_\-]{35}`, 39, literalSeed(39, "AIza"), nil},
+	// Stripe key
+	{`\b[rs]k_live_[0-9A-Za-z]{16,247}\b`, 255, literalSeed(255, "sk_live_", "rk_live_"), nil},
+	// PEM private key
+	{`-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY-----`, 64, literalSeed(64, "-----BEGIN "), nil},
+	// JWT
+	{`\be[wy][A-Za-z0-9_\-]{6,}\.[A-Za-z0-9_\-]{2,}\.[A-Za-z0-9_\-]*`, maxJWT, jwtSeed, validJWT},
 }
 
 func secretDetectors() []detector {
 	var ds []detector
 	for _, s := range secretShapes {
 		ds = append(ds, detector{
-			Detector: Detector{Type: Secret, Pattern: s.pattern, Validate: validSecret, MaxLen: maxJWT},
+			Detector: Detector{Type: Secret, Pattern: s.pattern, Validate: validSecret, MaxLen: s.maxLen},
 			seed:     s.seed,
 			ctx:      secretCtx,
 		})
@@ -37,7 +48,7 @@ func secretDetectors() []detector {
 	return ds
 }
 
-// maxJWT bounds a JWT, and so a secret.
+// maxJWT bounds a JWT.
 const maxJWT = 16384
 
 // validSecret checks a value against the key families:
@@ -81,7 +92,7 @@ func mixed(s string) bool {
 		strings.IndexFunc(body, func(r rune) bool { return 'a' <= r && r <= 'z' }) >= 0
 }
 
-func hasDigit(s string) bool { return strings.IndexAny(s, "0123456789") >= 0 }
+func hasDigit(s string) bool { return strings.ContainsAny(s, "0123456789") }
 
 // validJWT checks that the header part decodes to a JSON object with "alg".
 func validJWT(s string) bool {

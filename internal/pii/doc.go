@@ -5,12 +5,13 @@
 // # Entity types
 //
 // Each type is found by one or more Detectors: an RE2 pattern for candidates and a Validate check. A value must
-// also stand alone: a digit, letter or underscore next to it, or a '-' or '.' joining it to a digit, means it is
-// part of a longer token and not the entity. The rules, by type:
+// also stand alone: a digit, letter or underscore next to it, a '-' or '.' joining it to a digit, or a '-'
+// after it joining it to a letter, means it is part of a longer token and not the entity. The rules, by type:
 //
 //   - email: local@domain. The local part is 1-64 of [A-Za-z0-9._%+-], not starting or ending with '.' nor
 //     holding "..". The domain is at least two dot-separated labels of letters, digits and inner '-' (1-63 each),
-//     the last a TLD of 2-24 letters. Quoted local parts and IP-literal domains are not looked for.
+//     the last a TLD of 2-24 letters that is not a common file extension ("icon@2x.png" is a file name).
+//     Quoted local parts and IP-literal domains are not looked for.
 //   - phone: two shapes only, for precision on order numbers, dates, versions and prices. International: '+', a
 //     country code and digit groups split by one space, dash or dot (a space may mix with one other) or a
 //     parenthesised area code, which libphonenumber's metadata (github.com/nyaruka/phonenumbers, IsValidNumber)
@@ -31,8 +32,10 @@
 //     bytes after "SSN" or "social security" (in any case); the area is not 000, 666 or 9xx, the group not 00,
 //     the serial not 0000. The finding is the number only, not the keyword.
 //   - ip: an IPv4 dotted quad of 0-255 without leading zeros, not part of a longer dotted run (the version
-//     "1.2.3.4.5" is not an address); or an IPv6 address that net/netip parses, "::" forms and an embedded IPv4
-//     included, zones refused, holding at least one decimal digit (so that a scope such as "A::B" is not one).
+//     "1.2.3.4.5" is not an address) nor right after a word that makes it a version or a section number
+//     ("version", "v", "rev", "release", "build", "firmware", "chapter", "section", ...); or an IPv6 address
+//     that net/netip parses, "::" forms and an embedded IPv4 included, zones refused, holding at least one
+//     decimal digit (so that a scope such as "A::B" is not one).
 //   - secret: API and cloud keys by their shapes. AWS access key id: AKIA or ASIA and 16 capitals or digits.
 //     GitHub: gh[pousr]_ and 36-251 letters or digits, or github_pat_ and 22-244 letters, digits or '_'. OpenAI:
 //     sk-, sk-proj-, sk-svcacct- or sk-admin- and 20-200 of [A-Za-z0-9_-] holding a digit, a capital and a
@@ -47,10 +50,19 @@
 //
 // Scan returns the findings of a text sorted by offset and without overlaps (the leftmost wins, then the
 // longest). It first makes one pass over the bytes that notes which types could occur (an '@', digit runs of
-// the right length, "::", the fixed prefixes of keys, "-----BEGIN"); a text with none costs that pass and no
-// allocation. Only the windows around candidates see a regular expression, the validators and
-// libphonenumber. Detectors gives the same patterns and checks to a scanner of streams, with MaxLen to bound the
-// tail it holds back.
+// the right length, "::", the fixed prefixes of keys, "-----", a dot in a base64url run that starts like a
+// JSON object); a text with none costs that pass and no allocation. Only the windows around candidates see a
+// regular expression, the validators and libphonenumber. A candidate that fails is retried on its sub-spans
+// between separators (a card after a quantity, a phone number followed by a year).
+//
+// A hostile text made of candidates costs time linear in its length: libphonenumber (some 40 µs a number)
+// checks the first 256 phone candidates of a text, and the rest get a structural check (a country code it knows
+// and a national number of 4 to 14 digits), which errs towards redacting; a candidate of more than 12 groups is
+// not retried; a Redactor stops scanning past its finding limit.
+//
+// Detectors gives the same patterns and checks to a scanner of streams, with MaxLen to bound the tail it holds
+// back. Validate alone has no budget and no context, so a stream scanner that wants Scan's precision can run
+// Scan over its window.
 //
 // # Redaction
 //

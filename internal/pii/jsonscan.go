@@ -116,6 +116,8 @@ next:
 	return false
 }
 
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // pointer is the RFC 6901 JSON Pointer of the walker's current path.
 func (w *walker) pointer() string {
 	var b strings.Builder
@@ -130,12 +132,16 @@ func (w *walker) pointer() string {
 		if f.esc {
 			k = decodeString(nil, f.key)
 		}
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(k))
+		if strings.ContainsAny(k, "~/") {
+			k = pointerEscaper.Replace(k)
+		}
+		b.WriteString(k)
 	}
 	return b.String()
 }
 
-// walk checks that data is one JSON object or array (and white space) and calls visit for each selected string.
+// walk checks that data is one JSON object or array (and white space), doing what w.visit says with each
+// selected string.
 func (w *walker) walk() error {
 	w.skipSpace()
 	if w.pos >= len(w.data) || (w.data[w.pos] != '{' && w.data[w.pos] != '[') {
@@ -171,11 +177,14 @@ func (w *walker) value() error {
 	case '{', '[':
 		return w.container(c == '[')
 	case '"':
+		if !w.visit.collect && !w.visit.candidate && w.selected() {
+			return w.prefilterString()
+		}
 		s, err := w.str()
 		if err != nil {
 			return err
 		}
-		if w.selected() {
+		if w.visit.collect && w.selected() {
 			return w.visitString(s)
 		}
 		return nil
@@ -246,12 +255,44 @@ func (w *walker) container(array bool) error {
 	}
 }
 
+// prefilterString reads a string at w.pos, checking it as str does, and notes whether it holds a candidate.
+func (w *walker) prefilterString() error {
+	start := w.pos + 1
+	m, end, flags := prefilterFrom(w.data, start, true)
+	if flags&strBad != 0 {
+		return errSyntax
+	}
+	w.pos = end + 1
+	if flags&strUEsc != 0 {
+		// A \u escape can spell anything; look at the decoded text.
+		var scratch [256]byte
+		m = prefilter(appendDecoded(scratch[:0], w.data[start:end]))
+	}
+	w.visit.candidate = m&w.visit.r.want != 0
+	return nil
+}
+
+// strStop marks the bytes that end a run of plain string content.
+var strStop = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
 // str reads a string at w.pos, checking its escapes, and returns its raw content.
 func (w *walker) str() (jsonString, error) {
 	w.pos++ // '"'
 	s := jsonString{start: w.pos}
 	d := w.data
 	for i := w.pos; i < len(d); i++ {
+		for i < len(d) && !strStop[d[i]] {
+			i++
+		}
+		if i == len(d) {
+			break
+		}
 		switch c := d[i]; {
 		case c == '"':
 			s.end = i

@@ -5,6 +5,10 @@ import "strings"
 // MaxPlaceholderNumber bounds the number in a placeholder FindPlaceholders recognises (nine digits).
 const MaxPlaceholderNumber = 999999999
 
+// MaxPlaceholderLen is the length of the longest placeholder FindPlaceholders recognises, "<SECRET_999999999>":
+// a stream restorer holds back that much of a chunk's tail that could be the start of one.
+const MaxPlaceholderLen = len("<SECRET_999999999>")
+
 // FindPlaceholders finds every placeholder of the form Placeholder writes, "<TYPE_N>" with a known type and N
 // from 1 to MaxPlaceholderNumber without leading zeros, in text. The findings are in order and do not overlap;
 // text[f.Start:f.End] is the placeholder.

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/bits"
 )
 
 // Action is what a Redactor does with an entity it finds.
@@ -50,12 +51,20 @@ const MinHashKey = 16
 
 // Config says what a Redactor looks for and what it does with it.
 type Config struct {
-	Types       []Type          // the types looked for; none means all
-	Action      Action          // the action for every type; "" means mask
-	PerType     map[Type]Action // the action for some types, over Action; each must be looked for
-	HashKey     []byte          // the HMAC key of the hash action, at least MinHashKey bytes
-	Paths       []string        // the JSON string values redacted, as dotted paths with '*'; none means all
-	MaxFindings int             // the most entities one payload may hold (more is ErrTooManyFindings); 0 means DefaultMaxFindings
+	// Types are the types looked for; none means all.
+	Types []Type
+	// Action is the action for every type; "" means mask.
+	Action Action
+	// PerType overrides Action for some types, each of which must be looked for.
+	PerType map[Type]Action
+	// HashKey is the HMAC key of the hash action, at least MinHashKey bytes.
+	HashKey []byte
+	// Paths select the JSON string values redacted, as dotted paths of keys and indexes with '*' for any (a
+	// key holding '.' is matched by '*' only); none means every string value.
+	Paths []string
+	// MaxFindings is the most entities one payload may hold (more is ErrTooManyFindings); 0 means
+	// DefaultMaxFindings.
+	MaxFindings int
 }
 
 // Redactor redacts payloads by a Config. It is built once and safe for concurrent use.
@@ -138,14 +147,7 @@ func NewRedactor(c Config) (*Redactor, error) {
 	return r, nil
 }
 
-func typeIndex(t Type) int {
-	for i, a := range allTypes {
-		if a == t {
-			return i
-		}
-	}
-	return -1
-}
+func typeIndex(t Type) int { return bits.TrailingZeros16(uint16(t.bit())) }
 
 func (r *Redactor) action(t Type) Action { return r.actions[typeIndex(t)] }
 
@@ -205,12 +207,12 @@ func (r *Redactor) Text(s string, tok Tokenizer) (string, []Located, error) {
 }
 
 func (r *Redactor) text(s, path string, tok Tokenizer) (string, []Located, error) {
-	fs := scanMasked(s, r.want)
+	fs := scanLimited(s, r.want, r.maxFindings)
 	if len(fs) == 0 {
 		return s, nil, nil
 	}
 	if len(fs) > r.maxFindings {
-		return s, nil, fmt.Errorf("%w: %d found, at most %d allowed", ErrTooManyFindings, len(fs), r.maxFindings)
+		return s, nil, fmt.Errorf("%w: more than %d in one payload", ErrTooManyFindings, r.maxFindings)
 	}
 	hits := []hit{{text: s, path: path, findings: fs}}
 	found, err := r.check(hits)
@@ -252,24 +254,12 @@ func (r *Redactor) jsonHits(payload []byte) ([]hit, error) {
 	return w.visit.hits, nil
 }
 
+// visitString scans a selected string for the second walk of jsonHits.
 func (w *walker) visitString(s jsonString) error {
 	v := &w.visit
 	raw := w.data[s.start:s.end]
 	if v.each != nil {
 		return v.rewrite(s, raw)
-	}
-	if !v.collect {
-		if v.candidate {
-			return nil
-		}
-		if s.esc && bytes.Contains(raw, []byte(`\u`)) {
-			// A \u escape can spell anything; look at the decoded text.
-			var scratch [256]byte
-			v.candidate = prefilter(appendDecoded(scratch[:0], raw))&v.r.want != 0
-		} else {
-			v.candidate = prefilter(raw)&v.r.want != 0
-		}
-		return nil
 	}
 	var text string
 	if s.esc {
@@ -281,7 +271,7 @@ func (w *walker) visitString(s jsonString) error {
 	if want == 0 {
 		return nil
 	}
-	fs := scanMasked(text, want)
+	fs := scanLimited(text, want, v.r.maxFindings-v.total)
 	if len(fs) == 0 {
 		return nil
 	}

@@ -22,7 +22,7 @@ func RewriteStrings(payload []byte, paths []string, f func(string) (string, erro
 		ps = append(ps, cp)
 	}
 	if looksJSON(payload) {
-		w := walker{data: payload, paths: ps, visit: visitor{each: f}}
+		w := walker{data: payload, paths: ps, visit: visitor{collect: true, each: f}}
 		switch err := w.walk(); {
 		case err == errSyntax:
 		case err != nil:

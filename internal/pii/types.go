@@ -39,18 +39,42 @@ func (t Type) upper() string {
 	}
 }
 
+// mask is a set of types, one bit per entry of allTypes.
+type mask uint16
+
+const (
+	bitEmail mask = 1 << iota
+	bitPhone
+	bitCNID
+	bitCard
+	bitIBAN
+	bitSSN
+	bitIP
+	bitSecret
+)
+
 // bit is the type's flag in a mask of types; 0 for an unknown type.
 func (t Type) bit() mask {
-	for i, a := range allTypes {
-		if a == t {
-			return 1 << i
-		}
+	switch t {
+	case Email:
+		return bitEmail
+	case Phone:
+		return bitPhone
+	case CNID:
+		return bitCNID
+	case Card:
+		return bitCard
+	case IBAN:
+		return bitIBAN
+	case SSN:
+		return bitSSN
+	case IP:
+		return bitIP
+	case Secret:
+		return bitSecret
 	}
 	return 0
 }
-
-// mask is a set of types, one bit per entry of allTypes.
-type mask uint16
 
 func maskOf(types []Type) mask {
 	if len(types) == 0 {

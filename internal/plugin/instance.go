@@ -208,9 +208,3 @@ func (t *tail) contains(s string) bool {
 	defer t.mu.Unlock()
 	return bytes.Contains(t.buf, []byte(s))
 }
-
-func (t *tail) reset() {
-	t.mu.Lock()
-	t.buf = t.buf[:0]
-	t.mu.Unlock()
-}

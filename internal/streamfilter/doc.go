@@ -25,6 +25,11 @@
 // whichever is later. The regexp runs only for a rule the automaton saw
 // complete a match, so text without matches costs one pass of the NFA.
 //
+// Liveness ignores the priority between a pattern's alternatives: after
+// "<b>" has matched <.*?>, the attempt that could still become "<b>x>" is
+// alive, so a lazy repeat holds text until it can no longer go on (here, a
+// newline) or MaxHold forces it out. The outcome is still leftmost-first.
+//
 // A rune split across chunks waits for its last byte. An empty-width
 // assertion that looks at the next rune (\b, \B, $, \z) is undecided at the
 // end of the text: a thread waiting on one is alive, so "foo" is held by

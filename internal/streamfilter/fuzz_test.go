@@ -3,7 +3,6 @@ package streamfilter
 import (
 	"reflect"
 	"testing"
-	"unicode/utf8"
 )
 
 // FuzzStream holds streams to the reference: for any text, subset of
@@ -18,8 +17,8 @@ func FuzzStream(f *testing.F) {
 	f.Add("sing 9 1234567812345670 bob@x.io", uint16(0x0f0f), []byte{5})
 	all := fuzzRules()
 	f.Fuzz(func(t *testing.T, text string, mask uint16, cuts []byte) {
-		if utf8.RuneCountInString(text) > 400 {
-			return // the reference skips runes with a repeat count, at most 1,000
+		if len(text) > 256 {
+			return // the reference skips runes with a repeat count: keep it quick
 		}
 		var rules []Rule
 		for i, r := range all {

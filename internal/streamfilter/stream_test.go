@@ -337,3 +337,25 @@ func TestDelay(t *testing.T) {
 		t.Errorf("email: max %v mean %v; want the address's wait", mx, mean)
 	}
 }
+
+// A chunk of a megabyte that is one long candidate (an email's local part
+// that never gets its @) leaves no more than MaxHold held, and the text
+// through unchanged.
+func TestHugeChunkBounded(t *testing.T) {
+	t.Parallel()
+	set := mustCompile(t, Options{}, email, phone)
+	st := set.Stream()
+	big := strings.Repeat("a", 1<<20)
+	out, _, _, err := st.Write(big)
+	if err != nil || st.Held() > defaultMaxHold {
+		t.Fatalf("held %d after a 1 MiB chunk, err %v; want at most %d", st.Held(), err, defaultMaxHold)
+	}
+	out2, _, _, _ := st.Write("@example.com")
+	rest, _, _ := st.Flush()
+	if got := out + out2 + rest; got != big[:len(big)-defaultMaxHold]+"[email]" {
+		t.Fatalf("released %d bytes ending %q", len(got), got[max(0, len(got)-20):])
+	}
+	if set.Stats().Forced == 0 {
+		t.Fatal("no forced release counted")
+	}
+}

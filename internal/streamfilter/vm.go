@@ -114,27 +114,28 @@ type thread struct {
 	start int64
 }
 
-// threadSet is a sparse set of instructions, each with the start of the
-// first thread that reached it. Threads are added in order of start, so the
-// first to reach an instruction has the earliest start, and a later one
-// there would do exactly what it does: it is dropped.
+// threadSet is a set of instructions, each with the start of the first
+// thread that reached it. Threads are added in order of start, so the first
+// to reach an instruction has the earliest start, and a later one there
+// would do exactly what it does: it is dropped. Only the threads that wait
+// for a rune (at a rune instruction or an assertion) are listed; the others
+// are only marked, so that a loop without a rune ends.
 type threadSet struct {
-	dense  []thread
-	sparse []uint32
+	list []thread
+	mark []uint32 // mark[pc] == gen: pc was reached
+	gen  uint32
 }
 
 func newThreadSet(n int) threadSet {
-	return threadSet{dense: make([]thread, 0, n), sparse: make([]uint32, n)}
+	return threadSet{mark: make([]uint32, n), gen: 1}
 }
 
-func (s *threadSet) has(pc uint32) bool {
-	i := s.sparse[pc]
-	return int(i) < len(s.dense) && s.dense[i].pc == pc
-}
-
-func (s *threadSet) add(pc uint32, start int64) {
-	s.sparse[pc] = uint32(len(s.dense))
-	s.dense = append(s.dense, thread{pc, start})
+func (s *threadSet) clear() {
+	s.list = s.list[:0]
+	if s.gen++; s.gen == 0 { // wrapped: old marks could read as new
+		clear(s.mark)
+		s.gen = 1
+	}
 }
 
 // machine runs the program over a stream a rune at a time. Between runes it
@@ -162,10 +163,10 @@ func (m *machine) follow(set *threadSet, t thread, flags syntax.EmptyOp, decide 
 	for len(m.stack) > 0 {
 		t := m.stack[len(m.stack)-1]
 		m.stack = m.stack[:len(m.stack)-1]
-		if set.has(t.pc) {
+		if set.mark[t.pc] == set.gen {
 			continue
 		}
-		set.add(t.pc, t.start)
+		set.mark[t.pc] = set.gen
 		switch in := &m.p.inst[t.pc]; in.Op {
 		case syntax.InstMatch:
 			m.onMatch(int(in.Arg), t.start)
@@ -174,9 +175,14 @@ func (m *machine) follow(set *threadSet, t thread, flags syntax.EmptyOp, decide 
 		case syntax.InstNop, syntax.InstCapture:
 			m.stack = append(m.stack, thread{in.Out, t.start})
 		case syntax.InstEmptyWidth:
-			if decide && syntax.EmptyOp(in.Arg)&^flags == 0 {
+			if !decide {
+				set.list = append(set.list, t)
+			} else if syntax.EmptyOp(in.Arg)&^flags == 0 {
 				m.stack = append(m.stack, thread{in.Out, t.start})
 			}
+		case syntax.InstFail:
+		default:
+			set.list = append(set.list, t)
 		}
 	}
 }
@@ -187,13 +193,11 @@ func (m *machine) follow(set *threadSet, t thread, flags syntax.EmptyOp, decide 
 // threads that wait for next.
 func (m *machine) decideAt(pos int64, prev, next rune) {
 	flags := syntax.EmptyOpContext(prev, next)
-	m.ready.dense = m.ready.dense[:0]
-	for _, t := range m.waiting.dense {
-		if op := m.p.inst[t.pc].Op; op == syntax.InstEmptyWidth || isRune(op) {
-			m.follow(&m.ready, t, flags, true)
-		}
+	m.ready.clear()
+	for _, t := range m.waiting.list {
+		m.follow(&m.ready, t, flags, true)
 	}
-	m.waiting.dense = m.waiting.dense[:0]
+	m.waiting.clear()
 	if next < 0 {
 		return
 	}
@@ -209,8 +213,8 @@ func (m *machine) decideAt(pos int64, prev, next rune) {
 // step consumes r, which starts at pos and is followed by pos+width.
 func (m *machine) step(pos int64, prev, r rune) {
 	m.decideAt(pos, prev, r)
-	for _, t := range m.ready.dense {
-		if isRune(m.p.inst[t.pc].Op) && m.p.takes(t.pc, r) {
+	for _, t := range m.ready.list {
+		if m.p.takes(t.pc, r) {
 			m.follow(&m.waiting, thread{m.p.inst[t.pc].Out, t.start}, 0, false)
 		}
 	}
@@ -218,19 +222,17 @@ func (m *machine) step(pos int64, prev, r rune) {
 
 // earliest returns the start of the oldest thread still alive.
 func (m *machine) earliest() (int64, bool) {
-	for _, t := range m.waiting.dense {
-		if op := m.p.inst[t.pc].Op; op == syntax.InstEmptyWidth || isRune(op) {
-			return t.start, true
-		}
+	if len(m.waiting.list) == 0 {
+		return 0, false
 	}
-	return 0, false
+	return m.waiting.list[0].start, true
 }
 
 // clamp moves every thread's start to at least from: the text before from
 // is decided, and a thread's instruction may stand for a later start too.
 func (m *machine) clamp(from int64) {
-	for i := range m.waiting.dense {
-		m.waiting.dense[i].start = max(m.waiting.dense[i].start, from)
+	for i := range m.waiting.list {
+		m.waiting.list[i].start = max(m.waiting.list[i].start, from)
 	}
 }
 

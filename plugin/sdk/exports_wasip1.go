@@ -28,13 +28,13 @@ func abiVersion() uint32 { return wire.ABIVersion }
 //go:wasmexport semaq_stages
 func semaqStages() uint32 {
 	var s uint32
-	if ingressFn != nil {
+	if handlers.ingress != nil {
 		s |= wire.StageIngress
 	}
-	if filterFn != nil {
+	if handlers.filter != nil {
 		s |= wire.StageFilter
 	}
-	if tokensFn != nil {
+	if handlers.tokens != nil {
 		s |= wire.StageTokens
 	}
 	return s
@@ -71,10 +71,10 @@ func message(ptr, size uint32) *Message {
 
 //go:wasmexport semaq_ingress
 func ingress(ptr, size uint32) uint64 {
-	if ingressFn == nil {
+	if handlers.ingress == nil {
 		panic("semaq sdk: no ingress handler registered")
 	}
-	res := ingressFn(message(ptr, size))
+	res := handlers.ingress(message(ptr, size))
 	if res.action == wire.IngressPass {
 		return 0 // the ABI's short form of pass
 	}
@@ -98,10 +98,10 @@ func ingress(ptr, size uint32) uint64 {
 
 //go:wasmexport semaq_filter
 func filter(ptr, size uint32) uint32 {
-	if filterFn == nil {
+	if handlers.filter == nil {
 		panic("semaq sdk: no filter handler registered")
 	}
-	if filterFn(message(ptr, size)) {
+	if handlers.filter(message(ptr, size)) {
 		return 1
 	}
 	return 0
@@ -109,14 +109,14 @@ func filter(ptr, size uint32) uint32 {
 
 //go:wasmexport semaq_tokens
 func tokens(ptr, size uint32) uint64 {
-	if tokensFn == nil {
+	if handlers.tokens == nil {
 		panic("semaq sdk: no tokens handler registered")
 	}
 	stream, text, err := wire.DecodeTokensInput(input(ptr, size))
 	if err != nil {
 		panic("semaq sdk: " + err.Error())
 	}
-	res := tokensFn(&Chunk{Stream: stream, Text: text})
+	res := handlers.tokens(&Chunk{Stream: stream, Text: text})
 	if res.action == wire.TokensPass {
 		return 0
 	}

@@ -115,19 +115,20 @@ func TokensFlag(reason string) TokensResult {
 	return TokensResult{action: wire.TokensFlag, text: reason}
 }
 
-var (
-	ingressFn func(*Message) Result
-	filterFn  func(*Message) bool
-	tokensFn  func(*Chunk) TokensResult
-)
+// handlers holds what init registered; the exports of a wasip1 build call them.
+var handlers struct {
+	ingress func(*Message) Result
+	filter  func(*Message) bool
+	tokens  func(*Chunk) TokensResult
+}
 
 // Ingress registers the ingress handler, which judges every message the broker takes on the subjects the plugin
 // is bound to, before schema validation. Call it from init.
-func Ingress(fn func(*Message) Result) { ingressFn = fn }
+func Ingress(fn func(*Message) Result) { handlers.ingress = fn }
 
 // Filter registers the filter handler: a subscription sees a message only if fn returns true. Call it from init.
-func Filter(fn func(*Message) bool) { filterFn = fn }
+func Filter(fn func(*Message) bool) { handlers.filter = fn }
 
 // Tokens registers the tokens handler, which sees every chunk of the token streams it is bound to. Call it from
 // init.
-func Tokens(fn func(*Chunk) TokensResult) { tokensFn = fn }
+func Tokens(fn func(*Chunk) TokensResult) { handlers.tokens = fn }

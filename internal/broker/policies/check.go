@@ -197,11 +197,16 @@ func checkPlugin(p *semaq.Plugin) error {
 	default:
 		return fmt.Errorf("stage %q: use %s, %s or %s", p.Stage, semaq.PluginStageIngress, semaq.PluginStageFilter, semaq.PluginStageTokens)
 	}
-	if p.Stage != semaq.PluginStageFilter {
+	switch {
+	case p.Stage == semaq.PluginStageIngress:
 		if err := checkAttach(p.Subjects, nil, p.Tenant, false); err != nil {
 			return err
 		}
-	} else if p.Tenant != "" {
+	case len(p.Subjects) > 0:
+		// A filter plugin judges what a subscription names it for, a
+		// tokens plugin every token stream (of its tenant).
+		return fmt.Errorf("subjects: a %s plugin is not attached to subjects", p.Stage)
+	case p.Tenant != "":
 		if err := semaq.CheckName(p.Tenant); err != nil {
 			return fmt.Errorf("tenant: %w", err)
 		}

@@ -1,6 +1,9 @@
 // Package plugintest builds plugins for tests: each package once per test binary, with the go tool the tests run
 // under, into a temporary directory that Cleanup removes (call it from TestMain). A test that needs a plugin gets
 // its bytes from Build; without a go tool on PATH it is skipped, saying so.
+//
+// Compiling a Go-built module to machine code takes seconds (tens under -race), so tests give their plugin
+// Runtime CacheDir: the compiled code is kept on disk and shared by every test binary and run.
 package plugintest
 
 import (
@@ -36,9 +39,21 @@ var (
 // Build returns the module built from the package at pkg, a path from the repository's root.
 func Build(t testing.TB, pkg string) []byte {
 	t.Helper()
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("building plugin %s needs the go tool, which is not on PATH: %v", pkg, err)
+	}
+	wasm, err := Wasm(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
+}
+
+// Wasm is Build for code without a testing.TB, such as a TestMain warming the compilation cache.
+func Wasm(pkg string) ([]byte, error) {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
-		t.Skipf("building plugin %s needs the go tool, which is not on PATH: %v", pkg, err)
+		return nil, err
 	}
 	mu.Lock()
 	b := builds[pkg]
@@ -48,10 +63,21 @@ func Build(t testing.TB, pkg string) []byte {
 	}
 	mu.Unlock()
 	b.once.Do(func() { b.wasm, b.err = compile(goTool, pkg) })
-	if b.err != nil {
-		t.Fatal(b.err)
+	return b.wasm, b.err
+}
+
+// CacheDir is where tests keep wazero's compiled code between runs ("" if there is no place for it: they then
+// compile in memory).
+func CacheDir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
 	}
-	return b.wasm
+	d := filepath.Join(base, "semaq", "plugin-test-cache")
+	if os.MkdirAll(d, 0o700) != nil {
+		return ""
+	}
+	return d
 }
 
 func compile(goTool, pkg string) ([]byte, error) {

@@ -19,7 +19,8 @@
 //	         | 0x01 0x03 reason:str               flag
 //
 // The output decoders treat their input as hostile: every count and length is checked against what is left of the
-// buffer and against the bounds below before anything is allocated.
+// buffer and against the bounds below before anything is allocated. Their errors name fields by position, never
+// quote them: what a plugin returns may hold the payload, and errors reach logs.
 package wire
 
 import (
@@ -292,7 +293,7 @@ func (r *reader) headers(check bool) map[string][]string {
 		return nil
 	}
 	h := make(map[string][]string, n)
-	for range n {
+	for i := range n {
 		k := r.field("header name", MaxHeaderName)
 		v := r.field("header value", MaxHeaderValue)
 		if r.err != nil {
@@ -300,11 +301,11 @@ func (r *reader) headers(check bool) map[string][]string {
 		}
 		if check {
 			if msg := checkHeaderName(k); msg != "" {
-				r.fail("header name %q %s", truncate(k), msg)
+				r.fail("header name %d %s", i+1, msg)
 				return nil
 			}
 			if msg := checkHeaderValue(v); msg != "" {
-				r.fail("header %q: value %s", k, msg)
+				r.fail("header value %d %s", i+1, msg)
 				return nil
 			}
 		}
@@ -318,7 +319,7 @@ func (r *reader) message(check bool, m *Message) {
 	s := r.field("subject", MaxSubject)
 	if check && r.err == nil {
 		if msg := checkSubject(s); msg != "" {
-			r.fail("subject %q %s", truncate(s), msg)
+			r.fail("subject %s", msg)
 		}
 	}
 	m.Subject = string(s)
@@ -474,13 +475,4 @@ func checkSubject(s []byte) string {
 		}
 	}
 	return ""
-}
-
-// truncate keeps an error message short when it quotes what a plugin sent.
-func truncate(b []byte) string {
-	const max = 64
-	if len(b) > max {
-		return string(b[:max]) + "..."
-	}
-	return string(b)
 }

@@ -89,8 +89,8 @@ func ingress(ptr, size uint32) uint64 {
 		out = wire.AppendIngress(out[:0], &wire.Ingress{Action: wire.IngressRewrite,
 			Header: map[string][]string{"X-Evil": {"a\r\nNATS/1.0 503"}}})
 	case "rewrite":
-		m.Header["X-Hostile"] = []string{"rewritten"}
-		out = wire.AppendIngress(out[:0], &wire.Ingress{Action: wire.IngressRewrite, Header: m.Header, Data: []byte("rewritten")})
+		h := map[string][]string{"X-Hostile": {"rewritten"}}
+		out = wire.AppendIngress(out[:0], &wire.Ingress{Action: wire.IngressRewrite, Header: h, Data: []byte("rewritten")})
 	default:
 		return 0
 	}
