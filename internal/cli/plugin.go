@@ -45,6 +45,9 @@ in a row is disabled. See docs/plugins.md.`,
 	return cmd
 }
 
+// maxPluginMemoryMiB is the broker's bound on a plugin instance's memory.
+const maxPluginMemoryMiB = 1024
+
 var (
 	pluginStages   = []string{semaq.PluginStageIngress, semaq.PluginStageFilter, semaq.PluginStageTokens}
 	pluginFailures = []string{semaq.PluginFailReject, semaq.PluginFailPass}
@@ -60,8 +63,9 @@ func newPluginAddCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add NAME FILE.wasm --stage ingress|filter|tokens [--subjects P,...] [--tenant T] [--timeout D] [--memory MIB] [--on-failure reject|pass] [--fail-after N] [--signature FILE] [--replace]",
 		Short: "Upload a WASM module and run it as a plugin",
-		Long: `Add uploads FILE.wasm and runs it at --stage on the messages of --subjects
-(every subject when none), of one --tenant's when given. A call that takes
+		Long: `Add uploads FILE.wasm and runs it at --stage: an ingress or tokens plugin on
+the messages or token streams of --subjects, of one --tenant's when given; a
+filter plugin on the subscriptions that name it. A call that takes
 longer than --timeout or more than --memory MiB fails; --on-failure says
 whether a failed call rejects the message (the default) or lets it pass as it
 was, and --fail-after failures in a row disable the plugin. A broker that
@@ -69,7 +73,7 @@ checks plugin keys wants --signature: a file holding the ed25519 signature of
 the module's SHA-256, base64 or 64 raw bytes. The command returns when every
 node has loaded the module.`,
 		Example: `  semaq plugin add enrich enrich.wasm --stage ingress --subjects 'demo.>'
-  semaq plugin add redact redact.wasm --stage tokens --timeout 5ms --on-failure pass --replace`,
+  semaq plugin add redact redact.wasm --stage tokens --subjects 'ai.>' --timeout 5ms --on-failure pass --replace`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p.Name = args[0]
@@ -83,8 +87,12 @@ node has loaded the module.`,
 				return errors.New("--tenant: empty value")
 			case f.Changed("timeout") && (p.Timeout <= 0 || p.Timeout > semaq.MaxPluginTime):
 				return fmt.Errorf("--timeout %s: want more than 0 and at most %s", p.Timeout, semaq.MaxPluginTime)
-			case f.Changed("memory") && p.MemoryMiB < 1:
-				return fmt.Errorf("--memory %d: want at least 1 (MiB)", p.MemoryMiB)
+			case p.Stage != semaq.PluginStageFilter && len(p.Subjects) == 0:
+				return fmt.Errorf("--subjects: name the subjects the %s plugin runs on", p.Stage)
+			case p.Stage == semaq.PluginStageFilter && len(p.Subjects) > 0:
+				return errors.New("--subjects: a filter plugin runs on the subscriptions that name it, not on subjects")
+			case f.Changed("memory") && (p.MemoryMiB < 1 || p.MemoryMiB > maxPluginMemoryMiB):
+				return fmt.Errorf("--memory %d: want 1 to %d (MiB)", p.MemoryMiB, maxPluginMemoryMiB)
 			case p.OnFailure != "" && !slices.Contains(pluginFailures, p.OnFailure):
 				return fmt.Errorf("--on-failure %q: use %s", p.OnFailure, strings.Join(pluginFailures, ", "))
 			case f.Changed("fail-after") && p.FailAfter < 1:
@@ -114,17 +122,17 @@ node has loaded the module.`,
 					return writeJSON(e.stdout, info)
 				}
 				_, err = fmt.Fprintf(e.stdout, "Plugin %s added: %s on %s (sha256 %s, %s)\n", info.Name, info.Stage,
-					orDefault(strings.Join(info.Subjects, ","), "every subject"), shortSum(info.SHA256), formatBytes(uint64(info.Size)))
+					orDefault(strings.Join(info.Subjects, ","), "the subscriptions that name it"), shortSum(info.SHA256), formatBytes(uint64(info.Size)))
 				return err
 			})
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&p.Stage, "stage", "", "where the plugin runs: ingress, filter or tokens")
-	f.StringSliceVar(&p.Subjects, "subjects", nil, "subject `PATTERNS` the plugin applies to (default every one)")
+	f.StringSliceVar(&p.Subjects, "subjects", nil, "subject `PATTERNS` an ingress or tokens plugin runs on")
 	f.StringVar(&p.Tenant, "tenant", "", "run the plugin on one tenant's messages only")
 	f.DurationVar(&p.Timeout, "timeout", 0, "bound on one call (default 2ms, at most 5s)")
-	f.IntVar(&p.MemoryMiB, "memory", 0, "bound on an instance's memory, in `MiB` (default the node's)")
+	f.IntVar(&p.MemoryMiB, "memory", 0, "bound on an instance's memory, in `MiB`, at most 1024 (default the node's)")
 	f.StringVar(&p.OnFailure, "on-failure", "", "what a failed call does to its message: reject (default) or pass")
 	f.IntVar(&p.FailAfter, "fail-after", 0, "disable the plugin after `N` failures in a row (default 10)")
 	f.StringVar(&signature, "signature", "", "`FILE` with the ed25519 signature of the module's SHA-256 (base64 or 64 raw bytes)")
@@ -197,7 +205,7 @@ func newPluginLsCmd(e *env) *cobra.Command {
 		header:   []string{"NAME", "STAGE", "SUBJECTS", "SHA256", "CALLS", "FAILURES", "STATUS"},
 		fetch:    (*client.Client).Plugins,
 		row: func(p semaq.PluginInfo) []string {
-			subjects := orDefault(strings.Join(p.Subjects, ","), "(all)")
+			subjects := orDefault(strings.Join(p.Subjects, ","), "-")
 			if p.Tenant != "" {
 				subjects += " tenant " + p.Tenant
 			}

@@ -329,10 +329,10 @@ func policyWhat(r *semaq.PolicyRule) string {
 	if len(r.Words) > 0 || len(r.Patterns) > 0 {
 		var s []string
 		if len(r.Words) > 0 {
-			s = append(s, plural(len(r.Words), "word", "words"))
+			s = append(s, fmt.Sprintf("%d %s", len(r.Words), plural(len(r.Words), "word", "words")))
 		}
 		if len(r.Patterns) > 0 {
-			s = append(s, plural(len(r.Patterns), "pattern", "patterns"))
+			s = append(s, fmt.Sprintf("%d %s", len(r.Patterns), plural(len(r.Patterns), "pattern", "patterns")))
 		}
 		parts = append(parts, strings.Join(s, ", ")+" "+orDefault(r.OnMatch, semaq.ContentMask))
 	}

@@ -57,13 +57,15 @@ func TestPolicyFlagErrors(t *testing.T) {
 		{[]string{"policy", "test", "p", sample, "--redact", "email"}, "not both"},
 		{[]string{"policy", "restore", "<EMAIL_1>"}, "--scope: name the vault scope"},
 		{[]string{"plugin", "add", "x", wasm}, "--stage: say where the plugin runs"},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress"}, "--subjects: name the subjects the ingress plugin runs on"},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "filter", "--subjects", "a"}, "a filter plugin runs on the subscriptions that name it"},
 		{[]string{"plugin", "add", "x", wasm, "--stage", "egress"}, `--stage "egress": use ingress, filter, tokens`},
-		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--timeout", "6s"}, "--timeout 6s: want more than 0 and at most 5s"},
-		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--on-failure", "retry"}, `--on-failure "retry": use reject, pass`},
-		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--fail-after", "0"}, "--fail-after 0: want at least 1"},
-		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--memory", "0"}, "--memory 0: want at least 1"},
-		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--signature", shortSig}, "holds 32 bytes in base64; an ed25519 signature has 64"},
-		{[]string{"plugin", "add", "x", notWasm, "--stage", "ingress"}, "is not a WASM module"},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--subjects", "a", "--timeout", "6s"}, "--timeout 6s: want more than 0 and at most 5s"},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--subjects", "a", "--on-failure", "retry"}, `--on-failure "retry": use reject, pass`},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--subjects", "a", "--fail-after", "0"}, "--fail-after 0: want at least 1"},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--subjects", "a", "--memory", "2048"}, "--memory 2048: want 1 to 1024"},
+		{[]string{"plugin", "add", "x", wasm, "--stage", "ingress", "--subjects", "a", "--signature", shortSig}, "holds 32 bytes in base64; an ed25519 signature has 64"},
+		{[]string{"plugin", "add", "x", notWasm, "--stage", "ingress", "--subjects", "a"}, "is not a WASM module"},
 	} {
 		r := mustFailSemaq(t, unreachableURL, tc.want, tc.args...)
 		if strings.Contains(r.stderr, "127.0.0.1:1") {
@@ -90,7 +92,7 @@ func TestPolicyCommands(t *testing.T) {
 	}
 	words := writeNamed(t, "words.txt", []byte("# brand safety\n\nacme sucks\n  Globex  \n"))
 	mustSemaq(t, url, "", "policy", "add", "brand-safety", "--streams", "tokens", "--block-words", words, "--words", "initech", "--on-match", "stop")
-	mustFailSemaq(t, url, "policy already exists", "policy", "add", "pii-in", "--subjects", "ai.>", "--redact", "email")
+	mustFailSemaq(t, url, "policy pii-in already exists", "policy", "add", "pii-in", "--subjects", "ai.>", "--redact", "email")
 
 	var info semaq.PolicyInfo
 	if err := json.Unmarshal([]byte(mustSemaq(t, url, "", "policy", "get", "brand-safety", "--json")), &info); err != nil {
@@ -119,7 +121,7 @@ func TestPolicyCommands(t *testing.T) {
 	if out := mustSemaq(t, url, "Dear <EMAIL_1>\n", "policy", "restore", "--scope", "r.req-1", "-"); out != "Dear ada@example.com\n" {
 		t.Fatalf("restore from stdin printed %q", out)
 	}
-	mustFailSemaq(t, url, "no tokenized values for the scope", "policy", "restore", "--scope", "r.req-9", "<EMAIL_1>")
+	mustFailSemaq(t, url, `no tokenized values for scope "r.req-9"`, "policy", "restore", "--scope", "r.req-9", "<EMAIL_1>")
 
 	out = mustSemaq(t, url, "", "policy", "ls")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -148,8 +150,8 @@ func TestPolicyCommands(t *testing.T) {
 	if strings.TrimSpace(out) != "Policy pii-in removed." {
 		t.Fatalf("rm printed %q", out)
 	}
-	mustFailSemaq(t, url, "policy not found", "policy", "get", "pii-in")
-	mustFailSemaq(t, url, "policy not found", "policy", "rm", "pii-in")
+	mustFailSemaq(t, url, "policy pii-in not found", "policy", "get", "pii-in")
+	mustFailSemaq(t, url, "policy pii-in not found", "policy", "rm", "pii-in")
 }
 
 func TestPluginCommands(t *testing.T) {
@@ -164,7 +166,7 @@ func TestPluginCommands(t *testing.T) {
 	if !strings.HasPrefix(out, "Plugin enrich added: ingress on demo.> (sha256 ") {
 		t.Fatalf("add printed %q", out)
 	}
-	mustFailSemaq(t, url, "plugin already exists", "plugin", "add", "enrich", wasm, "--stage", "ingress")
+	mustFailSemaq(t, url, "plugin enrich already exists", "plugin", "add", "enrich", wasm, "--stage", "ingress", "--subjects", "demo.>")
 
 	mustSemaq(t, url, "", "pub", "demo.x", `{"model":"llama3"}`)
 	var msg struct{ Headers map[string]string }
@@ -190,5 +192,5 @@ func TestPluginCommands(t *testing.T) {
 	if out := mustSemaq(t, url, "", "plugin", "rm", "enrich"); strings.TrimSpace(out) != "Plugin enrich removed." {
 		t.Fatalf("rm printed %q", out)
 	}
-	mustFailSemaq(t, url, "plugin not found", "plugin", "rm", "enrich")
+	mustFailSemaq(t, url, "plugin enrich not found", "plugin", "rm", "enrich")
 }

@@ -199,12 +199,11 @@ func (e *env) sub(ctx context.Context, subject string, fl subFlags, opts []clien
 
 func (e *env) printMsg(msg *client.Msg, asJSON bool) error {
 	if asJSON {
-		b, err := json.Marshal(msg)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(e.stdout, "%s\n", b)
-		return err
+		// Unescaped, as Msg.MarshalJSON writes it: json.Marshal would turn
+		// a placeholder's <EMAIL_1> into \u003cEMAIL_1\u003e.
+		enc := json.NewEncoder(e.stdout)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(msg)
 	}
 	return writeMsg(e.stdout, msg)
 }
