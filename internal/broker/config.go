@@ -165,6 +165,9 @@ type Config struct {
 	// PluginKeys are base64 ed25519 public keys; with any, a plugin must
 	// be signed by one of them (docs/plugins.md).
 	PluginKeys []string `yaml:"plugin_keys"`
+	// PluginCacheDir keeps plugins' compiled code across restarts (""
+	// means <data>/plugin-cache); several nodes may share one.
+	PluginCacheDir string `yaml:"plugin_cache_dir"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (with its chain)
 	// and private key both client ports serve (NATS and HTTP); set both or

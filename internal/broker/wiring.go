@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -330,7 +331,7 @@ func openPolicies(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 			s.syncer.Sync(ctx, clustersync.Request{Policy: rev})
 		},
 		VaultKey: key, VaultTTL: s.cfg.PIIVaultTTL, PluginKeys: pluginKeys,
-		PluginCacheDir: filepath.Join(s.cfg.DataDir, "plugin-cache"),
+		PluginCacheDir: cmp.Or(s.cfg.PluginCacheDir, filepath.Join(s.cfg.DataDir, "plugin-cache")),
 		Gate:           s.gate.Child("policies"),
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/internal/operator"
+	"github.com/semaq/semaq/internal/plugin/plugintest"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -34,6 +35,9 @@ func StartWith(t testing.TB, brokerOpts []broker.Option, opts ...func(*broker.Co
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HTTP = "127.0.0.1:0"
+	// Compiling a plugin takes seconds (tens under -race): every broker
+	// of the tests shares the compiled code.
+	cfg.PluginCacheDir = plugintest.CacheDir()
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/node"
 	"github.com/semaq/semaq/internal/operator"
+	"github.com/semaq/semaq/internal/plugin/plugintest"
 )
 
 // ClusterName is the name of the clusters StartCluster makes.
@@ -101,6 +102,7 @@ func (c *Cluster) start(n int, opts []func(*broker.Config)) error {
 		cfg.ClusterListen = fmt.Sprintf("127.0.0.1:%d", ports[i])
 		cfg.Routes = routes // the node's own route is ignored by NATS
 		cfg.ClusterSecretFile = secret
+		cfg.PluginCacheDir = plugintest.CacheDir()
 		for _, o := range opts {
 			o(&cfg)
 		}

@@ -63,9 +63,10 @@ func newPluginAddCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add NAME FILE.wasm --stage ingress|filter|tokens [--subjects P,...] [--tenant T] [--timeout D] [--memory MIB] [--on-failure reject|pass] [--fail-after N] [--signature FILE] [--replace]",
 		Short: "Upload a WASM module and run it as a plugin",
-		Long: `Add uploads FILE.wasm and runs it at --stage: an ingress or tokens plugin on
-the messages or token streams of --subjects, of one --tenant's when given; a
-filter plugin on the subscriptions that name it. A call that takes
+		Long: `Add uploads FILE.wasm and runs it at --stage: an ingress plugin on the
+messages of --subjects, a tokens plugin on every token stream, both of one
+--tenant's when given; a filter plugin on the subscriptions that name it
+(semaq sub --filter-plugin, client.WithFilterPlugin). A call that takes
 longer than --timeout or more than --memory MiB fails; --on-failure says
 whether a failed call rejects the message (the default) or lets it pass as it
 was, and --fail-after failures in a row disable the plugin. A broker that
@@ -73,7 +74,7 @@ checks plugin keys wants --signature: a file holding the ed25519 signature of
 the module's SHA-256, base64 or 64 raw bytes. The command returns when every
 node has loaded the module.`,
 		Example: `  semaq plugin add enrich enrich.wasm --stage ingress --subjects 'demo.>'
-  semaq plugin add redact redact.wasm --stage tokens --subjects 'ai.>' --timeout 5ms --on-failure pass --replace`,
+  semaq plugin add redact redact.wasm --stage tokens --timeout 5ms --on-failure pass --replace`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p.Name = args[0]
@@ -87,10 +88,12 @@ node has loaded the module.`,
 				return errors.New("--tenant: empty value")
 			case f.Changed("timeout") && (p.Timeout <= 0 || p.Timeout > semaq.MaxPluginTime):
 				return fmt.Errorf("--timeout %s: want more than 0 and at most %s", p.Timeout, semaq.MaxPluginTime)
-			case p.Stage != semaq.PluginStageFilter && len(p.Subjects) == 0:
-				return fmt.Errorf("--subjects: name the subjects the %s plugin runs on", p.Stage)
+			case p.Stage == semaq.PluginStageIngress && len(p.Subjects) == 0:
+				return errors.New("--subjects: name the subjects the ingress plugin runs on")
 			case p.Stage == semaq.PluginStageFilter && len(p.Subjects) > 0:
 				return errors.New("--subjects: a filter plugin runs on the subscriptions that name it, not on subjects")
+			case p.Stage == semaq.PluginStageTokens && len(p.Subjects) > 0:
+				return errors.New("--subjects: a tokens plugin runs on every token stream (of --tenant), not on subjects")
 			case f.Changed("memory") && (p.MemoryMiB < 1 || p.MemoryMiB > maxPluginMemoryMiB):
 				return fmt.Errorf("--memory %d: want 1 to %d (MiB)", p.MemoryMiB, maxPluginMemoryMiB)
 			case p.OnFailure != "" && !slices.Contains(pluginFailures, p.OnFailure):
@@ -129,7 +132,7 @@ node has loaded the module.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&p.Stage, "stage", "", "where the plugin runs: ingress, filter or tokens")
-	f.StringSliceVar(&p.Subjects, "subjects", nil, "subject `PATTERNS` an ingress or tokens plugin runs on")
+	f.StringSliceVar(&p.Subjects, "subjects", nil, "subject `PATTERNS` an ingress plugin runs on")
 	f.StringVar(&p.Tenant, "tenant", "", "run the plugin on one tenant's messages only")
 	f.DurationVar(&p.Timeout, "timeout", 0, "bound on one call (default 2ms, at most 5s)")
 	f.IntVar(&p.MemoryMiB, "memory", 0, "bound on an instance's memory, in `MiB`, at most 1024 (default the node's)")

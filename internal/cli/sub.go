@@ -20,15 +20,16 @@ import (
 
 // subFlags are the flags of `semaq sub`.
 type subFlags struct {
-	durable string
-	deliver string
-	count   int
-	timeout time.Duration
-	json    bool
-	filter  string
-	group   string
-	key     string
-	member  string
+	durable      string
+	deliver      string
+	count        int
+	timeout      time.Duration
+	json         bool
+	filter       string
+	filterPlugin string
+	group        string
+	key          string
+	member       string
 }
 
 func newSubCmd(e *env) *cobra.Command {
@@ -74,6 +75,7 @@ first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 	f.DurationVar(&fl.timeout, "timeout", 0, "give up after this long (with --count: exit non-zero)")
 	f.BoolVar(&fl.json, "json", false, "print one JSON object per message")
 	f.StringVar(&fl.filter, "filter", "", "server-side filter: only messages matching the CEL `EXPR` are sent")
+	f.StringVar(&fl.filterPlugin, "filter-plugin", "", "server-side filter by the filter-stage plugin `NAME` (semaq plugin add): only what it keeps is sent")
 	f.StringVar(&fl.group, "group", "", "join the key-shared group `G` (with --key)")
 	f.StringVar(&fl.key, "key", "", "key of a key-shared group: session, tenant or a CEL key `EXPR`")
 	f.StringVar(&fl.member, "member", "", "this member's `NAME` in a key-shared group (default: picked by the broker)")
@@ -96,6 +98,12 @@ func (fl *subFlags) options(cmd *cobra.Command) ([]client.SubscribeOption, error
 			return nil, errors.New("--filter: the expression is empty")
 		}
 		opts = append(opts, client.WithFilter(fl.filter))
+	}
+	if f.Changed("filter-plugin") {
+		if strings.TrimSpace(fl.filterPlugin) == "" {
+			return nil, errors.New("--filter-plugin: the plugin name is empty")
+		}
+		opts = append(opts, client.WithFilterPlugin(fl.filterPlugin))
 	}
 	if err := fl.groupOptions(cmd, &opts); err != nil {
 		return nil, err

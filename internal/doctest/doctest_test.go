@@ -31,6 +31,8 @@ const (
 //
 // What the test changes in a command, and nothing else:
 //   - `go build -o bin/semaq ./cmd/semaq` becomes `test -x bin/semaq`: the test built the binary there once;
+//   - `GOOS=wasip1 GOARCH=wasm go build ... -o NAME ./examples/plugins/P` builds from the repository's root
+//     (`go build -C`) into the working directory;
 //   - `semaq serve` gets `--listen` and `--http` with the test's ports (data in the working directory);
 //   - `localhost:8080`, `127.0.0.1:8080`, `localhost:4222` and `127.0.0.1:4222` name the test's ports
 //     (SEMAQ_URL and SEMAQ_HTTP point there too);
@@ -55,6 +57,7 @@ func TestDocs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("module root not found from %s: %v", root, err)
 	}
+	repoRoot = root
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +221,11 @@ var (
 	modelFlagRE = regexp.MustCompile(`--model[ =](\S+)`)
 	streamRE    = regexp.MustCompile(`\s-[a-zA-Z]*N\b|\s--no-buffer\b`)
 	httpCodeRE  = regexp.MustCompile(`\[doctest http (\d{3})\]`)
+	pluginRE    = regexp.MustCompile(`^GOOS=wasip1 GOARCH=wasm go build (.*)-o (\S+) (\./examples/plugins/\S+)$`)
 )
+
+// repoRoot is the repository's root, where plugin examples build from.
+var repoRoot string
 
 // rewrite makes a command talk to the test's broker (see TestDocs). stream reports a curl given --max-time.
 func (s *session) rewrite(text string) (out string, isCurl, stream bool) {
@@ -229,6 +236,7 @@ func (s *session) rewrite(text string) (out string, isCurl, stream bool) {
 		"go build -o bin/semaq ./cmd/semaq", "test -x bin/semaq",
 	).Replace(text)
 	text = serveRE.ReplaceAllString(text, "semaq serve --listen "+nats+" --http "+http)
+	text = pluginRE.ReplaceAllString(text, "GOOS=wasip1 GOARCH=wasm go build -C '"+repoRoot+"' ${1}-o \"$$PWD/${2}\" ${3}")
 	if rest, ok := strings.CutPrefix(text, "curl "); ok {
 		isCurl = true
 		flags := `-w '\n[doctest http %{http_code}]\n' `
