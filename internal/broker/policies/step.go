@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/nats-io/nuid"
 
@@ -88,7 +89,9 @@ func (st *Step) applyRules(ctx context.Context, rules []*rule, m *policy.Message
 		if dry {
 			tok = &dryTokens{n: map[pii.Type]int{}, seen: map[string]string{}}
 		} else {
-			vt = st.s.vault.tokens(ctx, m.Envelope.Tenant, scope)
+			// A session's scope is read first; a request's is new but
+			// for a retry, which its create finds.
+			vt = st.s.vault.tokens(ctx, m.Envelope.Tenant, scope, try == 0 && !strings.HasPrefix(scope, "s."))
 			tok = vt
 		}
 		data, changed, err := st.runRules(ctx, rules, m, orig, tok, dry)

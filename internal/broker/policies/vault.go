@@ -161,8 +161,17 @@ type scopeTokens struct {
 	ctx           context.Context
 }
 
-func (v *vault) tokens(ctx context.Context, tenant, scope string) *scopeTokens {
-	return &scopeTokens{v: v, tenant: tenant, scope: scope, ctx: ctx}
+// tokens numbers a message's values in tenant's scope. With fresh, the
+// scope is taken to be new (a request's, whose id is rarely seen twice):
+// nothing is read first, and a scope that exists after all fails the
+// commit's create, and is read on the next try.
+func (v *vault) tokens(ctx context.Context, tenant, scope string, fresh bool) *scopeTokens {
+	st := &scopeTokens{v: v, tenant: tenant, scope: scope, ctx: ctx}
+	if fresh && v.aead != nil {
+		st.loaded, st.byValue = true, map[string]string{}
+		st.e = &vaultEntry{Tenant: tenant, Scope: scope, Values: map[string]string{}, Counts: map[string]int{}}
+	}
+	return st
 }
 
 // Token gives value of type t its placeholder in the scope: the one it has,
