@@ -3,6 +3,7 @@ package policies
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/nats-io/nuid"
 
@@ -33,6 +34,14 @@ func (*Step) Name() string { return StepName }
 // Apply implements policy.Step: the rules attached to the message, in name
 // order, then the ingress plugins attached to it, in name order.
 func (st *Step) Apply(ctx context.Context, m *policy.Message) (policy.Verdict, error) {
+	// The scope is the broker's word on where the message's values are
+	// kept: one its publisher wrote would send a reader restoring its
+	// placeholders to another message's values.
+	for k := range m.Header {
+		if strings.EqualFold(k, semaq.HdrPIIScope) {
+			delete(m.Header, k)
+		}
+	}
 	t := st.s.Table()
 	if t.Empty() {
 		return policy.Pass, nil
