@@ -110,6 +110,16 @@ func (s *Store) load(ctx context.Context, d semaq.Plugin, wasm []byte) (*plugin.
 func (s *Store) loadPlugin(ctx context.Context, d semaq.Plugin) (*loadedPlugin, error) {
 	var buf bytes.Buffer
 	obj, err := s.objects.Get(ctx, d.SHA256)
+	// The module was stored before its record, yet may not be found for a
+	// moment: the object store reads its metadata with a direct get, which
+	// a replica that has not applied the write yet may answer.
+	for wait := 10 * time.Millisecond; errors.Is(err, jetstream.ErrObjectNotFound) && wait <= time.Second; wait *= 2 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		obj, err = s.objects.Get(ctx, d.SHA256)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("fetching module %s: %w", d.SHA256, err)
 	}

@@ -34,12 +34,15 @@ func (*Step) Name() string { return StepName }
 // Apply implements policy.Step: the rules attached to the message, in name
 // order, then the ingress plugins attached to it, in name order.
 func (st *Step) Apply(ctx context.Context, m *policy.Message) (policy.Verdict, error) {
+	// The scope is the broker's word on where the message's values are
+	// kept: one its publisher wrote (in any case) would send a reader
+	// restoring its placeholders to another message's values.
 	verdict := policy.Pass
-	if _, ok := m.Header[semaq.HdrPIIScope]; ok {
-		// The broker names a message's vault scope; one a client set would
-		// point a reader's restore at another message's values.
-		delete(m.Header, semaq.HdrPIIScope)
-		verdict = policy.Rewrite
+	for k := range m.Header {
+		if strings.EqualFold(k, semaq.HdrPIIScope) {
+			delete(m.Header, k)
+			verdict = policy.Rewrite
+		}
 	}
 	t := st.s.Table()
 	if t.Empty() {
