@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -37,11 +35,7 @@ type policyCluster struct {
 func startPolicyCluster(t *testing.T, plugins ...[]byte) *policyCluster {
 	t.Helper()
 	cache := sharedPluginCache(t, plugins...)
-	pc := &policyCluster{c: brokertest.StartCluster(t, 3, func(cfg *broker.Config) {
-		if err := os.Symlink(cache.dir, filepath.Join(cfg.DataDir, "plugin-cache")); err != nil {
-			t.Fatal(err)
-		}
-	})}
+	pc := &policyCluster{c: brokertest.StartCluster(t, 3, func(cfg *broker.Config) { cfg.PluginCacheDir = cache.dir })}
 	for i := range 3 {
 		pc.sdk = append(pc.sdk, brokertest.Connect(t, pc.c.Node(i)))
 		nc, err := brokertest.DialOperator(pc.c.Node(i))
@@ -61,12 +55,11 @@ func startPolicyCluster(t *testing.T, plugins ...[]byte) *policyCluster {
 	return pc
 }
 
-// pluginCache is a compilation cache every node of a test cluster keeps
-// its compiled plugins in (a node's is <data>/plugin-cache). A Go plugin
-// takes seconds to compile, ten times that under the race detector, and
-// each node compiles what it loads: with the modules compiled once, ahead,
-// while the nodes start, the tests see how plugins travel, not how long
-// the compiler takes.
+// pluginCache is the compilation cache every node of a test cluster keeps
+// its compiled plugins in (plugin_cache_dir: the tests' shared one). A Go
+// plugin takes seconds to compile, ten times that under the race
+// detector: with the modules compiled once, ahead, while the nodes start,
+// the tests see how plugins travel, not how long the compiler takes.
 type pluginCache struct {
 	dir  string
 	done chan error
@@ -75,7 +68,10 @@ type pluginCache struct {
 
 func sharedPluginCache(t *testing.T, modules ...[]byte) *pluginCache {
 	t.Helper()
-	pc := &pluginCache{dir: t.TempDir(), done: make(chan error, len(modules))}
+	pc := &pluginCache{dir: plugintest.CacheDir(), done: make(chan error, len(modules))}
+	if pc.dir == "" {
+		pc.dir = t.TempDir()
+	}
 	for _, m := range modules {
 		go func() { pc.done <- compileInto(pc.dir, m) }()
 	}

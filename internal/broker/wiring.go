@@ -325,7 +325,7 @@ func openPolicies(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	st, err := policies.Open(ctx, policies.Deps{
-		Log: s.log.With("component", "policy"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(), Node: s.ns.Name(),
+		Log: s.log.With("component", "policy"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(), Node: s.ns.Name(), Clustered: s.cfg.Clustered(),
 		Principal: s.principal, Audit: s.audit, Metrics: s.metrics,
 		Applied: func(ctx context.Context, rev uint64) {
 			s.syncer.Sync(ctx, clustersync.Request{Policy: rev})

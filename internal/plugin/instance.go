@@ -42,7 +42,7 @@ func (p *Plugin) newInstance(ctx context.Context) (*instance, error) {
 		WithRandSource(rand.Reader)
 	mod, err := p.rt.InstantiateModule(ctx, p.compiled, cfg)
 	if err != nil {
-		return nil, classify(context.Background(), ctx, err, out, nil, p.lim)
+		return nil, classify(context.Background(), ctx, err, out, nil, p.lim, p.lim.initTimeout())
 	}
 	inst := &instance{mod: mod, stderr: out}
 	if p.stages != 0 { // Load binds the first instance itself, once it knows the stages
@@ -128,9 +128,9 @@ func (inst *instance) output(packed uint64, max int) ([]byte, error) {
 }
 
 // classify turns what a failed call returned into one of the package's errors. parent is the caller's context,
-// call the one bounded by the plugin's timeout. A call the caller gave up on is not the plugin's failure: its
+// call the one bounded by limit (the plugin's timeout, or an instance start's). A call the caller gave up on is not the plugin's failure: its
 // error wraps the caller's context error and none of ErrTrap, ErrTimeout, ErrMemory, ErrBadOutput.
-func classify(parent, call context.Context, err error, out *tail, mem api.Memory, lim Limits) error {
+func classify(parent, call context.Context, err error, out *tail, mem api.Memory, lim Limits, limit time.Duration) error {
 	if errors.Is(err, ErrBadOutput) || errors.Is(err, ErrABI) {
 		return err
 	}
@@ -142,7 +142,7 @@ func classify(parent, call context.Context, err error, out *tail, mem api.Memory
 				return fmt.Errorf("call abandoned: %w", parent.Err())
 			}
 			if call.Err() != nil {
-				return fmt.Errorf("%w after %v", ErrTimeout, lim.Timeout)
+				return fmt.Errorf("%w after %v", ErrTimeout, limit)
 			}
 		}
 		if outOfMemory(out, mem, lim) {

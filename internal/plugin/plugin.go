@@ -222,7 +222,7 @@ func (p *Plugin) run(ctx context.Context, s Stage, size int, call func(context.C
 		}
 		return nil
 	}
-	err = classify(ctx, callCtx, err, inst.stderr, inst.mem, p.lim)
+	err = classify(ctx, callCtx, err, inst.stderr, inst.mem, p.lim, p.lim.Timeout)
 	inst.close()
 	<-p.slots
 	err = fmt.Errorf("plugin %s: %s: %w", p.name, s, err)

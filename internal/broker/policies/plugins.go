@@ -43,7 +43,7 @@ const (
 	uploadIdle    = 2 * time.Minute  // an upload with no chunk for this long is dropped
 	defaultFailAt = 10               // consecutive failures that disable a plugin
 	pluginObjMax  = 512 << 20        // SQ_PLUGINS on disk
-	loadPlugin    = 30 * time.Second // fetching and loading one plugin on a node
+	loadPlugin    = 90 * time.Second // fetching and loading one plugin on a node: compiling a Go module takes seconds, tens on a busy machine
 )
 
 func pluginObjects(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.ObjectStore, error) {

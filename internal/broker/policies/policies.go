@@ -44,7 +44,7 @@ import (
 )
 
 // loadTimeout bounds loading the rules and plugins when the node starts.
-const loadTimeout = 60 * time.Second
+const loadTimeout = 2 * time.Minute
 
 // bucketBytes bounds the rules and plugin records on disk.
 const bucketBytes = 64 << 20
@@ -67,8 +67,10 @@ type Deps struct {
 	Conn *nats.Conn
 	// Replicas of the buckets (0 means 1).
 	Replicas int
-	// Node names this node in events.
-	Node string
+	// Node names this node in events; Clustered says it is one of
+	// several (the vault then reads from its stream's leader).
+	Node      string
+	Clustered bool
 	// Principal is who sent a request (api.RequestHeader of its ctx).
 	Principal func(h nats.Header) api.Principal
 	// Audit records rule and plugin changes. Nil records nothing.
@@ -146,7 +148,7 @@ func Open(ctx context.Context, deps Deps) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := openVault(ctx, deps.JS, replicas, deps.VaultKey, deps.VaultTTL)
+	v, err := openVault(ctx, deps.JS, replicas, deps.Clustered, deps.VaultKey, deps.VaultTTL)
 	if err != nil {
 		return nil, err
 	}
