@@ -48,6 +48,14 @@ type Step interface {
 	Apply(ctx context.Context, m *Message) (Verdict, error)
 }
 
+// An Idler is a Step that has nothing to do at times (the stored rules'
+// step while no rule is stored): while Idle reports true the ingress skips
+// it, with no span and no verdict counted. Idle is called once per message,
+// concurrently, and must be cheap (an atomic load).
+type Idler interface {
+	Idle() bool
+}
+
 // Verdict is a step's answer on a message it does not refuse.
 type Verdict uint8
 

@@ -34,7 +34,7 @@ var (
 	}
 	subsystems = []string{
 		"agents", "audit", "auth", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
-		"keyshared", "routes", "schemas", "sessions", "streams", "tokens", "users",
+		"keyshared", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.
@@ -150,6 +150,13 @@ const (
 	maxNodeMethods  = 60   // methods of *broker.Server
 )
 
+// surfaceLines bound the packages that are a surface rather than layers:
+// the API's vocabulary (semaq), the SDK (client) and the command tree
+// (internal/cli) grow by one flat file per feature, and splitting the
+// first two would hand their users more imports. They have room to 6,500
+// lines; past that, the CLI's command groups go to packages of their own.
+var surfaceLines = map[string]int{"semaq": 6500, "client": 6500, "internal/cli": 6500}
+
 func TestPackageSizes(t *testing.T) {
 	root := "../.."
 	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
@@ -174,8 +181,12 @@ func TestPackageSizes(t *testing.T) {
 			}
 			lines += strings.Count(string(b), "\n")
 		}
-		if lines > maxPackageLines {
-			t.Errorf("%s has %d non-test lines; the limit is %d: split it along a seam", path, lines, maxPackageLines)
+		limit := maxPackageLines
+		if rel, err := filepath.Rel(root, path); err == nil && surfaceLines[filepath.ToSlash(rel)] > 0 {
+			limit = surfaceLines[filepath.ToSlash(rel)]
+		}
+		if lines > limit {
+			t.Errorf("%s has %d non-test lines; the limit is %d: split it along a seam", path, lines, limit)
 		}
 		return nil
 	})

@@ -15,11 +15,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
-	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/plugin"
 	"github.com/semaq/semaq/internal/plugin/plugintest"
 	"github.com/semaq/semaq/semaq"
@@ -61,17 +59,8 @@ func TestPluginIngressRewriteFailuresAndReload(t *testing.T) {
 	enrich := plugintest.Build(t, plugintest.Enrich)
 	hostile := plugintest.Build(t, plugintest.Hostile)
 	noop := plugintest.Build(t, plugintest.Noop)
-	s := brokertest.Start(t)
-	c := brokertest.Connect(t, s)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	brokertest.AddStream(t, c, "DEMO", "demo.>")
+	n := newPolicyNode(t, 2*time.Minute)
+	c, nc, js, ctx := n.c, n.nc, n.js, n.ctx
 
 	info, err := uploadPlugin(ctx, t, nc, semaq.Plugin{Name: "enrich", Stage: semaq.PluginStageIngress, Subjects: []string{"demo.enrich.>"}, Timeout: time.Second}, enrich, false)
 	if err != nil {
@@ -189,16 +178,8 @@ func TestPluginIngressRewriteFailuresAndReload(t *testing.T) {
 func TestPluginFilterAndTokensStages(t *testing.T) {
 	hostile := plugintest.Build(t, plugintest.Hostile)
 	redact := plugintest.Build(t, plugintest.Redact)
-	s := brokertest.Start(t)
-	c := brokertest.Connect(t, s)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	brokertest.AddStream(t, c, "DEMO", "demo.>")
+	n := newPolicyNode(t, 2*time.Minute)
+	c, nc, ctx := n.c, n.nc, n.ctx
 
 	// Filter stage: the hostile plugin keeps what it is given, and traps on
 	// "trap": its failure policy (reject) keeps that message from the
@@ -267,14 +248,8 @@ func TestPluginSignatureRequired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := brokertest.Start(t, func(c *broker.Config) { c.PluginKeys = []string{base64.StdEncoding.EncodeToString(pub)} })
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	n := newPolicyNode(t, time.Minute, func(c *broker.Config) { c.PluginKeys = []string{base64.StdEncoding.EncodeToString(pub)} })
+	nc, ctx := n.nc, n.ctx
 	p := semaq.Plugin{Name: "noop", Stage: semaq.PluginStageIngress, Subjects: []string{"demo.>"}}
 	if _, err := uploadPlugin(ctx, t, nc, p, noop, false); !errors.Is(err, semaq.ErrBadPlugin) || !strings.Contains(err.Error(), "not signed") {
 		t.Fatalf("unsigned: %v", err)

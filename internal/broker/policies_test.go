@@ -60,18 +60,39 @@ func lastStored(ctx context.Context, t *testing.T, js jetstream.JetStream, strea
 	return m
 }
 
-func TestPolicyIngressMaskBlockTokenizeRestore(t *testing.T) {
-	s := brokertest.Start(t)
-	c := brokertest.Connect(t, s)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
+// policyNode is a broker of its own for a policy test: an SDK client, an
+// operator connection and its JetStream (to read what was stored), a
+// stream DEMO on demo.>, and a context bounded by d.
+type policyNode struct {
+	s   *broker.Server
+	c   *client.Client
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	ctx context.Context
+}
+
+func newPolicyNode(t *testing.T, d time.Duration, opts ...func(*broker.Config)) *policyNode {
+	t.Helper()
+	n := &policyNode{s: brokertest.Start(t, opts...)}
+	n.c = brokertest.Connect(t, n.s)
+	var err error
+	if n.nc, err = brokertest.DialOperator(n.s); err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	brokertest.AddStream(t, c, "DEMO", "demo.>")
+	t.Cleanup(n.nc.Close)
+	if n.js, err = jetstream.New(n.nc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	n.ctx = ctx
+	brokertest.AddStream(t, n.c, "DEMO", "demo.>")
+	return n
+}
+
+func TestPolicyIngressMaskBlockTokenizeRestore(t *testing.T) {
+	n := newPolicyNode(t, 30*time.Second)
+	c, nc, js, ctx := n.c, n.nc, n.js, n.ctx
 
 	var info semaq.PolicyInfo
 	rule := semaq.PolicyRule{Name: "pii-in", Subjects: []string{"demo.masked.>"}, Redact: []string{"email", "card"}, Paths: []string{"messages.*.content"}}
@@ -103,7 +124,7 @@ func TestPolicyIngressMaskBlockTokenizeRestore(t *testing.T) {
 	if err := apiCall(ctx, t, nc, semaq.APIPolicyAdd, semaq.PolicyAddRequest{PolicyRule: block}, nil); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.Publish(ctx, "demo.block.in", []byte(`{"q":"my id is 11010519491231002X"}`))
+	_, err := c.Publish(ctx, "demo.block.in", []byte(`{"q":"my id is 11010519491231002X"}`))
 	if !errors.Is(err, semaq.ErrPIIBlocked) || strings.Contains(err.Error(), "11010519491231002X") || !strings.Contains(err.Error(), "/q") || !strings.Contains(err.Error(), "cn-id") {
 		t.Fatalf("blocked publish: %v", err)
 	}
@@ -170,15 +191,8 @@ func replyError(m *nats.Msg) error {
 }
 
 func TestPolicyTokenStreamSplitEntityAndStop(t *testing.T) {
-	s := brokertest.Start(t)
-	c := brokertest.Connect(t, s)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	n := newPolicyNode(t, 30*time.Second)
+	c, nc, ctx := n.c, n.nc, n.ctx
 	for _, r := range []semaq.PolicyRule{
 		{Name: "no-pii-out", Streams: []string{semaq.PolicyStreamTokens}, Redact: []string{"email"}},
 		{Name: "brand", Streams: []string{semaq.PolicyStreamTokens}, Words: []string{"forbidden phrase"}, OnMatch: semaq.ContentStop},

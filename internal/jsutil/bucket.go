@@ -100,3 +100,31 @@ func RaiseReplicas(ctx context.Context, js jetstream.JetStream, stream string, r
 	}
 	return changed, nil
 }
+
+// ObjectBucket is Bucket for an object store: it opens the store cfg names,
+// creating it when it does not exist, with the same tolerance of nodes
+// starting together, and raises its stream's replicas to cfg.Replicas.
+func ObjectBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	var os jetstream.ObjectStore
+	err := Retry(ctx, func(ctx context.Context) error {
+		var err error
+		os, err = js.ObjectStore(ctx, cfg.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			os, err = js.CreateObjectStore(ctx, cfg)
+			if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				os, err = js.ObjectStore(ctx, cfg.Bucket)
+			}
+			if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
+				err = retryable{err}
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := RaiseReplicas(ctx, js, "OBJ_"+cfg.Bucket, cfg.Replicas); err != nil {
+		return nil, err
+	}
+	return os, nil
+}

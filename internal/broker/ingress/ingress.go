@@ -170,6 +170,7 @@ type policyStep struct {
 	step policy.Step
 	name string
 	obs  *metrics.PolicyStep
+	idle func() bool // the step's policy.Idler, nil when it is none
 }
 
 // Pending limits of the latency sampler's subscription and of the shards'
@@ -217,7 +218,11 @@ func New(d Deps) (*Ingress, error) {
 		streams:   make(map[string]*stream),
 	}
 	for _, s := range d.Policy {
-		in.policy = append(in.policy, policyStep{step: s, name: s.Name(), obs: d.Metrics.PolicyStep(s.Name())})
+		ps := policyStep{step: s, name: s.Name(), obs: d.Metrics.PolicyStep(s.Name())}
+		if i, ok := s.(policy.Idler); ok {
+			ps.idle = i.Idle
+		}
+		in.policy = append(in.policy, ps)
 	}
 	in.acks.egress = d.Egress
 	in.acks.prefix = reserved.IngressAckInbox + nuid.Next() + "."

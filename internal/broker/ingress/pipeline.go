@@ -306,13 +306,16 @@ func takeOwnerHeaders(p *publication) *semaq.APIError {
 
 // applyPolicy runs the policy steps on p, in order.
 func (in *Ingress) applyPolicy(p *publication) *semaq.APIError {
-	if len(in.policy) == 0 {
-		return nil
-	}
-	pm := policy.Message{Principal: publicPrincipal(p.who), Stream: p.stream.name, Subject: p.m.Subject,
-		Header: p.m.Header, Data: p.m.Data, Envelope: p.env}
+	var pm *policy.Message
 	for i := range in.policy {
 		ps := &in.policy[i]
+		if ps.idle != nil && ps.idle() {
+			continue
+		}
+		if pm == nil {
+			pm = &policy.Message{Principal: publicPrincipal(p.who), Stream: p.stream.name, Subject: p.m.Subject,
+				Header: p.m.Header, Data: p.m.Data, Envelope: p.env}
+		}
 		ctx, sp := p.obs.child(in.tracing, "policy ", ps.name)
 		if ctx == nil {
 			ctx = p.ctx
@@ -320,8 +323,8 @@ func (in *Ingress) applyPolicy(p *publication) *semaq.APIError {
 		if ctx == nil {
 			ctx = context.Background()
 		}
-		v, err := ps.step.Apply(ctx, &pm)
-		e := in.verdict(p, &pm, ps.name, v, err)
+		v, err := ps.step.Apply(ctx, pm)
+		e := in.verdict(p, pm, ps.name, v, err)
 		if !p.dry {
 			switch {
 			case e != nil:

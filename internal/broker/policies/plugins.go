@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/plugin"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/policy"
@@ -47,16 +48,13 @@ const (
 )
 
 func pluginObjects(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.ObjectStore, error) {
-	os, err := js.ObjectStore(ctx, reserved.PluginObjects)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		os, err = js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{
-			Bucket:      reserved.PluginObjects,
-			Description: "SemaQ plugin modules, by SHA-256",
-			MaxBytes:    pluginObjMax,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
-		})
-	}
+	os, err := jsutil.ObjectBucket(ctx, js, jetstream.ObjectStoreConfig{
+		Bucket:      reserved.PluginObjects,
+		Description: "SemaQ plugin modules, by SHA-256",
+		MaxBytes:    pluginObjMax,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("policy: object store %s: %w", reserved.PluginObjects, err)
 	}

@@ -31,6 +31,10 @@ func (s *Store) Step() *Step { return &Step{s: s} }
 // Name implements policy.Step.
 func (*Step) Name() string { return StepName }
 
+// Idle implements policy.Idler: with no rule or plugin stored the ingress
+// skips the step.
+func (st *Step) Idle() bool { return st.s.Table().Empty() }
+
 // Apply implements policy.Step: the rules attached to the message, in name
 // order, then the ingress plugins attached to it, in name order.
 func (st *Step) Apply(ctx context.Context, m *policy.Message) (policy.Verdict, error) {
@@ -271,4 +275,7 @@ func (d *dryTokens) Token(t pii.Type, v string) (string, error) {
 	return ph, nil
 }
 
-var _ policy.Step = (*Step)(nil)
+var (
+	_ policy.Step  = (*Step)(nil)
+	_ policy.Idler = (*Step)(nil)
+)
