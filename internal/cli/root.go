@@ -82,6 +82,11 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       versionLine(),
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if f := cmd.Flags().Lookup("auth-key"); f != nil && f.Changed {
+				fmt.Fprintln(stderr, "semaq: warning: --auth-key is deprecated and goes in the next release: use --key")
+			}
+		},
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetIn(stdin)
@@ -125,14 +130,12 @@ func (e *env) addServerFlag(cmd *cobra.Command) {
 	f.StringVar(&e.tlsCA, "tls-ca", "", "PEM CA file to verify the broker's TLS certificate (tls:// URLs; default: the system's CAs)")
 	f.StringVar(&e.tlsCert, "tls-cert", "", "PEM client certificate, for a broker that requires one (mutual TLS); needs --tls-key")
 	f.StringVar(&e.tlsKey, "tls-key", "", "PEM private key of --tls-cert")
-	// `semaq sub` has its own --key (a key-shared group's): there the
-	// credential is --auth-key.
-	name := "key"
-	if f.Lookup(name) != nil {
-		name = "auth-key"
-	}
 	// No default shown: --help must not print $SEMAQ_KEY. connect reads it.
-	f.StringVar(&e.key, name, "", "key for a broker started with --auth (semaq user add prints one); default $SEMAQ_KEY")
+	// --key is the credential on every command; --auth-key, its name on
+	// `semaq sub` before --group-key, stays one release with a warning.
+	f.StringVar(&e.key, "key", "", "key for a broker started with --auth (semaq user add prints one); default $SEMAQ_KEY")
+	f.StringVar(&e.key, "auth-key", "", "the same as --key")
+	_ = f.MarkHidden("auth-key")
 	e.addCredentialFlags(f)
 }
 

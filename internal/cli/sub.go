@@ -47,7 +47,7 @@ resume after the last acknowledged message.
 messages that match; the rest are acknowledged by the broker. A durable keeps
 its filter: run it again without --filter to resume with it.
 
---group G --key KEY joins the key-shared group G: the group's members share
+--group G --group-key KEY joins the key-shared group G: the group's members share
 the messages by key (session, tenant or a CEL key expression), each key's
 messages going to one member at a time in order (docs/key-shared.md). Run
 it in several terminals to scale out; --key may be left out to join an
@@ -58,7 +58,7 @@ first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 		Example: `  semaq sub 'ai.>' --count 10 --timeout 30s
   semaq sub ai.inference.llm --durable worker --json
   semaq sub ai.scores --filter 'payload.confidence > 0.85' --durable confident
-  semaq sub ai.chat --group chat-workers --key session`,
+  semaq sub ai.chat --group chat-workers --group-key session`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts, err := fl.options(cmd)
@@ -77,7 +77,7 @@ first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
 	f.StringVar(&fl.filter, "filter", "", "server-side filter: only messages matching the CEL `EXPR` are sent")
 	f.StringVar(&fl.filterPlugin, "filter-plugin", "", "server-side filter by the filter-stage plugin `NAME` (semaq plugin add): only what it keeps is sent")
 	f.StringVar(&fl.group, "group", "", "join the key-shared group `G` (with --key)")
-	f.StringVar(&fl.key, "key", "", "key of a key-shared group: session, tenant or a CEL key `EXPR`")
+	f.StringVar(&fl.key, "group-key", "", "what a key-shared group's messages are keyed by: session, tenant or a CEL key `EXPR`")
 	f.StringVar(&fl.member, "member", "", "this member's `NAME` in a key-shared group (default: picked by the broker)")
 	e.addServerFlag(cmd)
 	return cmd
