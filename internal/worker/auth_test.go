@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +144,27 @@ func TestWorkerEndsALostStreamWithAuth(t *testing.T) {
 	}
 	if st := w.Stats(); st.Lost != 1 {
 		t.Fatalf("worker stats %+v, want one lost stream", st)
+	}
+}
+
+// A worker key cannot make its model's queue: the worker says what an
+// admin must run instead of the NATS server's refusal alone.
+func TestWorkerWithoutItsQueueSaysWhatToDo(t *testing.T) {
+	srv := brokertest.Start(t, brokertest.WithAuth)
+	admin := brokertest.ConnectKey(t, srv, brokertest.AdminKey(t, srv))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	work, err := admin.AddUser(ctx, semaq.UserAddRequest{Name: "gpu-8", Role: semaq.RoleWorker, Queues: []string{"INFER_*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(brokertest.ConnectKey(t, srv, work.Key), worker.Config{Upstream: "sim", Models: []string{"llama3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.RunReady(ctx, func() { t.Error("the worker got ready without a queue") })
+	want := "an admin must run `semaq queue add INFER_llama3 --subjects " + semaq.InferSubject("llama3") + "`"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("worker without its queue: %v, want %q", err, want)
 	}
 }

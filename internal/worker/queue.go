@@ -108,6 +108,10 @@ func (w *Worker) find(ctx context.Context, q *modelQueue) (created bool, err err
 			if _, ierr := w.c.QueueInfo(ctx, cfg.Name); ierr != nil {
 				return false, fmt.Errorf("model %s: the name %s is taken by a stream that is %w: %w", q.model, cfg.Name, errNotAQueue, err)
 			}
+		case errors.Is(err, semaq.ErrForbidden):
+			// A worker key serves queues; making one is an admin's.
+			return false, fmt.Errorf("model %s: no queue captures %s, and this worker may not make one (%w): an admin must run `semaq queue add %s --subjects %s`",
+				q.model, q.subject, err, cfg.Name, q.subject)
 		default:
 			return false, fmt.Errorf("model %s: %w", q.model, err)
 		}
