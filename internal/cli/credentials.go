@@ -2,11 +2,13 @@ package cli
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/pflag"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/identity"
 )
 
 // addCredentialFlags adds --nkey-seed and --auth-user beside --key: the
@@ -37,6 +39,15 @@ func (e *env) credentials() ([]client.Option, error) {
 	}
 	if seed != "" && key == "" && user == "" {
 		return nil, errors.New("--nkey-seed needs --auth-user NAME (or $SEMAQ_USER): the broker lets a user listen on its own inbox only")
+	}
+	if key != "" {
+		if _, err := identity.ParseKey(key); err != nil {
+			from := "--key"
+			if e.key == "" {
+				from = "$SEMAQ_KEY"
+			}
+			return nil, fmt.Errorf("%s: not a SemaQ key (sq_<name>_<id>_<secret>, as semaq user add prints it)", from)
+		}
 	}
 	return []client.Option{client.WithKey(key), client.WithNkeySeed(seed), client.WithUser(user)}, nil
 }

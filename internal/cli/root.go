@@ -173,10 +173,35 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 		client.WithNATSOptions(tlsOpts...), lagging}, creds...)...)
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
-			return nil, fmt.Errorf("--server %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", addr)
+			return nil, fmt.Errorf("%s %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", e.serverFlag(), addr)
 		}
+		return nil, e.explainConnect(err)
 	}
 	return c, err
+}
+
+// serverFlag names where --server's value came from: the flag, or
+// $SEMAQ_URL when the flag was left out.
+func (e *env) serverFlag() string {
+	if v := os.Getenv("SEMAQ_URL"); v != "" && v == e.server {
+		return "$SEMAQ_URL"
+	}
+	return "--server"
+}
+
+// explainConnect says what to do about a connection the broker refused
+// or nothing answered.
+func (e *env) explainConnect(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoServers):
+		return fmt.Errorf("%w: is `semaq serve` running at %s (%s)?", err, e.server, e.serverFlag())
+	case errors.Is(err, nats.ErrAuthorization):
+		if e.key == "" && os.Getenv("SEMAQ_KEY") == "" && e.nkeySeed == "" && os.Getenv("SEMAQ_NKEY_SEED") == "" {
+			return fmt.Errorf("%w: the broker requires a key: pass --key or set SEMAQ_KEY (semaq user add prints one)", err)
+		}
+		return fmt.Errorf("%w: the broker refused the credential: an unknown, rotated or removed key, or a user removed (semaq user ls)", err)
+	}
+	return err
 }
 
 // withClient dials the broker named by --server, runs fn with the

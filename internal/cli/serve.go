@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -160,6 +161,9 @@ func serve(ctx context.Context, e *env, cfg broker.Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := portsFree(cfg); err != nil {
+		return err
+	}
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
 	log := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
@@ -208,4 +212,29 @@ func reloadTLS(srv *broker.Server, cfg broker.Config, log *slog.Logger) {
 	default:
 		log.Info("SIGHUP: TLS certificates reloaded for new connections", "tls_cert", cfg.TLSCert, "tls_client_ca", cfg.TLSClientCA)
 	}
+}
+
+// portsFree reports every client port already taken, each with the flag
+// (or config key) that names it, before the node starts: the node itself
+// would stop at the first with the listener's bare error.
+func portsFree(cfg broker.Config) error {
+	var busy []string
+	for _, p := range []struct{ flag, addr string }{{"--listen", cfg.Listen}, {"--http", cfg.HTTP}} {
+		if p.addr == "" || strings.HasSuffix(p.addr, ":0") {
+			continue
+		}
+		l, err := net.Listen("tcp", p.addr)
+		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				busy = append(busy, fmt.Sprintf("%s %s", p.flag, p.addr))
+				continue
+			}
+			return fmt.Errorf("%s %s: %w", p.flag, p.addr, err)
+		}
+		_ = l.Close()
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("%s: in use (another semaq serve? stop it, or give a free port)", strings.Join(busy, " and "))
+	}
+	return nil
 }

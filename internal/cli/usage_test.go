@@ -2,8 +2,10 @@ package cli
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/brokertest"
 )
 
 // Every command that needs arguments answers a bare call with the error,
@@ -105,5 +108,50 @@ func TestVersion(t *testing.T) {
 		if strings.Count(s, "\n") != 1 {
 			t.Errorf("%v = %q, want one line", args, s)
 		}
+	}
+}
+
+// A connection that fails says what to do: start the broker, give a key,
+// fix the key. Tests with auth set no $SEMAQ_KEY: Main reads it.
+func TestConnectRefusalsSayWhatToDo(t *testing.T) {
+	if os.Getenv("SEMAQ_KEY") != "" || os.Getenv("SEMAQ_NKEY_SEED") != "" {
+		t.Skip("$SEMAQ_KEY or $SEMAQ_NKEY_SEED is set: the missing-key case cannot be shown")
+	}
+	t.Parallel()
+	mustFailSemaq(t, unreachableURL, "is `semaq serve` running at "+unreachableURL+" (--server)?", "stream", "ls")
+	mustFailSemaq(t, unreachableURL, "--key: not a SemaQ key (sq_<name>_<id>_<secret>, as semaq user add prints it)", "stream", "ls", "--key", "nope")
+
+	s := brokertest.Start(t, brokertest.WithAuth)
+	url := s.ClientURL()
+	mustFailSemaq(t, url, "the broker requires a key: pass --key or set SEMAQ_KEY (semaq user add prints one)", "stream", "ls")
+	// The admin's key with another secret: well-formed, and unknown.
+	key := brokertest.AdminKey(t, s)
+	i, c := len(key)-5, byte('A')
+	if key[i] == 'A' {
+		c = 'B'
+	}
+	wrong := key[:i] + string(c) + key[i+1:]
+	mustFailSemaq(t, url, "the broker refused the credential", "stream", "ls", "--key", wrong)
+}
+
+// serve names every busy port with its flag, all at once.
+func TestServeNamesBusyPorts(t *testing.T) {
+	t.Parallel()
+	a, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var stdout, stderr strings.Builder
+	code := Main([]string{"serve", "--data", t.TempDir(), "--listen", a.Addr().String(), "--http", b.Addr().String()}, strings.NewReader(""), &stdout, &stderr)
+	r := result{code, stdout.String(), stderr.String()}
+	want := "--listen " + a.Addr().String() + " and --http " + b.Addr().String() + ": in use"
+	if r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("serve on busy ports: exit %d, stderr %q; want %q", r.code, r.stderr, want)
 	}
 }
