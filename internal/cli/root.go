@@ -25,9 +25,30 @@ import (
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return run(ctx, args, stdin, stdout, stderr)
+}
+
+// exitInterrupted is the exit code of a command SIGINT or SIGTERM ended,
+// the shells' convention (128 + SIGINT).
+const exitInterrupted = 130
+
+// services drain and exit 0 on SIGINT or SIGTERM, as a service manager
+// expects of a clean stop; every other command exits exitInterrupted.
+var services = map[string]bool{"serve": true, "worker": true}
+
+// run is Main with its context: ctx's end is the interrupt.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
+	cmd, err := root.ExecuteContextC(ctx)
+	if ctx.Err() != nil && cmd != nil && !services[cmd.Name()] {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stderr, "semaq: %s\n", oneLine(err.Error()))
+		}
+		fmt.Fprintln(stderr, "semaq: interrupted")
+		return exitInterrupted
+	}
+	if err != nil {
 		if ue, ok := errors.AsType[*cmdusage.Error](err); ok {
 			ue.Write(stderr, "semaq")
 			if ee, ok := errors.AsType[*exitError](ue.Err); ok {

@@ -54,7 +54,7 @@ it in several terminals to scale out; --key may be left out to join an
 existing group.
 
 With --count N it exits 0 after N messages, or non-zero if --timeout passes
-first. Without --count, --timeout bounds the run; SIGINT ends it (exit 0).`,
+first. Without --count, --timeout bounds the run; SIGINT ends it (exit 130).`,
 		Example: `  semaq sub 'ai.>' --count 10 --timeout 30s
   semaq sub ai.inference.llm --durable worker --json
   semaq sub ai.scores --filter 'payload.confidence > 0.85' --durable confident

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -153,5 +155,58 @@ func TestServeNamesBusyPorts(t *testing.T) {
 	want := "--listen " + a.Addr().String() + " and --http " + b.Addr().String() + ": in use"
 	if r.code == 0 || !strings.Contains(r.stderr, want) {
 		t.Fatalf("serve on busy ports: exit %d, stderr %q; want %q", r.code, r.stderr, want)
+	}
+}
+
+// notifyWriter records what is written and closes seen once want shows.
+type notifyWriter struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *notifyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if strings.Contains(w.b.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}
+
+func (w *notifyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// Ctrl-C ends every command the same way: "interrupted", exit 130; the
+// services (serve, worker) drain and exit 0.
+func TestInterruptExits130(t *testing.T) {
+	t.Parallel()
+	_, url := startWithStream(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	stderr := &notifyWriter{want: "Subscribed to", seen: make(chan struct{})}
+	done := make(chan int, 1)
+	go func() {
+		var stdout strings.Builder
+		done <- run(ctx, []string{"sub", "ai.chat", "--deliver", "new", "--server", url}, strings.NewReader(""), &stdout, stderr)
+	}()
+	select {
+	case <-stderr.seen:
+	case code := <-done:
+		t.Fatalf("sub ended with %d before it subscribed: %s", code, stderr.String())
+	}
+	cancel()
+	if code := <-done; code != exitInterrupted || !strings.HasSuffix(stderr.String(), "semaq: interrupted\n") {
+		t.Fatalf("sub interrupted: exit %d, stderr %q", code, stderr.String())
+	}
+	// Interrupted before it connected: the same.
+	var out, errb strings.Builder
+	if code := run(ctx, []string{"stream", "ls", "--server", url}, strings.NewReader(""), &out, &errb); code != exitInterrupted {
+		t.Fatalf("stream ls interrupted: exit %d, stderr %q", code, errb.String())
 	}
 }
