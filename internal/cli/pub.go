@@ -46,6 +46,9 @@ your own with --header AI-Cancel-Token=<16 to 128 characters>.`,
   cat prompt.json | semaq pub ai.inference.llm - --tenant acme --json`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if looksLikePayload(args[0]) {
+				return fmt.Errorf("SUBJECT %q looks like a payload: the subject comes first (semaq pub SUBJECT DATA)", oneLine(args[0]))
+			}
 			opts, err := fl.options(cmd)
 			if err != nil {
 				return err
@@ -169,4 +172,11 @@ func (fl *pubFlags) options(cmd *cobra.Command) ([]client.PublishOption, error) 
 		opts = append(opts, client.WithHeader(k, v))
 	}
 	return opts, nil
+}
+
+// looksLikePayload tells a payload given where the subject goes: JSON, or
+// words with spaces, which no subject has.
+func looksLikePayload(s string) bool {
+	t := strings.TrimSpace(s)
+	return strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") || strings.HasPrefix(t, `"`) || strings.ContainsAny(t, " \t\n")
 }

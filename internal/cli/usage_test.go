@@ -210,3 +210,11 @@ func TestInterruptExits130(t *testing.T) {
 		t.Fatalf("stream ls interrupted: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// A mistyped flag gets the nearest one suggested; a payload where the
+// subject goes is named as such.
+func TestTyposAndSwappedArguments(t *testing.T) {
+	t.Parallel()
+	mustFailSemaq(t, unreachableURL, "unknown flag: --modle (did you mean --model?)", "worker", "--modle", "llama3")
+	mustFailSemaq(t, unreachableURL, `SUBJECT "{\"q\":1}" looks like a payload: the subject comes first`, "pub", `{"q":1}`, "ai.x")
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Error is a command called the wrong way: wrong arguments.
@@ -49,6 +50,7 @@ func firstExample(s string) string {
 // Flag errors, and stray words given to commands that take none, stay one
 // line: they name what is wrong already.
 func Explain(root *cobra.Command) {
+	root.SetFlagErrorFunc(suggestFlag)
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {
 		if args := c.Args; args != nil && !takesNoArgs(c, args) {
@@ -68,4 +70,52 @@ func Explain(root *cobra.Command) {
 
 func takesNoArgs(c *cobra.Command, args cobra.PositionalArgs) bool {
 	return args(c, nil) == nil && args(c, []string{"x"}) != nil
+}
+
+// suggestFlag adds the nearest flag of the command to an unknown flag's
+// error: "unknown flag: --modle (did you mean --model?)".
+func suggestFlag(c *cobra.Command, err error) error {
+	const prefix = "unknown flag: --"
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) {
+		return err
+	}
+	given := strings.TrimPrefix(msg, prefix)
+	if i := strings.IndexByte(given, '='); i >= 0 {
+		given = given[:i]
+	}
+	best, dist := "", 3 // at most two edits away
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if d := editDistance(given, f.Name); d < dist {
+			best, dist = f.Name, d
+		}
+	})
+	if best == "" {
+		return err
+	}
+	return fmt.Errorf("%w (did you mean --%s?)", err, best)
+}
+
+// editDistance is the Levenshtein distance of a and b (flag names: short).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
