@@ -78,7 +78,7 @@ func semaqBinary(t *testing.T) string {
 // server is a `semaq serve` process.
 type server struct {
 	nats string // nats://127.0.0.1:PORT
-	http string // 127.0.0.1:PORT
+	http string // 127.0.0.1:PORT (the ready line says http://127.0.0.1:PORT)
 
 	mu  sync.Mutex
 	log strings.Builder
@@ -131,7 +131,7 @@ func startSemaq(t *testing.T) *server {
 	})
 	select {
 	case m := <-ready:
-		s.nats, s.http = m[1], m[2]
+		s.nats, s.http = m[1], strings.TrimPrefix(m[2], "http://")
 		return s
 	case <-done:
 		t.Fatalf("semaq serve exited before ready: %v\n%s", waitErr, s.output())

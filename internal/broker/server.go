@@ -154,7 +154,7 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	if err := s.openAll(ctx); err != nil {
 		return err
 	}
-	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.HTTPAddr(), "data", s.cfg.DataDir, "sync", s.cfg.Sync,
+	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.httpURL(), "data", s.cfg.DataDir, "sync", s.cfg.Sync,
 		"node", s.cfg.Name, "cluster", s.cfg.ClusterName)
 	return nil
 }
@@ -241,6 +241,19 @@ func (s *Server) HTTPAddr() string {
 		return ""
 	}
 	return s.front.Addr()
+}
+
+// httpURL is the HTTP door's URL for the ready line, https:// with TLS;
+// "" without the door.
+func (s *Server) httpURL() string {
+	addr := s.HTTPAddr()
+	switch {
+	case addr == "":
+		return ""
+	case s.cfg.TLSCert != "":
+		return "https://" + addr
+	}
+	return "http://" + addr
 }
 
 // NATSServer exposes the embedded server, for in-process clients
