@@ -260,7 +260,7 @@ func (d *Dispatcher) onCancel(m *nats.Msg) {
 	var out []*outMsg
 	if j.State == sched.JobHeld {
 		resp.Result, resp.Worker = "notified", j.Worker
-		out = append(out, d.cancelNotice(j, "cancelled"))
+		out = append(out, d.cancelNotice(j, "its publisher withdrew it"))
 	}
 	rm := d.removal(j)
 	d.stats.cancelled++
