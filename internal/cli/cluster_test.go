@@ -102,7 +102,8 @@ func TestClusterStatusCommand(t *testing.T) {
 }
 
 // The example configurations of docs/cluster.md load and describe three
-// distinct nodes of one cluster with the same routes.
+// distinct nodes of one cluster with the same routes, none on a single
+// node's default ports or data directory.
 func TestClusterExampleConfigs(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("..", "..", "examples", "cluster", "*.yaml"))
@@ -121,6 +122,11 @@ func TestClusterExampleConfigs(t *testing.T) {
 		}
 		if cfg.ClusterName != "prod" || names[cfg.Name] || ports[cfg.Listen] || ports[cfg.HTTP] || ports[cfg.ClusterListen] {
 			t.Fatalf("%s: %+v repeats another node's name or address", f, cfg)
+		}
+		def := broker.DefaultConfig()
+		if cfg.Listen == def.Listen || cfg.HTTP == def.HTTP || filepath.Clean(cfg.DataDir) == filepath.Clean(def.DataDir) ||
+			strings.HasPrefix(filepath.Clean(cfg.DataDir), filepath.Clean(def.DataDir)+string(filepath.Separator)) {
+			t.Fatalf("%s: %s, %s, %s collide with a single node's defaults", f, cfg.Listen, cfg.HTTP, cfg.DataDir)
 		}
 		names[cfg.Name], ports[cfg.Listen], ports[cfg.HTTP], ports[cfg.ClusterListen] = true, true, true, true
 		if r := strings.Join(cfg.Routes, ","); routes != "" && r != routes {
