@@ -54,6 +54,9 @@ type Client struct {
 	denied *denial.Set
 	// onLagging hears of changes some nodes had not applied (WithLagging).
 	onLagging func(subject string, nodes []string)
+	// startupUntil: until then, a request nothing answers is asked again
+	// (WithStartupWait).
+	startupUntil time.Time
 	// tokenTenant is the tenant token this client reads token streams
 	// under, once the broker said (tokens_read.go).
 	tokenTenantMu sync.Mutex
@@ -69,6 +72,22 @@ type connectOptions struct {
 	keyUser, user string
 	nkey          bool
 	onLagging     func(subject string, nodes []string)
+	startupWait   time.Duration
+}
+
+// WithStartupWait makes the client ask again, for up to d after it
+// connected, a management request nothing answers yet: a broker that has
+// just started listens before its API is up. After d such a request fails
+// as before ("nothing answers on …: is this a SemaQ broker?"). The CLI
+// uses 5 s, so a command typed right after `semaq serve &` works.
+func WithStartupWait(d time.Duration) Option {
+	return func(o *connectOptions) error {
+		if d < 0 || d > time.Minute {
+			return fmt.Errorf("client: WithStartupWait: %v is outside 0..1m", d)
+		}
+		o.startupWait = d
+		return nil
+	}
 }
 
 // Option configures Connect. Options validate their arguments and may fail.
@@ -197,7 +216,11 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Client, error) {
 		r.nc.Close()
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	return &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider, denied: denied, onLagging: o.onLagging}, nil
+	c := &Client{nc: r.nc, js: js, timeout: o.timeout, tracerProvider: o.tracerProvider, denied: denied, onLagging: o.onLagging}
+	if o.startupWait > 0 {
+		c.startupUntil = time.Now().Add(o.startupWait)
+	}
+	return c, nil
 }
 
 // Conn is the underlying NATS connection, for features the SDK does not

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -47,6 +48,19 @@ func (c *Client) requestData(ctx context.Context, subj string, data []byte, out 
 	ctx, done := c.denied.Watch(ctx, subj)
 	defer done()
 	m, err := c.nc.RequestWithContext(ctx, subj, data)
+	for pause := 20 * time.Millisecond; errors.Is(err, nats.ErrNoResponders) && time.Now().Before(c.startupUntil); pause = min(2*pause, 250*time.Millisecond) {
+		// A broker that has just started: its API comes up shortly.
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		m, err = c.nc.RequestWithContext(ctx, subj, data)
+	}
 	if err != nil {
 		if d := denial.Cause(ctx); d != nil {
 			return d

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -175,6 +176,10 @@ func (e *env) natsTLS() ([]nats.Option, error) {
 	return opts, nil
 }
 
+// startupWait is how long a command waits for a broker that is starting:
+// one that does not listen yet, or whose API is not up yet.
+const startupWait = 5 * time.Second
+
 // connect dials the broker named by --server. When that fails, it looks
 // whether --server names an HTTP port, the commonest wrong address.
 func (e *env) connect(ctx context.Context) (*client.Client, error) {
@@ -190,8 +195,25 @@ func (e *env) connect(ctx context.Context) (*client.Client, error) {
 		fmt.Fprintf(e.stderr, "semaq: warning: nodes %s had not applied the change when it returned; they apply it late\n",
 			strings.Join(nodes, ", "))
 	})
-	c, err := client.Connect(ctx, e.server, append([]client.Option{client.WithName("semaq-cli"),
-		client.WithNATSOptions(tlsOpts...), lagging}, creds...)...)
+	opts := append([]client.Option{client.WithName("semaq-cli"), client.WithNATSOptions(tlsOpts...), lagging,
+		client.WithStartupWait(startupWait)}, creds...)
+	c, err := client.Connect(ctx, e.server, opts...)
+	// A broker started a moment ago (`semaq serve &` then a command) may
+	// not listen yet: wait for it a little, saying so once.
+	deadline := time.Now().Add(startupWait)
+	for pause, said := 50*time.Millisecond, false; errors.Is(err, nats.ErrNoServers) && time.Now().Before(deadline) && ctx.Err() == nil; pause = min(2*pause, 500*time.Millisecond) {
+		if !said {
+			fmt.Fprintf(e.stderr, "semaq: no broker answers at %s yet; waiting up to %s for it to start\n", e.server, startupWait)
+			said = true
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		c, err = client.Connect(ctx, e.server, opts...)
+	}
 	if err != nil && ctx.Err() == nil {
 		if addr := serverAddr(e.server); addr != "" && answersHTTP(ctx, addr) {
 			return nil, fmt.Errorf("%s %s looks like an HTTP port (SemaQ's HTTP door?); the NATS port is 4222 by default", e.serverFlag(), addr)

@@ -218,3 +218,25 @@ func TestTyposAndSwappedArguments(t *testing.T) {
 	mustFailSemaq(t, unreachableURL, "unknown flag: --modle (did you mean --model?)", "worker", "--modle", "llama3")
 	mustFailSemaq(t, unreachableURL, `SUBJECT "{\"q\":1}" looks like a payload: the subject comes first`, "pub", `{"q":1}`, "ai.x")
 }
+
+// A command typed right after `semaq serve &` waits for the broker to
+// listen and its API to come up, instead of failing.
+func TestCommandWaitsForAStartingBroker(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr strings.Builder
+		code := run(context.Background(), []string{"stream", "ls", "--server", "nats://" + addr}, strings.NewReader(""), &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
+	}()
+	brokertest.Start(t, func(c *broker.Config) { c.Listen = addr })
+	if r := <-done; r.code != 0 {
+		t.Fatalf("stream ls while the broker started: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
