@@ -102,6 +102,10 @@ type Config struct {
 	// session: proceed (default), warn or refuse (docs/gateway.md).
 	GatewaySessionBudget  int    `yaml:"gateway_session_budget"`
 	GatewayDegradedPolicy string `yaml:"gateway_degraded_policy"`
+	// GatewayModelWait is how long a gateway request for a model no live
+	// worker serves waits for one to announce itself before its 404 (0:
+	// 3 s; -1ns or any negative: no wait).
+	GatewayModelWait time.Duration `yaml:"gateway_model_wait"`
 	// ExprMaxEvalBytes bounds what one evaluation of a route, filter or key
 	// expression may build (docs/expressions.md, Limits); 0 means 1 MiB.
 	ExprMaxEvalBytes int64 `yaml:"expr_max_eval_bytes"`
@@ -326,6 +330,9 @@ func (c *Config) Validate() error {
 	}
 	if maxBudget := semaq.MaxSessionBytes / semaq.CharsPerToken; c.GatewaySessionBudget < 0 || c.GatewaySessionBudget > maxBudget {
 		return fmt.Errorf("gateway_session_budget: %d is outside 1..%d tokens (0: the default, 4096)", c.GatewaySessionBudget, maxBudget)
+	}
+	if c.GatewayModelWait > time.Minute {
+		return fmt.Errorf("gateway_model_wait: %v is more than a minute", c.GatewayModelWait)
 	}
 	switch c.GatewayDegradedPolicy {
 	case "", "proceed", "warn", "refuse":

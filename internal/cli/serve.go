@@ -24,7 +24,7 @@ import (
 var configKeys = []string{
 	"data", "listen", "http", "sync", "sync_interval", "name", "log_level", "otlp_endpoint", "trace_sample",
 	"max_header_bytes", "max_payload", "token_storage", "ingress_transport", "gateway_api_keys",
-	"gateway_session_budget", "gateway_degraded_policy",
+	"gateway_session_budget", "gateway_degraded_policy", "gateway_model_wait",
 	"max_connections", "max_subscriptions", "max_filters", "max_key_shared_members",
 	"expr_max_eval_bytes", "expr_eval_timeout",
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams", "session_max_bytes",

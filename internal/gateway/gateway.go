@@ -72,7 +72,15 @@ type Options struct {
 	// DegradedPolicy is what a request does with a degraded session:
 	// DegradedProceed (default), DegradedWarn or DegradedRefuse.
 	DegradedPolicy string
+	// ModelWait is how long a request for a model no live worker serves
+	// waits for one to announce itself before the 404 (default
+	// DefaultModelWait; negative: not at all): a worker started a moment
+	// before the request is not refused.
+	ModelWait time.Duration
 }
+
+// DefaultModelWait is Options.ModelWait's default.
+const DefaultModelWait = 3 * time.Second
 
 // Validate reports an option out of its range; zero values take the
 // defaults.
@@ -351,12 +359,28 @@ func (g *Gateway) modelLive(ctx context.Context, model string) (bool, error) {
 	if _, ok := slices.BinarySearch(models, model); ok {
 		return true, nil
 	}
-	models, err = g.liveModels(ctx, true)
-	if err != nil {
-		return false, err
+	wait := g.o.ModelWait
+	if wait == 0 {
+		wait = DefaultModelWait
 	}
-	_, ok := slices.BinarySearch(models, model)
-	return ok, nil
+	deadline := time.Now().Add(wait)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		models, err = g.liveModels(ctx, true)
+		if err != nil {
+			return false, err
+		}
+		if _, ok := slices.BinarySearch(models, model); ok || !time.Now().Before(deadline) {
+			return ok, nil
+		}
+		// A worker starting now announces itself within moments.
+		t := time.NewTimer(min(pause, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, nil
+		case <-t.C:
+		}
+	}
 }
 
 // keyTenants says whether the request's tenant comes from its key

@@ -84,7 +84,7 @@ func StartFrontDoor(ctx context.Context, d broker.FrontDoorDeps) (broker.FrontDo
 	}
 	gwOpts := gateway.Options{Client: c, Log: d.Log.With("component", "gateway"), APIKeys: cfg.GatewayAPIKeys,
 		Metrics: d.Metrics, Tracing: d.Tracing,
-		SessionBudget: cfg.GatewaySessionBudget, DegradedPolicy: cfg.GatewayDegradedPolicy}
+		SessionBudget: cfg.GatewaySessionBudget, DegradedPolicy: cfg.GatewayDegradedPolicy, ModelWait: cfg.GatewayModelWait}
 	if err := gwOpts.Validate(); err != nil {
 		c.Close()
 		ln.Close()
