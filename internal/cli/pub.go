@@ -3,11 +3,14 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
@@ -29,6 +32,7 @@ type pubFlags struct {
 	msgID        string
 	ttl          time.Duration
 	json         bool
+	retryFor     time.Duration
 }
 
 func newPubCmd(e *env) *cobra.Command {
@@ -63,8 +67,15 @@ your own with --header AI-Cancel-Token=<16 to 128 characters>.`,
 					data = []byte(args[1])
 				}
 			}
+			if fl.msgID == "" {
+				// Retried, the message is stored once: JetStream drops a
+				// second copy with the same id.
+				opts = append(opts, client.WithMsgID(nuid.Next()))
+			}
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				ack, err := c.Publish(ctx, args[0], data, opts...)
+				ack, err := retryPublish(ctx, fl.retryFor, func(ctx context.Context) (*semaq.PubAck, error) {
+					return c.Publish(ctx, args[0], data, opts...)
+				})
 				if err != nil {
 					return err
 				}
@@ -105,6 +116,7 @@ your own with --header AI-Cancel-Token=<16 to 128 characters>.`,
 	f.StringVar(&fl.msgID, "msg-id", "", "deduplication id (Nats-Msg-Id)")
 	f.DurationVar(&fl.ttl, "ttl", 0, "expire the message from its stream after this long, at least 1s (Nats-TTL)")
 	f.BoolVar(&fl.json, "json", false, `print the acknowledgement as {"stream","seq","duplicate"}`)
+	f.DurationVar(&fl.retryFor, "retry-for", 30*time.Second, "keep trying a publish no one acknowledges (a stream electing its leader) this long; 0: once")
 	e.addServerFlag(cmd)
 	return cmd
 }
@@ -179,4 +191,40 @@ func (fl *pubFlags) options(cmd *cobra.Command) ([]client.PublishOption, error) 
 func looksLikePayload(s string) bool {
 	t := strings.TrimSpace(s)
 	return strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") || strings.HasPrefix(t, `"`) || strings.ContainsAny(t, " \t\n")
+}
+
+// retryPublish runs publish until it is acknowledged, fails for a reason
+// that another try would not change, or retryFor has passed: a stream
+// whose leader is being elected (a node lost) answers nothing for a few
+// seconds. The message keeps its Nats-Msg-Id across tries.
+func retryPublish(ctx context.Context, retryFor time.Duration, publish func(context.Context) (*semaq.PubAck, error)) (*semaq.PubAck, error) {
+	deadline := time.Now().Add(retryFor)
+	tries := 0
+	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
+		ack, err := publish(ctx)
+		tries++
+		if err == nil || !transientPublish(err) || ctx.Err() != nil {
+			return ack, err
+		}
+		if !time.Now().Add(pause).Before(deadline) {
+			if tries == 1 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("no acknowledgement after %d tries in %s: no stream leader (an election in progress? semaq cluster status): %w",
+				tries, retryFor, err)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// transientPublish tells a publish worth trying again: no answer in time,
+// or a broker or JetStream that says it cannot serve it now.
+func transientPublish(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, semaq.ErrUnavailable)
 }
