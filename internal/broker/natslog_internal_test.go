@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/semaq/semaq/internal/logtest"
 )
@@ -21,8 +22,9 @@ func TestNATSLoggerHintsAtTheUsersInbox(t *testing.T) {
 		l.Errorf("%s - Subscription Violation - Subject %q, SID %s", "127.0.0.1:5 - cid:7", "_INBOX.abc.*", "1")
 	}
 	l.Errorf("%s - Subscription Violation - Subject %q, SID %s", "127.0.0.1:5 - cid:7", "orders.>", "2")
-	if n := logs.Lines("Subscription Violation"); n != 4 {
-		t.Fatalf("the server's refusals logged %d times, want 4:\n%s", n, logs.String())
+	// A client's refusals are info, once a second per kind.
+	if n := logs.Lines("Subscription Violation"); n != 1 || logs.Lines("level=ERROR") != 0 {
+		t.Fatalf("the server's refusals logged %d times (want once, at info):\n%s", n, logs.String())
 	}
 	if n := logs.Lines("_INBOX_<user>"); n != 1 {
 		t.Fatalf("the inbox hint logged %d times, want once:\n%s", n, logs.String())
@@ -42,5 +44,28 @@ func TestNATSLoggerFatalWrapsTheListenError(t *testing.T) {
 	err := <-l.fatal
 	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "router port") {
 		t.Fatalf("fatal error %v: want the router port's words wrapping EADDRINUSE", err)
+	}
+}
+
+// Errors an operator need not act on are not errors: a client's bad key or
+// refused publish, a route to a peer that is starting, a rejoining node's
+// routine warnings. A route that still fails after the grace is an error.
+func TestNATSLoggerKeepsErrorsForOperators(t *testing.T) {
+	var logs logtest.Buffer
+	l := &natsLogger{log: slog.New(slog.NewTextHandler(&logs, nil)), started: time.Now()}
+	l.Errorf("%s - authentication error - User %q", "127.0.0.1:9 - cid:3", "bob")
+	l.Errorf("%s - Publish Violation - User %q, Subject %q", "127.0.0.1:9 - cid:4", "bob", "$SQ.x")
+	l.Errorf("Error trying to connect to route (attempt %v): %v", 1, errors.New("connection refused"))
+	l.Warnf("Did not receive all stream info results for %q", "$G")
+	if n := logs.Lines("level=ERROR") + logs.Lines("level=WARN"); n != 0 {
+		t.Fatalf("%d lines at warn or error:\n%s", n, logs.String())
+	}
+	if logs.Lines("level=INFO") != 4 {
+		t.Fatalf("want each at info:\n%s", logs.String())
+	}
+	l.started = time.Now().Add(-2 * routeGrace)
+	l.Errorf("Error trying to connect to route (attempt %v): %v", 9, errors.New("connection refused"))
+	if logs.Lines("level=ERROR") != 1 {
+		t.Fatalf("a route failing past the grace is not an error:\n%s", logs.String())
 	}
 }

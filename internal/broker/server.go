@@ -350,6 +350,35 @@ type natsLogger struct {
 	log   *slog.Logger
 	fatal chan error // buffered 1; nil keeps nothing
 	quiet quietlog.Gate
+	// started is when the node started: routes that do not connect yet
+	// in its first routeGrace are its peers starting too.
+	started time.Time
+}
+
+// routeGrace is how long after its start a node logs its routes' connect
+// errors at info: the other nodes of a cluster start at about the same
+// time, and a route that connects on its next try needs no operator.
+const routeGrace = 30 * time.Second
+
+// clientCaused are NATS server errors a client causes (a bad key, a
+// publish or subscription its permissions refuse): nothing for an operator
+// to do, so they are logged at info, once a second per kind, and counted
+// by the broker's own metrics where it refuses.
+var clientCaused = []struct{ match, reason string }{
+	{"Authorization Violation", "authorization"},
+	{"authentication error", "authentication"},
+	{"Publish Violation", "publish"},
+	{"Subscription Violation", "subscription"},
+	{"Maximum Payload Violation", "payload"},
+	{"maximum connections exceeded", "connections"},
+}
+
+// routine are NATS server warnings of a cluster at work, at info: a node
+// starting or rejoining asks for state its peers have not all sent yet.
+var routine = []string{
+	"Did not receive all stream info results",
+	"Did not receive all consumer info results",
+	"Recovering stream state from index errored",
 }
 
 // Notices are the NATS startup banner and routine news; SemaQ prints its own.
@@ -361,7 +390,14 @@ func (l *natsLogger) Warnf(format string, v ...any) {
 	if strings.HasPrefix(format, "Plaintext passwords detected") {
 		return
 	}
-	l.log.Warn(fmt.Sprintf(format, v...))
+	msg := fmt.Sprintf(format, v...)
+	for _, r := range routine {
+		if strings.Contains(msg, r) {
+			l.log.Info(msg)
+			return
+		}
+	}
+	l.log.Warn(msg)
 }
 func (l *natsLogger) Fatalf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
@@ -398,7 +434,15 @@ func (e *natsFatal) Unwrap() error { return e.err }
 
 func (l *natsLogger) Errorf(format string, v ...any) {
 	msg := fmt.Sprintf(format, v...)
-	l.log.Error(msg)
+	switch {
+	case strings.Contains(msg, "Error trying to connect to route") && time.Since(l.started) < routeGrace:
+		if l.quiet.Open("route") {
+			l.log.Info(msg + " (its node may be starting; retried)")
+		}
+	case l.clientCaused(msg):
+	default:
+		l.log.Error(msg)
+	}
 	// The server's refusal names the subject only; a stock client on its
 	// default inbox with auth on meets it first (docs/security.md).
 	if strings.Contains(msg, `Subscription Violation - Subject "_INBOX.`) && l.quiet.Open("inbox") {
@@ -407,5 +451,19 @@ func (l *natsLogger) Errorf(format string, v ...any) {
 			"natscli --inbox-prefix) or use the SemaQ SDK with its key")
 	}
 }
+// clientCaused logs msg at info, once a second per kind, if a client
+// caused it, and reports whether it did.
+func (l *natsLogger) clientCaused(msg string) bool {
+	for _, c := range clientCaused {
+		if strings.Contains(msg, c.match) {
+			if l.quiet.Open(c.reason) {
+				l.log.Info(msg + " (a client's; more of the kind are not logged for a second)")
+			}
+			return true
+		}
+	}
+	return false
+}
+
 func (l *natsLogger) Debugf(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }
 func (l *natsLogger) Tracef(format string, v ...any) { l.log.Debug(fmt.Sprintf(format, v...)) }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -85,7 +86,7 @@ func openNATS(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1)}
+	nl := &natsLogger{log: s.log.With("component", "nats"), fatal: make(chan error, 1), started: time.Now()}
 	ns.SetLoggerV2(nl, s.cfg.LogLevel == "debug", false, false)
 	s.ns = ns
 	shutdown := subsystem.Func(func(context.Context) error {
