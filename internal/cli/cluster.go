@@ -86,7 +86,24 @@ func writeClusterStatus(w io.Writer, st *semaq.ClusterStatus) error {
 		fmt.Fprintf(tw, "Cluster %s (answered by %s)\n", st.Name, st.AnsweredBy)
 		fmt.Fprintf(tw, "  Meta leader:\t%s\n", orDefault(st.MetaLeader, "none (electing)"))
 	}
-	fmt.Fprintf(tw, "  SemaQ's own replicas:\t%d\n\n", st.Replicas)
+	// What SemaQ's own streams have, which a shrunk cluster keeps, beside
+	// what a new one would be made with now.
+	own := 0
+	for _, s := range st.Streams {
+		if s.Own {
+			own = max(own, s.Replicas)
+		}
+	}
+	switch {
+	case own == 0 || own == st.Replicas:
+		fmt.Fprintf(tw, "  SemaQ's own streams:\tR%d\n", max(own, st.Replicas))
+	default:
+		fmt.Fprintf(tw, "  SemaQ's own streams:\tR%d (one made now would be R%d: this node reaches %d nodes)\n", own, st.Replicas, reached(st))
+	}
+	for _, d := range degraded(st) {
+		fmt.Fprintf(tw, "  DEGRADED:\t%s\n", d)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "NODE\tCONNECTED\tVERSION\tNATS\tSYNC\tJETSTREAM\tROUTES\tDISPATCHES")
 	for _, n := range st.Nodes {
 		js := "-"
@@ -147,6 +164,44 @@ func followers(ps []semaq.PeerStatus) string {
 		out = append(out, fmt.Sprintf("%s (%s)", p.Name, state))
 	}
 	return strings.Join(out, ", ")
+}
+
+// reached counts the nodes of st connected to the one that answered.
+func reached(st *semaq.ClusterStatus) int {
+	n := 0
+	for _, node := range st.Nodes {
+		if node.Connected {
+			n++
+		}
+	}
+	return n
+}
+
+// degraded says what runs short: nodes not connected, streams without a
+// leader or with replicas offline (each stream keeps serving while a
+// quorum of its replicas is up).
+func degraded(st *semaq.ClusterStatus) []string {
+	var out []string
+	for _, n := range st.Nodes {
+		if !n.Connected {
+			out = append(out, fmt.Sprintf("node %s is not connected", n.Name))
+		}
+	}
+	for _, s := range st.Streams {
+		var off []string
+		for _, p := range s.Followers {
+			if p.Offline {
+				off = append(off, p.Name)
+			}
+		}
+		switch {
+		case s.Replicas > 1 && s.Leader == "":
+			out = append(out, fmt.Sprintf("stream %s has no leader (electing, or too few replicas up)", s.Stream))
+		case len(off) > 0:
+			out = append(out, fmt.Sprintf("stream %s: %d of %d replicas up (%s offline)", s.Stream, s.Replicas-len(off), s.Replicas, strings.Join(off, ", ")))
+		}
+	}
+	return out
 }
 
 func yesNo(b bool) string {

@@ -155,3 +155,31 @@ func TestClusterSecretCommand(t *testing.T) {
 		t.Fatalf("cluster secret printed %q then %q, want two different 64-digit hex secrets", a, b)
 	}
 }
+
+// After a node's loss the status says what SemaQ's own streams have (R3,
+// kept) beside what one made now would get, and what is degraded.
+func TestClusterStatusAfterANodeLoss(t *testing.T) {
+	t.Parallel()
+	st := &semaq.ClusterStatus{Name: "prod", AnsweredBy: "n1", MetaLeader: "n1", Replicas: 1,
+		Nodes: []semaq.ClusterNode{{Name: "n1", Connected: true}, {Name: "n2", Connected: true}, {Name: "n3"}},
+		Streams: []semaq.StreamClusterStatus{
+			{Stream: "KV_SQ_SCHEMAS", Replicas: 3, Own: true, StreamCluster: semaq.StreamCluster{Leader: "n1",
+				Followers: []semaq.PeerStatus{{Name: "n2", Current: true}, {Name: "n3", Offline: true}}}},
+			{Stream: "AI", Replicas: 3, StreamCluster: semaq.StreamCluster{}},
+		}}
+	var out strings.Builder
+	if err := writeClusterStatus(&out, st); err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"SemaQ's own streams: R3 (one made now would be R1: this node reaches 2 nodes)",
+		"DEGRADED: node n3 is not connected",
+		"DEGRADED: stream KV_SQ_SCHEMAS: 2 of 3 replicas up (n3 offline)",
+		"DEGRADED: stream AI has no leader (electing, or too few replicas up)",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
+}
