@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
+	jsonfmt "github.com/semaq/semaq/internal/schema/json"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -132,6 +133,7 @@ func newSchemaRegisterCmd(e *env) *cobra.Command {
 		in        schemaInput
 		normalize bool
 		asJSON    bool
+		strict    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "register SUBJECT FILE|-",
@@ -139,7 +141,10 @@ func newSchemaRegisterCmd(e *env) *cobra.Command {
 		Long: `Register the schema in FILE (stdin for -) as the next version of SUBJECT, if
 it is compatible with the subject's earlier versions under the subject's
 compatibility mode. The same schema has the same global id under every
-subject; registering a live version's schema again prints that version.`,
+subject; registering a live version's schema again prints that version.
+A JSON Schema keyword no draft defines ("requird") is valid JSON Schema, and
+enforces nothing: register warns about each, with the keyword meant when it
+is a near miss; --strict refuses the schema instead.`,
 		Example: `  semaq schema register orders orders.schema.json
   semaq schema register payments payment.avsc
   semaq schema register orders order.proto --ref common.proto=common:latest`,
@@ -148,6 +153,15 @@ subject; registering a live version's schema again prints that version.`,
 			text, opts, err := in.read(e, args[1])
 			if err != nil {
 				return err
+			}
+			if typ, _ := schemaType(in.typ, args[1]); typ == semaq.SchemaTypeJSON {
+				warnings := jsonfmt.UnknownKeywords(text)
+				if strict && len(warnings) > 0 {
+					return fmt.Errorf("--strict: %s", strings.Join(warnings, "; "))
+				}
+				for _, w := range warnings {
+					fmt.Fprintf(e.stderr, "semaq: warning: %s\n", w)
+				}
 			}
 			if normalize {
 				opts = append(opts, client.WithSchemaNormalize())
@@ -170,6 +184,7 @@ subject; registering a live version's schema again prints that version.`,
 	}
 	in.addFlags(cmd)
 	cmd.Flags().BoolVar(&normalize, "normalize", false, "store the schema's canonical text instead of the file's")
+	cmd.Flags().BoolVar(&strict, "strict", false, "refuse a JSON Schema with a keyword no draft defines instead of warning")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"id":N,"version":N}`)
 	e.addServerFlag(cmd)
 	return cmd

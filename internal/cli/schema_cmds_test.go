@@ -392,3 +392,19 @@ func TestSchemaCLIEvolveInferred(t *testing.T) {
 		}
 	}
 }
+
+// A misspelt JSON Schema keyword enforces nothing: register says so, with
+// the keyword meant; --strict refuses the schema.
+func TestSchemaCLIRegisterWarnsOfUnknownKeywords(t *testing.T) {
+	t.Parallel()
+	url := brokertest.Start(t).ClientURL()
+	const typo = `{"type":"object","requird":["model"],"properties":{"model":{"type":"string"}}}`
+	r := runSemaq(t, url, typo, "schema", "register", "req", "-", "--strict")
+	if r.code == 0 || !strings.Contains(r.stderr, `--strict: /: unknown keyword "requird" (did you mean "required"?)`) {
+		t.Fatalf("register --strict with a typo: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runSemaq(t, url, typo, "schema", "register", "req", "-")
+	if r.code != 0 || !strings.Contains(r.stderr, `semaq: warning: /: unknown keyword "requird" (did you mean "required"?); validation ignores it`) {
+		t.Fatalf("register with a typo: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
