@@ -71,7 +71,7 @@ func TestStreamAddWithSchema(t *testing.T) {
 	if httpAddr == nil {
 		t.Fatalf("no http address in %s", srv.output())
 	}
-	resp, err := http.Post("http://"+httpAddr[1]+"/subjects/req/versions", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(httpAddr[1]+"/subjects/req/versions", "application/json", bytes.NewReader(body))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("register: %v %v", resp, err)
 	}
@@ -91,4 +91,4 @@ func TestStreamAddWithSchema(t *testing.T) {
 	}
 }
 
-var regexpHTTP = regexp.MustCompile(`http=(\S+)`)
+var regexpHTTP = regexp.MustCompile(`http=(https?://\S+)`)
