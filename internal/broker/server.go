@@ -451,6 +451,7 @@ func (l *natsLogger) Errorf(format string, v ...any) {
 			"natscli --inbox-prefix) or use the SemaQ SDK with its key")
 	}
 }
+
 // clientCaused logs msg at info, once a second per kind, if a client
 // caused it, and reports whether it did.
 func (l *natsLogger) clientCaused(msg string) bool {

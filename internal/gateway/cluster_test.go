@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -126,6 +127,10 @@ func TestClusterModelsAndAgentsEveryNode(t *testing.T) {
 		out, err := oc.Chat.Completions.New(ctx, oa.ChatCompletionNewParams{Model: "sim-2",
 			Messages: []oa.ChatCompletionMessageParamUnion{oa.UserMessage(msg)}})
 		if err != nil {
+			var apiErr *oa.Error
+			if errors.As(err, &apiErr) {
+				t.Fatalf("turn %d through n%d: %v: %s", i+1, i+1, err, apiErr.RawJSON())
+			}
 			t.Fatalf("turn %d through n%d: %v", i+1, i+1, err)
 		}
 		conv.add("user", msg)

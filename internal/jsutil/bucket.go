@@ -128,3 +128,40 @@ func ObjectBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.Obj
 	}
 	return os, nil
 }
+
+// LeaderReads turns off direct gets on bucket's stream, which KV buckets
+// are made with, and opens the bucket again, so its reads go to the
+// stream's leader: on a cluster a direct get may be answered by a replica
+// that has not applied the last write. The stream just made by another
+// node may not be found for a moment: that is retried too.
+func LeaderReads(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	err := Retry(ctx, func(ctx context.Context) error {
+		st, err := js.Stream(ctx, "KV_"+bucket)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return retryable{err}
+		}
+		if err != nil {
+			return err
+		}
+		cfg := st.CachedInfo().Config
+		if !cfg.AllowDirect {
+			return nil
+		}
+		cfg.AllowDirect = false
+		_, err = js.UpdateStream(ctx, cfg)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var kv jetstream.KeyValue
+	err = Retry(ctx, func(ctx context.Context) error {
+		var err error
+		kv, err = js.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return retryable{err}
+		}
+		return err
+	})
+	return kv, err
+}

@@ -79,34 +79,12 @@ func openVault(ctx context.Context, js jetstream.JetStream, replicas int, cluste
 		// A restore on one node right after a message tokenized on another
 		// must find its values: reads go to the stream's leader, not to a
 		// replica that may not have applied the write yet (a direct get).
-		if kv, err = leaderReads(ctx, js, reserved.VaultBucket); err != nil {
+		if kv, err = jsutil.LeaderReads(ctx, js, reserved.VaultBucket); err != nil {
 			return nil, fmt.Errorf("policy: bucket %s: %w", reserved.VaultBucket, err)
 		}
 	}
 	v.kv = kv
 	return v, nil
-}
-
-// leaderReads turns off direct gets on bucket's stream, which KV buckets
-// are made with, and opens the bucket again so its reads go to the leader.
-func leaderReads(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
-	err := jsutil.Retry(ctx, func(ctx context.Context) error {
-		st, err := js.Stream(ctx, "KV_"+bucket)
-		if err != nil {
-			return err
-		}
-		cfg := st.CachedInfo().Config
-		if !cfg.AllowDirect {
-			return nil
-		}
-		cfg.AllowDirect = false
-		_, err = js.UpdateStream(ctx, cfg)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return js.KeyValue(ctx, bucket)
 }
 
 // vaultEntry is one scope's values, sealed in its KV entry.

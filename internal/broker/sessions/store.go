@@ -215,17 +215,29 @@ func (s *Store) load(ctx context.Context, k key) (stored, error) {
 	if err := json.Unmarshal(m.Data, &delta); err != nil {
 		return stored{}, fmt.Errorf("session %s: stored delta does not decode: %w", k, err)
 	}
+	var d *doc
+	size := 0
 	dm, err := s.stream.GetLastMsgForSubject(ctx, k.doc())
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// The session's first change, whose document is on its way (or
+		// was never stored): the session is its deltas from the start.
+		at := delta.At
+		if at.IsZero() {
+			at = time.Now().UTC()
+		}
+		d = newDoc(k, at)
+	case err != nil:
 		return stored{}, fmt.Errorf("session %s: a delta without a document: %w", k, err)
-	}
-	d, err := decodeDoc(k, dm.Data)
-	if err != nil {
-		return stored{}, err
-	}
-	if dm.Sequence > m.Sequence {
-		// The delta's document was stored between the two reads.
-		return stored{doc: d, seq: dm.Sequence, size: len(dm.Data)}, nil
+	default:
+		if d, err = decodeDoc(k, dm.Data); err != nil {
+			return stored{}, err
+		}
+		if dm.Sequence > m.Sequence {
+			// The delta's document was stored between the two reads.
+			return stored{doc: d, seq: dm.Sequence, size: len(dm.Data)}, nil
+		}
+		size = len(dm.Data)
 	}
 	deltas := []semaq.SessionDelta{delta}
 	if delta.Revision > d.Revision+1 {
@@ -244,7 +256,7 @@ func (s *Store) load(ctx context.Context, k key) (stored, error) {
 			return stored{}, fmt.Errorf("session %s: applying delta %d: %w", k, deltas[i].Revision, err)
 		}
 	}
-	return stored{doc: d, seq: m.Sequence, size: len(dm.Data)}, nil
+	return stored{doc: d, seq: m.Sequence, size: size}, nil
 }
 
 func decodeDoc(k key, b []byte) (*doc, error) {

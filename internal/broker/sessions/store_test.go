@@ -325,3 +325,33 @@ func TestSessionWritersRace(t *testing.T) {
 		t.Fatalf("after the race: revision %d, data %s", got.Revision, got.Data)
 	}
 }
+
+// A session's first change is its delta; its document follows without
+// being waited for. A node that reads the session between the two (on a
+// cluster, another node than the writer) builds it from the delta instead
+// of failing.
+func TestLoadFirstDeltaBeforeItsDocument(t *testing.T) {
+	s, nc := openStore(t, Deps{Clustered: true})
+	k := key{id: "s-first"}
+	at := time.Date(2026, 12, 7, 6, 0, 0, 0, time.UTC)
+	b, err := json.Marshal(semaq.SessionDelta{Revision: 1, Op: semaq.SessionOpPatch, Data: json.RawMessage(`{"topic":"go"}`), At: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(k.delta(), b); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := s.load(ctx, k)
+	if err != nil {
+		t.Fatalf("load with no document yet: %v", err)
+	}
+	if st.doc == nil || st.doc.Revision != 1 || string(st.doc.Data) != `{"topic":"go"}` || !st.doc.CreatedAt.Equal(at) || st.doc.ID != "s-first" {
+		t.Fatalf("loaded %+v", st.doc)
+	}
+}
