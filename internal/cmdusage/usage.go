@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/semaq/semaq/internal/editdist"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -89,7 +90,7 @@ func suggestFlag(c *cobra.Command, err error) error {
 		if f.Hidden {
 			return
 		}
-		if d := editDistance(given, f.Name); d < dist {
+		if d := editdist.Distance(given, f.Name); d < dist {
 			best, dist = f.Name, d
 		}
 	})
@@ -97,25 +98,4 @@ func suggestFlag(c *cobra.Command, err error) error {
 		return err
 	}
 	return fmt.Errorf("%w (did you mean --%s?)", err, best)
-}
-
-// editDistance is the Levenshtein distance of a and b (flag names: short).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/semaq/semaq/internal/editdist"
 	"github.com/semaq/semaq/internal/expr"
 	"github.com/semaq/semaq/internal/registry"
 )
@@ -178,32 +179,9 @@ func closest(name string, names []string) string {
 	limit := max(2, len(name)/3)
 	best, bestD := "", limit+1
 	for _, n := range names {
-		if d := editDistance(name, n); d < bestD {
+		if d := editdist.Distance(name, n); d < bestD {
 			best, bestD = n, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max(len(a), len(b)) // long names: not worth a table
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/semaq/semaq/internal/editdist"
 )
 
 // knownKeywords are the keywords of drafts 4 to 2020-12, core, validation,
@@ -112,28 +114,9 @@ func nearestKeyword(k string) string {
 	best, dist := "", 3
 	lk := strings.ToLower(k)
 	for _, w := range knownKeywords {
-		if d := editDistance(lk, strings.ToLower(w)); d < dist {
+		if d := editdist.Distance(lk, strings.ToLower(w)); d < dist {
 			best, dist = w, d
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
