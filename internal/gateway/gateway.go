@@ -18,7 +18,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -179,23 +178,6 @@ func (g *Gateway) unknownURL(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: e})
 }
 
-// getModel is GET /v1/models/{id}: one live model, in OpenAI's shape.
-func (g *Gateway) getModel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	ok, err := g.modelLive(r.Context(), id)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "looking up the model: "+err.Error())
-		return
-	}
-	if !ok {
-		e := &openai.Error{Message: fmt.Sprintf("The model `%s` does not exist or no worker serves it.", id),
-			Type: openai.TypeInvalidRequest, Param: openai.Str("model"), Code: openai.Str("model_not_found")}
-		writeJSON(w, http.StatusNotFound, openai.ErrorBody{Error: e})
-		return
-	}
-	writeJSON(w, http.StatusOK, openai.Model{ID: id, Object: "model", OwnedBy: "semaq"})
-}
-
 // CloseStreams ends every open response stream, as a shutdown must: an
 // event stream is otherwise active until its client leaves. Register it
 // with http.Server.RegisterOnShutdown; it does not wait.
@@ -241,146 +223,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
-	models, err := g.liveModels(r.Context(), true)
-	if err != nil {
-		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "listing models: "+err.Error())
-		return
-	}
-	list := openai.ModelList{Object: "list", Data: []openai.Model{}}
-	for _, m := range models {
-		list.Data = append(list.Data, openai.Model{ID: m, Object: "model", Created: 0, OwnedBy: "semaq"})
-	}
-	writeJSON(w, http.StatusOK, list)
-}
-
-// liveModels returns the models served by live workers: the union of the
-// models announced by agents with the inference intent, less those whose
-// subject (ai.infer.<model>) no queue captures (lost in a broker restart,
-// deleted), which no request could reach. The queue is INFER_<model> or
-// one shared by several models (ai.infer.>). A list younger than ModelsTTL is reused unless
-// fresh is set.
-func (g *Gateway) liveModels(ctx context.Context, fresh bool) ([]string, error) {
-	g.mu.Lock()
-	if !fresh && time.Since(g.modelsAt) < g.o.ModelsTTL {
-		m := g.models
-		g.mu.Unlock()
-		return m, nil
-	}
-	g.mu.Unlock()
-	// One registry read at a time: requests that wanted a fresh list while
-	// another read was under way take its result.
-	asked := time.Now()
-	g.refresh.Lock()
-	defer g.refresh.Unlock()
-	g.mu.Lock()
-	if g.modelsAt.After(asked) {
-		m := g.models
-		g.mu.Unlock()
-		return m, nil
-	}
-	g.mu.Unlock()
-	agents, err := g.c.Agents(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var models []string
-	for _, a := range agents {
-		if slices.Contains(a.Intents, semaq.InferIntent) {
-			models = append(models, semaq.SplitList(a.Capabilities[semaq.CapModels])...)
-		}
-	}
-	slices.Sort(models)
-	models = slices.Compact(models)
-	queueOf := make(map[string]string, len(models))
-	if len(models) > 0 {
-		queues, err := g.c.Queues(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range models {
-			subj := semaq.InferSubject(m)
-		find:
-			for _, q := range queues {
-				for _, p := range q.Config.Subjects {
-					if subjectMatches(p, subj) {
-						queueOf[m] = q.Config.Name
-						break find
-					}
-				}
-			}
-		}
-		models = slices.DeleteFunc(models, func(m string) bool { return queueOf[m] == "" })
-	}
-	g.mu.Lock()
-	g.models, g.queueOf, g.modelsAt = models, queueOf, time.Now()
-	g.mu.Unlock()
-	return models, nil
-}
-
-// queueOf is the queue that holds model's requests, as last read.
-func (g *Gateway) queueFor(model string) string {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if q := g.queueOf[model]; q != "" {
-		return q
-	}
-	return semaq.InferQueue(model)
-}
-
-// subjectMatches reports whether a literal subject matches a pattern
-// ('*' one token, '>' the rest).
-func subjectMatches(pattern, subject string) bool {
-	for {
-		pt, prest, pmore := strings.Cut(pattern, ".")
-		st, srest, smore := strings.Cut(subject, ".")
-		switch {
-		case pt == ">":
-			return true
-		case pt != "*" && pt != st:
-			return false
-		case !pmore || !smore:
-			return !pmore && !smore
-		}
-		pattern, subject = prest, srest
-	}
-}
-
-// modelLive says whether a live worker serves model, reading the registry
-// again when the cached list does not have it (a worker that just
-// started).
-func (g *Gateway) modelLive(ctx context.Context, model string) (bool, error) {
-	models, err := g.liveModels(ctx, false)
-	if err != nil {
-		return false, err
-	}
-	if _, ok := slices.BinarySearch(models, model); ok {
-		return true, nil
-	}
-	wait := g.o.ModelWait
-	if wait == 0 {
-		wait = DefaultModelWait
-	}
-	deadline := time.Now().Add(wait)
-	for pause := 50 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		models, err = g.liveModels(ctx, true)
-		if err != nil {
-			return false, err
-		}
-		if _, ok := slices.BinarySearch(models, model); ok || !time.Now().Before(deadline) {
-			return ok, nil
-		}
-		// A worker starting now announces itself within moments.
-		t := time.NewTimer(min(pause, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false, nil
-		case <-t.C:
-		}
-	}
 }
 
 // keyTenants says whether the request's tenant comes from its key
@@ -548,7 +390,7 @@ func (g *Gateway) chat(w http.ResponseWriter, r *http.Request) {
 		tp = newTraceParent()
 	}
 
-	ok, err := g.modelLive(r.Context(), req.Model)
+	ok, err := g.modelLive(r.Context(), req.Model, true)
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, openai.TypeServer, "unavailable", "looking up the model's workers: "+err.Error())
 		return

@@ -35,7 +35,7 @@ func (g *Gateway) watch(ctx context.Context, end context.CancelCauseFunc, model,
 			case <-ctx.Done():
 				return
 			}
-			live, err := g.modelLive(ctx, model)
+			live, err := g.modelLive(ctx, model, false)
 			if err != nil || live {
 				gone = time.Time{} // a registry that does not answer proves nothing
 				continue
