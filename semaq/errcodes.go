@@ -111,6 +111,14 @@ const (
 	ErrCodePluginFailed   uint16 = 20143
 )
 
+// 20150-20159: batch publishing (docs/batches.md).
+const (
+	ErrCodeBadBatch       uint16 = 20150
+	ErrCodeBatchRefused   uint16 = 20151
+	ErrCodeBatchLimit     uint16 = 20152
+	ErrCodeBatchAbandoned uint16 = 20153
+)
+
 // Schema registry (docs/schema-registry.md): Confluent Schema Registry's
 // codes, with their HTTP status (the first three digits) as APIError.Code,
 // so the NATS API, the REST API and Confluent's documentation agree. 4049x
@@ -220,6 +228,11 @@ var errorCodes = []ErrorCode{
 	{ErrCodeBadPlugin, "ErrCodeBadPlugin", 400, "invalid plugin: a bad module, ABI, stage, signature, limit or upload; the description names it"},
 	{ErrCodePluginExists, "ErrCodePluginExists", 400, "a plugin of that name exists; replace it explicitly"},
 	{ErrCodePluginFailed, "ErrCodePluginFailed", 503, "a plugin failed on the message (trap, time or memory limit, bad output, disabled) and its failure policy rejects"},
+
+	{ErrCodeBadBatch, "ErrCodeBadBatch", 400, "invalid batch: a malformed frame, a sequence gap, or an atomic batch over two streams; the description names the message"},
+	{ErrCodeBatchRefused, "ErrCodeBatchRefused", 400, "an atomic batch one of whose messages was refused; nothing of it was stored, the description names the message and why"},
+	{ErrCodeBatchLimit, "ErrCodeBatchLimit", 413, "a batch over a bound: messages, bytes, or batches open"},
+	{ErrCodeBatchAbandoned, "ErrCodeBatchAbandoned", 408, "a stock client's atomic batch saw no message for 10 s and was dropped; nothing of it was stored"},
 
 	{ErrCodeSchemaSubjectNotFound, "ErrCodeSchemaSubjectNotFound", 404, "schema subject not found"},
 	{ErrCodeSchemaVersionNotFound, "ErrCodeSchemaVersionNotFound", 404, "schema version not found"},

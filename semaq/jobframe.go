@@ -75,38 +75,53 @@ func ParseJobFrame(b []byte) ([]FrameJob, error) {
 	if len(b) < len(JobFrameMagic) || string(b[:len(JobFrameMagic)]) != JobFrameMagic {
 		return nil, fmt.Errorf("%w: does not start with %q", ErrBadFrame, JobFrameMagic)
 	}
-	p := &frameReader{b: b[len(JobFrameMagic):]}
+	return parseFrameEntries(b[len(JobFrameMagic):], "job", 0)
+}
+
+// parseFrameEntries decodes the entries of a job or batch frame after its
+// magic: each a string (a job's reply subject, a batch message's
+// subject), headers and data. noun names an entry in errors; max bounds
+// their number (0: no bound).
+func parseFrameEntries(b []byte, noun string, max int) ([]FrameJob, error) {
+	first := "reply subject"
+	if noun != "job" {
+		first = "subject"
+	}
+	p := &frameReader{b: b}
 	var (
 		jobs []FrameJob
 		strs [][]byte // the job's reply, then its header names and values
 	)
 	for len(p.b) > 0 {
+		if max > 0 && len(jobs) == max {
+			return nil, fmt.Errorf("%w: more than %d %ss", ErrBadFrame, max, noun)
+		}
 		strs = strs[:0]
-		reply, err := p.bytes("reply subject")
+		reply, err := p.bytes(first)
 		if err != nil {
-			return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
+			return nil, fmt.Errorf("%w: %s %d: %v", ErrBadFrame, noun, len(jobs), err)
 		}
 		strs = append(strs, reply)
 		nh, err := p.uvarint("header count")
 		if err != nil || nh > maxFrameHeaders {
-			return nil, fmt.Errorf("%w: job %d: header count: %v", ErrBadFrame, len(jobs), errOr(err, "over 4096"))
+			return nil, fmt.Errorf("%w: %s %d: header count: %v", ErrBadFrame, noun, len(jobs), errOr(err, "over 4096"))
 		}
 		size := len(reply)
 		for i := uint64(0); i < nh; i++ {
 			k, err := p.bytes("header name")
 			if err != nil {
-				return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
+				return nil, fmt.Errorf("%w: %s %d: %v", ErrBadFrame, noun, len(jobs), err)
 			}
 			v, err := p.bytes("header value")
 			if err != nil {
-				return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
+				return nil, fmt.Errorf("%w: %s %d: %v", ErrBadFrame, noun, len(jobs), err)
 			}
 			strs = append(strs, k, v)
 			size += len(k) + len(v)
 		}
 		data, err := p.bytes("data")
 		if err != nil {
-			return nil, fmt.Errorf("%w: job %d: %v", ErrBadFrame, len(jobs), err)
+			return nil, fmt.Errorf("%w: %s %d: %v", ErrBadFrame, noun, len(jobs), err)
 		}
 		var sb strings.Builder
 		sb.Grow(size)

@@ -89,6 +89,30 @@ func (s *Server) authorizeRead(ctx context.Context, subject, deliver string) err
 	return nil
 }
 
+// authorizePublish says whether who may publish on subject, as its NATS
+// permissions would let it (auth/roles.go): the messages of a batch frame
+// are appended by the broker with its own rights (docs/batches.md).
+// Publishers and services publish on the subjects they are granted;
+// admins and the node on any; with auth off, everyone.
+func (s *Server) authorizePublish(who api.Principal, subject string) *semaq.APIError {
+	if who.Who != api.User || who.Role == semaq.RoleAdmin {
+		return nil
+	}
+	if who.Role != semaq.RolePublisher && who.Role != semaq.RoleService {
+		return semaq.NewAPIError(semaq.ErrForbidden, "publish on %s: user %s (role %s) may not publish; publishers and services may", subject, who.User, who.Role)
+	}
+	u, err := s.identities.Get(who.User)
+	if err != nil {
+		return semaq.NewAPIError(semaq.ErrForbidden, "publish on %s: user %s is not known any more", subject, who.User)
+	}
+	for _, g := range u.Subjects {
+		if server.SubjectMatchesFilter(subject, g) {
+			return nil
+		}
+	}
+	return semaq.NewAPIError(semaq.ErrForbidden, "publish on %s: user %s may not publish there: its subjects are %s", subject, who.User, strings.Join(u.Subjects, ", "))
+}
+
 // authorizeQueue says whether the sender of a fetch (headers h) may serve
 // queue: a worker whose queue globs match it, an admin, or the node. The
 // NATS permissions let a worker ask any queue (auth/roles.go), since a

@@ -362,6 +362,7 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		Routes:         s.routes.Table,
 		Policy:         append([]policy.Step{s.policies.Step()}, s.policy...),
 		Principal:      s.principal,
+		MayPublish:     s.authorizePublish,
 		Metrics:        s.metrics,
 		Tracing:        s.tracing,
 		StoreDir:       s.account().streamDir,

@@ -71,6 +71,7 @@ var BuiltinServices = []Service{
 	{Subject: "$SQ.API.SESSION.>"},
 	{Subject: "$SQ.API.POLICY.>"},
 	{Subject: "$SQ.API.PLUGIN.>"},
+	{Subject: "$SQ.API.PUB.>"},
 	{Subject: "$SQ.API.QUEUE.CREATE.>"},
 	{Subject: "$SQ.API.QUEUE.INFO.>"},
 	{Subject: "$SQ.API.QUEUE.DELETE.>"},

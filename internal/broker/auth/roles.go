@@ -77,6 +77,11 @@ var sessionAPI = []string{"$SQ.API.SESSION.>"}
 // tokenize keeps them from (internal/broker/policies).
 var restoreAPI = []string{semaq.APIPolicyRestore}
 
+// batchAPI is how a publisher or service publishes a batch frame: the
+// broker checks each message's subject against the user's grants itself
+// (internal/broker/principal.go, authorizePublish).
+var batchAPI = []string{semaq.APIPublishBatch}
+
 // agentAPI is how a worker announces itself in the agent registry and
 // leaves it (semaq worker does).
 var agentAPI = []string{semaq.APIAgentAnnounce, semaq.APIAgentLeave}
@@ -133,7 +138,7 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	switch p.Role {
 	case semaq.RolePublisher:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI)
 		sub = append(sub, tsub...)
 		sub = append(sub, semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant))
 	case semaq.RoleReader:
@@ -142,7 +147,7 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant)})
 	case semaq.RoleService:
 		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI)
 		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter("*"), semaq.PolicyEventFilter("*")})
 	case semaq.RoleWorker:
 		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants, sessionAPI)

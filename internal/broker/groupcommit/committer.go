@@ -61,6 +61,9 @@ type Config struct {
 	// Conn releases the acks to their publishers: the broker's egress
 	// connection, since the reply subjects are the publishers'.
 	Conn *nats.Conn
+	// Deliver, when set, releases the acks in place of Conn: the
+	// ingress's, which keeps the acks of a batch's messages to itself.
+	Deliver func(reply string, data []byte)
 	// Log gets a failed fsync. Nil logs nothing.
 	Log *slog.Logger
 	// Sync replaces (*os.File).Sync: the fault-injection point of tests.
@@ -75,6 +78,7 @@ type Committer struct {
 	stream string
 	dir    string // the stream's msgs directory
 	nc     *nats.Conn
+	out    func(reply string, data []byte) // Config.Deliver, or a publish on nc
 	log    *slog.Logger
 	sync   func(*os.File) error // fault-injection point; (*os.File).Sync
 
@@ -115,6 +119,10 @@ func New(cfg Config) *Committer {
 		stream: cfg.Stream, dir: cfg.Dir, nc: cfg.Conn, log: cfg.Log, sync: cfg.Sync,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 		stats: commitStats{sizes: newHistogram(1, maxCommitBatch), latencies: newHistogram(1, 60_000_000)},
+	}
+	c.out = cfg.Deliver
+	if c.out == nil {
+		c.out = func(reply string, data []byte) { _ = c.nc.Publish(reply, data) }
 	}
 	c.cur = newestBlock(cfg.Dir)
 	go c.loop()
@@ -197,12 +205,12 @@ func (c *Committer) commit(batch []heldAck) {
 		body := semaq.MarshalError(semaq.NewAPIError(semaq.ErrCommit,
 			"stream %s: the message was written but could not be made durable (%v); publish it again with the same Nats-Msg-Id", c.stream, err))
 		for _, a := range batch {
-			_ = c.nc.Publish(a.reply, body)
+			c.out(a.reply, body)
 		}
 		return
 	}
 	for _, a := range batch {
-		_ = c.nc.Publish(a.reply, a.data)
+		c.out(a.reply, a.data)
 	}
 }
 

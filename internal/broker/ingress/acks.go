@@ -98,7 +98,8 @@ func ackStream(b []byte) ([]byte, bool) {
 type ackRouter struct {
 	prefix     string
 	committers atomic.Pointer[map[string]*groupcommit.Committer]
-	egress     *nats.Conn // forwards the acks no committer holds
+	// forward sends the acks no committer holds on: Ingress.forward.
+	forward func(reply string, data []byte)
 
 	// sent counts messages given this router's or the sampler's reply
 	// subject, routed the acks received; Shutdown waits for them to meet.
@@ -132,7 +133,7 @@ func (r *ackRouter) route(m *wire.Msg) {
 	stream, ok := ackStream(m.Data)
 	if !ok {
 		// Errors need no fsync: nothing was stored.
-		_ = r.egress.Publish(reply, m.Data)
+		r.forward(reply, m.Data)
 		return
 	}
 	c := (*r.committers.Load())[string(stream)]
@@ -140,7 +141,7 @@ func (r *ackRouter) route(m *wire.Msg) {
 		// Not an fsync stream (a mapped reply), or one that stopped being
 		// fsync between publish and ack: the write is at JetStream's own
 		// durability.
-		_ = r.egress.Publish(reply, m.Data)
+		r.forward(reply, m.Data)
 		return
 	}
 	c.Hold(reply, bytes.Clone(m.Data))
@@ -175,7 +176,7 @@ type latencySampler struct {
 }
 
 // start subscribes on nc; acks are forwarded on out (the egress).
-func (l *latencySampler) start(nc, out *nats.Conn, acks *ackRouter) error {
+func (l *latencySampler) start(nc *nats.Conn, out func(*nats.Msg), acks *ackRouter) error {
 	l.prefix = reserved.LatencyInbox + nuid.Next() + "."
 	l.acks = acks
 	sub, err := nc.Subscribe(l.prefix+">", func(m *nats.Msg) { l.route(out, m) })
@@ -224,7 +225,7 @@ func (l *latencySampler) sample(po *pattern, reply string, received time.Time) (
 	return l.prefix + strconv.Itoa(po.id) + "." + strconv.FormatInt(received.UnixNano(), 10) + "." + reply, true
 }
 
-func (l *latencySampler) route(nc *nats.Conn, m *nats.Msg) {
+func (l *latencySampler) route(out func(*nats.Msg), m *nats.Msg) {
 	defer l.acks.routed.Add(1)
 	id, ts, reply, ok := parseLatencyAck(m.Subject, l.prefix)
 	if !ok {
@@ -232,7 +233,7 @@ func (l *latencySampler) route(nc *nats.Conn, m *nats.Msg) {
 	}
 	// Headers too: a status reply (no responders) must reach the publisher
 	// as one.
-	_ = nc.PublishMsg(&nats.Msg{Subject: reply, Header: m.Header, Data: m.Data})
+	out(&nats.Msg{Subject: reply, Header: m.Header, Data: m.Data})
 	if hs := l.handles.Load(); hs != nil && id < len(*hs) {
 		(*hs)[id].IngressLatency(time.Since(time.Unix(0, ts)))
 	}

@@ -88,6 +88,11 @@ type Deps struct {
 	// Principal names the sender of a message from the headers the NATS
 	// server set; nil: every sender is anonymous (auth off).
 	Principal func(nats.Header) api.Principal
+	// MayPublish says whether a sender may publish on a subject, as its
+	// NATS permissions would: the messages of a batch frame are checked
+	// with it, since the broker appends them with its own rights. Nil
+	// lets everyone.
+	MayPublish func(who api.Principal, subject string) *semaq.APIError
 	// Memory is the refusal while the node's memory is past its high
 	// water, nil when it is not; a nil func: no memory bound.
 	Memory func() *semaq.APIError
@@ -114,28 +119,30 @@ type Admitter interface {
 // Ingress is the write path of one node. Its methods are safe for
 // concurrent use.
 type Ingress struct {
-	gate      *subsystem.Gate // runs the shards (wire.go)
-	log       *slog.Logger
-	egress    *nats.Conn
-	opts      semaq.NormalizeOptions
-	reg       *registry.Registry
-	routes    func() *table.Table
-	policy    []policyStep
-	principal func(nats.Header) api.Principal
-	memory    func() *semaq.APIError
-	metrics   *metrics.Metrics
-	tracing   *telemetry.Tracing
-	storeDir  func(string) string
-	syncFile  func(*os.File) error
-	clustered bool
-	served    *Served
+	gate       *subsystem.Gate // runs the shards (wire.go)
+	log        *slog.Logger
+	egress     *nats.Conn
+	opts       semaq.NormalizeOptions
+	reg        *registry.Registry
+	routes     func() *table.Table
+	policy     []policyStep
+	principal  func(nats.Header) api.Principal
+	mayPublish func(api.Principal, string) *semaq.APIError
+	memory     func() *semaq.APIError
+	metrics    *metrics.Metrics
+	tracing    *telemetry.Tracing
+	storeDir   func(string) string
+	syncFile   func(*os.File) error
+	clustered  bool
+	served     *Served
 
 	mu      sync.Mutex
 	streams map[string]*stream // by name
 	closed  bool               // shut down: Serve refuses
 
-	acks ackRouter
-	lat  latencySampler
+	acks   ackRouter
+	lat    latencySampler
+	frames frames // batch frames waiting for their acks (batch.go)
 
 	// The reader and the shards (wire.go).
 	wire        *wire.Conn
@@ -162,6 +169,7 @@ type stream struct {
 	subjects []string
 	fsync    bool
 	subs     []*wire.Sub
+	pats     map[string]*pattern    // by subject pattern: batch messages count under them
 	commit   *groupcommit.Committer // nil unless fsync on a single node
 }
 
@@ -201,21 +209,22 @@ func New(d Deps) (*Ingress, error) {
 		d.Gate = subsystem.NewGate("ingress")
 	}
 	in := &Ingress{
-		gate:      d.Gate,
-		log:       d.Log,
-		egress:    d.Egress,
-		opts:      semaq.NormalizeOptions{MaxHeaderBytes: d.MaxHeaderBytes, Stamp: true},
-		reg:       d.Registry,
-		routes:    d.Routes,
-		principal: d.Principal,
-		memory:    d.Memory,
-		metrics:   d.Metrics,
-		tracing:   d.Tracing,
-		storeDir:  d.StoreDir,
-		syncFile:  d.SyncFile,
-		clustered: d.Clustered,
-		served:    d.Served,
-		streams:   make(map[string]*stream),
+		gate:       d.Gate,
+		log:        d.Log,
+		egress:     d.Egress,
+		opts:       semaq.NormalizeOptions{MaxHeaderBytes: d.MaxHeaderBytes, Stamp: true},
+		reg:        d.Registry,
+		routes:     d.Routes,
+		principal:  d.Principal,
+		mayPublish: d.MayPublish,
+		memory:     d.Memory,
+		metrics:    d.Metrics,
+		tracing:    d.Tracing,
+		storeDir:   d.StoreDir,
+		syncFile:   d.SyncFile,
+		clustered:  d.Clustered,
+		served:     d.Served,
+		streams:    make(map[string]*stream),
 	}
 	for _, s := range d.Policy {
 		ps := policyStep{step: s, name: s.Name(), obs: d.Metrics.PolicyStep(s.Name())}
@@ -224,7 +233,7 @@ func New(d Deps) (*Ingress, error) {
 		}
 		in.policy = append(in.policy, ps)
 	}
-	in.acks.egress = d.Egress
+	in.acks.forward = in.forward
 	in.acks.prefix = reserved.IngressAckInbox + nuid.Next() + "."
 	in.acks.committers.Store(&map[string]*groupcommit.Committer{})
 	if err := in.startWire(d.Dial, d.Shards); err != nil {
@@ -238,8 +247,12 @@ func New(d Deps) (*Ingress, error) {
 		in.closeWire()
 		return nil, fmt.Errorf("ingress: ack subscription: %w", err)
 	}
+	if err := in.startFrames(); err != nil {
+		in.closeWire()
+		return nil, fmt.Errorf("ingress: batches: %w", err)
+	}
 	if d.Conn != nil {
-		if err := in.lat.start(d.Conn, d.Egress, &in.acks); err != nil {
+		if err := in.lat.start(d.Conn, in.forwardMsg, &in.acks); err != nil {
 			in.closeWire()
 			return nil, err
 		}
@@ -266,13 +279,15 @@ func (in *Ingress) Serve(name string, subjects []string, fsync bool) error {
 		}
 		in.removeLocked(cur)
 	}
-	st := &stream{name: name, subjects: slices.Clone(subjects), fsync: fsync}
+	st := &stream{name: name, subjects: slices.Clone(subjects), fsync: fsync, pats: make(map[string]*pattern, len(subjects))}
 	if fsync && !in.clustered {
-		st.commit = groupcommit.New(groupcommit.Config{Stream: name, Dir: in.storeDir(name), Conn: in.egress, Log: in.log, Sync: in.syncFile})
+		st.commit = groupcommit.New(groupcommit.Config{Stream: name, Dir: in.storeDir(name), Conn: in.egress, Log: in.log, Sync: in.syncFile,
+			Deliver: in.forward})
 		in.acks.setCommitter(name, st.commit)
 	}
 	for _, subj := range subjects {
 		po := in.pattern(subj)
+		st.pats[subj] = po
 		handle := func(m *wire.Msg) { in.receive(st, po, m) }
 		sub, err := in.wire.QueueSubscribe(subj, reserved.IngressQueueGroup, handle)
 		if err != nil {

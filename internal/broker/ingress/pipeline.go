@@ -89,35 +89,61 @@ func (in *Ingress) handle(out *wire.Conn, st *stream, po *pattern, m *nats.Msg, 
 			return
 		}
 	}
-	var who api.Principal
-	if in.principal != nil {
-		// The NATS server's word on the sender: read, then dropped, so
-		// readers of the stream never see the publisher's address.
-		who = in.principal(m.Header)
-		m.Header.Del(api.RequestInfoHeader)
-	}
-	if e := in.run(&p, who); e != nil {
+	if e := in.publish(&p, in.sender(m)); e != nil {
 		in.reject(&p, e)
-		return
 	}
-	var conf float64
-	var hasConf bool
-	if p.env.Session != "" {
-		var e *semaq.APIError
-		if conf, hasConf, e = confidence(m); e != nil {
-			in.reject(&p, e)
-			return
-		}
+}
+
+// sender is who sent m, from the headers the NATS server set, which are
+// then dropped: readers of the stream never see the publisher's address.
+func (in *Ingress) sender(m *nats.Msg) api.Principal {
+	if in.principal == nil {
+		return api.Principal{}
 	}
-	if e := in.append(&p); e != nil {
-		in.reject(&p, e)
-		return
+	who := in.principal(m.Header)
+	m.Header.Del(api.RequestInfoHeader)
+	return who
+}
+
+// publish takes p through the pipeline and appends it: the first
+// refusal ends it.
+func (in *Ingress) publish(p *publication, who api.Principal) *semaq.APIError {
+	if e := in.run(p, who); e != nil {
+		return e
 	}
+	r, e := readReport(p)
+	if e != nil {
+		return e
+	}
+	if e := in.append(p); e != nil {
+		return e
+	}
+	in.stored(p, r)
+	return nil
+}
+
+// report is what a message says of its session: its AI-Confidence.
+type report struct {
+	conf    float64
+	hasConf bool
+}
+
+// readReport reads p's report on its session, if it names one.
+func readReport(p *publication) (report, *semaq.APIError) {
+	if p.env.Session == "" {
+		return report{}, nil
+	}
+	c, ok, e := confidence(p.m)
+	return report{c, ok}, e
+}
+
+// stored counts p, handed to JetStream, and tells its session.
+func (in *Ingress) stored(p *publication, r report) {
 	in.accepted.Add(1)
 	p.obs.accepted(in, &p.env)
 	if p.env.Session != "" {
 		if observe := in.sessions.Load(); observe != nil {
-			(*observe)(p.env.Tenant, p.env.Session, conf, hasConf)
+			(*observe)(p.env.Tenant, p.env.Session, r.conf, r.hasConf)
 		}
 	}
 }
@@ -595,11 +621,16 @@ func (in *Ingress) isQueue(stream string) bool {
 // publisher with e.
 func (in *Ingress) reject(p *publication, e *semaq.APIError) {
 	m := p.m
-	in.rejected.Add(1)
-	p.obs.rejected(e)
+	in.refused(p, e)
 	if m.Reply == "" {
 		in.log.Debug("rejected message without reply subject", "subject", m.Subject, "err", e.Description)
 		return
 	}
 	_ = in.egress.Publish(m.Reply, semaq.MarshalError(e))
+}
+
+// refused counts p's refusal and records it on its span.
+func (in *Ingress) refused(p *publication, e *semaq.APIError) {
+	in.rejected.Add(1)
+	p.obs.rejected(e)
 }

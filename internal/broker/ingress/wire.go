@@ -258,6 +258,10 @@ func (sh *shard) deliver(st *stream, po *pattern, wm *wire.Msg) {
 	if len(wm.Header) > 0 {
 		m.Header, hdrErr = wire.DecodeHeader(s[ls+lr:])
 	}
+	if st == nil {
+		sh.in.handleFrame(sh.conn, m, hdrErr)
+		return
+	}
 	sh.in.handle(sh.conn, st, po, m, hdrErr)
 }
 

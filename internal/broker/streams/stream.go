@@ -103,7 +103,10 @@ func (m *Manager) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error
 		Duplicates:       c.Duplicates,
 		AllowMsgTTL:      true,
 		AllowDirect:      true,
-		Metadata:         map[string]string{reserved.MetadataVersion: "1"},
+		// Batch frames and stock clients' batches are stored as JetStream
+		// atomic batches (docs/batches.md).
+		AllowAtomicPublish: true,
+		Metadata:           map[string]string{reserved.MetadataVersion: "1"},
 	}
 	switch c.Durability {
 	case "":

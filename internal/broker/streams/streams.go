@@ -314,6 +314,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 			continue
 		}
 		have[info.Config.Name] = true
+		m.allowBatches(ctx, info.Config)
 		if qc, ok := QueueConfigOf(&info.Config); ok && m.isQueueLeader(info) {
 			queued[info.Config.Name] = qc
 		} else if ok {
@@ -336,6 +337,23 @@ func (m *Manager) Sync(ctx context.Context) error {
 		}
 	}
 	return m.syncQueues(ctx, queued, remote, unknown)
+}
+
+// allowBatches lets a SemaQ stream made before batch publishing take
+// JetStream atomic batches, which batch frames and stock clients' batches
+// are stored as (docs/batches.md). A failure is logged: the stream serves
+// on, and its atomic batches are refused with JetStream's error until the
+// next sync.
+func (m *Manager) allowBatches(ctx context.Context, c jetstream.StreamConfig) {
+	if c.AllowAtomicPublish {
+		return
+	}
+	c.AllowAtomicPublish = true
+	if _, err := m.deps.JS.UpdateStream(ctx, c); err != nil {
+		m.log.Warn("stream does not take atomic batches", "stream", c.Name, "err", err)
+		return
+	}
+	m.log.Info("stream takes atomic batches now", "stream", c.Name)
 }
 
 // unlistedStreams are the streams JetStream has that a stream list left

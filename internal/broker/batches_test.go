@@ -1,0 +1,104 @@
+package broker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
+)
+
+func batchMsg(subject, data string, hdr ...string) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = []byte(data)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		m.Header.Add(hdr[i], hdr[i+1])
+	}
+	return m
+}
+
+func TestPublishBatchFast(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "BF", Subjects: []string{"bf.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []*nats.Msg{
+		batchMsg("bf.a", "one"),
+		batchMsg("nowhere.a", "two"),
+		batchMsg("bf.b", "three", semaq.HdrPriority, "urgent-ish"),
+		batchMsg("bf.c", "four", semaq.HdrMsgID, "m-4"),
+		batchMsg("bf.c", "four again", semaq.HdrMsgID, "m-4"),
+	}
+	ack, err := c.PublishBatch(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Stored != 3 || ack.Refused != 2 || len(ack.Results) != 5 {
+		t.Fatalf("ack %+v", ack)
+	}
+	r := ack.Results
+	if r[0].Stream != "BF" || r[0].Sequence != 1 || r[0].Error != nil {
+		t.Fatalf("result 0 %+v", r[0])
+	}
+	if !errors.Is(r[1].Error, semaq.ErrNoStream) {
+		t.Fatalf("result 1 %+v", r[1])
+	}
+	if !errors.Is(r[2].Error, semaq.ErrEnvelope) {
+		t.Fatalf("result 2 %+v", r[2])
+	}
+	if r[3].Sequence != 2 || r[4].Sequence != 2 || !r[4].Duplicate {
+		t.Fatalf("results 3, 4: %+v %+v", r[3], r[4])
+	}
+	var me *semaq.BatchMsgError
+	if err := ack.Err(); !errors.As(err, &me) || me.Index != 1 || me.Refused != 2 {
+		t.Fatalf("Err() = %v", err)
+	}
+}
+
+func TestPublishBatchAtomic(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "BA", Subjects: []string{"ba.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "BB", Subjects: []string{"bb.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*nats.Msg
+	for i := range 10 {
+		msgs = append(msgs, batchMsg("ba.x", fmt.Sprint(i)))
+	}
+	ack, err := c.PublishBatch(ctx, msgs, client.Atomic())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range ack.Results {
+		if r.Stream != "BA" || r.Sequence != uint64(i+1) {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+	}
+	bad := append(msgs[:3:3], batchMsg("ba.y", "bad", semaq.HdrPriority, "nope"), batchMsg("ba.z", "after"))
+	ack, err = c.PublishBatch(ctx, bad, client.Atomic())
+	if !errors.Is(err, semaq.ErrBatchRefused) || ack == nil || ack.Index == nil || *ack.Index != 3 || ack.Stored != 0 {
+		t.Fatalf("atomic with a bad message: %v %+v", err, ack)
+	}
+	two := []*nats.Msg{batchMsg("ba.x", "a"), batchMsg("bb.x", "b")}
+	if _, err := c.PublishBatch(ctx, two, client.Atomic()); !errors.Is(err, semaq.ErrBatchRefused) {
+		t.Fatalf("atomic over two streams: %v", err)
+	}
+	info, err := c.StreamInfo(ctx, "BA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Messages != 10 {
+		t.Fatalf("BA holds %d messages, want 10", info.State.Messages)
+	}
+}
