@@ -108,7 +108,10 @@ func TestNormalizeRefusesStatusLine(t *testing.T) {
 	} {
 		h, err := nats.DecodeHeadersMsg([]byte(block))
 		if err != nil {
-			t.Fatalf("%q: %v", block, err)
+			if strings.HasPrefix(block, "NATS/1.0 ") {
+				t.Fatalf("%q: %v", block, err)
+			}
+			continue // a malformed status line: nats.go refuses it itself
 		}
 		_, err = semaq.Normalize(h, now, semaq.NormalizeOptions{})
 		var ee *semaq.EnvelopeError
