@@ -17,6 +17,7 @@ require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/spf13/cobra v1.10.2
+	github.com/synadia-io/orbit.go/jetstreamext v0.4.0
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/tidwall/gjson v1.20.2
 	go.opentelemetry.io/otel v1.47.0
@@ -28,6 +29,8 @@ require (
 	golang.org/x/text v0.44.0
 	google.golang.org/protobuf v1.36.12
 )
+
+require github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 
 require (
 	cel.dev/expr v0.25.2 // indirect

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
@@ -100,5 +103,70 @@ func TestPublishBatchAtomic(t *testing.T) {
 	}
 	if info.State.Messages != 10 {
 		t.Fatalf("BA holds %d messages, want 10", info.State.Messages)
+	}
+}
+
+func TestStockClientAtomicBatch(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "SB", Subjects: []string{"sb.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*nats.Msg
+	for i := range 20 {
+		msgs = append(msgs, batchMsg("sb.x", fmt.Sprint(i), semaq.HdrModel, "m1"))
+	}
+	ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Stream != "SB" || ack.Sequence != 20 || ack.BatchSize != 20 {
+		t.Fatalf("batch ack %+v", ack)
+	}
+	// One bad message refuses the batch: nothing of it is stored.
+	bad := append(msgs[:5:5], batchMsg("sb.y", "bad", semaq.HdrPriority, "nope"), batchMsg("sb.z", "after"))
+	if _, err := jetstreamext.PublishMsgBatch(ctx, js, bad); err == nil || !strings.Contains(err.Error(), "message 6 on sb.y refused") {
+		t.Fatalf("batch with a bad message: %v", err)
+	}
+	// The batch publisher: add, add, commit.
+	bp, err := jetstreamext.NewBatchPublisher(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := bp.Add("sb.p", []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ack, err := bp.Commit(ctx, "sb.p", []byte("last")); err != nil || ack.Sequence != 24 || ack.BatchSize != 4 {
+		t.Fatalf("batch publisher: %+v %v", ack, err)
+	}
+	info, err := c.StreamInfo(ctx, "SB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Messages != 24 {
+		t.Fatalf("SB holds %d messages, want 24", info.State.Messages)
+	}
+	got, err := js.Stream(ctx, "SB")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := got.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(semaq.HdrModel) != "m1" || m.Header.Get(semaq.HdrBatchID) == "" {
+		t.Fatalf("stored headers %v", m.Header)
 	}
 }

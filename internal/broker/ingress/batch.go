@@ -85,6 +85,7 @@ type frame struct {
 	deadline time.Time
 	errIndex int // the message that refused an atomic batch, -1 none
 	errBody  []byte
+	stockID  string // a stock client's batch id: answered as JetStream would (stockbatch.go)
 }
 
 // forward hands an ack on to reply: into a batch waiting for it, or out on
@@ -141,6 +142,7 @@ func (in *Ingress) startFrames() error {
 				return
 			case now := <-t.C:
 				in.frames.sweep(in, now)
+				in.stock.sweep(in, now)
 			}
 		}
 	})
@@ -468,6 +470,17 @@ func (fs *frames) sweep(in *Ingress, now time.Time) {
 // answer sends f's BatchAck to its sender: the results as JetStream and
 // the pipeline gave them, spliced, not decoded.
 func (in *Ingress) answer(f *frame) {
+	if f.stockID != "" {
+		stored, outcome := len(f.results), "stored"
+		if f.errBody != nil {
+			stored, outcome = 0, "refused"
+		}
+		in.metrics.Batch("stock", "atomic", outcome, len(f.results), stored)
+		if f.reply != "" {
+			_ = in.egress.Publish(f.reply, f.stockAnswer())
+		}
+		return
+	}
 	stored, refused := 0, 0
 	for i, r := range f.results {
 		if r == nil {

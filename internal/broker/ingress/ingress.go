@@ -142,7 +142,8 @@ type Ingress struct {
 
 	acks   ackRouter
 	lat    latencySampler
-	frames frames // batch frames waiting for their acks (batch.go)
+	frames frames       // batch frames waiting for their acks (batch.go)
+	stock  stockBatches // stock clients' atomic batches (stockbatch.go)
 
 	// The reader and the shards (wire.go).
 	wire        *wire.Conn

@@ -89,6 +89,10 @@ func (in *Ingress) handle(out *wire.Conn, st *stream, po *pattern, m *nats.Msg, 
 			return
 		}
 	}
+	if len(m.Header[semaq.HdrBatchID]) > 0 {
+		in.stockMsg(&p)
+		return
+	}
 	if e := in.publish(&p, in.sender(m)); e != nil {
 		in.reject(&p, e)
 	}

@@ -41,6 +41,10 @@ import (
 //   - any other message is keyed by its subject: order per publisher and
 //     subject.
 //
+// Before all of these, a message of a stock client's atomic batch
+// (Nats-Batch-Id) is keyed by its batch id: a batch never splits across
+// shards (stockbatch.go).
+//
 // With one shard (the default on two cores or fewer) every message of a
 // connection keeps its order, as before sharding. With more, order between
 // a node-account publisher's messages with and without a reply is not
@@ -156,6 +160,11 @@ func shardOf(wm *wire.Msg, n int) int {
 			h ^= uint32(c)
 			h *= 16777619
 		}
+	}
+	if id := batchKey(wm.Header); id != nil {
+		// A stock client's batch stays on one shard, in order.
+		hash(id)
+		return int(h % uint32(n))
 	}
 	r := wm.Reply
 	switch mapped := len(r) >= len(mappedReplyPrefix) && string(r[:len(mappedReplyPrefix)]) == mappedReplyPrefix; {

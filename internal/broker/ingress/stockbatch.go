@@ -1,0 +1,398 @@
+package ingress
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+
+	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/semaq"
+)
+
+// Stock clients' atomic batches (docs/batches.md): a NATS client that
+// speaks JetStream's atomic batch publish sends each message of a batch on
+// its subject with Nats-Batch-Id and Nats-Batch-Sequence, the last with
+// Nats-Batch-Commit. The ingress takes every message through the pipeline
+// as it comes and holds it, copied; at the commit it appends them all as
+// one JetStream atomic batch of its own (a batch id of its own: two
+// clients may pick the same one), and answers the commit with JetStream's
+// batch ack under the client's batch id. One refusal refuses the batch:
+// what is held is dropped at once, the messages that follow are dropped,
+// and the commit (or the next message asking for an ack) gets the error
+// naming the refused message. Nothing of a refused or abandoned batch is
+// stored.
+//
+// A batch is one client's: keyed by the connection the NATS server names in
+// Nats-Request-Info (the node's own clients share one key) and the batch
+// id. Each message pays the ingress's extra server pass, as any stock
+// client's message does; the reader keeps a batch's messages on one shard
+// (shardOf keys them by batch id), in order.
+//
+// Bounds: semaq.MaxBatchMsgs messages and semaq.MaxBatchBytes bytes held
+// per batch, semaq.MaxOpenBatches batches open per connection and
+// semaq.MaxOpenBatchesNode per node, maxStockHeldBytes held in all; a
+// batch that sees no message for semaq.BatchTimeoutSeconds is abandoned
+// (the sweeper checks every second) and its memory freed.
+
+// maxStockHeldBytes bounds the bytes of all stock batches held on a node.
+const maxStockHeldBytes = 64 << 20
+
+// stockBatches are the stock clients' batches open on this node.
+type stockBatches struct {
+	mu      sync.Mutex
+	open    map[stockKey]*stockBatch
+	perConn map[string]int
+	held    int64 // bytes held in all
+}
+
+type stockKey struct{ conn, id string }
+
+// stockBatch is one open batch: its messages so far, or the refusal that
+// ended it.
+type stockBatch struct {
+	key    stockKey
+	seq    uint64 // the last sequence seen
+	held   []heldMsg
+	bytes  int64
+	last   time.Time
+	failed *semaq.APIError // the refusal; held is dropped
+}
+
+// heldMsg is a message of a stock batch that passed the pipeline.
+type heldMsg struct {
+	subject string
+	stream  *stream
+	po      *pattern
+	header  nats.Header
+	data    []byte
+	env     semaq.Envelope
+	rep     report
+	cancel  string
+	who     api.Principal
+}
+
+// stockMsg handles p, a message carrying Nats-Batch-Id, on its shard.
+func (in *Ingress) stockMsg(p *publication) {
+	m := p.m
+	conn := "node"
+	if ri, ok := api.ParseRequestInfo(m.Header); ok {
+		conn = strconv.FormatUint(ri.Conn, 10) + "@" + ri.Server
+	}
+	who := in.sender(m)
+	id, seq, commit, e := batchHeaders(m)
+	if e != nil {
+		in.reject(p, e)
+		return
+	}
+	sb, e := in.stock.get(stockKey{conn, id}, seq)
+	if e != nil {
+		in.reject(p, e)
+		return
+	}
+	if sb.failed == nil && in.stockSeq(p, sb, seq) && commit != "eob" {
+		// The end-of-batch marker commits what came before it and is
+		// not stored itself.
+		in.holdStock(p, sb, who, seq)
+	}
+	switch {
+	case commit != "":
+		in.commitStock(p, sb)
+	case m.Reply == "":
+	case sb.failed != nil:
+		in.answerStock(m.Reply, sb.failed)
+	default:
+		// A flow-control ack: the message is held.
+		_ = in.egress.Publish(m.Reply, nil)
+	}
+}
+
+// batchHeaders reads and removes the Nats-Batch-* headers of m: the
+// batch id, the message's sequence, and the commit ("", "1" or "eob").
+func batchHeaders(m *nats.Msg) (id string, seq uint64, commit string, e *semaq.APIError) {
+	h := m.Header
+	ids, seqs, commits := h[semaq.HdrBatchID], h[semaq.HdrBatchSeq], h[semaq.HdrBatchCommit]
+	delete(h, semaq.HdrBatchID)
+	delete(h, semaq.HdrBatchSeq)
+	delete(h, semaq.HdrBatchCommit)
+	if len(ids) != 1 || ids[0] == "" || len(ids[0]) > 64 {
+		return "", 0, "", semaq.NewAPIError(semaq.ErrBadBatch, "publish on %s: %s must be given once, 1 to 64 characters", m.Subject, semaq.HdrBatchID)
+	}
+	id = ids[0]
+	if len(seqs) != 1 {
+		return "", 0, "", semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: message on %s has no single %s", id, m.Subject, semaq.HdrBatchSeq)
+	}
+	seq, err := strconv.ParseUint(seqs[0], 10, 64)
+	if err != nil || seq == 0 || seq > semaq.MaxBatchMsgs+1 {
+		return "", 0, "", semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: %s %q is not a number from 1 to %d", id, semaq.HdrBatchSeq, seqs[0], semaq.MaxBatchMsgs)
+	}
+	switch {
+	case len(commits) == 0:
+	case len(commits) == 1 && (commits[0] == "1" || commits[0] == "eob"):
+		commit = commits[0]
+	default:
+		return "", 0, "", semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: %s must be 1 or eob", id, semaq.HdrBatchCommit)
+	}
+	if commit == "eob" && seq == 1 {
+		return "", 0, "", semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: an end-of-batch marker cannot be its first message", id)
+	}
+	return id, seq, commit, nil
+}
+
+// get finds the open batch of k for a message of sequence seq, or opens it
+// for the first message, within the bounds.
+func (sbs *stockBatches) get(k stockKey, seq uint64) (*stockBatch, *semaq.APIError) {
+	sbs.mu.Lock()
+	defer sbs.mu.Unlock()
+	sb := sbs.open[k]
+	if sb == nil {
+		if seq != 1 {
+			return nil, semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: message %d of a batch that is not open (abandoned after %ds without a message, or never started)",
+				k.id, seq, semaq.BatchTimeoutSeconds)
+		}
+		if len(sbs.open) >= semaq.MaxOpenBatchesNode {
+			return nil, semaq.NewAPIError(semaq.ErrBatchLimit, "batch %q: %d batches are open on this node, the most it holds; commit open ones first", k.id, len(sbs.open))
+		}
+		if sbs.perConn[k.conn] >= semaq.MaxOpenBatches {
+			return nil, semaq.NewAPIError(semaq.ErrBatchLimit, "batch %q: this connection has %d batches open, the most it may; commit them first", k.id, semaq.MaxOpenBatches)
+		}
+		if sbs.open == nil {
+			sbs.open = make(map[stockKey]*stockBatch)
+			sbs.perConn = make(map[string]int)
+		}
+		sb = &stockBatch{key: k}
+		sbs.open[k] = sb
+		sbs.perConn[k.conn]++
+		sb.last = time.Now()
+		return sb, nil
+	}
+	sb.last = time.Now()
+	return sb, nil
+}
+
+// stockSeq checks that seq follows what sb has seen, or fails sb.
+func (in *Ingress) stockSeq(p *publication, sb *stockBatch, seq uint64) bool {
+	var e *semaq.APIError
+	switch {
+	case seq == 1 && sb.seq != 0:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "batch %q is already open: it was started again", sb.key.id)
+	case seq != sb.seq+1:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "message %d came after message %d: a batch's messages come in order, none missing", seq, sb.seq)
+	case seq > semaq.MaxBatchMsgs:
+		e = semaq.NewAPIError(semaq.ErrBatchLimit, "a batch holds at most %d messages", semaq.MaxBatchMsgs)
+	}
+	if e != nil {
+		in.failStock(p, sb, seq, e)
+		return false
+	}
+	sb.seq = seq
+	return true
+}
+
+// failStock fails sb for message seq's refusal e.
+func (in *Ingress) failStock(p *publication, sb *stockBatch, seq uint64, e *semaq.APIError) {
+	in.refused(p, e)
+	in.stock.fail(sb, semaq.NewAPIError(semaq.ErrBatchRefused, "batch %q: message %d on %s refused, nothing of the batch is stored: %s",
+		sb.key.id, seq, p.m.Subject, e.Description))
+}
+
+// holdStock takes p, message seq of sb, through the pipeline and holds
+// it, or fails sb.
+func (in *Ingress) holdStock(p *publication, sb *stockBatch, who api.Principal, seq uint64) {
+	m := p.m
+	fail := func(e *semaq.APIError) { in.failStock(p, sb, seq, e) }
+	e := in.run(p, who)
+	var r report
+	if e == nil {
+		r, e = readReport(p)
+	}
+	if e == nil && len(sb.held) > 0 && sb.held[0].stream != p.stream {
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "it is stored in stream %s, the batch's first message in %s; an atomic batch lands in one stream", p.stream.name, sb.held[0].stream.name)
+	}
+	if e != nil {
+		fail(e)
+		return
+	}
+	size := int64(len(p.subject) + len(m.Data) + 64)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			size += int64(len(k) + len(v))
+		}
+	}
+	if e := in.stock.reserve(sb, size); e != nil {
+		fail(e)
+		return
+	}
+	sb.held = append(sb.held, heldMsg{subject: p.subject, stream: p.stream, po: p.obs.po, header: m.Header,
+		data: append([]byte(nil), m.Data...), env: p.env, rep: r, cancel: p.cancel, who: p.who})
+}
+
+// reserve counts size more bytes held by sb, within the bounds.
+func (sbs *stockBatches) reserve(sb *stockBatch, size int64) *semaq.APIError {
+	sbs.mu.Lock()
+	defer sbs.mu.Unlock()
+	switch {
+	case sb.bytes+size > semaq.MaxBatchBytes:
+		return semaq.NewAPIError(semaq.ErrBatchLimit, "the batch holds more than %d bytes", semaq.MaxBatchBytes)
+	case sbs.held+size > maxStockHeldBytes:
+		return semaq.NewAPIError(semaq.ErrBatchLimit, "the node holds %d bytes of open batches, the most it may; retry", sbs.held)
+	}
+	sb.bytes += size
+	sbs.held += size
+	return nil
+}
+
+// fail ends sb with its refusal: what it held is dropped now.
+func (sbs *stockBatches) fail(sb *stockBatch, e *semaq.APIError) {
+	sbs.mu.Lock()
+	defer sbs.mu.Unlock()
+	if sb.failed == nil {
+		sb.failed = e
+	}
+	sbs.held -= sb.bytes
+	sb.held, sb.bytes = nil, 0
+}
+
+// close forgets sb: committed, refused and answered, or abandoned.
+func (sbs *stockBatches) close(sb *stockBatch) {
+	sbs.mu.Lock()
+	defer sbs.mu.Unlock()
+	if sbs.open[sb.key] != sb {
+		return
+	}
+	delete(sbs.open, sb.key)
+	if sbs.perConn[sb.key.conn]--; sbs.perConn[sb.key.conn] <= 0 {
+		delete(sbs.perConn, sb.key.conn)
+	}
+	sbs.held -= sb.bytes
+	sb.held, sb.bytes = nil, 0
+}
+
+// sweep abandons the batches idle past the timeout.
+func (sbs *stockBatches) sweep(in *Ingress, now time.Time) {
+	var idle []*stockBatch
+	sbs.mu.Lock()
+	for _, sb := range sbs.open {
+		if now.Sub(sb.last) > semaq.BatchTimeoutSeconds*time.Second {
+			idle = append(idle, sb)
+		}
+	}
+	sbs.mu.Unlock()
+	for _, sb := range idle {
+		n := len(sb.held)
+		sbs.close(sb)
+		in.metrics.Batch("stock", "atomic", "abandoned", n, 0)
+		in.log.Debug("stock batch abandoned", "batch", sb.key.id, "messages", n)
+	}
+}
+
+// commitStock appends sb's messages as one JetStream atomic batch, with
+// the commit's reply of the ingress's own (frames), or answers its
+// refusal.
+func (in *Ingress) commitStock(p *publication, sb *stockBatch) {
+	reply := p.m.Reply
+	defer in.stock.close(sb)
+	if sb.failed != nil {
+		in.metrics.Batch("stock", "atomic", "refused", int(sb.seq), 0)
+		in.answerStock(reply, sb.failed)
+		return
+	}
+	f := &frame{reply: reply, conn: sb.key.conn, door: "stock", atomic: true, stockID: sb.key.id, results: make([][]byte, len(sb.held)), errIndex: -1}
+	if e := in.frames.add(in, f); e != nil {
+		in.answerStock(reply, e)
+		return
+	}
+	batchID := "sq" + nuid.Next()
+	unsent := 0
+	for k := range sb.held {
+		hm := &sb.held[k]
+		q := publication{m: &nats.Msg{Subject: hm.subject, Header: hm.header, Data: hm.data}, subject: hm.subject, stream: hm.stream,
+			env: hm.env, cancel: hm.cancel, who: hm.who, obs: msgObs{po: hm.po}, out: p.out}
+		q.m.Header[semaq.HdrBatchID] = []string{batchID}
+		q.m.Header[semaq.HdrBatchSeq] = []string{strconv.Itoa(k + 1)}
+		if k == len(sb.held)-1 {
+			q.m.Header[semaq.HdrBatchCommit] = []string{"1"}
+			q.m.Reply = in.frames.prefix + strconv.FormatUint(f.id, 10) + ".c"
+			in.frames.mu.Lock()
+			f.commit = make([]int, len(sb.held))
+			for i := range f.commit {
+				f.commit[i] = i
+			}
+			in.frames.mu.Unlock()
+		}
+		if e := in.append(&q); e != nil {
+			// JetStream drops the incomplete batch when its timeout
+			// passes without the commit.
+			f.errIndex = k
+			f.errBody = mustJSON(e)
+			unsent = 1
+			break
+		}
+	}
+	if unsent == 0 {
+		for k := range sb.held {
+			hm := &sb.held[k]
+			in.stored(&publication{env: hm.env, obs: msgObs{po: hm.po}}, hm.rep)
+		}
+	}
+	in.frames.sent(in, f, unsent)
+}
+
+// answerStock answers a stock client's batch message with a refusal, as
+// JetStream would.
+func (in *Ingress) answerStock(reply string, e *semaq.APIError) {
+	if reply != "" {
+		_ = in.egress.Publish(reply, semaq.MarshalError(e))
+	}
+}
+
+// stockAnswer is the answer to a stock batch's commit: JetStream's batch
+// ack under the client's batch id, or the refusal.
+func (f *frame) stockAnswer() []byte {
+	if f.errBody != nil {
+		return append(append([]byte(`{"error":`), f.errBody...), '}')
+	}
+	var a semaq.PubAck
+	if len(f.commit) > 0 {
+		_ = json.Unmarshal(f.results[f.commit[len(f.commit)-1]], &a)
+	}
+	return mustJSON(struct {
+		semaq.PubAck
+		Batch string `json:"batch"`
+		Count int    `json:"count"`
+	}{a, f.stockID, len(f.results)})
+}
+
+// batchKey is the shard key of a message of a stock batch: its id, read
+// from the raw header block; nil for any other message.
+func batchKey(hdr []byte) []byte {
+	if len(hdr) == 0 {
+		return nil
+	}
+	return headerValue(hdr, batchIDKey)
+}
+
+var batchIDKey = []byte("\r\n" + semaq.HdrBatchID + ":")
+
+// headerValue is the value after key in a raw header block, trimmed.
+func headerValue(hdr, key []byte) []byte {
+	i := bytes.Index(hdr, key)
+	if i < 0 {
+		return nil
+	}
+	v := hdr[i+len(key):]
+	for j, c := range v {
+		if c == '\r' {
+			v = v[:j]
+			break
+		}
+	}
+	for len(v) > 0 && v[0] == ' ' {
+		v = v[1:]
+	}
+	return v
+}
