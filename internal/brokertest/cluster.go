@@ -103,6 +103,10 @@ func (c *Cluster) start(n int, opts []func(*broker.Config)) error {
 		cfg.Routes = routes // the node's own route is ignored by NATS
 		cfg.ClusterSecretFile = secret
 		cfg.PluginCacheDir = plugintest.CacheDir()
+		// A stream reserves its max_bytes from every node's store, and a
+		// package's tests share a cluster whose nodes share one disk: at
+		// the default (1 GiB) a small disk runs out of reservations.
+		cfg.StreamMaxBytes = 64 << 20
 		for _, o := range opts {
 			o(&cfg)
 		}
