@@ -13,6 +13,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -151,12 +152,20 @@ func TestStockClientAtomicBatch(t *testing.T) {
 	if ack, err := bp.Commit(ctx, "sb.p", []byte("last")); err != nil || ack.Sequence != 24 || ack.BatchSize != 4 {
 		t.Fatalf("batch publisher: %+v %v", ack, err)
 	}
+	// Every commit is answered, the ones whose acks the ingress samples
+	// for its latency metric too.
+	for i := range 2 * metrics.DefaultLatencySampleEvery {
+		ack, err := jetstreamext.PublishMsgBatch(ctx, js, []*nats.Msg{batchMsg("sb.q", "a"), batchMsg("sb.q", "b")})
+		if err != nil || ack.BatchSize != 2 {
+			t.Fatalf("batch %d: %+v %v", i, ack, err)
+		}
+	}
 	info, err := c.StreamInfo(ctx, "SB")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.Messages != 24 {
-		t.Fatalf("SB holds %d messages, want 24", info.State.Messages)
+	if want := uint64(24 + 4*metrics.DefaultLatencySampleEvery); info.State.Messages != want {
+		t.Fatalf("SB holds %d messages, want %d", info.State.Messages, want)
 	}
 	got, err := js.Stream(ctx, "SB")
 	if err != nil {

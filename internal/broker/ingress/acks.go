@@ -218,7 +218,7 @@ func (l *latencySampler) id(sm *metrics.Subject) int {
 // replaced. A mapped reply (_R_.…) is sampled too: the sampler forwards
 // the ack from the egress connection.
 func (l *latencySampler) sample(po *pattern, reply string, received time.Time) (string, bool) {
-	if l.prefix == "" || po.id < 0 || reply[0] == '$' || !po.sm.Sample() {
+	if l.prefix == "" || po.id < 0 || reply[0] == '$' || received.IsZero() || !po.sm.Sample() {
 		return "", false
 	}
 	l.acks.sent.Add(1)

@@ -74,6 +74,9 @@ type heldMsg struct {
 	rep     report
 	cancel  string
 	who     api.Principal
+	// received times the message's ack from its own receipt (the
+	// latency sampler's reply subjects carry it).
+	received time.Time
 }
 
 // stockMsg handles p, a message carrying Nats-Batch-Id, on its shard.
@@ -228,7 +231,7 @@ func (in *Ingress) holdStock(p *publication, sb *stockBatch, who api.Principal, 
 		return
 	}
 	sb.held = append(sb.held, heldMsg{subject: p.subject, stream: p.stream, po: p.obs.po, header: m.Header,
-		data: append([]byte(nil), m.Data...), env: p.env, rep: r, cancel: p.cancel, who: p.who})
+		data: append([]byte(nil), m.Data...), env: p.env, rep: r, cancel: p.cancel, who: p.who, received: p.received})
 }
 
 // reserve counts size more bytes held by sb, within the bounds.
@@ -311,7 +314,7 @@ func (in *Ingress) commitStock(p *publication, sb *stockBatch) {
 	for k := range sb.held {
 		hm := &sb.held[k]
 		q := publication{m: &nats.Msg{Subject: hm.subject, Header: hm.header, Data: hm.data}, subject: hm.subject, stream: hm.stream,
-			env: hm.env, cancel: hm.cancel, who: hm.who, obs: msgObs{po: hm.po}, out: p.out}
+			env: hm.env, cancel: hm.cancel, who: hm.who, obs: msgObs{po: hm.po}, out: p.out, received: hm.received}
 		q.m.Header[semaq.HdrBatchID] = []string{batchID}
 		q.m.Header[semaq.HdrBatchSeq] = []string{strconv.Itoa(k + 1)}
 		if k == len(sb.held)-1 {
