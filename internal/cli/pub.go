@@ -41,7 +41,7 @@ type pubFlags struct {
 func newPubCmd(e *env) *cobra.Command {
 	var fl pubFlags
 	cmd := &cobra.Command{
-		Use:   "pub SUBJECT [DATA|-] | pub --batch FILE|-",
+		Use:   "pub {SUBJECT [DATA|-] | --batch FILE|-}",
 		Short: "Publish a message through the broker's ingress",
 		Long: `Publish one message to SUBJECT and wait for the broker to store it. DATA is
 the payload; - reads it from stdin; no DATA sends an empty payload. The
