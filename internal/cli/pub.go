@@ -33,23 +33,44 @@ type pubFlags struct {
 	ttl          time.Duration
 	json         bool
 	retryFor     time.Duration
+	batch        string
+	atomic       bool
+	batchSize    int
 }
 
 func newPubCmd(e *env) *cobra.Command {
 	var fl pubFlags
 	cmd := &cobra.Command{
-		Use:   "pub SUBJECT [DATA|-]",
+		Use:   "pub {SUBJECT [DATA|-] | --batch FILE|-}",
 		Short: "Publish a message through the broker's ingress",
 		Long: `Publish one message to SUBJECT and wait for the broker to store it. DATA is
 the payload; - reads it from stdin; no DATA sends an empty payload. The
 envelope flags set the AI-* headers; --header adds any other header (envelope
 aliases such as X-Model-Version are accepted and normalised by the broker).
 --json also prints the request's cancel token (semaq cancel --token); set
-your own with --header AI-Cancel-Token=<16 to 128 characters>.`,
+your own with --header AI-Cancel-Token=<16 to 128 characters>.
+
+--batch FILE publishes the messages of FILE (- reads stdin), NDJSON of one
+message per line, {"subject":...,"headers":{...},"data":<JSON>} or
+"data_base64" for bytes, in batches of --batch-size (docs/batches.md). It
+prints a line per batch and fails if any message was refused. --atomic
+makes each batch all or nothing.`,
 		Example: `  semaq pub ai.inference.llm '{"prompt":"hi"}' --model llama3-70b --priority high --timeout 8s
-  cat prompt.json | semaq pub ai.inference.llm - --tenant acme --json`,
-		Args: cobra.RangeArgs(1, 2),
+  cat prompt.json | semaq pub ai.inference.llm - --tenant acme --json
+  semaq pub --batch events.ndjson --batch-size 500`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("batch") {
+				return nil // pubBatch names an argument given with it
+			}
+			return cobra.RangeArgs(1, 2)(cmd, args)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("batch") {
+				return e.pubBatch(cmd, args, &fl)
+			}
+			if cmd.Flags().Changed("atomic") || cmd.Flags().Changed("batch-size") {
+				return errors.New("--atomic and --batch-size go with --batch FILE")
+			}
 			if looksLikePayload(args[0]) {
 				return fmt.Errorf("SUBJECT %q looks like a payload: the subject comes first (semaq pub SUBJECT DATA)", oneLine(args[0]))
 			}
@@ -116,6 +137,9 @@ your own with --header AI-Cancel-Token=<16 to 128 characters>.`,
 	f.StringVar(&fl.msgID, "msg-id", "", "deduplication id (Nats-Msg-Id)")
 	f.DurationVar(&fl.ttl, "ttl", 0, "expire the message from its stream after this long, at least 1s (Nats-TTL)")
 	f.BoolVar(&fl.json, "json", false, `print the acknowledgement as {"stream","seq","duplicate"}`)
+	f.StringVar(&fl.batch, "batch", "", "publish the NDJSON messages of `FILE` (- for stdin) in batches")
+	f.BoolVar(&fl.atomic, "atomic", false, "with --batch: store each batch all or nothing")
+	f.IntVar(&fl.batchSize, "batch-size", defaultBatchSize, fmt.Sprintf("with --batch: messages per batch, at most %d", semaq.MaxBatchMsgs))
 	f.DurationVar(&fl.retryFor, "retry-for", 30*time.Second, "keep trying a publish no one acknowledges (a stream electing its leader) this long; 0: once")
 	e.addServerFlag(cmd)
 	return cmd
@@ -196,8 +220,10 @@ func looksLikePayload(s string) bool {
 // retryPublish runs publish until it is acknowledged, fails for a reason
 // that another try would not change, or retryFor has passed: a stream
 // whose leader is being elected (a node lost) answers nothing for a few
-// seconds. The message keeps its Nats-Msg-Id across tries.
-func retryPublish(ctx context.Context, retryFor time.Duration, publish func(context.Context) (*semaq.PubAck, error)) (*semaq.PubAck, error) {
+// seconds. The message keeps its Nats-Msg-Id across tries (a batch, each
+// of its messages).
+func retryPublish[A any](ctx context.Context, retryFor time.Duration, publish func(context.Context) (A, error)) (A, error) {
+	var none A
 	deadline := time.Now().Add(retryFor)
 	tries := 0
 	for pause := 100 * time.Millisecond; ; pause = min(2*pause, 2*time.Second) {
@@ -208,16 +234,16 @@ func retryPublish(ctx context.Context, retryFor time.Duration, publish func(cont
 		}
 		if !time.Now().Add(pause).Before(deadline) {
 			if tries == 1 {
-				return nil, err
+				return none, err
 			}
-			return nil, fmt.Errorf("no acknowledgement after %d tries in %s: no stream leader (an election in progress? semaq cluster status): %w",
+			return none, fmt.Errorf("no acknowledgement after %d tries in %s: no stream leader (an election in progress? semaq cluster status): %w",
 				tries, retryFor, err)
 		}
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, err
+			return none, err
 		case <-t.C:
 		}
 	}

@@ -251,10 +251,18 @@ func (h *Handler) client(ctx context.Context) *client.Client {
 // permitted answers 403 and returns false when the caller may not act on
 // subject (httpauth.Caller.May). With auth off it always permits.
 func permitted(w http.ResponseWriter, r *http.Request, act httpauth.Action, subject string) bool {
+	if msg := refusal(r, act, subject); msg != "" {
+		writeError(w, http.StatusForbidden, semaq.ErrCodeBadRequest, msg)
+		return false
+	}
+	return true
+}
+
+// refusal is why the caller may not act on subject, or "" when it may.
+func refusal(r *http.Request, act httpauth.Action, subject string) string {
 	c := httpauth.From(r.Context())
 	if c == nil || c.May(act, subject) {
-		return true
+		return ""
 	}
-	writeError(w, http.StatusForbidden, semaq.ErrCodeBadRequest, c.Refusal(act, subject))
-	return false
+	return c.Refusal(act, subject)
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -44,6 +45,53 @@ func FuzzJSONBodies(f *testing.F) {
 			}
 			if err := json.Unmarshal(body, loose); err != nil || !reflect.DeepEqual(v, loose) {
 				t.Fatalf("%q into %T: strict %+v, encoding/json %+v (%v)", body, v, v, loose, err)
+			}
+		}
+	})
+}
+
+// FuzzBatchBody: a batch body, NDJSON or a JSON array, is read without
+// panicking; what is accepted is at most MaxBatchMsgs messages, each with a
+// subject, that read the same when written back in the item form; what is
+// refused says why.
+func FuzzBatchBody(f *testing.F) {
+	for _, s := range []string{``, "\n", `[]`, `null`, `{"subject":"ai.x"}`, `[{"subject":"ai.x"}]`,
+		`{"subject":"ai.x","headers":{"A":"1","B":["2","3"]},"data":{"k":[1,2.5,null]}}` + "\n" + `{"subject":"ai.y","data_base64":"AAH/"}`,
+		`{"subject":"ai.x","data":1,"data_base64":"AA=="}`, `{"subject":"ai.x","Subject":"y"}`, `{"subject":"ai.x","data":{"a":1,"a":2}}`,
+		"{\"subject\":\"ai.\xff\"}", `[{"subject":"a"} {"subject":"b"}]`, `[{"subject":"a"}]]`, `{"subject":"a","headers":{"X":[]}}`,
+		strings.Repeat(`{"subject":"a","data":`, 3) + "1}}}"} {
+		f.Add([]byte(s), true)
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
+		msgs, err := parseBatchBody(ndjson, body)
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatalf("%q: an error without a message", body)
+			}
+			return
+		}
+		if len(msgs) > semaq.MaxBatchMsgs {
+			t.Fatalf("%q: accepted %d messages", body, len(msgs))
+		}
+		for i, m := range msgs {
+			if m.Subject == "" {
+				t.Fatalf("%q: message %d has no subject", body, i)
+			}
+			item := map[string]any{"subject": m.Subject, "data_base64": base64.StdEncoding.EncodeToString(m.Data)}
+			if m.Header != nil {
+				item["headers"] = m.Header
+			}
+			b, err := json.Marshal(item)
+			if err != nil {
+				t.Fatalf("%q: message %d cannot be written back: %v", body, i, err)
+			}
+			again, err := parseBatchBody(true, b)
+			if m.Data == nil {
+				m.Data = []byte{} // written back as "", read as no bytes
+			}
+			if err != nil || len(again) != 1 || !reflect.DeepEqual(again[0], m) {
+				t.Fatalf("%q: message %d %+v written back as %s reads %+v (%v)", body, i, m, b, again, err)
 			}
 		}
 	})

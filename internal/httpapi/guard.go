@@ -31,7 +31,8 @@ import (
 //     Sec-Fetch-Site whose Origin is not this server's is refused, and so is
 //     "Origin: null" (sandboxed frames, file: pages).
 //  3. A state-changing request to a JSON endpoint under /api/v1/ (every one
-//     but publish, whose body is any payload) must say Content-Type
+//     but publish, whose body is any payload, and the batch publish, which
+//     checks its own: JSON or NDJSON) must say Content-Type
 //     application/json: a page cannot send that without a CORS preflight,
 //     which is never granted to an origin not allowed. The schema registry
 //     checks its own Content-Type (internal/registry).
@@ -100,9 +101,11 @@ func stateChanging(method string) bool {
 }
 
 // needsJSON says whether a state-changing request to path must carry a
-// JSON Content-Type: every /api/v1/ endpoint except publish.
+// JSON Content-Type: every /api/v1/ endpoint except publish, and the batch
+// publish, which takes NDJSON too (batchBodyType; neither is a type a page
+// can send without a preflight).
 func needsJSON(path string) bool {
-	return strings.HasPrefix(path, "/api/v1/") && !strings.HasPrefix(path, "/api/v1/publish/")
+	return strings.HasPrefix(path, "/api/v1/") && !strings.HasPrefix(path, "/api/v1/publish/") && path != "/api/v1/publish"
 }
 
 // isJSON accepts application/json and any application/*+json.

@@ -147,6 +147,7 @@ func New(o Options) *Handler {
 	}
 	h.closing, h.closeStreams = context.WithCancel(context.Background())
 	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.mux.HandleFunc("POST /api/v1/publish", h.needsClient(h.publishBatch))
 	h.mux.HandleFunc("POST /api/v1/publish/{subject}", h.needsClient(h.publish))
 	h.mux.HandleFunc("GET /api/v1/subscribe/{subject}", h.needsClient(h.subscribe))
 	h.mux.HandleFunc("POST /api/v1/durables", h.needsClient(h.durableCreate))

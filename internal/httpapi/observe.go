@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/client"
@@ -55,31 +56,36 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) string {
 // an X-Trace-ID alias or an invalid traceparent is left alone too: the
 // ingress judges those headers, as it does for NATS publishers.
 func (h *Handler) publishSpan(ctx context.Context, m *nats.Msg) (context.Context, trace.Span) {
+	return h.serverSpan(ctx, "POST /api/v1/publish/{subject}", m.Header, client.AttrMsgDest.String(client.ValidUTF8(m.Subject)))
+}
+
+// serverSpan is publishSpan of a request named name whose trace headers
+// are in hdr: hdr carries the span on.
+func (h *Handler) serverSpan(ctx context.Context, name string, hdr nats.Header, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	if h.opts.Tracing == nil {
 		return ctx, nil
 	}
-	c := client.HeaderCarrier(m.Header)
+	c := client.HeaderCarrier(hdr)
 	if c.Get(semaq.AliasTraceID) != "" {
 		return ctx, nil
 	}
 	if c.Get(semaq.HdrTraceParent) == "" && !h.opts.Tracing.StartsRoots() {
 		return ctx, nil // nothing to continue and no new traces wanted
 	}
-	parent := client.ExtractTrace(ctx, m.Header)
+	parent := client.ExtractTrace(ctx, hdr)
 	if c.Get(semaq.HdrTraceParent) != "" && !trace.SpanContextFromContext(parent).IsValid() {
 		return ctx, nil
 	}
-	ctx, span := h.opts.Tracing.Tracer().Start(parent, "POST /api/v1/publish/{subject}",
+	ctx, span := h.opts.Tracing.Tracer().Start(parent, name,
 		trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(client.AttrMsgSystem.String("nats"), client.AttrMsgDest.String(client.ValidUTF8(m.Subject)),
-			client.AttrMsgOperation.String("send")))
+		trace.WithAttributes(append([]attribute.KeyValue{client.AttrMsgSystem.String("nats"), client.AttrMsgOperation.String("send")}, attrs...)...))
 	if span.IsRecording() {
-		if env, err := semaq.Parse(m.Header, time.Now()); err == nil {
+		if env, err := semaq.Parse(hdr, time.Now()); err == nil {
 			span.SetAttributes(client.EnvelopeAttributes(env)...)
 		}
-		delete(m.Header, semaq.HdrTraceParent)
-		delete(m.Header, semaq.HdrTraceState)
-		telemetry.CarryOn(ctx, span, m.Header)
+		delete(hdr, semaq.HdrTraceParent)
+		delete(hdr, semaq.HdrTraceState)
+		telemetry.CarryOn(ctx, span, hdr)
 	}
 	return ctx, span
 }

@@ -51,51 +51,15 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadEnvelope, err.Error())
 		return
 	}
-	if r.ContentLength > int64(h.opts.MaxBody) {
-		writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
-		return
-	}
-	// The body's read deadline was set with the request's (setDeadlines).
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.opts.MaxBody)))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			writeError(w, http.StatusRequestTimeout, semaq.ErrCodeBadRequest, fmt.Sprintf("body not received within %s", h.opts.BodyTimeout))
-			return
-		}
-		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "reading body: "+err.Error())
+	body, ok := h.readBody(w, r)
+	if !ok {
 		return
 	}
 	m.Data = body
-	if len(h.opts.InferKeys) > 0 && strings.HasPrefix(subject, semaq.InferSubjectPrefix) {
-		tenant, ok := h.inferTenant(r)
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="semaq"`)
-			writeError(w, http.StatusUnauthorized, semaq.ErrCodeBadRequest,
-				"publishing to "+semaq.InferSubjectPrefix+"> needs a gateway API key: Authorization: Bearer <key>")
-			return
-		}
-		// The tenant is the key's, whatever the request said.
-		for k := range m.Header {
-			if strings.EqualFold(k, semaq.HdrTenant) {
-				delete(m.Header, k)
-			}
-		}
-		m.Header.Set(semaq.HdrTenant, tenant)
-	} else if c := httpauth.From(r.Context()); c != nil && c.Role != semaq.RoleAdmin && strings.HasPrefix(subject, semaq.InferSubjectPrefix) {
-		// With auth on an inference request is accounted to the key's
-		// tenant, as the gateway does; only an admin names another.
-		for k := range m.Header {
-			if strings.EqualFold(k, semaq.HdrTenant) {
-				delete(m.Header, k)
-			}
-		}
-		if c.Tenant != "" {
-			m.Header.Set(semaq.HdrTenant, c.Tenant)
-		}
+	if msg := h.stampTenant(r, subject, m.Header); msg != "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="semaq"`)
+		writeError(w, http.StatusUnauthorized, semaq.ErrCodeBadRequest, msg)
+		return
 	}
 	// A publish always carries a message id, so a client that never learns
 	// the outcome can retry with the id and be deduplicated.
@@ -149,6 +113,63 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, pubAck{Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate, CancelToken: ack.CancelToken})
+}
+
+// readBody reads a publish body, within MaxBody and the body timeout (its
+// read deadline was set with the request's, setDeadlines), or answers 413,
+// 408 or 400 and returns false.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > int64(h.opts.MaxBody) {
+		writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(h.opts.MaxBody)))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, semaq.ErrCodeTooLarge, h.tooLarge())
+			return nil, false
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			writeError(w, http.StatusRequestTimeout, semaq.ErrCodeBadRequest, fmt.Sprintf("body not received within %s", h.opts.BodyTimeout))
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, semaq.ErrCodeBadRequest, "reading body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// stampTenant applies the tenant rules of inference requests to a publish
+// on subject with header hdr. With gateway API keys configured, a publish
+// to the gateway's subjects must bring one, and is stamped with its
+// tenant; the message of the 401 is returned when it does not. With auth
+// on, such a publish is accounted to the caller's tenant, as the gateway
+// does; only an admin names another.
+func (h *Handler) stampTenant(r *http.Request, subject string, hdr nats.Header) (unauthorized string) {
+	if !strings.HasPrefix(subject, semaq.InferSubjectPrefix) {
+		return ""
+	}
+	tenant := ""
+	if len(h.opts.InferKeys) > 0 {
+		t, ok := h.inferTenant(r)
+		if !ok {
+			return "publishing to " + semaq.InferSubjectPrefix + "> needs a gateway API key: Authorization: Bearer <key>"
+		}
+		tenant = t // the key's, whatever the request said
+	} else if c := httpauth.From(r.Context()); c != nil && c.Role != semaq.RoleAdmin {
+		tenant = c.Tenant
+	} else {
+		return ""
+	}
+	for k := range hdr {
+		if strings.EqualFold(k, semaq.HdrTenant) {
+			delete(hdr, k)
+		}
+	}
+	if tenant != "" {
+		hdr.Set(semaq.HdrTenant, tenant)
+	}
+	return ""
 }
 
 // unknownOutcome is the 504 answer of a publish whose acknowledgement

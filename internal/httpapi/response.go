@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/semaq/semaq/semaq"
 )
@@ -44,20 +43,22 @@ const jsRollupFailed = 10111
 // err_code either way.
 func writeErr(w http.ResponseWriter, err error) {
 	if apiErr, ok := errors.AsType[*semaq.APIError](err); ok {
-		status := apiErr.Code
-		switch {
-		case apiErr.ErrCode == jsRollupFailed:
-			status = http.StatusBadRequest
-		case status < 400 || status > 499:
-			status = http.StatusServiceUnavailable
-		}
-		if apiErr.RetryAfterMs > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt((apiErr.RetryAfterMs+999)/1000, 10))
-		}
-		writeError(w, status, apiErr.ErrCode, apiErr.Description)
+		setRetryAfter(w, apiErr)
+		writeError(w, statusOf(apiErr), apiErr.ErrCode, apiErr.Description)
 		return
 	}
 	writeError(w, http.StatusServiceUnavailable, semaq.ErrCodeUnavailable, err.Error())
+}
+
+// statusOf is the HTTP status of a broker error (writeErr).
+func statusOf(e *semaq.APIError) int {
+	switch {
+	case e.ErrCode == jsRollupFailed:
+		return http.StatusBadRequest
+	case e.Code < 400 || e.Code > 499:
+		return http.StatusServiceUnavailable
+	}
+	return e.Code
 }
 
 // writeJSON writes v as the JSON answer. HTML escaping is off: subjects
