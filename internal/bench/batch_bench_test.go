@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +16,9 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/brokertest"
+	"github.com/semaq/semaq/semaq"
 )
 
 // Batch publishing beside per-message publishing, one rig for all: 1 KiB
@@ -141,4 +148,80 @@ func benchmarkBatches(b *testing.B, size int, publish func(context.Context) erro
 		b.Fatal(err)
 	default:
 	}
+}
+
+// BenchmarkBatchHTTP publishes the same batches (batchSize messages of a
+// 1 KiB JSON prompt, batchesInFlight in flight) through the HTTP door, as
+// NDJSON, and through the SDK, on one broker: ns/op is per message, the
+// ratio is the HTTP door's cost.
+func BenchmarkBatchHTTP(b *testing.B) {
+	s := brokertest.Start(b, func(c *broker.Config) { c.LogLevel = "error" })
+	c := brokertest.Connect(b, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "BHTTP", Subjects: []string{"bhttp.>"}, Durability: broker.DurabilityInterval}); err != nil {
+		b.Fatal(err)
+	}
+	prompt := jsonPrompt(1024)
+	b.Run("sdk-batch", func(b *testing.B) {
+		batch := make([]*nats.Msg, batchSize)
+		for i := range batch {
+			batch[i] = newMessage("bhttp.ingest", prompt, false)
+		}
+		benchmarkBatches(b, len(prompt), func(ctx context.Context) error {
+			ack, err := c.PublishBatch(ctx, batch)
+			if err == nil && ack.Stored != batchSize {
+				err = fmt.Errorf("%d of %d stored: %v", ack.Stored, batchSize, ack.Err())
+			}
+			return err
+		})
+	})
+	b.Run("http-batch", func(b *testing.B) {
+		// The envelope of newMessage, as headers of each line.
+		var line bytes.Buffer
+		hdr := map[string]string{}
+		for k, v := range newMessage("", nil, false).Header {
+			hdr[k] = v[0]
+		}
+		item, err := json.Marshal(struct {
+			Subject string            `json:"subject"`
+			Headers map[string]string `json:"headers"`
+			Data    json.RawMessage   `json:"data"`
+		}{"bhttp.ingest", hdr, prompt})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range batchSize {
+			line.Write(item)
+			line.WriteByte('\n')
+		}
+		body := line.Bytes()
+		url := "http://" + s.HTTPAddr() + "/api/v1/publish"
+		hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: batchesInFlight}}
+		benchmarkBatches(b, len(prompt), func(ctx context.Context) error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+			if err != nil {
+				return err
+			}
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			resp, err := hc.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var ack struct {
+				Stored int `json:"stored"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&ack); err != nil || resp.StatusCode != http.StatusOK || ack.Stored != batchSize {
+				return fmt.Errorf("HTTP %d, %d stored: %v", resp.StatusCode, ack.Stored, err)
+			}
+			return nil
+		})
+	})
+}
+
+// jsonPrompt is a chat request of exactly size bytes of JSON.
+func jsonPrompt(size int) []byte {
+	const head, tail = `{"messages":[{"role":"user","content":"`, `"}]}`
+	text := strings.Repeat("Summarise the attached quarterly report for the board. ", size/50+1)
+	return []byte(head + text[:size-len(head)-len(tail)] + tail)
 }
