@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/client/internal/denial"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -80,12 +81,19 @@ func (c *Client) PublishBatch(ctx context.Context, msgs []*nats.Msg, opts ...Bat
 	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
+	// The server refuses a user without the grant (a reader, a worker)
+	// with an asynchronous error, not an answer: the request ends with it.
+	ctx, done := c.denied.Watch(ctx, semaq.APIPublishBatch)
+	defer done()
 	resp, err := c.nc.RequestMsgWithContext(ctx, req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return nil, semaq.NewAPIError(semaq.ErrUnavailable, "no broker takes batches on %s: is it a SemaQ broker of this version?", semaq.APIPublishBatch)
 		}
-		if errors.Is(err, nats.ErrPermissionViolation) {
+		if d := denial.Cause(ctx); d != nil {
+			err = d
+		}
+		if errors.Is(err, semaq.ErrForbidden) || errors.Is(err, nats.ErrPermissionViolation) {
 			return nil, semaq.NewAPIError(semaq.ErrForbidden, "this user may not publish batches (%v); publishers and services may", err)
 		}
 		return nil, fmt.Errorf("client: publish batch of %d: %w", len(msgs), err)

@@ -92,7 +92,8 @@ func AppendBatchFrame(b []byte, atomic bool, msgs []BatchMsg) []byte {
 
 // ParseBatchFrame decodes a batch frame: whether it is atomic and its
 // messages, at least one and at most MaxBatchMsgs. Data slices alias b.
-// Every error matches ErrBadFrame.
+// Every error matches ErrBadFrame; that of a frame of more than
+// MaxBatchMsgs messages matches ErrBatchLimit too.
 func ParseBatchFrame(b []byte) (atomic bool, msgs []BatchMsg, err error) {
 	if len(b) < len(BatchFrameMagic)+1 || string(b[:len(BatchFrameMagic)]) != BatchFrameMagic {
 		return false, nil, fmt.Errorf("%w: a batch frame starts with %q and a flags byte", ErrBadFrame, BatchFrameMagic)
@@ -105,6 +106,9 @@ func ParseBatchFrame(b []byte) (atomic bool, msgs []BatchMsg, err error) {
 		return false, nil, fmt.Errorf("%w: unknown flags %#x", ErrBadFrame, flags)
 	}
 	entries, err := parseFrameEntries(b[len(BatchFrameMagic)+1:], "message", MaxBatchMsgs)
+	if errors.Is(err, errOverBound) {
+		return false, nil, fmt.Errorf("%w: %w: a batch holds at most %d messages; split it", ErrBadFrame, ErrBatchLimit, MaxBatchMsgs)
+	}
 	if err != nil {
 		return false, nil, err
 	}

@@ -28,8 +28,13 @@ type FrameJob struct {
 	Data   []byte
 }
 
-// ErrBadFrame is matched by every error of ParseJobFrame.
-var ErrBadFrame = errors.New("semaq: invalid job frame")
+// ErrBadFrame is matched by every error of ParseJobFrame and
+// ParseBatchFrame.
+var ErrBadFrame = errors.New("semaq: invalid frame")
+
+// errOverBound is matched by the error of a frame with more entries than
+// its bound.
+var errOverBound = errors.New("over the bound")
 
 // AppendJobFrameHeader starts a frame.
 func AppendJobFrameHeader(b []byte) []byte { return append(b, JobFrameMagic...) }
@@ -94,7 +99,7 @@ func parseFrameEntries(b []byte, noun string, max int) ([]FrameJob, error) {
 	)
 	for len(p.b) > 0 {
 		if max > 0 && len(jobs) == max {
-			return nil, fmt.Errorf("%w: more than %d %ss", ErrBadFrame, max, noun)
+			return nil, fmt.Errorf("%w: more than %d %ss (%w)", ErrBadFrame, max, noun, errOverBound)
 		}
 		strs = strs[:0]
 		reply, err := p.bytes(first)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,7 +178,11 @@ func (in *Ingress) handleFrame(out *wire.Conn, m *nats.Msg, hdrErr error) {
 	}
 	atomic, msgs, err := semaq.ParseBatchFrame(m.Data)
 	if err != nil {
-		refuse(semaq.NewAPIError(semaq.ErrBadBatch, "%v", err))
+		bad := semaq.ErrBadBatch
+		if errors.Is(err, semaq.ErrBatchLimit) {
+			bad = semaq.ErrBatchLimit
+		}
+		refuse(semaq.NewAPIError(bad, "%v", err))
 		return
 	}
 	f := &frame{reply: m.Reply, conn: conn, door: door, atomic: atomic, results: make([][]byte, len(msgs)), errIndex: -1}

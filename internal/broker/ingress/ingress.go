@@ -227,6 +227,7 @@ func New(d Deps) (*Ingress, error) {
 		served:     d.Served,
 		streams:    make(map[string]*stream),
 	}
+	in.stock.metrics = d.Metrics
 	for _, s := range d.Policy {
 		ps := policyStep{step: s, name: s.Name(), obs: d.Metrics.PolicyStep(s.Name())}
 		if i, ok := s.(policy.Idler); ok {

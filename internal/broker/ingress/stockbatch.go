@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -37,17 +38,23 @@ import (
 // per batch, semaq.MaxOpenBatches batches open per connection and
 // semaq.MaxOpenBatchesNode per node, maxStockHeldBytes held in all; a
 // batch that sees no message for semaq.BatchTimeoutSeconds is abandoned
-// (the sweeper checks every second) and its memory freed.
+// (the sweeper checks every second) and its memory freed; a later message
+// of it is answered with semaq.ErrBatchAbandoned for as long again.
 
 // maxStockHeldBytes bounds the bytes of all stock batches held on a node.
 const maxStockHeldBytes = 64 << 20
 
 // stockBatches are the stock clients' batches open on this node.
 type stockBatches struct {
+	metrics *metrics.Metrics // semaq_batches_open counts the open batches
+
 	mu      sync.Mutex
 	open    map[stockKey]*stockBatch
 	perConn map[string]int
 	held    int64 // bytes held in all
+	// abandoned are the batches the sweeper dropped, and when: a late
+	// message of one is told so. At most semaq.MaxOpenBatchesNode.
+	abandoned map[stockKey]time.Time
 }
 
 type stockKey struct{ conn, id string }
@@ -153,6 +160,10 @@ func (sbs *stockBatches) get(k stockKey, seq uint64) (*stockBatch, *semaq.APIErr
 	defer sbs.mu.Unlock()
 	sb := sbs.open[k]
 	if sb == nil {
+		if _, ok := sbs.abandoned[k]; ok && seq != 1 {
+			return nil, semaq.NewAPIError(semaq.ErrBatchAbandoned, "batch %q: message %d of a batch abandoned after %ds without a message; nothing of it was stored: send it again, with its commit",
+				k.id, seq, semaq.BatchTimeoutSeconds)
+		}
 		if seq != 1 {
 			return nil, semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: message %d of a batch that is not open (abandoned after %ds without a message, or never started)",
 				k.id, seq, semaq.BatchTimeoutSeconds)
@@ -170,6 +181,8 @@ func (sbs *stockBatches) get(k stockKey, seq uint64) (*stockBatch, *semaq.APIErr
 		sb = &stockBatch{key: k}
 		sbs.open[k] = sb
 		sbs.perConn[k.conn]++
+		delete(sbs.abandoned, k)
+		sbs.metrics.BatchesOpen(1)
 		sb.last = time.Now()
 		return sb, nil
 	}
@@ -260,14 +273,19 @@ func (sbs *stockBatches) fail(sb *stockBatch, e *semaq.APIError) {
 	sb.held, sb.bytes = nil, 0
 }
 
-// close forgets sb: committed, refused and answered, or abandoned.
+// close forgets sb: committed, or refused and answered.
 func (sbs *stockBatches) close(sb *stockBatch) {
 	sbs.mu.Lock()
 	defer sbs.mu.Unlock()
+	sbs.closeLocked(sb)
+}
+
+func (sbs *stockBatches) closeLocked(sb *stockBatch) {
 	if sbs.open[sb.key] != sb {
 		return
 	}
 	delete(sbs.open, sb.key)
+	sbs.metrics.BatchesOpen(-1)
 	if sbs.perConn[sb.key.conn]--; sbs.perConn[sb.key.conn] <= 0 {
 		delete(sbs.perConn, sb.key.conn)
 	}
@@ -275,21 +293,39 @@ func (sbs *stockBatches) close(sb *stockBatch) {
 	sb.held, sb.bytes = nil, 0
 }
 
-// sweep abandons the batches idle past the timeout.
+// sweep abandons the batches idle past the timeout, and forgets those
+// abandoned as long ago. A batch is checked and closed under one lock: a
+// message that finds it (get) first keeps it open.
 func (sbs *stockBatches) sweep(in *Ingress, now time.Time) {
-	var idle []*stockBatch
+	const timeout = semaq.BatchTimeoutSeconds * time.Second
+	type idle struct {
+		id   string
+		msgs int
+	}
+	var gone []idle
 	sbs.mu.Lock()
-	for _, sb := range sbs.open {
-		if now.Sub(sb.last) > semaq.BatchTimeoutSeconds*time.Second {
-			idle = append(idle, sb)
+	for k, at := range sbs.abandoned {
+		if now.Sub(at) > timeout {
+			delete(sbs.abandoned, k)
+		}
+	}
+	for k, sb := range sbs.open {
+		if now.Sub(sb.last) <= timeout {
+			continue
+		}
+		gone = append(gone, idle{k.id, len(sb.held)})
+		sbs.closeLocked(sb)
+		if sbs.abandoned == nil {
+			sbs.abandoned = make(map[stockKey]time.Time)
+		}
+		if len(sbs.abandoned) < semaq.MaxOpenBatchesNode {
+			sbs.abandoned[k] = now
 		}
 	}
 	sbs.mu.Unlock()
-	for _, sb := range idle {
-		n := len(sb.held)
-		sbs.close(sb)
-		in.metrics.Batch("stock", "atomic", "abandoned", n, 0)
-		in.log.Debug("stock batch abandoned", "batch", sb.key.id, "messages", n)
+	for _, g := range gone {
+		in.metrics.Batch("stock", "atomic", "abandoned", g.msgs, 0)
+		in.log.Debug("stock batch abandoned", "batch", g.id, "messages", g.msgs)
 	}
 }
 

@@ -90,4 +90,19 @@ func TestStockBatchBounds(t *testing.T) {
 	if _, e := sbs.get(stockKey{"c1", "again"}, 1); e != nil {
 		t.Fatalf("a new batch after the sweep: %v", e)
 	}
+	// A late message of an abandoned batch is told so, for as long again;
+	// its id may start a new batch at once.
+	if _, e := sbs.get(stockKey{"c2", "x"}, 3); !errors.Is(e, semaq.ErrBatchAbandoned) {
+		t.Fatalf("message 3 of an abandoned batch: %v", e)
+	}
+	sbs.sweep(in, time.Now().Add(3*semaq.BatchTimeoutSeconds*time.Second))
+	if _, e := sbs.get(stockKey{"c2", "x"}, 3); !errors.Is(e, semaq.ErrBadBatch) {
+		t.Fatalf("message 3 of a batch abandoned long ago: %v", e)
+	}
+	if _, e := sbs.get(stockKey{"c1", "0"}, 1); e != nil {
+		t.Fatalf("an abandoned batch's id again: %v", e)
+	}
+	if _, e := sbs.get(stockKey{"c1", "0"}, 2); e != nil {
+		t.Fatalf("message 2 of it: %v", e)
+	}
 }
