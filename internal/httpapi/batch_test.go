@@ -205,7 +205,7 @@ func TestPublishBatchHTTPRefused(t *testing.T) {
 		errCode                  uint16
 		msg                      string
 	}{
-		{"bad line", "", "application/x-ndjson", `{"subject":"ai.x"}` + "\n\n" + `{"subject":"ai.y","data":}` + "\n", 400, semaq.ErrCodeBadBatch, "line 3 (message 1): not valid JSON"},
+		{"bad line", "", "application/x-ndjson", `{"subject":"ai.x"}` + "\n\n" + `{"subject":"ai.y","data":}` + "\n", 400, semaq.ErrCodeBadBatch, "line 3 (message 1): \"data\": not valid JSON"},
 		{"unknown key", "", "application/x-ndjson", `{"subject":"ai.x","payload":1}`, 400, semaq.ErrCodeBadBatch, `line 1 (message 0): unknown key "payload"`},
 		{"bad item", "", "application/json", `[{"subject":"ai.x"},{"subject":"ai.y","data":1,"data_base64":"AA=="}]`, 400, semaq.ErrCodeBadBatch, "message 1: both"},
 		{"not an array", "", "application/json", `{"subject":"ai.x"}`, 400, semaq.ErrCodeBadBatch, "want a JSON array"},
