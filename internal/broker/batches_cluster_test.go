@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/broker"
@@ -80,7 +83,62 @@ func TestClusterBatches(t *testing.T) {
 			}
 		}
 	}
-	want := uint64(6 * n)
+	// A stock client's atomic batches: the NATS server hands their
+	// messages to every node's ingress, and the node of the client's
+	// connection holds and commits each batch whole.
+	const stockBatches = 3
+	for i, s := range c.Nodes() {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := range stockBatches {
+			ack, err := jetstreamext.PublishMsgBatch(ctx, js, batch(i+1, fmt.Sprintf("stock%d", b)))
+			if err != nil {
+				t.Fatalf("n%d stock batch %d: %v", i+1, b, err)
+			}
+			if ack.Stream != "CB" || ack.BatchSize != n {
+				t.Fatalf("n%d stock batch %d: %+v", i+1, b, ack)
+			}
+			for k := range uint64(n) {
+				seq := ack.Sequence - uint64(n) + 1 + k
+				if other, ok := seen[seq]; ok {
+					t.Fatalf("n%d stock batch %d: sequence %d given to %s too", i+1, b, seq, other)
+				}
+				seen[seq] = fmt.Sprintf("n%d stock %d", i+1, b)
+			}
+		}
+	}
+	// A batch with a message missing: the commit waits a moment for it
+	// (it may be on its way through another node), then refuses the batch.
+	gapped, err := nats.Connect(c.Node(1).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gapped.Close()
+	send := func(seq int, commit bool) *nats.Msg {
+		m := batchMsg("cb.gap", "x", semaq.HdrBatchID, "gap-1", semaq.HdrBatchSeq, fmt.Sprint(seq))
+		if commit {
+			m.Header.Set(semaq.HdrBatchCommit, "1")
+		}
+		r, err := gapped.RequestMsgWithContext(ctx, m)
+		if err != nil {
+			t.Fatalf("batch message %d: %v", seq, err)
+		}
+		return r
+	}
+	if r := send(1, false); len(r.Data) != 0 {
+		t.Fatalf("message 1's flow-control ack: %s", r.Data)
+	}
+	if r := send(3, true); !strings.Contains(string(r.Data), `"err_code":20151`) || !strings.Contains(string(r.Data), "2 of its 3 messages came") {
+		t.Fatalf("a commit with message 2 missing: %s", r.Data)
+	}
+	want := uint64((6 + 3*stockBatches) * n)
 	for i, s := range c.Nodes() {
 		st, err := internalJS(t, s).Stream(ctx, "CB")
 		if err != nil {

@@ -209,6 +209,7 @@ const (
 	PumpRemoteInbox     = "_SQ_PUMP." // filters and key-shared groups across nodes
 	RouteRemoteInbox    = "_SQ_RW."   // route weights shared across nodes
 	SessionNoteInbox    = "_SQ_SESS." // "a session changed", to every node
+	IngressBatchInbox   = "_SQ_SB."   // a stock batch's messages, to the node of the client's connection
 )
 
 // Inboxes are the broker's inboxes.
@@ -224,6 +225,7 @@ var Inboxes = []Inbox{
 	{PumpRemoteInbox + ">", "filters"},
 	{RouteRemoteInbox + ">", "routes"},
 	{SessionNoteInbox + ">", "sessions"},
+	{IngressBatchInbox + ">", "ingress"},
 }
 
 // InboxSubjects are the subjects of Inboxes.

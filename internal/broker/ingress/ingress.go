@@ -134,6 +134,8 @@ type Ingress struct {
 	storeDir   func(string) string
 	syncFile   func(*os.File) error
 	clustered  bool
+	conn       *nats.Conn // Deps.Conn
+	node       string     // the node's name, when stock batches are forwarded to it (stockforward.go)
 	served     *Served
 
 	mu      sync.Mutex
@@ -224,10 +226,12 @@ func New(d Deps) (*Ingress, error) {
 		storeDir:   d.StoreDir,
 		syncFile:   d.SyncFile,
 		clustered:  d.Clustered,
+		conn:       d.Conn,
 		served:     d.Served,
 		streams:    make(map[string]*stream),
 	}
 	in.stock.metrics = d.Metrics
+	in.stock.anyOrder = d.Clustered
 	for _, s := range d.Policy {
 		ps := policyStep{step: s, name: s.Name(), obs: d.Metrics.PolicyStep(s.Name())}
 		if i, ok := s.(policy.Idler); ok {
@@ -250,6 +254,10 @@ func New(d Deps) (*Ingress, error) {
 		return nil, fmt.Errorf("ingress: ack subscription: %w", err)
 	}
 	if err := in.startFrames(); err != nil {
+		in.closeWire()
+		return nil, fmt.Errorf("ingress: batches: %w", err)
+	}
+	if err := in.startStockForward(); err != nil {
 		in.closeWire()
 		return nil, fmt.Errorf("ingress: batches: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/wire"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
 )
@@ -34,6 +35,16 @@ import (
 // client's message does; the reader keeps a batch's messages on one shard
 // (shardOf keys them by batch id), in order.
 //
+// In a cluster the NATS server hands each message to any node's ingress
+// (the queue group spans the cluster), so a node forwards a batch's message
+// to the node of the client's connection (reserved.IngressBatchInbox),
+// which holds the whole batch. Messages that took different paths may
+// arrive out of order: a clustered node holds each by its sequence, and
+// commits once every message up to the commit is in. A message still
+// missing stockGapGrace after the commit came refuses the batch (on a
+// single node a gap refuses it at once: its messages cannot overtake each
+// other).
+//
 // Bounds: semaq.MaxBatchMsgs messages and semaq.MaxBatchBytes bytes held
 // per batch, semaq.MaxOpenBatches batches open per connection and
 // semaq.MaxOpenBatchesNode per node, maxStockHeldBytes held in all; a
@@ -43,6 +54,10 @@ import (
 
 // maxStockHeldBytes bounds the bytes of all stock batches held on a node.
 const maxStockHeldBytes = 64 << 20
+
+// stockGapGrace is how long a clustered node waits, after a batch's
+// commit, for the messages before it that are still on their way.
+const stockGapGrace = 2 * time.Second
 
 // stockBatches are the stock clients' batches open on this node.
 type stockBatches struct {
@@ -55,6 +70,9 @@ type stockBatches struct {
 	// abandoned are the batches the sweeper dropped, and when: a late
 	// message of one is told so. At most semaq.MaxOpenBatchesNode.
 	abandoned map[stockKey]time.Time
+	// anyOrder: the node is clustered, a batch's messages may come in any
+	// order (see above).
+	anyOrder bool
 }
 
 type stockKey struct{ conn, id string }
@@ -62,16 +80,29 @@ type stockKey struct{ conn, id string }
 // stockBatch is one open batch: its messages so far, or the refusal that
 // ended it.
 type stockBatch struct {
-	key    stockKey
-	seq    uint64 // the last sequence seen
-	held   []heldMsg
-	bytes  int64
-	last   time.Time
-	failed *semaq.APIError // the refusal; held is dropped
+	key   stockKey
+	seq   uint64    // the highest sequence seen
+	n     int       // messages seen (under stockBatches.mu)
+	held  []heldMsg // by sequence - 1; the end-of-batch marker holds none
+	bytes int64     // held, under stockBatches.mu
+	count int       // messages held, under stockBatches.mu
+	last  time.Time
+	// failed is the refusal; held is dropped.
+	failed *semaq.APIError
+	// end is the commit's sequence, 0 until it comes, with its reply and
+	// when it came (under stockBatches.mu: the sweeper reads them).
+	end      uint64
+	endReply string
+	endAt    time.Time
+	done     bool // answered
 }
+
+// complete says whether sb's commit and every message before it are in.
+func (sb *stockBatch) complete() bool { return sb.end != 0 && uint64(sb.n) == sb.end }
 
 // heldMsg is a message of a stock batch that passed the pipeline.
 type heldMsg struct {
+	set     bool // the slot holds a message
 	subject string
 	stream  *stream
 	po      *pattern
@@ -90,9 +121,14 @@ type heldMsg struct {
 func (in *Ingress) stockMsg(p *publication) {
 	m := p.m
 	conn := "node"
-	if ri, ok := api.ParseRequestInfo(m.Header); ok {
+	ri, hasRI := api.ParseRequestInfo(m.Header)
+	if hasRI {
+		if in.forwardStock(p, ri.Server) {
+			return
+		}
 		conn = strconv.FormatUint(ri.Conn, 10) + "@" + ri.Server
 	}
+	delete(m.Header, hdrForwardReply) // read by the node that forwarded it, if one did
 	who := in.sender(m)
 	id, seq, commit, e := batchHeaders(m)
 	if e != nil {
@@ -104,20 +140,25 @@ func (in *Ingress) stockMsg(p *publication) {
 		in.reject(p, e)
 		return
 	}
-	if sb.failed == nil && in.stockSeq(p, sb, seq) && commit != "eob" {
+	if sb.failed == nil && in.stockSeq(p, sb, seq, commit != "") && commit != "eob" {
 		// The end-of-batch marker commits what came before it and is
 		// not stored itself.
 		in.holdStock(p, sb, who, seq)
 	}
 	switch {
 	case commit != "":
-		in.commitStock(p, sb)
+		if !in.stock.ending(sb, seq, m.Reply) {
+			in.answerStock(m.Reply, semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: committed twice", id))
+		}
 	case m.Reply == "":
 	case sb.failed != nil:
 		in.answerStock(m.Reply, sb.failed)
 	default:
 		// A flow-control ack: the message is held.
 		_ = in.egress.Publish(m.Reply, nil)
+	}
+	if in.stock.claim(sb) {
+		in.commitStock(p.out, sb)
 	}
 }
 
@@ -164,7 +205,7 @@ func (sbs *stockBatches) get(k stockKey, seq uint64) (*stockBatch, *semaq.APIErr
 			return nil, semaq.NewAPIError(semaq.ErrBatchAbandoned, "batch %q: message %d of a batch abandoned after %ds without a message; nothing of it was stored: send it again, with its commit",
 				k.id, seq, semaq.BatchTimeoutSeconds)
 		}
-		if seq != 1 {
+		if seq != 1 && !sbs.anyOrder {
 			return nil, semaq.NewAPIError(semaq.ErrBadBatch, "batch %q: message %d of a batch that is not open (abandoned after %ds without a message, or never started)",
 				k.id, seq, semaq.BatchTimeoutSeconds)
 		}
@@ -190,22 +231,34 @@ func (sbs *stockBatches) get(k stockKey, seq uint64) (*stockBatch, *semaq.APIErr
 	return sb, nil
 }
 
-// stockSeq checks that seq follows what sb has seen, or fails sb.
-func (in *Ingress) stockSeq(p *publication, sb *stockBatch, seq uint64) bool {
+// stockSeq checks that seq may come now, commit telling whether it is the
+// commit, or fails sb: on a single node it follows the last one; on a
+// clustered one it is new and not past the commit.
+func (in *Ingress) stockSeq(p *publication, sb *stockBatch, seq uint64, commit bool) bool {
 	var e *semaq.APIError
+	seen := seq <= uint64(len(sb.held)) && sb.held[seq-1].set || seq == sb.end
 	switch {
-	case seq == 1 && sb.seq != 0:
-		e = semaq.NewAPIError(semaq.ErrBadBatch, "batch %q is already open: it was started again", sb.key.id)
-	case seq != sb.seq+1:
-		e = semaq.NewAPIError(semaq.ErrBadBatch, "message %d came after message %d: a batch's messages come in order, none missing", seq, sb.seq)
-	case seq > semaq.MaxBatchMsgs:
+	case seq > semaq.MaxBatchMsgs+1 || seq > semaq.MaxBatchMsgs && !commit:
 		e = semaq.NewAPIError(semaq.ErrBatchLimit, "a batch holds at most %d messages", semaq.MaxBatchMsgs)
+	case seq == 1 && seen:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "batch %q is already open: it was started again", sb.key.id)
+	case seen:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "message %d came twice", seq)
+	case !in.stock.anyOrder && seq != sb.seq+1:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "message %d came after message %d: a batch's messages come in order, none missing", seq, sb.seq)
+	case sb.end != 0 && seq > sb.end:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "message %d came after the commit, message %d", seq, sb.end)
+	case commit && seq < sb.seq:
+		e = semaq.NewAPIError(semaq.ErrBadBatch, "the commit is message %d, but message %d came", seq, sb.seq)
 	}
 	if e != nil {
 		in.failStock(p, sb, seq, e)
 		return false
 	}
-	sb.seq = seq
+	sb.seq = max(sb.seq, seq)
+	in.stock.mu.Lock()
+	sb.n++
+	in.stock.mu.Unlock()
 	return true
 }
 
@@ -226,8 +279,10 @@ func (in *Ingress) holdStock(p *publication, sb *stockBatch, who api.Principal, 
 	if e == nil {
 		r, e = readReport(p)
 	}
-	if e == nil && len(sb.held) > 0 && sb.held[0].stream != p.stream {
-		e = semaq.NewAPIError(semaq.ErrBadBatch, "it is stored in stream %s, the batch's first message in %s; an atomic batch lands in one stream", p.stream.name, sb.held[0].stream.name)
+	if e == nil {
+		if first := sb.first(); first != nil && first.stream != p.stream {
+			e = semaq.NewAPIError(semaq.ErrBadBatch, "it is stored in stream %s, the batch's other messages in %s; an atomic batch lands in one stream", p.stream.name, first.stream.name)
+		}
 	}
 	if e != nil {
 		fail(e)
@@ -243,8 +298,45 @@ func (in *Ingress) holdStock(p *publication, sb *stockBatch, who api.Principal, 
 		fail(e)
 		return
 	}
-	sb.held = append(sb.held, heldMsg{subject: p.subject, stream: p.stream, po: p.obs.po, header: m.Header,
-		data: append([]byte(nil), m.Data...), env: p.env, rep: r, cancel: p.cancel, who: p.who, received: p.received})
+	if n := int(seq); n > len(sb.held) {
+		sb.held = append(sb.held, make([]heldMsg, n-len(sb.held))...)
+	}
+	sb.held[seq-1] = heldMsg{set: true, subject: p.subject, stream: p.stream, po: p.obs.po, header: m.Header,
+		data: append([]byte(nil), m.Data...), env: p.env, rep: r, cancel: p.cancel, who: p.who, received: p.received}
+}
+
+// first is a message sb holds, nil when none.
+func (sb *stockBatch) first() *heldMsg {
+	for i := range sb.held {
+		if sb.held[i].set {
+			return &sb.held[i]
+		}
+	}
+	return nil
+}
+
+// claim says whether sb is to be answered now: its commit came, and it
+// failed or is complete. Only one claim, or the sweeper, answers it.
+func (sbs *stockBatches) claim(sb *stockBatch) bool {
+	sbs.mu.Lock()
+	defer sbs.mu.Unlock()
+	if sb.end == 0 || sb.done || sb.failed == nil && !sb.complete() {
+		return false
+	}
+	sb.done = true
+	return true
+}
+
+// ending records sb's commit, message seq, answered on reply; false when
+// it had one already.
+func (sbs *stockBatches) ending(sb *stockBatch, seq uint64, reply string) bool {
+	sbs.mu.Lock()
+	defer sbs.mu.Unlock()
+	if sb.end != 0 {
+		return false
+	}
+	sb.end, sb.endReply, sb.endAt = seq, reply, time.Now()
+	return true
 }
 
 // reserve counts size more bytes held by sb, within the bounds.
@@ -258,6 +350,7 @@ func (sbs *stockBatches) reserve(sb *stockBatch, size int64) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrBatchLimit, "the node holds %d bytes of open batches, the most it may; retry", sbs.held)
 	}
 	sb.bytes += size
+	sb.count++
 	sbs.held += size
 	return nil
 }
@@ -302,7 +395,12 @@ func (sbs *stockBatches) sweep(in *Ingress, now time.Time) {
 		id   string
 		msgs int
 	}
+	type answer struct {
+		reply string
+		e     *semaq.APIError
+	}
 	var gone []idle
+	var replies []answer
 	sbs.mu.Lock()
 	for k, at := range sbs.abandoned {
 		if now.Sub(at) > timeout {
@@ -310,10 +408,22 @@ func (sbs *stockBatches) sweep(in *Ingress, now time.Time) {
 		}
 	}
 	for k, sb := range sbs.open {
-		if now.Sub(sb.last) <= timeout {
-			continue
+		gap := sb.end != 0 && now.Sub(sb.endAt) > stockGapGrace && now.Sub(sb.last) > stockGapGrace
+		if sb.done || now.Sub(sb.last) <= timeout && !gap {
+			continue // answered or being answered, or not idle
 		}
-		gone = append(gone, idle{k.id, len(sb.held)})
+		if sb.endReply != "" {
+			var e *semaq.APIError
+			if gap {
+				e = semaq.NewAPIError(semaq.ErrBatchRefused, "batch %q: %d of its %d messages came, the last %s after its commit; nothing of the batch is stored",
+					k.id, sb.n, sb.end, stockGapGrace)
+			} else {
+				e = semaq.NewAPIError(semaq.ErrBatchAbandoned, "batch %q: abandoned after %ds without a message; nothing of it was stored", k.id, semaq.BatchTimeoutSeconds)
+			}
+			replies = append(replies, answer{sb.endReply, e})
+		}
+		sb.done = true
+		gone = append(gone, idle{k.id, sb.count})
 		sbs.closeLocked(sb)
 		if sbs.abandoned == nil {
 			sbs.abandoned = make(map[stockKey]time.Time)
@@ -323,41 +433,49 @@ func (sbs *stockBatches) sweep(in *Ingress, now time.Time) {
 		}
 	}
 	sbs.mu.Unlock()
+	for _, a := range replies {
+		in.answerStock(a.reply, a.e)
+	}
 	for _, g := range gone {
 		in.metrics.Batch("stock", "atomic", "abandoned", g.msgs, 0)
 		in.log.Debug("stock batch abandoned", "batch", g.id, "messages", g.msgs)
 	}
 }
 
-// commitStock appends sb's messages as one JetStream atomic batch, with
-// the commit's reply of the ingress's own (frames), or answers its
+// commitStock appends sb's messages on out as one JetStream atomic batch,
+// with the commit's reply of the ingress's own (frames), or answers its
 // refusal.
-func (in *Ingress) commitStock(p *publication, sb *stockBatch) {
-	reply := p.m.Reply
+func (in *Ingress) commitStock(out *wire.Conn, sb *stockBatch) {
+	reply := sb.endReply
 	defer in.stock.close(sb)
 	if sb.failed != nil {
-		in.metrics.Batch("stock", "atomic", "refused", int(sb.seq), 0)
+		in.metrics.Batch("stock", "atomic", "refused", sb.n, 0)
 		in.answerStock(reply, sb.failed)
 		return
 	}
-	f := &frame{reply: reply, conn: sb.key.conn, door: "stock", atomic: true, stockID: sb.key.id, results: make([][]byte, len(sb.held)), errIndex: -1}
+	held := make([]*heldMsg, 0, len(sb.held))
+	for i := range sb.held {
+		if sb.held[i].set {
+			held = append(held, &sb.held[i])
+		}
+	}
+	f := &frame{reply: reply, conn: sb.key.conn, door: "stock", atomic: true, stockID: sb.key.id, results: make([][]byte, len(held)), errIndex: -1}
 	if e := in.frames.add(in, f); e != nil {
 		in.answerStock(reply, e)
 		return
 	}
 	batchID := "sq" + nuid.Next()
 	unsent := 0
-	for k := range sb.held {
-		hm := &sb.held[k]
+	for k, hm := range held {
 		q := publication{m: &nats.Msg{Subject: hm.subject, Header: hm.header, Data: hm.data}, subject: hm.subject, stream: hm.stream,
-			env: hm.env, cancel: hm.cancel, who: hm.who, obs: msgObs{po: hm.po}, out: p.out, received: hm.received}
+			env: hm.env, cancel: hm.cancel, who: hm.who, obs: msgObs{po: hm.po}, out: out, received: hm.received}
 		q.m.Header[semaq.HdrBatchID] = []string{batchID}
 		q.m.Header[semaq.HdrBatchSeq] = []string{strconv.Itoa(k + 1)}
-		if k == len(sb.held)-1 {
+		if k == len(held)-1 {
 			q.m.Header[semaq.HdrBatchCommit] = []string{"1"}
 			q.m.Reply = in.frames.prefix + strconv.FormatUint(f.id, 10) + ".c"
 			in.frames.mu.Lock()
-			f.commit = make([]int, len(sb.held))
+			f.commit = make([]int, len(held))
 			for i := range f.commit {
 				f.commit[i] = i
 			}
@@ -373,8 +491,7 @@ func (in *Ingress) commitStock(p *publication, sb *stockBatch) {
 		}
 	}
 	if unsent == 0 {
-		for k := range sb.held {
-			hm := &sb.held[k]
+		for _, hm := range held {
 			in.stored(&publication{env: hm.env, obs: msgObs{po: hm.po}}, hm.rep)
 		}
 	}
