@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,12 +122,11 @@ type heldMsg struct {
 func (in *Ingress) stockMsg(p *publication) {
 	m := p.m
 	conn := "node"
-	ri, hasRI := api.ParseRequestInfo(m.Header)
-	if hasRI {
-		if in.forwardStock(p, ri.Server) {
+	if id, server := requestInfoConn(m.Header); id != "" && server != "" {
+		if in.forwardStock(p, server) {
 			return
 		}
-		conn = strconv.FormatUint(ri.Conn, 10) + "@" + ri.Server
+		conn = id + "@" + server
 	}
 	delete(m.Header, hdrForwardReply) // read by the node that forwarded it, if one did
 	who := in.sender(m)
@@ -160,6 +160,26 @@ func (in *Ingress) stockMsg(p *publication) {
 	if in.stock.claim(sb) {
 		in.commitStock(p.out, sb)
 	}
+}
+
+// requestInfoConn is the connection id and server Nats-Request-Info names,
+// read as requestConn reads them (the server's own flat JSON): "" when
+// the header has none.
+func requestInfoConn(h nats.Header) (id, server string) {
+	v := h.Get(api.RequestInfoHeader)
+	return stringField(v, `"id":`, ','), stringField(v, `"server":"`, '"')
+}
+
+func stringField(s, key string, end byte) string {
+	i := strings.Index(s, key)
+	if i < 0 {
+		return ""
+	}
+	v := s[i+len(key):]
+	if j := strings.IndexByte(v, end); j >= 0 {
+		v = v[:j]
+	}
+	return v
 }
 
 // batchHeaders reads and removes the Nats-Batch-* headers of m: the

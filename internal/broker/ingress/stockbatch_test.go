@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -104,5 +105,16 @@ func TestStockBatchBounds(t *testing.T) {
 	}
 	if _, e := sbs.get(stockKey{"c1", "0"}, 2); e != nil {
 		t.Fatalf("message 2 of it: %v", e)
+	}
+}
+
+func TestRequestInfoConn(t *testing.T) {
+	h := nats.Header{}
+	h.Set(api.RequestInfoHeader, `{"acc":"$G","rtt":"1.2ms","server":"n2","cluster":"c","id":42,"user":"alice"}`)
+	if id, server := requestInfoConn(h); id != "42" || server != "n2" {
+		t.Fatalf("id %q, server %q", id, server)
+	}
+	if id, server := requestInfoConn(nats.Header{}); id != "" || server != "" {
+		t.Fatalf("no header: id %q, server %q", id, server)
 	}
 }
