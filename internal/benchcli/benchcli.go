@@ -35,6 +35,11 @@ const (
 func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	return run(ctx, name, args, stdin, stdout, stderr)
+}
+
+// run is Main with its context: ctx's end is the interrupt.
+func run(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newBenchCmd(e, Name)
 	if name == SubcommandName {
@@ -51,7 +56,17 @@ func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer)
 	root.SetArgs(args)
 	cmdusage.Explain(root)
 	prefix := strings.Fields(name)[0]
-	if err := root.ExecuteContext(ctx); err != nil {
+	err := root.ExecuteContext(ctx)
+	if ctx.Err() != nil {
+		// SIGINT or SIGTERM: the error says what was cut short, unless it
+		// is only the cancellation; the exit code is the shells' 130.
+		if err != nil && !errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(err.Error()))
+		}
+		fmt.Fprintf(stderr, "%s: interrupted\n", prefix)
+		return exitInterrupted
+	}
+	if err != nil {
 		if ue, ok := errors.AsType[*cmdusage.Error](err); ok {
 			ue.Write(stderr, prefix)
 			return 1
@@ -61,6 +76,10 @@ func Main(name string, args []string, stdin io.Reader, stdout, stderr io.Writer)
 	}
 	return 0
 }
+
+// exitInterrupted is the exit code of a run SIGINT or SIGTERM ended
+// (128 + SIGINT), as semaq's own commands exit.
+const exitInterrupted = 130
 
 // env is what every command shares: its streams.
 type env struct {

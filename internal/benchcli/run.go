@@ -120,10 +120,12 @@ heatmap of p99 per interval.`,
 						strings.Join(cfg.Targets, ","), scenario.TargetRabbitMQ, scenario.TargetRabbitMQQuorum)
 				}
 			}
-			rep, err := scenario.RunScenario(cmd.Context(), cfg)
-			if err != nil {
-				return err
+			rep, runErr := scenario.RunScenario(cmd.Context(), cfg)
+			if rep == nil {
+				return runErr
 			}
+			// An interrupted run still reports what it measured, marked
+			// as partial, and then ends with its error.
 			if jf != nil {
 				if err := jf.commit(rep.WriteJSON); err != nil {
 					return fmt.Errorf("--json %s: %w", jsonFile, err)
@@ -134,7 +136,10 @@ heatmap of p99 per interval.`,
 					return fmt.Errorf("--html %s: %w", htmlFile, err)
 				}
 			}
-			return rep.WriteTable(e.stdout)
+			if err := rep.WriteTable(e.stdout); err != nil {
+				return err
+			}
+			return runErr
 		},
 	}
 	f := cmd.Flags()

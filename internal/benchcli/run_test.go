@@ -1,6 +1,8 @@
 package benchcli
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -134,5 +136,17 @@ func TestBenchRunErrors(t *testing.T) {
 		if r.code == 0 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("bench %s: exit %d, stderr %q, want an error naming %q", strings.Join(tc.args, " "), r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// An interrupted run (SIGINT before it measured anything) says so once and
+// exits 130, as semaq's own commands do.
+func TestRunInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, Name, []string{"run", "rl-feedback", "--short", "--quiet", "--data", t.TempDir()}, nil, &stdout, &stderr)
+	if code != exitInterrupted || stderr.String() != "semaq-bench: interrupted\n" {
+		t.Fatalf("exit %d, stderr %q; want 130 and one line saying so", code, stderr.String())
 	}
 }

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/semaq/semaq/internal/benchcli"
 )
@@ -128,4 +130,37 @@ func runBenchWith(t *testing.T, find func() (string, error), args ...string) res
 	findBench = find
 	defer func() { findBench = saved }()
 	return runBench(args...)
+}
+
+// cancelOn cancels when a write contains marker.
+type cancelOn struct {
+	w      *bytes.Buffer
+	marker string
+	cancel context.CancelFunc
+}
+
+func (c cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.marker) {
+		c.cancel()
+	}
+	return c.w.Write(p)
+}
+
+// Ctrl-C in the middle of `semaq bench run`: semaq-bench prints the rounds
+// that ended, marked partial, says it was interrupted once, and semaq ends
+// with its exit code, 130, adding nothing.
+func TestBenchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	interrupt, stop := context.WithCancel(ctx)
+	defer stop()
+	var stdout, stderr bytes.Buffer
+	code := run(interrupt, []string{"bench", "run", "rl-feedback", "--short", "--rounds", "2", "--targets", "semaq,jetstream", "--data", t.TempDir()},
+		strings.NewReader(""), &stdout, cancelOn{&stderr, "jetstream: rl-feedback, round 2/2", stop})
+	if code != exitInterrupted || strings.Count(stderr.String(), "interrupted\n") != 1 || !strings.HasSuffix(stderr.String(), "semaq: interrupted\n") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant 130 and one line saying so, last", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "PARTIAL: interrupted in round 2 of 2") || !strings.Contains(stdout.String(), "semaq vs jetstream") {
+		t.Fatalf("stdout:\n%s\nwant the partial report", stdout.String())
+	}
 }

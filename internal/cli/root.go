@@ -43,6 +43,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	if ctx.Err() != nil && cmd != nil && !services[cmd.Name()] {
+		if ee, ok := errors.AsType[*exitError](err); ok && ee.msg == "" {
+			return ee.code // a program semaq ran (semaq-bench) has said so
+		}
 		if err != nil && !errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "semaq: %s\n", oneLine(err.Error()))
 		}

@@ -45,35 +45,12 @@ func TestDocs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: builds semaq and runs every doc example against a real broker; runs without -short")
 	}
-	for _, tool := range []string{"bash", "curl"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("the doc examples need %s: %v (Debian: apt-get install %s)", tool, err, tool)
-		}
-	}
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Fatalf("module root not found from %s: %v", root, err)
-	}
-	repoRoot = root
+	root, bin := setUp(t)
 	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	docs = append([]string{filepath.Join(root, "README.md")}, docs...)
-
-	bin := filepath.Join(t.TempDir(), "semaq")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "./cmd/semaq")...)
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/semaq: %v\n%s", err, out)
-	}
 
 	for _, path := range docs {
 		name, _ := filepath.Rel(root, path)
@@ -98,8 +75,66 @@ func TestDocs(t *testing.T) {
 		if !runnable {
 			continue
 		}
-		t.Run(name, func(t *testing.T) { runDoc(t, name, bin, blocks) })
+		t.Run(name, func(t *testing.T) { runDoc(t, name, bin, blocks, false) })
 	}
+}
+
+// TestReadmeTourAsPasted runs README.md's blocks as a new user pastes them: nothing waits for a background
+// `semaq serve` or `semaq worker` (the CLI waits for a broker that is starting, the OpenAI door for a model being
+// announced). Three times, in fresh directories on fresh ports; SEMAQ_TOUR_RUNS asks for more.
+func TestReadmeTourAsPasted(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: builds semaq and runs the README's tour against a real broker; runs without -short")
+	}
+	runs := 3
+	if v := os.Getenv("SEMAQ_TOUR_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SEMAQ_TOUR_RUNS=%q: want a number of runs, 1 or more", v)
+		}
+		runs = n
+	}
+	root, bin := setUp(t)
+	f, err := os.Open(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := Parse(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range runs {
+		t.Run(fmt.Sprintf("run%d", i+1), func(t *testing.T) { runDoc(t, "README.md", bin, blocks, true) })
+	}
+}
+
+// setUp checks the tools the examples need and builds semaq: the repository's root and the binary.
+func setUp(t *testing.T) (root, bin string) {
+	for _, tool := range []string{"bash", "curl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the doc examples need %s: %v (Debian: apt-get install %s)", tool, err, tool)
+		}
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root not found from %s: %v", root, err)
+	}
+	repoRoot = root
+	bin = filepath.Join(t.TempDir(), "semaq")
+	args := []string{"build", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/semaq")...)
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/semaq: %v\n%s", err, out)
+	}
+	return root, bin
 }
 
 // session is one bash process that runs a file's commands, read from its stdin.
@@ -112,10 +147,11 @@ type session struct {
 	stdin              io.WriteCloser
 	done               chan [3]int // command number, exit status, $! (the last background job)
 	n                  int
+	pasted             bool // no waits after background commands: the next one runs at once
 }
 
-func runDoc(t *testing.T, name, bin string, blocks []Block) {
-	s := &session{t: t, name: name, dir: t.TempDir(), outDir: t.TempDir(), done: make(chan [3]int, 1)}
+func runDoc(t *testing.T, name, bin string, blocks []Block, pasted bool) {
+	s := &session{t: t, name: name, dir: t.TempDir(), outDir: t.TempDir(), done: make(chan [3]int, 1), pasted: pasted}
 	s.natsPort, s.httpPort = freePorts(t)
 	if err := os.Mkdir(filepath.Join(s.dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
@@ -275,7 +311,7 @@ func (s *session) exec(c Cmd, where string) bool {
 		_ = syscall.Kill(-s.bash.Process.Pid, syscall.SIGKILL)
 		return false
 	}
-	if c.Background {
+	if c.Background && !s.pasted {
 		s.awaitReady(c, where, outFile, pid)
 	}
 	out, err := os.ReadFile(outFile)

@@ -40,6 +40,9 @@ type ScenarioReport struct {
 	Results  []ScenarioResult `json:"results"`
 	Goals    *ScenarioGoals   `json:"goals,omitempty"`
 	Findings []Finding        `json:"findings"`
+	// Interrupted says the run was cut short (SIGINT): the results are
+	// of the rounds that ended.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // ScenarioSetup is ReportConfig plus the scenario as run.
@@ -349,6 +352,9 @@ func (r *ScenarioReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "%s%s: %s; seed %d, %s, %s + %s warm-up, payload %s, %d publisher(s), %d worker(s) per stage, %d stage(s), %d session(s), sync %s\n",
 		r.Scenario, short, sc.Pattern, sc.Seed, load, roundDuration(sc.Duration), roundDuration(sc.Warmup), sc.payloadWords(), sc.Publishers, sc.Consumers, sc.Hops, sc.Sessions, c.Sync)
 	fmt.Fprintf(&b, "%s %s, %d CPUs, nats-server %s, semaq %s\n", c.GoVersion, c.Platform, c.CPUs, c.NATSServer, c.SemaQ)
+	if r.Interrupted != "" {
+		fmt.Fprintf(&b, "PARTIAL: %s\n", r.Interrupted)
+	}
 	for _, res := range r.Results {
 		if res.Unreachable != "" {
 			fmt.Fprintf(&b, "  %s: %s\n", res.Target, res.Unreachable)

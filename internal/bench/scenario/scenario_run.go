@@ -131,6 +131,8 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 	runs := map[string]*measurement{}
 	gone := map[string]*ScenarioResult{}
 	setups := map[string]string{}
+	var interrupted error // the run was cut short: what was measured is reported
+rounds:
 	for round := range rounds {
 		order := slices.Clone(cfg.Targets)
 		if round%2 == 1 {
@@ -157,6 +159,11 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 				gone[name] = &ScenarioResult{Result: bench.Result{Target: name}, Unreachable: why}
 				continue
 			}
+			if err != nil && ctx.Err() != nil && len(runs) > 0 {
+				interrupted = fmt.Errorf("bench: interrupted in round %d of %d, at %s: %w", round+1, rounds, name, ctx.Err())
+				rep.Interrupted = fmt.Sprintf("interrupted in round %d of %d: the figures are of the rounds that ended", round+1, rounds)
+				break rounds
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -174,13 +181,17 @@ func RunScenario(ctx context.Context, cfg ScenarioConfig) (*ScenarioReport, erro
 			continue
 		}
 		m := runs[name]
+		if m == nil { // interrupted before its first round ended
+			rep.Results = append(rep.Results, ScenarioResult{Result: bench.Result{Target: name}, Unreachable: "not measured: the run was interrupted"})
+			continue
+		}
 		m.sc = &sc
 		res := m.result()
 		res.Setup = setups[name]
 		rep.Results = append(rep.Results, *res)
 	}
 	rep.finish()
-	return rep, nil
+	return rep, interrupted
 }
 
 // openSystem makes the system of target name, or says why it cannot.

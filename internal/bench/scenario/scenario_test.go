@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -274,5 +275,48 @@ func TestScenarioRounds(t *testing.T) {
 		if res.ThroughputMsgsPerS <= 0 || res.Unfinished != 0 {
 			t.Errorf("%s: %.0f msgs/s, %d unfinished", res.Target, res.ThroughputMsgsPerS, res.Unfinished)
 		}
+	}
+}
+
+// cancelOn cancels when a line containing marker is written.
+type cancelOn struct {
+	marker string
+	cancel context.CancelFunc
+}
+
+func (c cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.marker) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// A run interrupted in its second round reports the first, marked partial,
+// with the interruption as its error.
+func TestScenarioInterrupted(t *testing.T) {
+	sc, err := LoadScenario("rl-feedback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	interrupt, stop := context.WithCancel(ctx)
+	defer stop()
+	rep, err := RunScenario(interrupt, ScenarioConfig{Scenario: sc, Targets: []string{bench.TargetSemaq, bench.TargetJetStream}, Short: true, Rounds: 2,
+		DataDir: t.TempDir(), Progress: cancelOn{"jetstream: rl-feedback, round 2/2", stop}})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(fmt.Sprint(err), "interrupted in round 2 of 2") {
+		t.Fatalf("error %v, want the interruption in round 2", err)
+	}
+	if rep == nil || !strings.Contains(rep.Interrupted, "round 2 of 2") {
+		t.Fatalf("report %+v, want one marked interrupted", rep)
+	}
+	for _, res := range rep.Results {
+		if res.Unreachable != "" || len(res.ByRound) != 1 || res.ThroughputMsgsPerS <= 0 {
+			t.Errorf("%s: %q, %d rounds, %.0f msgs/s; want round 1's figures", res.Target, res.Unreachable, len(res.ByRound), res.ThroughputMsgsPerS)
+		}
+	}
+	var table strings.Builder
+	if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "PARTIAL: interrupted in round 2 of 2") {
+		t.Fatalf("table %v:\n%s", err, table.String())
 	}
 }
