@@ -61,7 +61,7 @@ func TestPubBatchBadLine(t *testing.T) {
 	_, url := startWithStream(t)
 	in := `{"subject":"ai.d.1"}` + "\n" + `{"subject":"ai.d.2"}` + "\n" + `{"subject":"ai.d.3","data":}` + "\n"
 	r := runSemaq(t, url, in, "pub", "--batch", "-", "--batch-size", "1")
-	if r.code == 0 || !strings.Contains(r.stderr, "semaq: stdin line 3: not valid JSON") ||
+	if r.code == 0 || !strings.Contains(r.stderr, "semaq: stdin line 3: \"data\": not valid JSON") ||
 		!strings.Contains(r.stderr, "the batches before it were sent: 2 stored, 0 refused") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
