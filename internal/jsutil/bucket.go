@@ -71,6 +71,22 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 	return st, err
 }
 
+// BucketStream is the stream of a bucket Bucket just opened: a node that
+// is starting may not see it yet, so not found is retried (Retry) until
+// ctx ends.
+func BucketStream(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.Stream, error) {
+	var st jetstream.Stream
+	err := Retry(ctx, func(ctx context.Context) error {
+		var err error
+		st, err = js.Stream(ctx, "KV_"+bucket)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return retryable{err}
+		}
+		return err
+	})
+	return st, err
+}
+
 // RaiseReplicas gives stream at least replicas replicas, through a stream
 // update (JetStream copies the data to the new peers). It reports whether it
 // changed anything; a stream that does not exist is left alone.

@@ -59,3 +59,39 @@ func TestBucketConcurrentOpenOrCreate(t *testing.T) {
 		t.Fatal("an invalid bucket name was accepted")
 	}
 }
+
+// A bucket's stream that a node does not see yet is waited for, until the
+// context ends.
+func TestBucketStreamWaits(t *testing.T) {
+	s := brokertest.Start(t)
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := jsutil.BucketStream(short, js, "SQ_LATE"); err == nil {
+		t.Fatal("a bucket that never comes: no error")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		st, err := jsutil.BucketStream(ctx, js, "SQ_LATE")
+		if err == nil && st.CachedInfo().Config.Name != "KV_SQ_LATE" {
+			err = context.Canceled
+		}
+		got <- err
+	}()
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "SQ_LATE"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the bucket made meanwhile: %v", err)
+	}
+}

@@ -91,7 +91,7 @@ func Open(ctx context.Context, deps Deps) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent registry: bucket %s: %w", reserved.AgentBucket, err)
 	}
-	stream, err := deps.JS.Stream(ctx, "KV_"+reserved.AgentBucket)
+	stream, err := jsutil.BucketStream(ctx, deps.JS, reserved.AgentBucket)
 	if err != nil {
 		return nil, fmt.Errorf("agent registry: bucket %s: %w", reserved.AgentBucket, err)
 	}
