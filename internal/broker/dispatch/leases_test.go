@@ -104,6 +104,17 @@ func TestLeaseTable(t *testing.T) {
 	}
 	lt.done(2)
 	expect("job 2 done", "b3", "s2")
+	// The purges are sent, not awaited: one more, acknowledged, from the
+	// same connection is stored after them, so the next dispatcher reads
+	// the bucket without them.
+	kv, err := js.KeyValue(ctx, LeaseBucket("Q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, "sync"); err != nil {
+		t.Fatal(err)
+	}
+	expect("the marker", "sync")
 
 	// A dispatcher starting later: job 3 is delivered again, held; job 6
 	// is not (acked by the one before, its answer maybe lost).
