@@ -55,6 +55,11 @@ func StartCluster(t testing.TB, n int, opts ...func(*broker.Config)) *Cluster {
 // at every start (a subsystem added with broker.WithSubsystem).
 func StartClusterWith(t testing.TB, n int, brokerOpts []broker.Option, opts ...func(*broker.Config)) *Cluster {
 	t.Helper()
+	if testing.Short() {
+		// Elections take seconds, and a package has dozens of cluster
+		// tests: -short (a first run) leaves them to the full suite.
+		t.Skip("starts a cluster of nodes: runs without -short")
+	}
 	if n < 1 {
 		t.Fatalf("brokertest: a cluster of %d nodes", n)
 	}

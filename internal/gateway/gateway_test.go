@@ -36,7 +36,18 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	srv := brokertest.Start(t)
+	return setupWait(t, testModelWait)
+}
+
+// testModelWait is how long the tests' requests for a model no worker
+// serves wait for one (gateway_model_wait), not the default 3 s: most of
+// them mean the 404.
+const testModelWait = 200 * time.Millisecond
+
+// setupWait is setup with the gateway's model wait.
+func setupWait(t *testing.T, wait time.Duration) *env {
+	t.Helper()
+	srv := brokertest.Start(t, func(c *broker.Config) { c.GatewayModelWait = wait })
 	return &env{srv: srv, base: "http://" + srv.HTTPAddr(), c: brokertest.Connect(t, srv)}
 }
 

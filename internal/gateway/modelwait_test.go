@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semaq/semaq/internal/gateway"
 	"github.com/semaq/semaq/internal/worker"
 )
 
@@ -15,7 +16,7 @@ import (
 // a request works as pasted.
 func TestRequestWaitsForAStartingWorker(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setupWait(t, gateway.DefaultModelWait)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	answered := make(chan int, 1)
