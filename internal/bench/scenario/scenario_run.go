@@ -194,21 +194,6 @@ rounds:
 	return rep, interrupted
 }
 
-// openSystem makes the system of target name, or says why it cannot.
-func openSystem(r *bench.Rig, name, rabbitURL string) (system, error) {
-	switch name {
-	case bench.TargetSemaq, bench.TargetJetStream:
-		return newNATSSystem(r, name), nil
-	case TargetRabbitMQ, TargetRabbitMQQuorum:
-		s, err := newRabbitSystem(rabbitURL, name == TargetRabbitMQQuorum)
-		if err != nil {
-			return nil, err // not a nil *rabbitSystem in a non-nil system
-		}
-		return s, nil
-	}
-	return nil, fmt.Errorf("%w: targets: %q is not a target", bench.ErrBadConfig, name)
-}
-
 // runScenarioRound runs one slice of the scenario against target name.
 // An unreachable target returns an error matching ErrUnreachable.
 func runScenarioRound(ctx context.Context, r *bench.Rig, sc *Scenario, name string, cfg *ScenarioConfig, progress func(string, ...any), round, rounds int) (*measurement, string, error) {

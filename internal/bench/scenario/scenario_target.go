@@ -332,3 +332,18 @@ func (s *natsSystem) close() {
 	}
 	s.conns = nil
 }
+
+// openSystem makes the system of target name, or says why it cannot.
+func openSystem(r *bench.Rig, name, rabbitURL string) (system, error) {
+	switch name {
+	case bench.TargetSemaq, bench.TargetJetStream:
+		return newNATSSystem(r, name), nil
+	case TargetRabbitMQ, TargetRabbitMQQuorum:
+		s, err := newRabbitSystem(rabbitURL, name == TargetRabbitMQQuorum)
+		if err != nil {
+			return nil, err // not a nil *rabbitSystem in a non-nil system
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: targets: %q is not a target", bench.ErrBadConfig, name)
+}
