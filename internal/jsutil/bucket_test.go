@@ -16,16 +16,7 @@ import (
 // it, it is created once, and what is written through one is read through
 // the others.
 func TestBucketConcurrentOpenOrCreate(t *testing.T) {
-	s := brokertest.Start(t)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := operatorJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cfg := jetstream.KeyValueConfig{Bucket: "SQ_TEST", History: 1}
@@ -63,16 +54,7 @@ func TestBucketConcurrentOpenOrCreate(t *testing.T) {
 // A bucket's stream that a node does not see yet is waited for, until the
 // context ends.
 func TestBucketStreamWaits(t *testing.T) {
-	s := brokertest.Start(t)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := operatorJS(t)
 	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if _, err := jsutil.BucketStream(short, js, "SQ_LATE"); err == nil {
@@ -94,4 +76,20 @@ func TestBucketStreamWaits(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the bucket made meanwhile: %v", err)
 	}
+}
+
+// operatorJS is JetStream on a broker of the test's own, below the semantic
+// layer; the connection closes when the test ends.
+func operatorJS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	nc, err := brokertest.DialOperator(brokertest.Start(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }

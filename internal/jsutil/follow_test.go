@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/jsutil"
 )
 
@@ -31,16 +30,7 @@ func (m kvModel) snapshot() map[string]string { return maps.Clone(m) }
 // every write and delete after, wakes WaitRev callers at the revision they
 // wait for, keeps its last snapshot after Close and then reports stopped.
 func TestFollower(t *testing.T) {
-	s := brokertest.Start(t)
-	nc, err := brokertest.DialOperator(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := operatorJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	kv, err := jsutil.Bucket(ctx, js, jetstream.KeyValueConfig{Bucket: "SQ_FOLLOW", History: 1})
