@@ -472,3 +472,26 @@ func TestStockBatchOverBytesRefused(t *testing.T) {
 	}
 	waitMetric(t, s, 0, 10*time.Second, "semaq_batches_open")
 }
+
+// The inbox where nodes forward a stock batch's messages to the node that
+// holds the batch (its reply in Semaq-Forward-Reply, trusted there) is the
+// nodes' own: a client's publish or subscription on it is refused by the
+// server.
+func TestStockBatchForwardInboxIsTheNodes(t *testing.T) {
+	t.Parallel()
+	srv := brokertest.Start(t)
+	a := connectAttacker(t, srv)
+	const subject = "_SQ_SB.n1.victim.x"
+	m := nats.NewMsg(subject)
+	m.Header.Set("Semaq-Forward-Reply", "$JS.API.STREAM.DELETE.VICTIM")
+	m.Header.Set(semaq.HdrBatchID, "forged")
+	m.Header.Set(semaq.HdrBatchSeq, "1")
+	if err := a.nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	a.refused(t, subject)
+	if _, err := a.nc.SubscribeSync("_SQ_SB.>"); err != nil {
+		t.Fatal(err)
+	}
+	a.refused(t, "_SQ_SB.>")
+}
