@@ -55,6 +55,14 @@ type StreamConfig struct {
 	// Schema binds every subject pattern of the stream to this schema
 	// registry subject: the ingress refuses payloads that do not match it.
 	Schema string `json:"schema,omitempty"`
+	// Provenance chains the messages of each session (AI-Session):
+	// "session" (a hash chain) or "signed" (each link also signed by the
+	// node that stored it). docs/provenance.md.
+	Provenance string `json:"provenance,omitempty"`
+	// SessionOrder refuses a message of a session whose AI-Timestamp
+	// ("strict") or AI-Seq ("strict-seq") is not after the session's last
+	// accepted one. docs/provenance.md.
+	SessionOrder string `json:"session_order,omitempty"`
 }
 
 // StreamState is the live state of a stream.

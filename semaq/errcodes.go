@@ -119,6 +119,14 @@ const (
 	ErrCodeBatchAbandoned uint16 = 20153
 )
 
+// 20160-20169: session chains: provenance and strict session order
+// (docs/provenance.md, docs/streams.md).
+const (
+	ErrCodeSessionOrder  uint16 = 20160
+	ErrCodeChainNotFound uint16 = 20161
+	ErrCodeChainBusy     uint16 = 20162
+)
+
 // Schema registry (docs/schema-registry.md): Confluent Schema Registry's
 // codes, with their HTTP status (the first three digits) as APIError.Code,
 // so the NATS API, the REST API and Confluent's documentation agree. 4049x
@@ -233,6 +241,10 @@ var errorCodes = []ErrorCode{
 	{ErrCodeBatchRefused, "ErrCodeBatchRefused", 400, "an atomic batch one of whose messages was refused; nothing of it was stored, the description names the message and why"},
 	{ErrCodeBatchLimit, "ErrCodeBatchLimit", 413, "a batch over a bound: messages, bytes, or batches open"},
 	{ErrCodeBatchAbandoned, "ErrCodeBatchAbandoned", 408, "a stock client's atomic batch saw no message for 10 s and was dropped; nothing of it was stored"},
+
+	{ErrCodeSessionOrder, "ErrCodeSessionOrder", 409, "a message of a strictly ordered session whose AI-Timestamp (or AI-Seq) is not after the session's last accepted one; the description names both"},
+	{ErrCodeChainNotFound, "ErrCodeChainNotFound", 404, "no provenance chain for that stream, tenant and session"},
+	{ErrCodeChainBusy, "ErrCodeChainBusy", 503, "a session's chain has too many messages waiting for storage, or lost its race too often; retry"},
 
 	{ErrCodeSchemaSubjectNotFound, "ErrCodeSchemaSubjectNotFound", 404, "schema subject not found"},
 	{ErrCodeSchemaVersionNotFound, "ErrCodeSchemaVersionNotFound", 404, "schema version not found"},

@@ -1,0 +1,186 @@
+// Package provenance is the hash chain SemaQ keeps for the sessions of a
+// stream with provenance on (docs/provenance.md): every message of a session
+// carries the hash of its content and of the message before it, so a copy
+// of the session, exported from the broker, can be checked without it.
+//
+// The broker computes the links; this package holds the one definition of
+// what a link's hash covers (its canonical form), the signature over it, and
+// the check of an exported chain (Verify), so a verifier in Go needs nothing
+// else.
+//
+// # The canonical form
+//
+// A link's hash is SHA-256 over these fields, in this order, each written as
+// its length in decimal, a colon, its bytes and a comma (a netstring):
+//
+//	"semaq-provenance/1"
+//	the stream's name
+//	the subject the message is stored under
+//	the link's number in its session's chain, decimal, from 1
+//	the previous link's hash, in hex ("" for the first link)
+//	the selected headers: for each, in order of its lower-case name, then
+//	  of its values as stored, the name (lower case) and the value
+//	the payload
+//
+// The selected headers are every AI-* header (the envelope, the tenant and
+// publisher the broker stamps, AI-Received) but the chain's own (AI-Hash,
+// AI-Prev-Hash, AI-Chain-Seq, AI-Signature, AI-Key-Id), and Nats-Msg-Id
+// and Nats-TTL. Trace context and JetStream's conditions are not content.
+package provenance
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The headers of a link, stamped by the broker on every message of a
+// session in a stream with provenance on. A client may not set them.
+const (
+	// HdrHash is the link's hash, in hex (64 characters).
+	HdrHash = "AI-Hash"
+	// HdrPrevHash is the previous link's hash; absent on a session's first.
+	HdrPrevHash = "AI-Prev-Hash"
+	// HdrChainSeq is the link's number in its session's chain, from 1.
+	HdrChainSeq = "AI-Chain-Seq"
+	// HdrSignature is the Ed25519 signature of the link's hash by the node
+	// that stored it (streams with signed provenance), base64 (std).
+	HdrSignature = "AI-Signature"
+	// HdrKeyID names the key that signed: KeyID of its public key.
+	HdrKeyID = "AI-Key-Id"
+)
+
+// Version is the canonical form's name, the first field of every hash.
+const Version = "semaq-provenance/1"
+
+// IsChainHeader reports whether name (any case) is one of the chain's own
+// headers, which the broker stamps.
+func IsChainHeader(name string) bool {
+	for _, h := range [...]string{HdrHash, HdrPrevHash, HdrChainSeq, HdrSignature, HdrKeyID} {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}
+
+// Selected reports whether header name is part of a link's canonical form.
+func Selected(name string) bool {
+	if IsChainHeader(name) {
+		return false
+	}
+	if len(name) >= 3 && strings.EqualFold(name[:3], "ai-") {
+		return true
+	}
+	return strings.EqualFold(name, "Nats-Msg-Id") || strings.EqualFold(name, "Nats-TTL")
+}
+
+// Link is one message of a chain as the hash sees it.
+type Link struct {
+	Stream  string
+	Subject string
+	// Seq is the link's number in its session's chain, from 1.
+	Seq uint64
+	// Prev is the previous link's hash in hex, "" for the first.
+	Prev   string
+	Header map[string][]string
+	Data   []byte
+}
+
+// Hash is l's hash, SHA-256 over its canonical form.
+func Hash(l *Link) [sha256.Size]byte {
+	h := sha256.New()
+	var buf []byte
+	field := func(b []byte) {
+		buf = strconv.AppendInt(buf[:0], int64(len(b)), 10)
+		buf = append(buf, ':')
+		h.Write(buf)
+		h.Write(b)
+		h.Write([]byte{','})
+	}
+	fieldS := func(s string) { field([]byte(s)) }
+	fieldS(Version)
+	fieldS(l.Stream)
+	fieldS(l.Subject)
+	fieldS(strconv.FormatUint(l.Seq, 10))
+	fieldS(l.Prev)
+	type kv struct {
+		name string
+		vals []string
+	}
+	sel := make([]kv, 0, 8)
+	for k, vs := range l.Header {
+		if Selected(k) {
+			sel = append(sel, kv{strings.ToLower(k), vs})
+		}
+	}
+	slices.SortFunc(sel, func(a, b kv) int { return strings.Compare(a.name, b.name) })
+	// The header block is one field: its length first, so a header can
+	// never be read as the payload or the other way round.
+	var block []byte
+	for _, e := range sel {
+		for _, v := range e.vals {
+			block = strconv.AppendInt(block, int64(len(e.name)), 10)
+			block = append(block, ':')
+			block = append(block, e.name...)
+			block = append(block, ',')
+			block = strconv.AppendInt(block, int64(len(v)), 10)
+			block = append(block, ':')
+			block = append(block, v...)
+			block = append(block, ',')
+		}
+	}
+	field(block)
+	field(l.Data)
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// HashHex is Hash in hex, as HdrHash carries it.
+func HashHex(l *Link) string {
+	s := Hash(l)
+	return hex.EncodeToString(s[:])
+}
+
+// signed is what a signature covers: the canonical form's name and the
+// hash, so a signature over a chain link is never one over anything else.
+func signed(hashHex string) []byte {
+	return []byte(Version + " link " + hashHex)
+}
+
+// Sign signs a link's hash (hex) with key.
+func Sign(key ed25519.PrivateKey, hashHex string) []byte {
+	return ed25519.Sign(key, signed(hashHex))
+}
+
+// VerifySignature checks sig over a link's hash (hex) with pub.
+func VerifySignature(pub ed25519.PublicKey, hashHex string, sig []byte) bool {
+	return len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, signed(hashHex), sig)
+}
+
+// KeyID names a public key in a chain: the first 16 hex characters of its
+// SHA-256.
+func KeyID(pub ed25519.PublicKey) string {
+	s := sha256.Sum256(pub)
+	return hex.EncodeToString(s[:8])
+}
+
+// CheckHash reports whether s is a hash as the chain writes it: 64
+// lower-case hex characters.
+func CheckHash(s string) error {
+	if len(s) != 2*sha256.Size {
+		return fmt.Errorf("hash %.80q is %d characters, not %d", s, len(s), 2*sha256.Size)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return errors.New("hash " + strconv.Quote(s) + " is not lower-case hex")
+		}
+	}
+	return nil
+}
