@@ -184,3 +184,11 @@ func CheckHash(s string) error {
 	}
 	return nil
 }
+
+// SessionKey is the token naming a session's head record in its stream's
+// subjects (semaq.ChainHeadSubject): the hex SHA-256 of its tenant and id,
+// so any session id fits a subject.
+func SessionKey(tenant, session string) string {
+	s := sha256.Sum256([]byte(tenant + "\x00" + session))
+	return hex.EncodeToString(s[:16])
+}

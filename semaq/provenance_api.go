@@ -172,3 +172,15 @@ func OrderHeader(order string) string {
 	}
 	return HdrTimestamp
 }
+
+// Refusals of session chains.
+var (
+	// ErrSessionOrder: a message of a strictly ordered session that is not
+	// after the session's last accepted one.
+	ErrSessionOrder = &APIError{Code: 409, ErrCode: ErrCodeSessionOrder, Description: "session out of order"}
+	// ErrChainNotFound: no chain for that stream, tenant and session.
+	ErrChainNotFound = &APIError{Code: 404, ErrCode: ErrCodeChainNotFound, Description: "no such chain"}
+	// ErrChainBusy: a session's chain holds too many messages, or lost its
+	// race too often; retry.
+	ErrChainBusy = &APIError{Code: 503, ErrCode: ErrCodeChainBusy, Description: "chain busy"}
+)

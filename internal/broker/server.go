@@ -17,6 +17,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/auth"
+	"github.com/semaq/semaq/internal/broker/chains"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dlq"
@@ -57,6 +58,7 @@ type Server struct {
 	js       jetstream.JetStream
 	ingress  *ingress.Ingress
 	served   *ingress.Served    // the streams the ingress serves; the route rules read it
+	chains   *chains.Chains     // the provenance API and the node's signing key
 	reg      *registry.Registry // schema registry: schema-on-write; its APIs are s.schemas
 	schemas  *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
 	routes   *routes.Router     // route rules (internal/broker/routes)
@@ -185,6 +187,12 @@ func (s *Server) natsOptions(tlsFiles *tlsFiles) (*server.Options, error) {
 		// ingress's committer cannot arrange (docs/durability.md).
 		SyncInterval: s.cfg.SyncEvery,
 		SyncAlways:   s.jetstreamSyncs(),
+		// Atomic batches: batch frames, stock clients' batches and every
+		// chained session's batch (docs/provenance.md) stay open for the
+		// moment between their first message and their commit. The
+		// ingress bounds them (docs/batches.md#limits); JetStream's
+		// default of 50 per stream would refuse busy sessions first.
+		JetStreamLimits: server.JSLimitOpts{MaxBatchInflightPerStream: 1000, MaxBatchInflightTotal: 4096},
 		// The semantic layer authenticates with a key made for this process;
 		// everyone else is the public user, whose permissions keep them out
 		// of storage.

@@ -28,6 +28,7 @@ var subsystems = []part{
 	{"audit", openAudit},
 	{"routes", openRoutes},
 	{"policies", openPolicies},
+	{"provenance", openProvenance},
 	{"ingress", openIngress},
 	{"dlq", openDLQ},
 	{"tokens", openTokens},

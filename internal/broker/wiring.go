@@ -15,6 +15,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/agents"
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/audit"
+	"github.com/semaq/semaq/internal/broker/chains"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dispatch"
@@ -369,6 +370,7 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		SyncFile:       s.syncFile,
 		Clustered:      s.cfg.Clustered(),
 		Gate:           s.gate.Child("ingress"),
+		SigningKey:     s.chains.Key(),
 	}
 	if s.memory != nil {
 		d.Memory = s.memory.refusal
@@ -381,6 +383,20 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		s.log.Info("ingress policy step enabled", "step", st.Name())
 	}
 	return subsystem.Func(s.ingress.Shutdown), nil
+}
+
+// openProvenance loads the node's signing key of session chains and
+// serves the provenance API (internal/broker/chains).
+func openProvenance(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	c, err := chains.Open(ctx, chains.Deps{
+		Log: s.log.With("component", "provenance"), JS: s.js, Conn: s.nc, Node: s.ns.Name(),
+		KeyFile: filepath.Join(s.cfg.DataDir, chains.KeysFile), Replicas: s.ownReplicas(), Principal: s.principal,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.chains = c
+	return c, nil
 }
 
 // openDLQ makes sure SQ_DLQ exists and follows the advisories.

@@ -104,6 +104,7 @@ type Metrics struct {
 	sessions                                      sessionMetrics         // sessions.go
 	policy                                        policyMetrics          // policies.go
 	batch                                         batchMetrics           // batches.go
+	chain                                         chainMetrics           // chains.go
 
 	// HTTP front door and gateway.
 	httpRequests, gwRequests *prometheus.CounterVec
@@ -167,6 +168,7 @@ func New(o Options) *Metrics {
 	m.sessions = newSessionMetrics(f)
 	m.policy = newPolicyMetrics(f)
 	m.batch = newBatchMetrics(f)
+	m.chain = newChainMetrics(f)
 	m.policySteps = f.counter("semaq_policy_verdicts_total",
 		"Verdicts of the ingress's policy steps on published messages, by step and verdict: pass, rewrite, refuse (docs/policy.md).", "step", "verdict")
 	m.memoryRefusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_memory_refusals_total",

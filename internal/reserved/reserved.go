@@ -30,6 +30,11 @@ const (
 	MetadataVersion = "semaq.version"
 	// MetadataDurability is a stream's durability: fsync or interval.
 	MetadataDurability = "semaq.durability"
+	// MetadataProvenance and MetadataSessionOrder are a stream's session
+	// chain (docs/provenance.md): provenance session or signed, session
+	// order strict or strict-seq.
+	MetadataProvenance   = "semaq.provenance"
+	MetadataSessionOrder = "semaq.session_order"
 
 	// DispatchConsumer is the consumer a work queue's dispatcher reads its
 	// stream with.
@@ -56,6 +61,9 @@ const (
 	// "rule.<name>" and "plugin.<name>", their semaq.PolicyRule and
 	// semaq.Plugin as JSON (internal/broker/policies).
 	PolicyBucket = "SQ_POLICY"
+	// ProvenanceKeyBucket holds the nodes' public signing keys of session
+	// chains (docs/provenance.md), by <node>.<key id>.
+	ProvenanceKeyBucket = "SQ_PROVENANCE_KEYS"
 	// VaultBucket keeps tokenized PII values, sealed with the node's vault
 	// key, one key per tenant and scope.
 	VaultBucket = "SQ_PII_VAULT"

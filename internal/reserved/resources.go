@@ -75,6 +75,8 @@ var Builtin = []Resource{
 	Bucket(SchemaBucket, "schema-registry", ReadOnly),
 	Bucket(RouteBucket, "routes", ReadOnly),
 	Bucket(AgentBucket, "agents", ReadOnly),
+	// Public keys: clients read them through $SQ.API.PROVENANCE.KEYS.
+	Bucket(ProvenanceKeyBucket, "provenance", ReadOnly),
 	// Its values hold only hashes of 256-bit secrets, but no client
 	// reads them (internal/identity).
 	Bucket(UserBucket, "users", Hidden),

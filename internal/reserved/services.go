@@ -69,6 +69,7 @@ var BuiltinServices = []Service{
 	{Subject: "$SQ.API.AUDIT.>"},
 	{Subject: "$SQ.API.CLUSTER.>"},
 	{Subject: "$SQ.API.SESSION.>"},
+	{Subject: "$SQ.API.PROVENANCE.>"},
 	{Subject: "$SQ.API.POLICY.>"},
 	{Subject: "$SQ.API.PLUGIN.>"},
 	{Subject: "$SQ.API.PUB.>"},

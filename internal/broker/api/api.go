@@ -269,3 +269,15 @@ func LastToken(subj string) string {
 	}
 	return subj
 }
+
+// Chain is how a stream chains the messages of each session
+// (docs/provenance.md): its provenance (semaq.ProvenanceSession or
+// ProvenanceSigned) and its session order (semaq.SessionOrderStrict or
+// StrictSeq). The zero Chain chains nothing.
+type Chain struct {
+	Provenance string
+	Order      string
+}
+
+// On reports whether the stream chains its sessions at all.
+func (c Chain) On() bool { return c.Provenance != "" || c.Order != "" }

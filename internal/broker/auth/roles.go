@@ -72,6 +72,11 @@ var cancelAPI = []string{fmt.Sprintf(semaq.APIQueueCancelT, "*")}
 // report, a user with a tenant reaches its own tenant's sessions only).
 var sessionAPI = []string{"$SQ.API.SESSION.>"}
 
+// provenanceAPI reads session chains' heads and the nodes' public keys:
+// the broker keeps a user with a tenant to its own tenant's chains
+// (internal/broker/chains).
+var provenanceAPI = []string{"$SQ.API.PROVENANCE.>"}
+
 // restoreAPI is how a client has tokenized values restored: the broker
 // restores a user's own tenant's only, and never for a worker, whom
 // tokenize keeps them from (internal/broker/policies).
@@ -138,16 +143,16 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	switch p.Role {
 	case semaq.RolePublisher:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI, provenanceAPI)
 		sub = append(sub, tsub...)
 		sub = append(sub, semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant))
 	case semaq.RoleReader:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI, restoreAPI)
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI, restoreAPI, provenanceAPI)
 		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant)})
 	case semaq.RoleService:
 		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI, provenanceAPI)
 		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter("*"), semaq.PolicyEventFilter("*")})
 	case semaq.RoleWorker:
 		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants, sessionAPI)

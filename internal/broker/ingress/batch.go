@@ -144,6 +144,7 @@ func (in *Ingress) startFrames() error {
 			case now := <-t.C:
 				in.frames.sweep(in, now)
 				in.stock.sweep(in, now)
+				in.sweepChains(now)
 			}
 		}
 	})

@@ -25,6 +25,7 @@ package ingress
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -108,6 +109,9 @@ type Deps struct {
 	// Clustered: the node is one of a cluster. It makes no committer:
 	// JetStream's own sync_always makes fsync streams durable there.
 	Clustered bool
+	// SigningKey signs the links of streams with signed provenance
+	// (docs/provenance.md); nil leaves them unsigned.
+	SigningKey ed25519.PrivateKey
 }
 
 // Admitter is the admission control of one work queue: its dispatcher on
@@ -145,6 +149,7 @@ type Ingress struct {
 	acks   ackRouter
 	lat    latencySampler
 	frames frames       // batch frames waiting for their acks (batch.go)
+	chains chains       // sessions of chained streams (chain.go)
 	stock  stockBatches // stock clients' atomic batches (stockbatch.go)
 
 	// The reader and the shards (wire.go).
@@ -174,6 +179,7 @@ type stream struct {
 	subs     []*wire.Sub
 	pats     map[string]*pattern    // by subject pattern: batch messages count under them
 	commit   *groupcommit.Committer // nil unless fsync on a single node
+	chain    api.Chain              // how it chains its sessions (chain.go)
 }
 
 // policyStep is an enabled policy step and its counters.
@@ -257,6 +263,10 @@ func New(d Deps) (*Ingress, error) {
 		in.closeWire()
 		return nil, fmt.Errorf("ingress: batches: %w", err)
 	}
+	if err := in.startChains(d.SigningKey); err != nil {
+		in.closeWire()
+		return nil, fmt.Errorf("ingress: chains: %w", err)
+	}
 	if err := in.startStockForward(); err != nil {
 		in.closeWire()
 		return nil, fmt.Errorf("ingress: batches: %w", err)
@@ -277,19 +287,19 @@ const subscribeTimeout = 10 * time.Second
 // Serve makes the ingress serve stream name on subjects, fsync or not,
 // replacing what it served for that stream before. It returns once the
 // server has the subscriptions: a publish right after finds them.
-func (in *Ingress) Serve(name string, subjects []string, fsync bool) error {
+func (in *Ingress) Serve(name string, subjects []string, fsync bool, chain api.Chain) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.closed {
 		return fmt.Errorf("ingress: shut down; not serving stream %s", name)
 	}
 	if cur, ok := in.streams[name]; ok {
-		if slices.Equal(cur.subjects, subjects) && cur.fsync == fsync {
+		if slices.Equal(cur.subjects, subjects) && cur.fsync == fsync && cur.chain == chain {
 			return nil
 		}
 		in.removeLocked(cur)
 	}
-	st := &stream{name: name, subjects: slices.Clone(subjects), fsync: fsync, pats: make(map[string]*pattern, len(subjects))}
+	st := &stream{name: name, subjects: slices.Clone(subjects), fsync: fsync, chain: chain, pats: make(map[string]*pattern, len(subjects))}
 	if fsync && !in.clustered {
 		st.commit = groupcommit.New(groupcommit.Config{Stream: name, Dir: in.storeDir(name), Conn: in.egress, Log: in.log, Sync: in.syncFile,
 			Deliver: in.forward})

@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/internal/tracevocab"
 	"github.com/semaq/semaq/policy"
+	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -62,6 +63,10 @@ type publication struct {
 	rule      *table.Rule
 	target    *table.Target // the rule's pick; nil when no rule matched
 	refusedBy string        // the step that refused it (run)
+	// order is its place in its session, in a strictly ordered stream
+	// (checkOrder).
+	order    semaq.OrderValue
+	hasOrder bool
 
 	// dry: a dry run (Check). ctx is its context, which policy steps get;
 	// on the hot path they get the message span's.
@@ -119,7 +124,12 @@ func (in *Ingress) publish(p *publication, who api.Principal) *semaq.APIError {
 	if e != nil {
 		return e
 	}
-	if e := in.append(p); e != nil {
+	if k, ok := chainKeyOf(p); ok {
+		e = in.chain(p, k)
+	} else {
+		e = in.append(p)
+	}
+	if e != nil {
 		return e
 	}
 	in.stored(p, r)
@@ -216,6 +226,7 @@ const (
 	StepSubject  = "subject" // no stream captures the subject (a dry run's only)
 	StepEnvelope = "envelope"
 	StepPolicy   = "policy"
+	StepOrder    = "order" // a strictly ordered session's (chain.go)
 	StepSchema   = "schema"
 	StepRoute    = "route"
 )
@@ -230,6 +241,10 @@ func (in *Ingress) run(p *publication, who api.Principal) *semaq.APIError {
 	}
 	if e := in.applyPolicy(p); e != nil {
 		p.refusedBy = StepPolicy
+		return e
+	}
+	if e := in.checkOrder(p); e != nil {
+		p.refusedBy = StepOrder
 		return e
 	}
 	if e := in.validate(p); e != nil {
@@ -313,7 +328,7 @@ func takeOwnerHeaders(p *publication) *semaq.APIError {
 	h := p.m.Header
 	for k, vs := range h {
 		switch {
-		case strings.EqualFold(k, semaq.HdrCancelSum), strings.EqualFold(k, semaq.HdrPublisher):
+		case strings.EqualFold(k, semaq.HdrCancelSum), strings.EqualFold(k, semaq.HdrPublisher), isChainHeader(k):
 			return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s is stamped by the broker; a client may not set it", p.m.Subject, k)
 		case strings.EqualFold(k, semaq.HdrCancelToken):
 			if len(vs) != 1 {
@@ -330,6 +345,25 @@ func takeOwnerHeaders(p *publication) *semaq.APIError {
 		h.Set(semaq.HdrPublisher, p.who.User)
 	}
 	return nil
+}
+
+// isChainHeader reports whether name (any case) is a header of a session
+// chain's links or head records, which the broker stamps (chain.go).
+func isChainHeader(name string) bool {
+	if provenance.IsChainHeader(name) {
+		return true
+	}
+	return len(name) > len("AI-Chain-") && strings.EqualFold(name[:len("AI-Chain-")], "AI-Chain-")
+}
+
+// chainHeaderIn names a chain header of h, "" when it has none.
+func chainHeaderIn(h nats.Header) string {
+	for k := range h {
+		if isChainHeader(k) {
+			return k
+		}
+	}
+	return ""
 }
 
 // 2. policy
@@ -411,6 +445,8 @@ func checkStamped(p *publication, name string) *semaq.APIError {
 	switch {
 	case len(h[semaq.HdrCancelSum]) > 0:
 		changed = semaq.HdrCancelSum
+	case chainHeaderIn(h) != "":
+		changed = chainHeaderIn(h)
 	case p.who.Who != api.User:
 		if len(h[semaq.HdrPublisher]) > 0 {
 			changed = semaq.HdrPublisher

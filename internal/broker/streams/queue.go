@@ -130,7 +130,7 @@ func (m *Manager) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq
 		m.publishQueues()
 		m.queues.mu.Unlock()
 	}
-	if err := m.serveStream(qc.Name, qc.Subjects, m.durability(&jc)); err != nil {
+	if err := m.serveStream(qc.Name, qc.Subjects, m.durability(&jc), api.Chain{}); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s created but not served: %v", qc.Name, err)
 	}
 	m.log.Info("queue added", "queue", qc.Name, "subjects", qc.Subjects)

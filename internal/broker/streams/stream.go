@@ -61,12 +61,56 @@ func (m *Manager) durability(c *jetstream.StreamConfig) string {
 	return m.deps.DefaultDurability
 }
 
+// publicSubjects are the subjects a stream captures as clients name them:
+// its head records' are the broker's (chainOf).
 func publicSubjects(c *jetstream.StreamConfig) []string {
 	out := make([]string, 0, len(c.Subjects))
 	for _, s := range c.Subjects {
+		if s == chainHeads(c.Name) {
+			continue
+		}
 		out = append(out, strings.TrimPrefix(s, reserved.StoragePrefix))
 	}
 	return out
+}
+
+// chainOf is how a stream chains its sessions, from its metadata.
+func chainOf(c *jetstream.StreamConfig) api.Chain {
+	return api.Chain{Provenance: c.Metadata[reserved.MetadataProvenance], Order: c.Metadata[reserved.MetadataSessionOrder]}
+}
+
+// chainHeads is the subject a chained stream captures its sessions' head
+// records under (semaq.ChainHeadSubject), in the storage namespace.
+func chainHeads(stream string) string {
+	return reserved.StoragePrefix + semaq.ChainHeadSubject(stream, "*")
+}
+
+// setChain records a stream's session chain in its configuration: the
+// metadata, the head records' subject and the rollups that keep one head
+// per session. A chain needs limits retention: a work queue or interest
+// stream would hand its head records to consumers, or drop them.
+func setChain(jc *jetstream.StreamConfig, c *semaq.StreamConfig) error {
+	if err := semaq.CheckProvenance(c.Provenance); err != nil {
+		return err
+	}
+	if err := semaq.CheckSessionOrder(c.SessionOrder); err != nil {
+		return err
+	}
+	if c.Provenance == "" && c.SessionOrder == "" {
+		return nil
+	}
+	if jc.Retention != jetstream.LimitsPolicy {
+		return fmt.Errorf("provenance and session order need limits retention; a %s stream cannot keep its sessions' head records", c.Retention)
+	}
+	if c.Provenance != "" {
+		jc.Metadata[reserved.MetadataProvenance] = c.Provenance
+	}
+	if c.SessionOrder != "" {
+		jc.Metadata[reserved.MetadataSessionOrder] = c.SessionOrder
+	}
+	jc.Subjects = append(jc.Subjects, chainHeads(c.Name))
+	jc.AllowRollup = true
+	return nil
 }
 
 // jsConfig maps a user's stream configuration onto JetStream's. Subjects are
@@ -168,6 +212,9 @@ func (m *Manager) jsConfig(c *semaq.StreamConfig) (jetstream.StreamConfig, error
 	if c.Duplicates < 0 {
 		return jc, fmt.Errorf("duplicate window %s is negative", c.Duplicates)
 	}
+	if err := setChain(&jc, c); err != nil {
+		return jc, err
+	}
 	return jc, nil
 }
 
@@ -213,6 +260,8 @@ func (m *Manager) streamInfo(info *jetstream.StreamInfo) semaq.StreamInfo {
 		Created: info.Created,
 		Cluster: Cluster(info.Cluster),
 	}
+	ch := chainOf(c)
+	out.Config.Provenance, out.Config.SessionOrder = ch.Provenance, ch.Order
 	if m.deps.Registry != nil {
 		for _, b := range m.deps.Registry.Bindings() {
 			if slices.Contains(out.Config.Subjects, b.Pattern) {
@@ -289,7 +338,7 @@ func (m *Manager) apiCreate(ctx context.Context, name string, req *semaq.StreamC
 			return nil, semaq.NewAPIError(semaq.ErrBadStream, "stream %s: binding %s to schema %s: %v", req.Name, p, req.Schema, err)
 		}
 	}
-	if err := m.serveStream(req.Name, req.Subjects, m.durability(&jc)); err != nil {
+	if err := m.serveStream(req.Name, req.Subjects, m.durability(&jc), chainOf(&jc)); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s created but not served: %v", req.Name, err)
 	}
 	m.log.Info("stream added", "stream", req.Name, "subjects", req.Subjects)

@@ -142,8 +142,9 @@ type Deps struct {
 // ingress). Its methods are safe for concurrent use.
 type Ingress interface {
 	// Serve makes the ingress serve stream name on its public subjects,
-	// fsync or not, and returns once a publish there is taken.
-	Serve(name string, subjects []string, fsync bool) error
+	// fsync or not, chaining its sessions or not, and returns once a
+	// publish there is taken.
+	Serve(name string, subjects []string, fsync bool, chain api.Chain) error
 	// Remove stops serving stream name.
 	Remove(name string)
 	// Names are the streams served.
@@ -320,7 +321,7 @@ func (m *Manager) Sync(ctx context.Context) error {
 		} else if ok {
 			remote[info.Config.Name] = qc
 		}
-		if err := m.serveStream(info.Config.Name, publicSubjects(&info.Config), m.durability(&info.Config)); err != nil {
+		if err := m.serveStream(info.Config.Name, publicSubjects(&info.Config), m.durability(&info.Config), chainOf(&info.Config)); err != nil {
 			return err
 		}
 	}
@@ -387,13 +388,13 @@ func (m *Manager) unlistedStreams(ctx context.Context, have map[string]bool) (ma
 // serveStream makes the ingress serve stream name on its public subjects,
 // routed from user accounts to it with auth on (Deps.RouteSubjects).
 // streamsMu is held.
-func (m *Manager) serveStream(name string, subjects []string, durability string) error {
+func (m *Manager) serveStream(name string, subjects []string, durability string, chain api.Chain) error {
 	if m.deps.RouteSubjects != nil {
 		if err := m.deps.RouteSubjects(subjects); err != nil {
 			return err
 		}
 	}
-	return m.deps.Ingress.Serve(name, subjects, durability == DurabilityFsync)
+	return m.deps.Ingress.Serve(name, subjects, durability == DurabilityFsync, chain)
 }
 
 // isQueueLeader reports whether this node should dispatch a queue: the
