@@ -2,10 +2,12 @@ package broker_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -157,4 +159,172 @@ func TestProvenanceChainsEachSession(t *testing.T) {
 		t.Fatalf("publish with AI-Hash: %v, want an envelope error", err)
 	}
 	_ = nats.Header{}
+}
+
+func ts(sec int) string {
+	return time.Date(2026, 12, 7, 12, 0, sec, 0, time.UTC).Format(time.RFC3339Nano)
+}
+
+func TestSessionOrderStrict(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "TURNS", Subjects: []string{"turns.>"}, SessionOrder: semaq.SessionOrderStrict}); err != nil {
+		t.Fatal(err)
+	}
+	pub := func(session, stamp string, opts ...client.PublishOption) error {
+		opts = append(opts, client.WithSession(session))
+		if stamp != "" {
+			opts = append(opts, client.WithHeader(semaq.HdrTimestamp, stamp))
+		}
+		_, err := c.Publish(ctx, "turns.x", []byte(`{"ok":true}`), opts...)
+		return err
+	}
+	for _, sec := range []int{1, 2, 5} {
+		if err := pub("a", ts(sec)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another session has its own order.
+	if err := pub("b", ts(3)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []int{5, 4} {
+		err := pub("a", ts(sec))
+		if !errors.Is(err, semaq.ErrSessionOrder) {
+			t.Fatalf("AI-Timestamp %s after %s: %v, want the session order refusal", ts(sec), ts(5), err)
+		}
+		for _, want := range []string{`session "a"`, ts(sec), "last accepted " + ts(5)} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("refusal %q does not name %q", err, want)
+			}
+		}
+	}
+	if err := pub("a", ""); !errors.Is(err, semaq.ErrEnvelope) || !strings.Contains(err.Error(), semaq.HdrTimestamp) {
+		t.Fatalf("no AI-Timestamp: %v", err)
+	}
+	if err := pub("a", "yesterday"); !errors.Is(err, semaq.ErrEnvelope) {
+		t.Fatalf("a malformed AI-Timestamp: %v", err)
+	}
+	// Out of order is refused before the schema: a payload the schema
+	// refuses gets the order's refusal when it is also late.
+	if _, _, err := c.RegisterSchema(ctx, "turns-value", `{"type":"object","required":["ok"]}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.BindSchema(ctx, "turns.>", "turns-value"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Publish(ctx, "turns.x", []byte(`{}`), client.WithSession("a"), client.WithHeader(semaq.HdrTimestamp, ts(0)))
+	if !errors.Is(err, semaq.ErrSessionOrder) {
+		t.Fatalf("late and invalid: %v, want the order refusal first", err)
+	}
+	if err := pub("a", ts(6)); err != nil {
+		t.Fatal(err)
+	}
+	msgs := storedChain(t, s, "TURNS", "", "a")
+	if len(msgs) != 4 {
+		t.Fatalf("session a has %d messages stored, want 4", len(msgs))
+	}
+	for i, m := range msgs {
+		if m.Header.Get(provenance.HdrChainSeq) != strconv.Itoa(i+1) || m.Header.Get(provenance.HdrHash) != "" {
+			t.Fatalf("message %d: chain seq %q, hash %q (an ordered stream numbers its links, hashes none)", i, m.Header.Get(provenance.HdrChainSeq), m.Header.Get(provenance.HdrHash))
+		}
+	}
+	// A session's messages in a fast batch are ordered too; in an atomic
+	// batch they are refused (a chain's batch is the session's own).
+	ack, err := c.PublishBatch(ctx, []*nats.Msg{
+		batchMsg("turns.x", `{"ok":true}`, semaq.HdrSession, "a", semaq.HdrTimestamp, ts(7)),
+		batchMsg("turns.x", `{"ok":true}`, semaq.HdrSession, "a", semaq.HdrTimestamp, ts(7)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ack.Results[0].Error != nil || !errors.Is(ack.Results[1].Error, semaq.ErrSessionOrder) {
+		t.Fatalf("fast batch results %+v", ack.Results)
+	}
+	_, err = c.PublishBatch(ctx, []*nats.Msg{batchMsg("turns.x", `{"ok":true}`, semaq.HdrSession, "a", semaq.HdrTimestamp, ts(8))}, client.Atomic())
+	if !errors.Is(err, semaq.ErrBatchRefused) || !strings.Contains(err.Error(), "chains its sessions") {
+		t.Fatalf("atomic batch of a chained session: %v", err)
+	}
+}
+
+func TestSessionOrderBySeqSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *broker.Config) { c.DataDir = dir }
+	ctx := context.Background()
+	s1 := brokertest.Start(t, withDir)
+	c1 := brokertest.Connect(t, s1)
+	if _, err := c1.AddStream(ctx, semaq.StreamConfig{Name: "SEQ", Subjects: []string{"seq.>"}, SessionOrder: semaq.SessionOrderStrictSeq, Provenance: semaq.ProvenanceSession}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		if _, err := c1.Publish(ctx, "seq.a", []byte("x"), client.WithSession("s"), client.WithHeader(semaq.HdrSeq, strconv.Itoa(i*10))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1.Close()
+	if err := s1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s2 := brokertest.Start(t, withDir)
+	c2 := brokertest.Connect(t, s2)
+	// The last value lives in the stream: the new process knows it.
+	_, err := c2.Publish(ctx, "seq.a", []byte("x"), client.WithSession("s"), client.WithHeader(semaq.HdrSeq, "30"))
+	if !errors.Is(err, semaq.ErrSessionOrder) || !strings.Contains(err.Error(), "last accepted 30") {
+		t.Fatalf("AI-Seq 30 again after a restart: %v", err)
+	}
+	if _, err := c2.Publish(ctx, "seq.a", []byte("x"), client.WithSession("s"), client.WithHeader(semaq.HdrSeq, "31")); err != nil {
+		t.Fatal(err)
+	}
+	msgs := storedChain(t, s2, "SEQ", "", "s")
+	if len(msgs) != 4 {
+		t.Fatalf("%d messages, want 4", len(msgs))
+	}
+	checkLinks(t, "SEQ", msgs) // one chain across the restart
+}
+
+func TestProvenanceSigned(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "SIGNED", Subjects: []string{"signed.>"}, Provenance: semaq.ProvenanceSigned}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := c.Publish(ctx, "signed.a", []byte(strconv.Itoa(i)), client.WithSession("s"), client.WithTenant("acme")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := c.Conn().Request(semaq.APIProvenanceKeys, nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys semaq.ProvenanceKeys
+	if err := json.Unmarshal(m.Data, &keys); err != nil || len(keys.Keys) != 1 {
+		t.Fatalf("keys %s: %v", m.Data, err)
+	}
+	k := keys.Keys[0]
+	msgs := storedChain(t, s, "SIGNED", "acme", "s")
+	if len(msgs) != 3 {
+		t.Fatalf("%d messages, want 3", len(msgs))
+	}
+	checkLinks(t, "SIGNED", msgs)
+	for _, m := range msgs {
+		if m.Header.Get(provenance.HdrKeyID) != k.ID {
+			t.Fatalf("link signed by %q, the node's key is %q", m.Header.Get(provenance.HdrKeyID), k.ID)
+		}
+		sig, err := base64.StdEncoding.DecodeString(m.Header.Get(provenance.HdrSignature))
+		if err != nil || !provenance.VerifySignature(k.PublicKey, m.Header.Get(provenance.HdrHash), sig) {
+			t.Fatalf("link %s: signature does not verify (%v)", m.Header.Get(provenance.HdrChainSeq), err)
+		}
+	}
+	// The chain of tenant acme's session s is not another tenant's.
+	if h := provenanceHead(t, c, "SIGNED", "acme", "s"); h.Links != 3 {
+		t.Fatalf("head %+v", h)
+	}
+	req, _ := json.Marshal(semaq.ProvenanceHeadRequest{Stream: "SIGNED", Session: "s"})
+	m, err = c.Conn().Request(semaq.APIProvenanceHead, req, 10*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"err_code":20161`) {
+		t.Fatalf("head of session s without tenant: %s %v", m.Data, err)
+	}
 }

@@ -277,6 +277,9 @@ func (in *Ingress) frameAtomic(f *frame, pubs []publication, who api.Principal) 
 		if e == nil {
 			reports[i], e = readReport(p)
 		}
+		if e == nil {
+			e = unchainable(p)
+		}
 		if e == nil && p.stream != pubs[0].stream && pubs[0].stream != nil {
 			e = semaq.NewAPIError(semaq.ErrBadBatch, "atomic batch: message %d on %s is stored in stream %s, message 0 in %s; an atomic batch lands in one stream",
 				i, p.m.Subject, p.stream.name, pubs[0].stream.name)

@@ -118,7 +118,7 @@ type chainBatch struct {
 	sess     *chainSession
 	msgs     []*chainMsg
 	next     chainhead.Head // the head once it commits
-	prev     uint64    // the head record it replaces (0: none)
+	prev     uint64         // the head record it replaces (0: none)
 	deadline time.Time
 }
 
@@ -129,6 +129,18 @@ func chainKeyOf(p *publication) (chainKey, bool) {
 		return chainKey{}, false
 	}
 	return chainKey{p.stream.name, p.env.Tenant, p.env.Session}, true
+}
+
+// unchainable refuses a message of an atomic batch that its stream would
+// chain: an atomic batch is stored as it is sent, and a chain's batch is
+// the session's own (with its head record). Fast batches' messages are
+// chained one by one.
+func unchainable(p *publication) *semaq.APIError {
+	if _, ok := chainKeyOf(p); !ok {
+		return nil
+	}
+	return semaq.NewAPIError(semaq.ErrBadBatch, "stream %s chains its sessions (provenance or session order), and message of session %q cannot be in an atomic batch; publish it alone or in a fast batch",
+		p.stream.name, p.env.Session)
 }
 
 // checkOrder is the early check of a strictly ordered session, before
@@ -277,7 +289,10 @@ func (in *Ingress) kickChain(s *chainSession) {
 // loadHead reads s's head record from the stream's leader, then sends
 // its batch.
 func (in *Ingress) loadHead(s *chainSession) {
-	h, err := in.readHead(s.key, s.st.chain.Order)
+	in.chains.mu.Lock()
+	order := s.st.chain.Order
+	in.chains.mu.Unlock()
+	h, err := in.readHead(s.key, order)
 	if err != nil {
 		in.failSession(s, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: reading session %q's chain head: %v; publish again", s.key.stream, s.key.session, err))
 		return
@@ -339,12 +354,12 @@ func (in *Ingress) sendChain(s *chainSession) {
 	}
 	msgs := append([]*chainMsg(nil), s.queue[:n]...)
 	s.queue = s.queue[n:]
-	head := s.head
+	head, st := s.head, s.st
 	cs.mu.Unlock()
 
 	b := &chainBatch{id: "sqc" + nuid.Next(), sess: s, prev: head.Seq, deadline: time.Now().Add(chainAckWait)}
 	var rest []*chainMsg
-	b.msgs, rest, b.next = in.buildChain(s.key, s.st, head, msgs)
+	b.msgs, rest, b.next = in.buildChain(s.key, st, head, msgs)
 	cs.requeue(s, rest)
 	if len(b.msgs) == 0 {
 		in.chainDone(s, nil)
@@ -498,7 +513,7 @@ func (in *Ingress) chainAck(m *nats.Msg) {
 	}
 	if e := ack.Error; e != nil {
 		switch e.ErrCode {
-		case jsWrongLastSeq, jsTooManyBatches:
+		case jsWrongLastSeq, jsWrongLastSeqConst, jsTooManyBatches:
 			in.chainRetry(b, e.Description)
 		case jsBatchDuplicate:
 			in.chainDuplicate(b, ack.Stream)
@@ -523,9 +538,12 @@ func (in *Ingress) chainAck(m *nats.Msg) {
 
 // JetStream's errors a chain's batch handles.
 const (
-	jsWrongLastSeq   = 10071 // another node moved the head first
-	jsBatchDuplicate = 10201 // a message id already stored
-	jsTooManyBatches = 10210 // too many atomic batches open on the stream
+	jsWrongLastSeq = 10071 // another node moved the head first
+	// jsWrongLastSeqConst: another batch of the session is being applied
+	// (a cluster's stream checks batches in flight too).
+	jsWrongLastSeqConst = 10164
+	jsBatchDuplicate    = 10201 // a message id already stored
+	jsTooManyBatches    = 10210 // too many atomic batches open on the stream
 )
 
 // ackChained answers a stored message's publisher: through the stream's

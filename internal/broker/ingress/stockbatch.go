@@ -304,6 +304,9 @@ func (in *Ingress) holdStock(p *publication, sb *stockBatch, who api.Principal, 
 			e = semaq.NewAPIError(semaq.ErrBadBatch, "it is stored in stream %s, the batch's other messages in %s; an atomic batch lands in one stream", p.stream.name, first.stream.name)
 		}
 	}
+	if e == nil {
+		e = unchainable(p)
+	}
 	if e != nil {
 		fail(e)
 		return
