@@ -13,6 +13,7 @@ type chainMetrics struct {
 	refused *prometheus.CounterVec
 	retried prometheus.Counter
 	queued  prometheus.Gauge
+	settled prometheus.Counter
 }
 
 func newChainMetrics(f factory) chainMetrics {
@@ -26,7 +27,9 @@ func newChainMetrics(f factory) chainMetrics {
 		queued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "semaq_chain_messages_waiting",
 			Help: "Messages of sessions waiting for their chain: queued behind their session's batch in flight, or in it."}),
 	}
-	f.reg.MustRegister(cm.stored, cm.retried, cm.queued)
+	cm.settled = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_chain_heads_settled_total",
+		Help: "Head records written to settle a batch of a session whose messages were not all stored (a writer that died, a duplicate)."})
+	f.reg.MustRegister(cm.stored, cm.retried, cm.queued, cm.settled)
 	return cm
 }
 
@@ -55,5 +58,13 @@ func (m *Metrics) ChainRefused(code uint16) {
 func (m *Metrics) ChainRetried() {
 	if m != nil {
 		m.chain.retried.Inc()
+	}
+}
+
+// ChainSettled counts a head record written to settle a batch whose
+// messages were not all stored.
+func (m *Metrics) ChainSettled() {
+	if m != nil {
+		m.chain.settled.Inc()
 	}
 }

@@ -21,6 +21,12 @@ import (
 )
 
 // Head is a session's head record.
+//
+// A record is written before the messages of its batch (docs/provenance.md,
+// How a chain is written): it says what the chain is once they are stored
+// (Links, Hash, Order) and what it was before them (Base, BaseHash,
+// BaseOrder). A record whose Base equals its Links ends no batch: it was
+// written to settle one.
 type Head struct {
 	Hash     string // the last link's hash; "" without provenance
 	Links    uint64
@@ -28,8 +34,18 @@ type Head struct {
 	Last     time.Time // the last link's
 	Order    semaq.OrderValue
 	HasOrder bool
-	Seq      uint64 // the record's stream sequence; 0: none yet
+
+	Base      uint64
+	BaseHash  string
+	BaseOrder semaq.OrderValue
+
+	Seq    uint64    // the record's stream sequence; 0: none yet
+	Stored time.Time // when the record was stored
 }
+
+// Pending reports whether h begins a batch whose messages may not all be
+// stored.
+func (h Head) Pending() bool { return h.Base < h.Links }
 
 // Public is h as the provenance API answers it.
 func (h Head) Public(stream, tenant, session string) *semaq.ProvenanceHead {
@@ -60,10 +76,24 @@ func Record(stream, tenant, session string, h Head, prev uint64) *nats.Msg {
 	if h.HasOrder {
 		m.Header[semaq.HdrChainOrder] = []string{h.Order.Text}
 	}
+	m.Header[HdrBase] = []string{strconv.FormatUint(h.Base, 10)}
+	if h.BaseHash != "" {
+		m.Header[HdrBaseHash] = []string{h.BaseHash}
+	}
+	if h.BaseOrder.Text != "" {
+		m.Header[HdrBaseOrder] = []string{h.BaseOrder.Text}
+	}
 	m.Header["Nats-Rollup"] = []string{"sub"}
 	m.Header[semaq.HdrExpectedLastSubjSeq] = []string{strconv.FormatUint(prev, 10)}
 	return m
 }
+
+// The record's headers of the batch it begins.
+const (
+	HdrBase      = "AI-Chain-Base"       // links before the batch
+	HdrBaseHash  = "AI-Chain-Base-Hash"  // the hash before it
+	HdrBaseOrder = "AI-Chain-Base-Order" // the order value before it
+)
 
 // jsNoMessage is JetStream's "no message found".
 const jsNoMessage = 10037
@@ -84,8 +114,9 @@ func Read(ctx context.Context, nc *nats.Conn, stream, tenant, session, order str
 			Description string `json:"description"`
 		} `json:"error"`
 		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs"`
+			Seq    uint64    `json:"seq"`
+			Header []byte    `json:"hdrs"`
+			Time   time.Time `json:"time"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
@@ -106,7 +137,7 @@ func Read(ctx context.Context, nc *nats.Conn, stream, tenant, session, order str
 	if h, err = Parse(hdr, order); err != nil {
 		return Head{}, false, fmt.Errorf("head record %d: %w", resp.Message.Seq, err)
 	}
-	h.Seq = resp.Message.Seq
+	h.Seq, h.Stored = resp.Message.Seq, resp.Message.Time
 	return h, true, nil
 }
 
@@ -133,6 +164,18 @@ func Parse(hdr nats.Header, order string) (Head, error) {
 			return h, err
 		}
 		h.HasOrder = true
+	}
+	h.Base, h.BaseHash = h.Links, h.Hash
+	if b := hdr.Get(HdrBase); b != "" {
+		if h.Base, err = strconv.ParseUint(b, 10, 64); err != nil || h.Base > h.Links {
+			return h, fmt.Errorf("%s %q is not a count up to %d", HdrBase, b, h.Links)
+		}
+		h.BaseHash = hdr.Get(HdrBaseHash)
+	}
+	if o := hdr.Get(HdrBaseOrder); o != "" && order != "" {
+		if h.BaseOrder, err = semaq.ParseOrder(order, o); err != nil {
+			return h, err
+		}
 	}
 	return h, nil
 }

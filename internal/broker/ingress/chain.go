@@ -4,18 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/chainhead"
-	"github.com/semaq/semaq/internal/reserved"
-	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -28,20 +22,33 @@ import (
 // A chain must be the same whichever node stores its messages and however
 // many publishers race, so a session's messages are serialised by
 // JetStream itself, not by a lock: the stream keeps one head record per
-// session (semaq.ChainHeadSubject: the last link's hash, the number of
-// links, the last order value), and the messages of a session go out as
-// one JetStream atomic batch with a new head record last, which rolls up
-// the old one and carries Nats-Expected-Last-Subject-Sequence: the old
-// one's sequence. Two nodes that built on the same head cannot both
-// commit: the loser's batch is refused whole, and it reads the head again
-// and builds its messages anew. Nothing is held across nodes, and a crash
-// between a message and its head cannot happen: they are stored together
-// or not at all.
+// session (semaq.ChainHeadSubject; each rolls up the one before), and a
+// batch of a session's messages is written in two steps (chainsend.go):
+//
+//  1. the head record the batch will make — its links, last hash and order
+//     value, and the base it builds on — with
+//     Nats-Expected-Last-Subject-Sequence: the old record's sequence. Of
+//     two nodes that built on the same head, one stores its record; the
+//     other is refused, reads the head again and builds anew.
+//  2. the batch's messages, each with Nats-Expected-Last-Subject-Sequence
+//     on the head record's subject: the new record's sequence. They are
+//     stored while that record is the head, and refused once another
+//     writer has moved it: the record is a fence.
+//
+// A reader of a head whose batch is not all stored (its writer died, or is
+// late) waits out chainhead.Window, then fences the batch off with a
+// record of what is stored, looks once more for messages stored before
+// the fence, and goes on from there (chainstart.go, settleHead). The
+// links of a session are therefore one run, in stream order, on any node
+// and across crashes; the messages themselves are ordinary appends, not
+// atomic batches, which JetStream stages on disk on a single node.
 //
 // On one node, a session has at most one batch in flight; what arrives
 // meanwhile waits in the session's queue and goes out as the next batch,
-// built on the head the last ack gave, so a busy session costs one round
-// trip per batch, not per message, and sessions go in parallel.
+// so a busy session costs two round trips per batch, not per message, and
+// sessions go in parallel. A message with a Nats-Msg-Id ends its batch:
+// should JetStream find it a duplicate, only the batch's last link is not
+// stored, and the writer settles the head back to the one before.
 
 // Bounds of the messages the chains hold on one node
 // (docs/provenance.md#limits). Past them a message is refused as
@@ -111,16 +118,6 @@ type chainMsg struct {
 }
 
 func (cm *chainMsg) size() int64 { return int64(len(cm.subject) + len(cm.data) + 256) }
-
-// chainBatch is a session's batch in flight.
-type chainBatch struct {
-	id       string
-	sess     *chainSession
-	msgs     []*chainMsg
-	next     chainhead.Head // the head once it commits
-	prev     uint64         // the head record it replaces (0: none)
-	deadline time.Time
-}
 
 // chainKeyOf is the session p belongs to, and whether p is chained: its
 // stream chains sessions and it names one.
@@ -202,6 +199,12 @@ func (in *Ingress) chain(p *publication, k chainKey) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrUnavailable, "stream %s chains its sessions, and this ingress has no connection to store chains on", k.stream)
 	}
 	m := p.m
+	for _, h := range []string{semaq.HdrExpectedLastSeq, semaq.HdrExpectedLastSubjSeq, semaq.HdrExpectedLastSubjSeqSubj, semaq.HdrExpectedLastMsgID} {
+		if len(m.Header[h]) > 0 {
+			return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: stream %s chains session %q, and its messages may not carry %s: the chain sets the conditions they are stored under",
+				m.Subject, k.stream, k.session, h)
+		}
+	}
 	p.obs.carry(m.Header)
 	cm := &chainMsg{subject: p.subject, reply: m.Reply, header: m.Header, data: bytes.Clone(m.Data), received: p.received,
 		order: p.order, hasOrder: p.hasOrder, fsync: p.stream.commit != nil, st: p.stream}
@@ -286,13 +289,13 @@ func (in *Ingress) kickChain(s *chainSession) {
 	}
 }
 
-// loadHead reads s's head record from the stream's leader, then sends
-// its batch.
+// loadHead reads s's head record from the stream's leader, settles the
+// batch it begins (chainstart.go), then sends s's batch.
 func (in *Ingress) loadHead(s *chainSession) {
 	in.chains.mu.Lock()
 	order := s.st.chain.Order
 	in.chains.mu.Unlock()
-	h, err := in.readHead(s.key, order)
+	h, err := in.settleHead(s.key, order)
 	if err != nil {
 		in.failSession(s, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: reading session %q's chain head: %v; publish again", s.key.stream, s.key.session, err))
 		return
@@ -331,303 +334,3 @@ func (in *Ingress) answerChain(msgs []*chainMsg, e *semaq.APIError) {
 	}
 }
 
-// sendChain builds s's next batch from its queue on its head and sends
-// it; s is busy and its head loaded. With nothing queued s is idle again.
-func (in *Ingress) sendChain(s *chainSession) {
-	cs := &in.chains
-	cs.mu.Lock()
-	n, size := 0, 0
-	for n < len(s.queue) && n < maxChainBatch && (n == 0 || size+len(s.queue[n].data) <= maxChainBatchBytes) {
-		if s.queue[n].alone && n > 0 {
-			break
-		}
-		size += len(s.queue[n].data)
-		n++
-		if s.queue[0].alone {
-			break
-		}
-	}
-	if n == 0 {
-		s.busy = false
-		cs.mu.Unlock()
-		return
-	}
-	msgs := append([]*chainMsg(nil), s.queue[:n]...)
-	s.queue = s.queue[n:]
-	head, st := s.head, s.st
-	cs.mu.Unlock()
-
-	b := &chainBatch{id: "sqc" + nuid.Next(), sess: s, prev: head.Seq, deadline: time.Now().Add(chainAckWait)}
-	var rest []*chainMsg
-	b.msgs, rest, b.next = in.buildChain(s.key, st, head, msgs)
-	cs.requeue(s, rest)
-	if len(b.msgs) == 0 {
-		in.chainDone(s, nil)
-		return
-	}
-	cs.mu.Lock()
-	cs.inflight[b.id] = b
-	cs.mu.Unlock()
-	if err := in.publishChain(b); err != nil {
-		cs.mu.Lock()
-		delete(cs.inflight, b.id)
-		cs.mu.Unlock()
-		// JetStream drops the incomplete batch when its timeout passes.
-		in.chainDone(s, b.msgs)
-		in.answerChain(b.msgs, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: storing session %q's messages: %v; publish again", s.key.stream, s.key.session, err))
-	}
-}
-
-// chainDone ends s's batch of msgs (their bytes are freed) and sends the
-// next one, if any is queued.
-func (in *Ingress) chainDone(s *chainSession, msgs []*chainMsg) {
-	cs := &in.chains
-	cs.mu.Lock()
-	for _, cm := range msgs {
-		cs.bytes -= cm.size()
-	}
-	more := len(s.queue) > 0
-	if !more {
-		s.busy = false
-	}
-	cs.mu.Unlock()
-	if more {
-		in.kickChain(s)
-	}
-}
-
-// buildChain links msgs to head, in order: their chain headers stamped,
-// hashed and signed with provenance, their order checked against the last
-// with a strict order (an out-of-order message is refused here). It
-// returns the linked messages, the rest (from a message whose id another
-// of the batch has: a duplicate within the batch would refuse it whole)
-// and the head once the linked ones commit.
-func (in *Ingress) buildChain(k chainKey, st *stream, head chainhead.Head, msgs []*chainMsg) (linked, rest []*chainMsg, next chainhead.Head) {
-	next = head
-	ids := map[string]bool{}
-	for i, cm := range msgs {
-		if cm.hasOrder && next.HasOrder && !cm.order.After(next.Order) {
-			in.answerChain([]*chainMsg{cm}, orderRefusal(k, semaq.OrderHeader(st.chain.Order), cm.order, next.Order))
-			in.chains.release(cm)
-			continue
-		}
-		if id := cm.header.Get(semaq.HdrMsgID); id != "" {
-			if ids[id] {
-				return linked, msgs[i:], next
-			}
-			ids[id] = true
-		}
-		h := cm.header
-		h.Del(semaq.HdrBatchID)
-		h.Del(semaq.HdrBatchSeq)
-		h.Del(semaq.HdrBatchCommit)
-		next.Links++
-		h[provenance.HdrChainSeq] = []string{strconv.FormatUint(next.Links, 10)}
-		delete(h, provenance.HdrPrevHash)
-		if st.chain.Provenance != "" {
-			if next.Hash != "" {
-				h[provenance.HdrPrevHash] = []string{next.Hash}
-			}
-			next.Hash = provenance.HashHex(&provenance.Link{Stream: k.stream, Subject: cm.subject, Seq: next.Links, Prev: next.Hash, Header: h, Data: cm.data})
-			h[provenance.HdrHash] = []string{next.Hash}
-			if st.chain.Provenance == semaq.ProvenanceSigned && in.chains.key != nil {
-				h[provenance.HdrSignature] = []string{base64.StdEncoding.EncodeToString(provenance.Sign(in.chains.key, next.Hash))}
-				h[provenance.HdrKeyID] = []string{in.chains.keyID}
-			}
-		}
-		if cm.hasOrder {
-			next.Order, next.HasOrder = cm.order, true
-		}
-		if next.First.IsZero() {
-			next.First = cm.received
-		}
-		next.Last = cm.received
-		linked = append(linked, cm)
-	}
-	return linked, nil, next
-}
-
-// release frees a message the chain refused.
-func (cs *chains) release(cm *chainMsg) {
-	cs.mu.Lock()
-	cs.bytes -= cm.size()
-	cs.mu.Unlock()
-}
-
-// requeue puts msgs back at the front of s's queue.
-func (cs *chains) requeue(s *chainSession, msgs []*chainMsg) {
-	if len(msgs) == 0 {
-		return
-	}
-	cs.mu.Lock()
-	s.queue = append(append([]*chainMsg(nil), msgs...), s.queue...)
-	cs.mu.Unlock()
-}
-
-// publishChain sends b: its messages, then the session's new head record
-// with the commit.
-func (in *Ingress) publishChain(b *chainBatch) error {
-	k := b.sess.key
-	for i, cm := range b.msgs {
-		h := cm.header
-		h[semaq.HdrBatchID] = []string{b.id}
-		h[semaq.HdrBatchSeq] = []string{strconv.Itoa(i + 1)}
-		if err := in.chains.conn.PublishMsg(&nats.Msg{Subject: reserved.StoragePrefix + cm.subject, Header: h, Data: cm.data}); err != nil {
-			return err
-		}
-	}
-	hr := chainhead.Record(k.stream, k.tenant, k.session, b.next, b.prev)
-	hr.Header[semaq.HdrBatchID] = []string{b.id}
-	hr.Header[semaq.HdrBatchSeq] = []string{strconv.Itoa(len(b.msgs) + 1)}
-	hr.Header[semaq.HdrBatchCommit] = []string{"1"}
-	hr.Reply = in.chains.prefix + b.id
-	return in.chains.conn.PublishMsg(hr)
-}
-
-// chainAck takes the commit's ack of a batch: every message is answered
-// with its sequence, and the session's head moves on; or the batch lost a
-// race and is built again on the head read anew; or it is refused.
-func (in *Ingress) chainAck(m *nats.Msg) {
-	cs := &in.chains
-	id := m.Subject[len(cs.prefix):]
-	cs.mu.Lock()
-	b := cs.inflight[id]
-	delete(cs.inflight, id)
-	cs.mu.Unlock()
-	if b == nil {
-		return // answered already (overdue)
-	}
-	var ack struct {
-		semaq.PubAck
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     uint16 `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Count uint64 `json:"count"`
-	}
-	s := b.sess
-	if err := json.Unmarshal(m.Data, &ack); err != nil || ack.Error == nil && (ack.Count != uint64(len(b.msgs)+1) || ack.Sequence < ack.Count) {
-		in.chainLost(b, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: JetStream's answer to session %q's batch is not a batch ack: %.200s; publish again", s.key.stream, s.key.session, m.Data))
-		return
-	}
-	if e := ack.Error; e != nil {
-		switch e.ErrCode {
-		case jsWrongLastSeq, jsWrongLastSeqConst, jsTooManyBatches:
-			in.chainRetry(b, e.Description)
-		case jsBatchDuplicate:
-			in.chainDuplicate(b, ack.Stream)
-		default:
-			in.chainLost(b, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: storing session %q's messages: %s (%d)", s.key.stream, s.key.session, e.Description, e.ErrCode))
-		}
-		return
-	}
-	first := ack.Sequence - ack.Count + 1
-	for i, cm := range b.msgs {
-		body := mustJSON(semaq.PubAck{Stream: ack.Stream, Sequence: first + uint64(i), Domain: ack.Domain})
-		in.ackChained(cm, body)
-	}
-	in.metrics.ChainQueued(-len(b.msgs))
-	in.metrics.ChainStored(len(b.msgs))
-	cs.mu.Lock()
-	b.next.Seq = ack.Sequence
-	s.head, s.loaded, s.retries = b.next, true, 0
-	cs.mu.Unlock()
-	in.chainDone(s, b.msgs)
-}
-
-// JetStream's errors a chain's batch handles.
-const (
-	jsWrongLastSeq = 10071 // another node moved the head first
-	// jsWrongLastSeqConst: another batch of the session is being applied
-	// (a cluster's stream checks batches in flight too).
-	jsWrongLastSeqConst = 10164
-	jsBatchDuplicate    = 10201 // a message id already stored
-	jsTooManyBatches    = 10210 // too many atomic batches open on the stream
-)
-
-// ackChained answers a stored message's publisher: through the stream's
-// committer for an fsync stream on one node, at once otherwise.
-func (in *Ingress) ackChained(cm *chainMsg, body []byte) {
-	if cm.reply == "" {
-		return
-	}
-	if cm.fsync && cm.st.commit != nil {
-		in.acks.sent.Add(1)
-		in.acks.routed.Add(1)
-		cm.st.commit.Hold(cm.reply, body)
-		return
-	}
-	in.forward(cm.reply, body)
-}
-
-// chainRetry builds b's messages again on the head read anew: another
-// node stored messages of the session first.
-func (in *Ingress) chainRetry(b *chainBatch, why string) {
-	s := b.sess
-	in.metrics.ChainRetried()
-	in.chains.mu.Lock()
-	s.retries++
-	give := s.retries > chainRetries
-	if !give {
-		s.queue = append(append([]*chainMsg(nil), b.msgs...), s.queue...)
-		s.loaded = false
-	}
-	in.chains.mu.Unlock()
-	if give {
-		in.chainLost(b, busyRefusal("stream %s: session %q's messages lost the race for its chain %d times (%s); retry after 100ms", s.key.stream, s.key.session, chainRetries, why))
-		return
-	}
-	in.kickChain(s)
-}
-
-// chainDuplicate handles a batch refused for a message id stored before:
-// alone, that message is a duplicate, answered as JetStream answers one
-// (without its sequence, which the refusal does not give); in a batch,
-// each message goes again alone.
-func (in *Ingress) chainDuplicate(b *chainBatch, stream string) {
-	s := b.sess
-	if len(b.msgs) == 1 {
-		cm := b.msgs[0]
-		in.metrics.ChainQueued(-1)
-		in.ackChained(cm, mustJSON(semaq.PubAck{Stream: s.key.stream, Duplicate: true}))
-		in.chainDone(s, b.msgs)
-		return
-	}
-	for _, cm := range b.msgs {
-		cm.alone = true
-	}
-	in.chains.mu.Lock()
-	s.queue = append(append([]*chainMsg(nil), b.msgs...), s.queue...)
-	in.chains.mu.Unlock()
-	in.kickChain(s)
-}
-
-// chainLost refuses b's messages with e; the session's head is read again
-// before its next batch (b may or may not be stored).
-func (in *Ingress) chainLost(b *chainBatch, e *semaq.APIError) {
-	s := b.sess
-	in.chains.mu.Lock()
-	s.loaded, s.retries = false, 0
-	in.chains.mu.Unlock()
-	in.answerChain(b.msgs, e)
-	in.chainDone(s, b.msgs)
-}
-
-// sweepChains refuses the batches whose commit is overdue.
-func (in *Ingress) sweepChains(now time.Time) {
-	cs := &in.chains
-	var late []*chainBatch
-	cs.mu.Lock()
-	for id, b := range cs.inflight {
-		if now.After(b.deadline) {
-			late = append(late, b)
-			delete(cs.inflight, id)
-		}
-	}
-	cs.mu.Unlock()
-	for _, b := range late {
-		in.chainLost(b, semaq.NewAPIError(semaq.ErrUnavailable,
-			"no acknowledgement from storage within %s: the message may have been stored; publish it again with its Nats-Msg-Id", chainAckWait))
-	}
-}
