@@ -84,6 +84,10 @@ type ProvenanceHead struct {
 	Order string `json:"order,omitempty"`
 	// Seq is the head record's stream sequence.
 	Seq uint64 `json:"seq"`
+	// Settling: the session's last batch is being stored, or its writer
+	// stopped before it was; the head is what is stored of it so far
+	// (docs/provenance.md, How a chain is written).
+	Settling bool `json:"settling,omitempty"`
 }
 
 // ProvenanceKey is a node's signing key, as chains name it.

@@ -328,3 +328,82 @@ func TestProvenanceSigned(t *testing.T) {
 		t.Fatalf("head of session s without tenant: %s %v", m.Data, err)
 	}
 }
+
+// A writer that died after its head record and before all of its batch:
+// the head claims links the stream does not have. The next writer waits
+// out the batch's window, fences it off with a record of what is stored,
+// and goes on from there — one chain, no gap, no fork.
+func TestChainSettlesAnUnfinishedBatch(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "DIED", Subjects: []string{"died.>"}, Provenance: semaq.ProvenanceSession}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := c.Publish(ctx, "died.x", []byte(strconv.Itoa(i)), client.WithSession("s")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The dead writer's record (links 3 and 4 on the base of 2) and link
+	// 3, stored as the ingress stores it; link 4 never came.
+	nc, err := brokertest.DialOperator(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	h := provenanceHead(t, c, "DIED", "", "s")
+	head := nats.NewMsg("$SQ.w." + semaq.ChainHeadSubject("DIED", provenance.SessionKey("", "s")))
+	head.Header.Set(semaq.HdrSession, "s")
+	head.Header.Set(semaq.HdrChainLinks, "4")
+	head.Header.Set("AI-Chain-Base", "2")
+	head.Header.Set("AI-Chain-Base-Hash", h.Hash)
+	head.Header.Set(provenance.HdrHash, strings.Repeat("ab", 32))
+	head.Header.Set(semaq.HdrChainFirst, h.First.Format(time.RFC3339Nano))
+	head.Header.Set(semaq.HdrChainLast, h.Last.Format(time.RFC3339Nano))
+	head.Header.Set("Nats-Rollup", "sub")
+	head.Header.Set(semaq.HdrExpectedLastSubjSeq, strconv.FormatUint(h.Seq, 10))
+	r, err := nc.RequestMsg(head, 5*time.Second)
+	if err != nil || strings.Contains(string(r.Data), "error") {
+		t.Fatalf("the dead writer's head record: %s %v", r.Data, err)
+	}
+	var hack semaq.PubAck
+	_ = json.Unmarshal(r.Data, &hack)
+	link3 := nats.NewMsg("$SQ.w.died.x")
+	link3.Header.Set(semaq.HdrSession, "s")
+	link3.Header.Set(provenance.HdrChainSeq, "3")
+	link3.Header.Set(provenance.HdrPrevHash, h.Hash)
+	link3.Data = []byte("from the dead writer")
+	link3.Header.Set(provenance.HdrHash, provenance.HashHex(&provenance.Link{Stream: "DIED", Subject: "died.x", Seq: 3, Prev: h.Hash, Header: link3.Header, Data: link3.Data}))
+	link3.Header.Set(semaq.HdrExpectedLastSubjSeq, strconv.FormatUint(hack.Sequence, 10))
+	link3.Header.Set(semaq.HdrExpectedLastSubjSeqSubj, semaq.ChainHeadSubject("DIED", provenance.SessionKey("", "s")))
+	if r, err := nc.RequestMsg(link3, 5*time.Second); err != nil || strings.Contains(string(r.Data), "error") {
+		t.Fatalf("link 3: %s %v", r.Data, err)
+	}
+
+	// The live writer's head is stale: its record is refused, it reads the
+	// head, waits out the window and settles the batch at link 3.
+	if _, err := c.Publish(ctx, "died.x", []byte("after"), client.WithSession("s")); err != nil {
+		t.Fatal(err)
+	}
+	msgs := storedChain(t, s, "DIED", "", "s")
+	if len(msgs) != 4 {
+		t.Fatalf("%d links stored, want 4", len(msgs))
+	}
+	checkLinks(t, "DIED", msgs)
+	if string(msgs[2].Data) != "from the dead writer" || string(msgs[3].Data) != "after" {
+		t.Fatalf("links 3 and 4: %q %q", msgs[2].Data, msgs[3].Data)
+	}
+	if h := provenanceHead(t, c, "DIED", "", "s"); h.Links != 4 || h.Hash != msgs[3].Header.Get(provenance.HdrHash) {
+		t.Fatalf("head %+v", h)
+	}
+	// The dead writer's link 4, late, is fenced out.
+	late := nats.NewMsg("$SQ.w.died.x")
+	late.Header.Set(semaq.HdrSession, "s")
+	late.Header.Set(provenance.HdrChainSeq, "4")
+	late.Header.Set(semaq.HdrExpectedLastSubjSeq, strconv.FormatUint(hack.Sequence, 10))
+	late.Header.Set(semaq.HdrExpectedLastSubjSeqSubj, semaq.ChainHeadSubject("DIED", provenance.SessionKey("", "s")))
+	if r, err := nc.RequestMsg(late, 5*time.Second); err != nil || !strings.Contains(string(r.Data), "wrong last sequence") {
+		t.Fatalf("the dead writer's late link 4: %s %v", r.Data, err)
+	}
+}

@@ -163,14 +163,16 @@ func (c *Chains) head(ctx context.Context, req *semaq.ProvenanceHeadRequest) (an
 	if md[reserved.MetadataProvenance] == "" && md[reserved.MetadataSessionOrder] == "" {
 		return nil, semaq.NewAPIError(semaq.ErrChainNotFound, "stream %s does not chain its sessions (add it with --provenance or --session-order)", req.Stream)
 	}
-	h, found, err := chainhead.Read(ctx, c.deps.Conn, req.Stream, tenant, req.Session, md[reserved.MetadataSessionOrder])
+	h, found, complete, err := chainhead.Settled(ctx, c.deps.Conn, req.Stream, tenant, req.Session, md[reserved.MetadataSessionOrder])
 	if err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "provenance head: stream %s: %v", req.Stream, err)
 	}
 	if !found {
 		return nil, semaq.NewAPIError(semaq.ErrChainNotFound, "stream %s has no chain for session %q%s", req.Stream, req.Session, ofTenant(tenant))
 	}
-	return h.Public(req.Stream, tenant, req.Session), nil
+	out := h.Public(req.Stream, tenant, req.Session)
+	out.Settling = !complete
+	return out, nil
 }
 
 func ofTenant(t string) string {

@@ -69,7 +69,7 @@ const (
 	// chainAckWait bounds the wait for a batch's commit; chainRetries the
 	// times a session's messages are built again after losing a race.
 	chainAckWait = 30 * time.Second
-	chainRetries = 16
+	chainRetries = 64
 )
 
 // chainKey names one session's chain.

@@ -1,8 +1,10 @@
 package ingress
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -334,13 +336,15 @@ func (in *Ingress) ackChained(cm *chainMsg, body []byte) {
 }
 
 // chainRetry builds b's messages again on the head read anew: another
-// writer moved it first.
+// writer moved it first. Writers racing on one session back off for a
+// random while, longer the more they lost.
 func (in *Ingress) chainRetry(b *chainBatch, why string) {
 	s := b.sess
 	in.metrics.ChainRetried()
 	in.chains.mu.Lock()
 	s.retries++
-	give := s.retries > chainRetries
+	n := s.retries
+	give := n > chainRetries
 	if !give {
 		for _, cm := range b.msgs {
 			stripChain(cm.header)
@@ -353,7 +357,19 @@ func (in *Ingress) chainRetry(b *chainBatch, why string) {
 		in.chainLost(b, busyRefusal("stream %s: session %q's messages lost the race for its chain %d times (%s); retry after 100ms", s.key.stream, s.key.session, chainRetries, why))
 		return
 	}
-	in.kickChain(s)
+	backoff := time.Duration(rand.Int64N(int64(min(n, 10)) * int64(5*time.Millisecond)))
+	if !in.gate.Go("ingress/chain-retry", func(ctx context.Context) {
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			in.kickChain(s)
+		case <-ctx.Done():
+			in.failSession(s, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: the node is shutting down; publish again", s.key.stream))
+		}
+	}) {
+		in.failSession(s, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: the node is shutting down; publish again", s.key.stream))
+	}
 }
 
 // stripChain takes a link's headers off a message built again.
