@@ -18,8 +18,10 @@
 //	the subject the message is stored under
 //	the link's number in its session's chain, decimal, from 1
 //	the previous link's hash, in hex ("" for the first link)
-//	the selected headers: for each, in order of its lower-case name, then
-//	  of its values as stored, the name (lower case) and the value
+//	the selected headers, as one field: for each header, in order of its
+//	  lower-case name (names equal but for case: in byte order of their
+//	  stored spelling), then of its values as stored, the name (lower
+//	  case) and the value, each a netstring
 //	the payload
 //
 // The selected headers are every AI-* header (the envelope, the tenant and
@@ -110,16 +112,24 @@ func Hash(l *Link) [sha256.Size]byte {
 	fieldS(strconv.FormatUint(l.Seq, 10))
 	fieldS(l.Prev)
 	type kv struct {
-		name string
-		vals []string
+		name, stored string
+		vals         []string
 	}
 	sel := make([]kv, 0, 8)
 	for k, vs := range l.Header {
 		if Selected(k) {
-			sel = append(sel, kv{strings.ToLower(k), vs})
+			sel = append(sel, kv{strings.ToLower(k), k, vs})
 		}
 	}
-	slices.SortFunc(sel, func(a, b kv) int { return strings.Compare(a.name, b.name) })
+	// Two names equal but for case (a header block may hold both) are
+	// ordered by their stored spelling, so the order never depends on a
+	// map's.
+	slices.SortFunc(sel, func(a, b kv) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.stored, b.stored)
+	})
 	// The header block is one field: its length first, so a header can
 	// never be read as the payload or the other way round.
 	var block []byte
