@@ -119,11 +119,11 @@ func (r *Report) String() string {
 		return r.Problem.String()
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "OK: %d links of session %s", r.Links, r.Session)
+	fmt.Fprintf(&b, "OK: %d links of session %s", r.Links, show(r.Session))
 	if r.Tenant != "" {
-		fmt.Fprintf(&b, " (tenant %s)", r.Tenant)
+		fmt.Fprintf(&b, " (tenant %s)", show(r.Tenant))
 	}
-	fmt.Fprintf(&b, " in stream %s, head %s", r.Stream, r.Head)
+	fmt.Fprintf(&b, " in stream %s, head %s", show(r.Stream), r.Head)
 	switch {
 	case !r.Signed:
 		b.WriteString(", not signed")
@@ -132,7 +132,7 @@ func (r *Report) String() string {
 		for i, id := range r.Signers {
 			signers[i] = id
 			if n := r.SignerNodes[i]; n != "" {
-				signers[i] += " (" + n + ")"
+				signers[i] += " (" + show(n) + ")"
 			}
 		}
 		word := "keys"
@@ -346,16 +346,35 @@ func (v *verifier) checkSignature(f *fact, l *ExportLink, hash string) {
 	pub, known := v.keys[id]
 	switch {
 	case !known && v.pinned && v.nodes[id] != "":
-		f.sigDetail = fmt.Sprintf("key %.32s (node %s) is not one of the trusted keys", id, v.nodes[id])
+		f.sigDetail = fmt.Sprintf("key %s (node %s) is not one of the trusted keys", id, show(v.nodes[id]))
 	case !known && v.pinned:
-		f.sigDetail = fmt.Sprintf("key %.32s is not one of the trusted keys", id)
+		f.sigDetail = fmt.Sprintf("key %s is not one of the trusted keys", showID(id))
 	case !known:
-		f.sigDetail = fmt.Sprintf("key %.32q is unknown: the export lists no such key", id)
+		f.sigDetail = fmt.Sprintf("key %s is unknown: the export lists no such key", showID(id))
 	case !VerifySignature(pub, hash, raw):
 		f.sigDetail = fmt.Sprintf("the signature does not verify with key %s", id)
 	default:
 		f.sig = sigOK
 	}
+}
+
+// showID is a key id from a link as a message shows it: quoted unless it
+// is one (16 hex characters), so no line of the input can break the
+// message's.
+func showID(id string) string {
+	if len(id) == 16 && CheckHash(id+strings.Repeat("0", 48)) == nil {
+		return id
+	}
+	return fmt.Sprintf("%.32q", id)
+}
+
+// show is a name from the export as a message shows it: bare when it is
+// short and plain, quoted otherwise.
+func show(s string) string {
+	if len(s) <= 64 && s != "" && strconv.Quote(s) == `"`+s+`"` && !strings.ContainsAny(s, " ,()") {
+		return s
+	}
+	return fmt.Sprintf("%.64q", s)
 }
 
 // header is the value of the header name (any case) of h; dup when it
