@@ -68,7 +68,9 @@ func TestProvenanceHashCoversWhatIsContent(t *testing.T) {
 				h[upper(k)] = v
 			}
 		}, true},
-		{"trace context", func(h map[string][]string) { h["traceparent"] = []string{"00-ffffffffffffffffffffffffffffffff-b7ad6b7169203331-01"} }, true},
+		{"trace context", func(h map[string][]string) {
+			h["traceparent"] = []string{"00-ffffffffffffffffffffffffffffffff-b7ad6b7169203331-01"}
+		}, true},
 		{"a JetStream condition", func(h map[string][]string) { h["Nats-Expected-Stream"] = []string{"AGENT"} }, true},
 		{"the chain's own headers", func(h map[string][]string) {
 			h["AI-Signature"], h["AI-Key-Id"], h["AI-Chain-Seq"] = []string{"c2ln"}, []string{"1a2b"}, []string{"99"}
