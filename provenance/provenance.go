@@ -28,6 +28,29 @@
 // publisher the broker stamps, AI-Received) but the chain's own (AI-Hash,
 // AI-Prev-Hash, AI-Chain-Seq, AI-Signature, AI-Key-Id), and Nats-Msg-Id
 // and Nats-TTL. Trace context and JetStream's conditions are not content.
+//
+// # The export format
+//
+// An export (Writer, Reader) is NDJSON: one JSON object per line, lines
+// ending in "\n" (or "\r\n"). Line 1 is the header (ExportHeader):
+//
+//	{"semaq_provenance":1, "stream":"AGENT", "tenant":"acme", "session":"s-1",
+//	 "provenance":"signed",
+//	 "head":{"hash":"<hex>", "links":42, "first":"<RFC 3339>", "last":"<RFC 3339>", "seq":1301},
+//	 "keys":[{"id":"<KeyID>", "node":"n1", "public_key":"<base64>"}],
+//	 "exported":"<RFC 3339>"}
+//
+// Then one line per message of the session, in stream order
+// (ExportLink): {"seq": its stream sequence, "subject": as stored, "time":
+// when the stream stored it, "headers": every stored header, name to its
+// values in order, "data": the payload in base64}. A Reader refuses
+// unknown fields, another version, blank lines, data after a line's
+// object, a line longer than ReaderOptions.MaxLineBytes (16 MiB), a
+// header longer than MaxHeaderBytes, more links than
+// ReaderOptions.MaxLinks (1,048,576), with a *FormatError naming the line.
+//
+// Verify checks an export with nothing else: see its documentation and
+// docs/provenance.md.
 package provenance
 
 import (
