@@ -128,6 +128,12 @@ func TestProvenanceVerifyTampered(t *testing.T) {
 			provenancetest.Stamp("AGENT", &f, 6, h5, nil)
 			return append(l[:5], append([]provenance.ExportLink{f}, l[5:]...)...)
 		}, "link 6 (stream seq 110): inserted: the chain goes on from another link 6 (stream seq 111), not this one"},
+		{"forged link naming an older link", func(l []provenance.ExportLink) []provenance.ExportLink {
+			f := provenancetest.Copy(l[4:5])[0]
+			f.Seq, f.Data = 108, []byte(`{"step":"forged"}`)
+			provenancetest.Stamp("AGENT", &f, 5, hashOf(l[1]), nil)
+			return append(l[:4], append([]provenance.ExportLink{f}, l[4:]...)...)
+		}, "link 5 (stream seq 108): inserted: its AI-Prev-Hash does not name link 4 (stream seq 107)"},
 		{"forged link appended", func(l []provenance.ExportLink) []provenance.ExportLink {
 			f := provenancetest.Copy(l[7:8])[0]
 			f.Seq = 117
