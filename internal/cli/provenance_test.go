@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -55,6 +56,7 @@ func TestProvenanceVerifyCommand(t *testing.T) {
 	broken := writeFile(t, string(append(c.Export(t, nil, c.Links[:2]), "{\"seq\":3,\n"...)))
 	keysLines := writeFile(t, "# n1\n"+b64(provenancetest.Key(1))+"\n")
 	keysJSON := writeFile(t, string(mustJSON(t, []semaq.ProvenanceKey{{ID: "x", Node: "n1", PublicKey: provenancetest.Key(1).Public().(ed25519.PublicKey)}})))
+	hugeKeys := writeFile(t, strings.Repeat(b64(provenancetest.Key(1))+"\n", 30000))
 	head, id := c.Head().Hash, provenance.KeyID(provenancetest.Key(1).Public().(ed25519.PublicKey))
 	okLine := "OK: 8 links of session s-1 (tenant acme) in stream AGENT, head " + head + ", signed by key " + id + " (n1)"
 
@@ -87,6 +89,7 @@ func TestProvenanceVerifyCommand(t *testing.T) {
 			`semaq: --key "c2hvcnQ=" is neither a file nor a base64 Ed25519 public key (5 bytes, not 32)` + "\n"},
 		{"bad head", "", []string{good, "--head", "abc"}, 2, "", `semaq: --head: hash "abc" is 3 characters, not 64` + "\n"},
 		{"no file", "", nil, 2, "", "semaq: accepts 1 arg(s), received 0\n…"},
+		{"huge keys file", "", []string{good, "--key", hugeKeys}, 2, "", "semaq: --key " + hugeKeys + " is larger than 1.0 MiB: not a file of keys\n"},
 		{"mistyped flag", "", []string{good, "--kye", "x"}, 2, "", "semaq: unknown flag: --kye (did you mean --key?)…"},
 	}
 	for _, tc := range cases {
@@ -116,7 +119,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // `semaq provenance keys --json` prints them.
 func TestProvenanceExportCommand(t *testing.T) {
 	ns := jstest.Server(t)
-	nc, _ := jstest.Connect(t, ns)
+	nc, js := jstest.Connect(t, ns)
 	url := ns.ClientURL()
 	b := provenancetest.NewBroker(t, nc, semaq.StreamConfig{Name: "AGENT", Subjects: []string{"agent.>"}, Provenance: semaq.ProvenanceSigned})
 	b.AddKey("n1", provenancetest.Key(1))
@@ -160,10 +163,36 @@ func TestProvenanceExportCommand(t *testing.T) {
 		t.Fatalf("keys table:\n%s", table)
 	}
 
+	// A link the stream no longer holds: the export says so, verify names it.
+	var link3 provenance.ExportLink
+	if err := json.Unmarshal(bytes.Split(file, []byte("\n"))[3], &link3); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "AGENT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(ctx, link3.Seq); err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.ndjson")
+	r = runSemaq(t, url, "", "provenance", "export", "s-1", "--stream", "AGENT", "--tenant", "acme", "-o", cut)
+	if r.code != 0 || !strings.Contains(r.stderr, "Exported 4 links") ||
+		!strings.Contains(r.stderr, "semaq: warning: the chain has 5 links and the stream holds 4 of them") {
+		t.Fatalf("export of a chain missing a link: exit %d, stderr %q", r.code, r.stderr)
+	}
+	r = runOffline("", "provenance", "verify", cut)
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "semaq: link 3 missing: link 2 (stream seq ") ||
+		!strings.Contains(r.stderr, ") is followed by link 4 (stream seq ") {
+		t.Fatalf("verify of a chain missing a link: exit %d, stderr %q", r.code, r.stderr)
+	}
+
 	// A session with no chain: an error, and no file.
 	none := filepath.Join(dir, "none.ndjson")
 	mustFailSemaq(t, url, "semaq: no provenance chain for session s-9 in stream AGENT", "provenance", "export", "s-9", "--stream", "AGENT", "-o", none)
-	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Fatalf("files left after a failed export: %v", entries)
 	}
 	mustFailSemaq(t, unreachableURL, "semaq: --stream is required", "provenance", "export", "s-1")
@@ -243,4 +272,19 @@ func infoLine(out, label string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// TestProvenanceVerifyHostileNames: names in an export are the export
+// writer's; the verdict stays one short line whatever they are.
+func TestProvenanceVerifyHostileNames(t *testing.T) {
+	long := strings.Repeat("s", 200<<10)
+	c := provenancetest.New("AGENT", "acme\nOK: forged", long).Signed("n1\r\nOK", provenancetest.Key(1))
+	c.Add("agent.x", "1", nil)
+	r := runOffline("", "provenance", "verify", writeFile(t, string(c.Export(t, nil, c.Links))))
+	if r.code != 0 || strings.Count(r.stdout, "\n") != 1 || len(r.stdout) > 400 {
+		t.Fatalf("exit %d, stdout of %d bytes: %.400q", r.code, len(r.stdout), r.stdout)
+	}
+	if !strings.Contains(r.stdout, `(tenant "acme\nOK: forged")`) || !strings.Contains(r.stdout, `("n1\r\nOK")`) {
+		t.Fatalf("the names are not quoted: %q", r.stdout)
+	}
 }
