@@ -179,24 +179,28 @@ func NewReader(r io.Reader, opts ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	var h struct {
-		ExportHeader
+	// The version first, so a later format's new fields are reported as
+	// a version this reader does not know, not as unknown fields.
+	var v struct {
 		Version *int `json:"semaq_provenance"`
 	}
-	if err := decodeStrict(line, &h); err != nil {
-		if !bytes.Contains(line, []byte(`"semaq_provenance"`)) {
-			return nil, formatErr(1, "not a SemaQ provenance export (no semaq_provenance header): %v", err)
-		}
-		return nil, formatErr(1, "header: %v", err)
+	if t := bytes.TrimLeft(line, " \t"); len(t) == 0 || t[0] != '{' {
+		return nil, formatErr(1, "not a SemaQ provenance export: line 1 is not its JSON header")
+	}
+	if err := json.NewDecoder(bytes.NewReader(line)).Decode(&v); err != nil {
+		return nil, formatErr(1, "not a SemaQ provenance export: line 1 is not its JSON header (%v)", err)
 	}
 	switch {
-	case h.Version == nil:
+	case v.Version == nil:
 		return nil, formatErr(1, "not a SemaQ provenance export: the header has no semaq_provenance field")
-	case *h.Version != FormatVersion:
-		return nil, formatErr(1, "export format version %d is not one this reader knows (%d)", *h.Version, FormatVersion)
+	case *v.Version != FormatVersion:
+		return nil, formatErr(1, "export format version %d is not one this reader knows (%d)", *v.Version, FormatVersion)
+	}
+	var h struct{ ExportHeader }
+	if err := decodeStrict(line, &h); err != nil {
+		return nil, formatErr(1, "header: %v", err)
 	}
 	pr.header = h.ExportHeader
-	pr.header.Version = *h.Version
 	if err := checkHeader(&pr.header); err != nil {
 		return nil, formatErr(1, "header: %v", err)
 	}
