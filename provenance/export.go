@@ -196,11 +196,9 @@ func NewReader(r io.Reader, opts ReaderOptions) (*Reader, error) {
 	case *v.Version != FormatVersion:
 		return nil, formatErr(1, "export format version %d is not one this reader knows (%d)", *v.Version, FormatVersion)
 	}
-	var h struct{ ExportHeader }
-	if err := decodeStrict(line, &h); err != nil {
+	if err := decodeStrict(line, &pr.header); err != nil {
 		return nil, formatErr(1, "header: %v", err)
 	}
-	pr.header = h.ExportHeader
 	if err := checkHeader(&pr.header); err != nil {
 		return nil, formatErr(1, "header: %v", err)
 	}
