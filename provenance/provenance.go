@@ -18,14 +18,39 @@
 //	the subject the message is stored under
 //	the link's number in its session's chain, decimal, from 1
 //	the previous link's hash, in hex ("" for the first link)
-//	the selected headers: for each, in order of its lower-case name, then
-//	  of its values as stored, the name (lower case) and the value
+//	the selected headers, as one field: for each header, in order of its
+//	  lower-case name (names equal but for case: in byte order of their
+//	  stored spelling), then of its values as stored, the name (lower
+//	  case) and the value, each a netstring
 //	the payload
 //
 // The selected headers are every AI-* header (the envelope, the tenant and
 // publisher the broker stamps, AI-Received) but the chain's own (AI-Hash,
 // AI-Prev-Hash, AI-Chain-Seq, AI-Signature, AI-Key-Id), and Nats-Msg-Id
 // and Nats-TTL. Trace context and JetStream's conditions are not content.
+//
+// # The export format
+//
+// An export (Writer, Reader) is NDJSON: one JSON object per line, lines
+// ending in "\n" (or "\r\n"). Line 1 is the header (ExportHeader):
+//
+//	{"semaq_provenance":1, "stream":"AGENT", "tenant":"acme", "session":"s-1",
+//	 "provenance":"signed",
+//	 "head":{"hash":"<hex>", "links":42, "first":"<RFC 3339>", "last":"<RFC 3339>", "seq":1301},
+//	 "keys":[{"id":"<KeyID>", "node":"n1", "public_key":"<base64>"}],
+//	 "exported":"<RFC 3339>"}
+//
+// Then one line per message of the session, in stream order
+// (ExportLink): {"seq": its stream sequence, "subject": as stored, "time":
+// when the stream stored it, "headers": every stored header, name to its
+// values in order, "data": the payload in base64}. A Reader refuses
+// unknown fields, another version, blank lines, data after a line's
+// object, a line longer than ReaderOptions.MaxLineBytes (16 MiB), a
+// header longer than MaxHeaderBytes, more links than
+// ReaderOptions.MaxLinks (1,048,576), with a *FormatError naming the line.
+//
+// Verify checks an export with nothing else: see its documentation and
+// docs/provenance.md.
 package provenance
 
 import (
@@ -110,16 +135,24 @@ func Hash(l *Link) [sha256.Size]byte {
 	fieldS(strconv.FormatUint(l.Seq, 10))
 	fieldS(l.Prev)
 	type kv struct {
-		name string
-		vals []string
+		name, stored string
+		vals         []string
 	}
 	sel := make([]kv, 0, 8)
 	for k, vs := range l.Header {
 		if Selected(k) {
-			sel = append(sel, kv{strings.ToLower(k), vs})
+			sel = append(sel, kv{strings.ToLower(k), k, vs})
 		}
 	}
-	slices.SortFunc(sel, func(a, b kv) int { return strings.Compare(a.name, b.name) })
+	// Two names equal but for case (a header block may hold both) are
+	// ordered by their stored spelling, so the order never depends on a
+	// map's.
+	slices.SortFunc(sel, func(a, b kv) int {
+		if c := strings.Compare(a.name, b.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.stored, b.stored)
+	})
 	// The header block is one field: its length first, so a header can
 	// never be read as the payload or the other way round.
 	var block []byte

@@ -138,6 +138,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newSessionCmd(e),
 		newPolicyCmd(e),
 		newPluginCmd(e),
+		newProvenanceCmd(e),
 		newVersionCmd(e),
 	)
 	cmdusage.Explain(root)

@@ -36,6 +36,8 @@ var (
 	retentions   = []string{"limits", "workqueue", "interest"}
 	storages     = []string{"file", "memory"}
 	durabilities = []string{"fsync", "interval"}
+	provenances  = []string{semaq.ProvenanceSession, semaq.ProvenanceSigned}
+	orders       = []string{semaq.SessionOrderStrict, semaq.SessionOrderStrictSeq}
 )
 
 func newStreamAddCmd(e *env) *cobra.Command {
@@ -47,7 +49,8 @@ func newStreamAddCmd(e *env) *cobra.Command {
 		Use:   "add NAME --subjects PATTERN[,PATTERN]",
 		Short: "Create a stream that stores the messages published on its subjects",
 		Example: `  semaq stream add AI --subjects 'ai.>'
-  semaq stream add JOBS --subjects 'jobs.*' --retention workqueue --max-age 24h`,
+  semaq stream add JOBS --subjects 'jobs.*' --retention workqueue --max-age 24h
+  semaq stream add AGENT --subjects 'agent.>' --provenance signed --session-order strict`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Name = args[0]
@@ -69,6 +72,12 @@ func newStreamAddCmd(e *env) *cobra.Command {
 			if cfg.Durability, err = oneOf("durability", cfg.Durability, durabilities); err != nil {
 				return err
 			}
+			if cfg.Provenance, err = oneOf("provenance", cfg.Provenance, provenances); err != nil {
+				return err
+			}
+			if cfg.SessionOrder, err = oneOf("session-order", cfg.SessionOrder, orders); err != nil {
+				return err
+			}
 			return e.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				info, err := c.AddStream(ctx, cfg)
 				if err != nil {
@@ -77,13 +86,19 @@ func newStreamAddCmd(e *env) *cobra.Command {
 				if asJSON {
 					return writeJSON(e.stdout, info)
 				}
-				schema := ""
+				extra := ""
 				if info.Config.Schema != "" {
-					schema = ", schema " + info.Config.Schema + " (messages validated on the way in)"
+					extra = ", schema " + info.Config.Schema + " (messages validated on the way in)"
+				}
+				if p := info.Config.Provenance; p != "" {
+					extra += ", provenance " + p
+				}
+				if o := info.Config.SessionOrder; o != "" {
+					extra += ", session order " + o
 				}
 				_, err = fmt.Fprintf(e.stdout, "Stream %s created: subjects %s, retention %s, storage %s, durability %s%s\n",
 					info.Config.Name, strings.Join(info.Config.Subjects, ","),
-					orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"), durabilityName(info), schema)
+					orDefault(info.Config.Retention, "limits"), orDefault(info.Config.Storage, "file"), durabilityName(info), extra)
 				return err
 			})
 		},
@@ -98,6 +113,8 @@ func newStreamAddCmd(e *env) *cobra.Command {
 	f.IntVar(&cfg.Replicas, "replicas", 0, "number of replicas (0: the broker's default)")
 	f.StringVar(&cfg.Description, "description", "", "what the stream is for")
 	f.StringVar(&cfg.Schema, "schema", "", "schema registry `SUBJECT` every message must match (schema-on-write)")
+	f.StringVar(&cfg.Provenance, "provenance", "", "chain each session's messages by hash: session, or signed (each link also signed by the node that stored it); docs/provenance.md")
+	f.StringVar(&cfg.SessionOrder, "session-order", "", "refuse a session's message not after its last: strict (by AI-Timestamp) or strict-seq (by AI-Seq)")
 	f.BoolVar(&asJSON, "json", false, "print the created stream as JSON")
 	e.addServerFlag(cmd)
 	return cmd
@@ -176,6 +193,18 @@ func writeStreamInfo(w io.Writer, info *semaq.StreamInfo) error {
 	fmt.Fprintf(tw, "  Durability:\t%s\n", describeSync(info.Sync))
 	if cfg.Schema != "" {
 		fmt.Fprintf(tw, "  Schema:\t%s (every message is validated on the way in)\n", cfg.Schema)
+	}
+	switch cfg.Provenance {
+	case semaq.ProvenanceNone:
+	case semaq.ProvenanceSession:
+		fmt.Fprintf(tw, "  Provenance:\t%s (each session's messages hash-chained)\n", cfg.Provenance)
+	case semaq.ProvenanceSigned:
+		fmt.Fprintf(tw, "  Provenance:\t%s (each session's messages hash-chained, each signed by its node)\n", cfg.Provenance)
+	default:
+		fmt.Fprintf(tw, "  Provenance:\t%s\n", cfg.Provenance)
+	}
+	if o := cfg.SessionOrder; o != "" {
+		fmt.Fprintf(tw, "  Session order:\t%s (a session's message not after its last, by %s, is refused)\n", o, semaq.OrderHeader(o))
 	}
 	if c := info.Commit; c != nil && c.Batches > 0 {
 		fmt.Fprintf(tw, "  Group commits:\t%d batches, %d acks, %d failed; acks per fsync p50 %d p99 %d; fsync p50 %dµs p99 %dµs\n",
