@@ -333,4 +333,3 @@ func (in *Ingress) answerChain(msgs []*chainMsg, e *semaq.APIError) {
 		}
 	}
 }
-
