@@ -407,3 +407,30 @@ func TestChainSettlesAnUnfinishedBatch(t *testing.T) {
 		t.Fatalf("the dead writer's late link 4: %s %v", r.Data, err)
 	}
 }
+
+func TestChainNeedsLimitsRetention(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	for _, cfg := range []semaq.StreamConfig{
+		{Name: "WQ", Subjects: []string{"wq.>"}, Retention: "workqueue", Provenance: semaq.ProvenanceSession},
+		{Name: "IN", Subjects: []string{"in.>"}, Retention: "interest", SessionOrder: semaq.SessionOrderStrict},
+		{Name: "BADP", Subjects: []string{"badp.>"}, Provenance: "sessions"},
+		{Name: "BADO", Subjects: []string{"bado.>"}, SessionOrder: "loose"},
+	} {
+		_, err := c.AddStream(ctx, cfg)
+		if err == nil {
+			t.Fatalf("stream %s made", cfg.Name)
+		}
+		want := "limits retention"
+		switch cfg.Name {
+		case "BADP":
+			want = `provenance "sessions" is not one of session, signed`
+		case "BADO":
+			want = `session order "loose" is not one of strict, strict-seq`
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("stream %s: %v, want it to say %q", cfg.Name, err, want)
+		}
+	}
+}

@@ -62,10 +62,13 @@ const (
 	// maxChainSessions bounds the sessions a node keeps a head for; idle
 	// ones are dropped past it (their heads are read again when needed).
 	maxChainSessions = 100_000
-	// maxChainBatch bounds the messages of one batch (JetStream takes
-	// 1,000 with the head record), and maxChainBatchBytes their bytes.
-	maxChainBatch      = 500
-	maxChainBatchBytes = 4 << 20
+	// maxChainBatch bounds the messages of one batch, and
+	// maxChainBatchBytes their bytes; on a cluster, where they are stored
+	// one after another, maxChainBatchCluster (a reader settles a batch
+	// still unstored chainhead.Window after its head record).
+	maxChainBatch        = 500
+	maxChainBatchCluster = 100
+	maxChainBatchBytes   = 4 << 20
 	// chainAckWait bounds the wait for a batch's commit; chainRetries the
 	// times a session's messages are built again after losing a race.
 	chainAckWait = 30 * time.Second

@@ -44,8 +44,11 @@ const (
 func (in *Ingress) sendChain(s *chainSession) {
 	cs := &in.chains
 	cs.mu.Lock()
-	n, size := 0, 0
-	for n < len(s.queue) && n < maxChainBatch && (n == 0 || size+len(s.queue[n].data) <= maxChainBatchBytes) {
+	n, size, most := 0, 0, maxChainBatch
+	if in.clustered {
+		most = maxChainBatchCluster
+	}
+	for n < len(s.queue) && n < most && (n == 0 || size+len(s.queue[n].data) <= maxChainBatchBytes) {
 		size += len(s.queue[n].data)
 		n++
 		if s.queue[n-1].header.Get(semaq.HdrMsgID) != "" {
