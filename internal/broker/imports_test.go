@@ -31,9 +31,10 @@ var (
 		"pump",           // consumer pumps filters and key-shared groups build on
 		"dispatch/sched", // the dispatcher's scheduling queue
 		"routes/table",   // compiled route rules: the ingress evaluates them
+		"chainhead",      // session chains' head records: the ingress writes them, chains reads them
 	}
 	subsystems = []string{
-		"agents", "audit", "auth", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
+		"agents", "audit", "auth", "chains", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
 		"keyshared", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through
