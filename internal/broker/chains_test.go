@@ -434,3 +434,48 @@ func TestChainNeedsLimitsRetention(t *testing.T) {
 		}
 	}
 }
+
+// A message JetStream finds a duplicate (its Nats-Msg-Id stored before)
+// takes no link: the chain goes on without a gap.
+func TestChainDuplicateTakesNoLink(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx := context.Background()
+	if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: "DUP", Subjects: []string{"dup.>"}, Provenance: semaq.ProvenanceSession}); err != nil {
+		t.Fatal(err)
+	}
+	pub := func(id string) *semaq.PubAck {
+		t.Helper()
+		ack, err := c.Publish(ctx, "dup.x", []byte(id), client.WithSession("s"), client.WithMsgID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack
+	}
+	first := pub("a")
+	if again := pub("a"); !again.Duplicate || again.Sequence != first.Sequence {
+		t.Fatalf("the same message again: %+v, want a duplicate of %d", again, first.Sequence)
+	}
+	pub("b")
+	// In one fast batch: a duplicate between two new ones.
+	ack, err := c.PublishBatch(ctx, []*nats.Msg{
+		batchMsg("dup.x", "c", semaq.HdrSession, "s", semaq.HdrMsgID, "c"),
+		batchMsg("dup.x", "b", semaq.HdrSession, "s", semaq.HdrMsgID, "b"),
+		batchMsg("dup.x", "d", semaq.HdrSession, "s", semaq.HdrMsgID, "d"),
+	})
+	if err != nil || ack.Stored != 3 || !ack.Results[1].Duplicate {
+		t.Fatalf("batch %+v %v", ack, err)
+	}
+	msgs := storedChain(t, s, "DUP", "", "s")
+	var got []string
+	for _, m := range msgs {
+		got = append(got, string(m.Data))
+	}
+	if strings.Join(got, ",") != "a,b,c,d" {
+		t.Fatalf("stored %v, want a,b,c,d", got)
+	}
+	checkLinks(t, "DUP", msgs)
+	if h := provenanceHead(t, c, "DUP", "", "s"); h.Links != 4 || h.Settling {
+		t.Fatalf("head %+v", h)
+	}
+}

@@ -181,7 +181,7 @@ func (in *Ingress) chainAck(m *nats.Msg) {
 	}
 	cs.mu.Unlock()
 	if done {
-		in.chainStored(b)
+		in.chainStored(b, false)
 	}
 }
 
@@ -269,7 +269,7 @@ func (in *Ingress) dropBatch(b *chainBatch) {
 // stored the session's head is the one b's record says; otherwise the
 // stored ones are a run from the base (the rest fenced out, or the last a
 // duplicate), and the head is settled to it before the next batch.
-func (in *Ingress) chainStored(b *chainBatch) {
+func (in *Ingress) chainStored(b *chainBatch, overdue bool) {
 	s := b.sess
 	stored := 0
 	var links []chainhead.Link
@@ -292,16 +292,49 @@ func (in *Ingress) chainStored(b *chainBatch) {
 	in.metrics.ChainQueued(-len(b.msgs))
 	in.metrics.ChainStored(stored)
 	cs := &in.chains
-	cs.mu.Lock()
-	if stored == len(b.msgs) {
+	switch {
+	case stored == len(b.msgs):
+		cs.mu.Lock()
 		b.next.Seq = b.headSeq
 		s.head, s.loaded, s.retries = b.next, true, 0
-	} else {
-		// The head record claims more than is stored: it is settled
-		// (fenced, then written as stored) before the next batch.
+		cs.mu.Unlock()
+	case overdue:
+		// Some may be stored yet: the head is settled from the stream
+		// (fenced, then looked at again) before the next batch.
+		cs.mu.Lock()
 		s.loaded = false
+		cs.mu.Unlock()
+	default:
+		// Every answer is in, so what is stored is known: the head record,
+		// which claims more, is replaced with it at once (and fences out
+		// nothing, since nothing of the batch is still on its way).
+		fixed := b.next.Upto(links)
+		if in.gate.Go("ingress/chain-fix", func(ctx context.Context) { in.fixHead(ctx, b, fixed) }) {
+			return
+		}
+		cs.mu.Lock()
+		s.loaded = false
+		cs.mu.Unlock()
 	}
-	cs.mu.Unlock()
+	in.chainDone(s, b.msgs)
+}
+
+// fixHead replaces b's head record with fixed, the run of b stored, then
+// ends b.
+func (in *Ingress) fixHead(ctx context.Context, b *chainBatch, fixed chainhead.Head) {
+	s := b.sess
+	ctx, cancel := context.WithTimeout(ctx, headSettleTimeout)
+	defer cancel()
+	seq, err := in.writeHead(ctx, s.key, fixed, b.headSeq)
+	in.chains.mu.Lock()
+	if err == nil {
+		fixed.Seq = seq
+		s.head, s.loaded = fixed, true
+		in.metrics.ChainSettled()
+	} else {
+		s.loaded = false // read and settled before the next batch
+	}
+	in.chains.mu.Unlock()
 	in.chainDone(s, b.msgs)
 }
 
@@ -422,6 +455,6 @@ func (in *Ingress) sweepChains(now time.Time) {
 			}
 		}
 		cs.mu.Unlock()
-		in.chainStored(b)
+		in.chainStored(b, true)
 	}
 }
