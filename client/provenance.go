@@ -106,7 +106,7 @@ func (c *Client) ExportProvenance(ctx context.Context, stream, tenant, session s
 }
 
 // exportLinks writes the session's messages from the chain's first link
-// to its head record.
+// to the head's last.
 func (c *Client) exportLinks(ctx context.Context, info *semaq.StreamInfo, head *semaq.ProvenanceHead, pw *provenance.Writer) error {
 	stream := info.Config.Name
 	cfg := jetstream.OrderedConsumerConfig{
@@ -162,10 +162,9 @@ func (c *Client) exportLinks(ctx context.Context, info *semaq.StreamInfo, head *
 				return fmt.Errorf("reading stream %s: a message without JetStream metadata: %w", stream, err)
 			}
 			pending = md.NumPending
-			if md.Sequence.Stream > head.Seq {
-				pending = 0 // past the head record: the chain ends before
-				continue
-			}
+			// A batch's messages follow its head record (docs/provenance.md,
+			// How a chain is written): the chain ends at its head.Links-th
+			// link, wherever that is.
 			if written >= head.Links || !inSession(m, head) {
 				continue
 			}

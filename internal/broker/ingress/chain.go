@@ -69,7 +69,7 @@ const (
 	maxChainBatch        = 500
 	maxChainBatchCluster = 100
 	maxChainBatchBytes   = 4 << 20
-	// chainAckWait bounds the wait for a batch's commit; chainRetries the
+	// chainAckWait bounds the wait for a batch's acks; chainRetries the
 	// times a session's messages are built again after losing a race.
 	chainAckWait = 30 * time.Second
 	chainRetries = 64
@@ -83,7 +83,7 @@ type chainKey struct {
 // chains holds the sessions of the chained streams this node stores
 // messages for.
 type chains struct {
-	prefix string // <IngressAckInbox><nuid>.: the commits' replies
+	prefix string // <IngressAckInbox><nuid>.: the replies of batches' records and messages
 	conn   *nats.Conn
 	key    ed25519.PrivateKey // the node's signing key; nil: none
 	keyID  string
@@ -195,7 +195,7 @@ func (s *chainSession) lastOrder() (semaq.OrderValue, bool) {
 
 // chain hands p to its session's chain instead of appending it: it goes
 // out with the session's next batch, and its publisher's ack comes when
-// the batch commits.
+// it is stored.
 func (in *Ingress) chain(p *publication, k chainKey) *semaq.APIError {
 	cs := &in.chains
 	if cs.conn == nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/semaq/semaq/provenance"
 )
 
-// startChains subscribes to the commits of the chains' batches, on the
+// startChains subscribes to the acks of the chains' batches, on the
 // node's internal connection, which also sends them.
 func (in *Ingress) startChains(key ed25519.PrivateKey) error {
 	cs := &in.chains
