@@ -287,18 +287,18 @@ func (in *Ingress) kickChain(s *chainSession) {
 		in.sendChain(s)
 		return
 	}
-	if !in.gate.Go("ingress/chain-head", func(context.Context) { in.loadHead(s) }) {
+	if !in.gate.Go("ingress/chain-head", func(ctx context.Context) { in.loadHead(ctx, s) }) {
 		in.failSession(s, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: the node is shutting down; publish again", s.key.stream))
 	}
 }
 
 // loadHead reads s's head record from the stream's leader, settles the
 // batch it begins (chainstart.go), then sends s's batch.
-func (in *Ingress) loadHead(s *chainSession) {
+func (in *Ingress) loadHead(ctx context.Context, s *chainSession) {
 	in.chains.mu.Lock()
 	order := s.st.chain.Order
 	in.chains.mu.Unlock()
-	h, err := in.settleHead(s.key, order)
+	h, err := in.settleHead(ctx, s.key, order)
 	if err != nil {
 		in.failSession(s, semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: reading session %q's chain head: %v; publish again", s.key.stream, s.key.session, err))
 		return

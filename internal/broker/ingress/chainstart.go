@@ -50,8 +50,8 @@ const headReadTimeout = 5 * time.Second
 // still on their way are refused from then on), looks once more for any
 // stored before the fence, and records those too. Nothing there is a
 // chain not begun.
-func (in *Ingress) settleHead(k chainKey, order string) (chainhead.Head, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), headSettleTimeout)
+func (in *Ingress) settleHead(ctx context.Context, k chainKey, order string) (chainhead.Head, error) {
+	ctx, cancel := context.WithTimeout(ctx, headSettleTimeout)
 	defer cancel()
 	for {
 		h, found, err := chainhead.Read(ctx, in.conn, k.stream, k.tenant, k.session, order)
