@@ -2,7 +2,6 @@ package broker_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -69,19 +68,12 @@ func TestChainAuthTenants(t *testing.T) {
 	}
 	// Heads: a user reads its own tenant's only.
 	head := func(c *client.Client, tenant string) (*semaq.ProvenanceHead, *semaq.APIError) {
-		req, _ := json.Marshal(semaq.ProvenanceHeadRequest{Stream: "TC", Tenant: tenant, Session: "s-1"})
-		m, err := c.Conn().Request(semaq.APIProvenanceHead, req, 10*time.Second)
-		if err != nil {
+		h, err := c.ProvenanceHead(ctx, "TC", tenant, "s-1")
+		var ae *semaq.APIError
+		if err != nil && !errors.As(err, &ae) {
 			t.Fatal(err)
 		}
-		var out struct {
-			semaq.ProvenanceHead
-			Error *semaq.APIError `json:"error"`
-		}
-		if err := json.Unmarshal(m.Data, &out); err != nil {
-			t.Fatal(err)
-		}
-		return &out.ProvenanceHead, out.Error
+		return h, ae
 	}
 	reader := brokertest.ConnectKey(t, s, keys["globex-read"])
 	if h, e := head(reader, ""); e != nil || h.Tenant != "globex" || h.Links != 1 {

@@ -85,22 +85,11 @@ func checkLinks(t *testing.T, stream string, msgs []jetstream.RawStreamMsg) {
 // provenanceHead asks the provenance API for a session's head.
 func provenanceHead(t *testing.T, c *client.Client, stream, tenant, session string) *semaq.ProvenanceHead {
 	t.Helper()
-	req, _ := json.Marshal(semaq.ProvenanceHeadRequest{Stream: stream, Tenant: tenant, Session: session})
-	m, err := c.Conn().Request(semaq.APIProvenanceHead, req, 10*time.Second)
+	h, err := c.ProvenanceHead(context.Background(), stream, tenant, session)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("provenance head of %s/%s: %v", stream, session, err)
 	}
-	var out struct {
-		semaq.ProvenanceHead
-		Error *semaq.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &out); err != nil {
-		t.Fatal(err)
-	}
-	if out.Error != nil {
-		t.Fatalf("provenance head of %s/%s: %v", stream, session, out.Error)
-	}
-	return &out.ProvenanceHead
+	return h
 }
 
 func TestProvenanceChainsEachSession(t *testing.T) {
@@ -295,15 +284,11 @@ func TestProvenanceSigned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m, err := c.Conn().Request(semaq.APIProvenanceKeys, nil, 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	keys, err := c.ProvenanceKeys(ctx)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("keys %+v: %v", keys, err)
 	}
-	var keys semaq.ProvenanceKeys
-	if err := json.Unmarshal(m.Data, &keys); err != nil || len(keys.Keys) != 1 {
-		t.Fatalf("keys %s: %v", m.Data, err)
-	}
-	k := keys.Keys[0]
+	k := keys[0]
 	msgs := storedChain(t, s, "SIGNED", "acme", "s")
 	if len(msgs) != 3 {
 		t.Fatalf("%d messages, want 3", len(msgs))
@@ -322,10 +307,9 @@ func TestProvenanceSigned(t *testing.T) {
 	if h := provenanceHead(t, c, "SIGNED", "acme", "s"); h.Links != 3 {
 		t.Fatalf("head %+v", h)
 	}
-	req, _ := json.Marshal(semaq.ProvenanceHeadRequest{Stream: "SIGNED", Session: "s"})
-	m, err = c.Conn().Request(semaq.APIProvenanceHead, req, 10*time.Second)
-	if err != nil || !strings.Contains(string(m.Data), `"err_code":20161`) {
-		t.Fatalf("head of session s without tenant: %s %v", m.Data, err)
+	var ae *semaq.APIError
+	if _, err := c.ProvenanceHead(ctx, "SIGNED", "", "s"); !errors.As(err, &ae) || ae.ErrCode != semaq.ErrCodeChainNotFound {
+		t.Fatalf("head of session s without tenant: %v", err)
 	}
 }
 
