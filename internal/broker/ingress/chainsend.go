@@ -444,7 +444,10 @@ func (in *Ingress) sweepChains(now time.Time) {
 	body := semaq.MarshalError(semaq.NewAPIError(semaq.ErrUnavailable,
 		"no acknowledgement from storage within %s: the message may have been stored; publish it again with its Nats-Msg-Id", chainAckWait))
 	for _, b := range late {
-		if b.headSeq == 0 {
+		cs.mu.Lock()
+		headless := b.headSeq == 0
+		cs.mu.Unlock()
+		if headless {
 			in.chainLost(b, semaq.NewAPIError(semaq.ErrUnavailable, "no acknowledgement from storage within %s: publish again", chainAckWait))
 			continue
 		}
