@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,7 +66,7 @@ const exportBatch = 64
 // ExportProvenance writes the export of a session's chain to w
 // (docs/provenance.md#the-export-format; provenance.Verify checks it):
 // the head and the nodes' keys, then every message of the session the
-// stream holds from the chain's first link up to its head record, in
+// stream holds from the chain's first link up to the head's last link, in
 // stream order. It reads with an ordered consumer, filtered on the
 // stream's subjects, that acknowledges nothing and is deleted at the end
 // (the broker drops it by itself if the client goes away): nothing is
@@ -106,7 +107,7 @@ func (c *Client) ExportProvenance(ctx context.Context, stream, tenant, session s
 }
 
 // exportLinks writes the session's messages from the chain's first link
-// to the head's last.
+// to the head's last link.
 func (c *Client) exportLinks(ctx context.Context, info *semaq.StreamInfo, head *semaq.ProvenanceHead, pw *provenance.Writer) error {
 	stream := info.Config.Name
 	cfg := jetstream.OrderedConsumerConfig{
@@ -145,6 +146,11 @@ func (c *Client) exportLinks(ctx context.Context, info *semaq.StreamInfo, head *
 	if ci := cons.CachedInfo(); ci != nil {
 		pending = ci.NumPending
 	}
+	// A head record is stored before its batch's links, which name it
+	// (internal/broker/ingress/chain.go): the head's links are after its
+	// record and before the stream's last message when the export asked
+	// for the stream's info, which was after the head.
+	last := info.State.LastSeq
 	var written uint64
 	for pending > 0 && written < head.Links {
 		if err := ctx.Err(); err != nil {
@@ -162,10 +168,15 @@ func (c *Client) exportLinks(ctx context.Context, info *semaq.StreamInfo, head *
 				return fmt.Errorf("reading stream %s: a message without JetStream metadata: %w", stream, err)
 			}
 			pending = md.NumPending
-			// A batch's messages follow its head record (docs/provenance.md,
-			// How a chain is written): the chain ends at its head.Links-th
-			// link, wherever that is.
+			if md.Sequence.Stream > last {
+				pending = 0 // stored after the export began: not the head's
+				continue
+			}
 			if written >= head.Links || !inSession(m, head) {
+				continue
+			}
+			if n, err := strconv.ParseUint(m.Headers().Get(provenance.HdrChainSeq), 10, 64); err == nil && n > head.Links {
+				pending = 0 // a link of a later head: the chain ends before
 				continue
 			}
 			if err := pw.WriteLink(&provenance.ExportLink{Seq: md.Sequence.Stream, Subject: m.Subject(), Time: md.Timestamp.UTC(),

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/semaq/semaq/internal/jstest"
+	"github.com/semaq/semaq/internal/broker"
+	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/internal/provenancetest"
 	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
@@ -114,21 +115,24 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// TestProvenanceExportCommand exports a chain from a stand-in for the
-// broker's side of provenance and verifies it with the nodes' keys as
-// `semaq provenance keys --json` prints them.
+// TestProvenanceExportCommand exports a session's chain from a real
+// broker and verifies it with the nodes' keys as `semaq provenance keys
+// --json` prints them.
 func TestProvenanceExportCommand(t *testing.T) {
-	ns := jstest.Server(t)
-	nc, js := jstest.Connect(t, ns)
-	url := ns.ClientURL()
-	b := provenancetest.NewBroker(t, nc, semaq.StreamConfig{Name: "AGENT", Subjects: []string{"agent.>"}, Provenance: semaq.ProvenanceSigned})
-	b.AddKey("n1", provenancetest.Key(1))
-	c := provenancetest.New("AGENT", "acme", "s-1").Signed("n1", provenancetest.Key(1))
+	srv := brokertest.Start(t, func(c *broker.Config) { c.Name = "n1" })
+	url := srv.ClientURL()
+	mustSemaq(t, url, "", "stream", "add", "AGENT", "--subjects", "agent.>", "--provenance", "signed")
 	for k := range 5 {
-		c.Add("agent.acme.step", fmt.Sprint(k), nil)
-		b.Other(t, "agent.acme.step", map[string][]string{"AI-Session": {"s-2"}, "AI-Tenant": {"acme"}})
+		mustSemaq(t, url, "", "pub", "agent.acme.step", fmt.Sprintf(`{"step":%d}`, k), "--tenant", "acme", "--session", "s-1", "--model", "llama3")
+		mustSemaq(t, url, "", "pub", "agent.acme.step", `{"other":true}`, "--tenant", "acme", "--session", "s-2")
 	}
-	head := b.Store(t, c, 0)
+	c := brokertest.Connect(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	head, err := c.ProvenanceHead(ctx, "AGENT", "acme", "s-1")
+	if err != nil || head.Links != 5 {
+		t.Fatalf("head %+v, %v: want 5 links", head, err)
+	}
 
 	dir := t.TempDir()
 	out := filepath.Join(dir, "s-1.ndjson")
@@ -140,11 +144,21 @@ func TestProvenanceExportCommand(t *testing.T) {
 		t.Fatalf("export said %q, want %q", r.stderr, want)
 	}
 	keys := mustSemaq(t, url, "", "provenance", "keys", "--json")
+	var listed []semaq.ProvenanceKey
+	if err := json.Unmarshal([]byte(keys), &listed); err != nil || len(listed) != 1 || listed[0].Node != "n1" {
+		t.Fatalf("keys --json: %q (%v): want n1's key", keys, err)
+	}
 	keysFile := writeFile(t, keys)
 	r = runOffline("", "provenance", "verify", out, "--key", keysFile, "--head", head.Hash)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "OK: 5 links of session s-1 (tenant acme) in stream AGENT") ||
-		!strings.HasSuffix(r.stdout, ", trusted, anchored at link 5\n") {
-		t.Fatalf("verify: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if want := "OK: 5 links of session s-1 (tenant acme) in stream AGENT, head " + head.Hash + ", signed by key " + listed[0].ID +
+		" (n1), trusted, anchored at link 5\n"; r.code != 0 || r.stdout != want {
+		t.Fatalf("verify: exit %d, stdout %q, stderr %q\nwant %q", r.code, r.stdout, r.stderr, want)
+	}
+	// Another key pinned: no link verifies.
+	r = runOffline("", "provenance", "verify", out, "--key", b64(provenancetest.Key(2)))
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "semaq: link 1 (stream seq ") ||
+		!strings.Contains(r.stderr, "bad signature: key "+listed[0].ID+" (node n1) is not one of the trusted keys") {
+		t.Fatalf("verify with another key: exit %d, stderr %q", r.code, r.stderr)
 	}
 
 	// To stdout: the same export but its time.
@@ -158,8 +172,8 @@ func TestProvenanceExportCommand(t *testing.T) {
 	}
 
 	table := mustSemaq(t, url, "", "provenance", "keys")
-	id := provenance.KeyID(provenancetest.Key(1).Public().(ed25519.PublicKey))
-	if !strings.HasPrefix(table, "ID  ") || !strings.Contains(table, id+"  n1    "+b64(provenancetest.Key(1))+"  2026-01-02T03:04:05Z") {
+	if !strings.HasPrefix(table, "ID  ") ||
+		!strings.Contains(table, listed[0].ID+"  n1    "+base64.StdEncoding.EncodeToString(listed[0].PublicKey)+"  "+listed[0].Created.Format(time.RFC3339)) {
 		t.Fatalf("keys table:\n%s", table)
 	}
 
@@ -168,15 +182,7 @@ func TestProvenanceExportCommand(t *testing.T) {
 	if err := json.Unmarshal(bytes.Split(file, []byte("\n"))[3], &link3); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := js.Stream(ctx, "AGENT")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.DeleteMsg(ctx, link3.Seq); err != nil {
-		t.Fatal(err)
-	}
+	deleteMsg(t, srv, "AGENT", link3.Seq)
 	cut := filepath.Join(dir, "cut.ndjson")
 	r = runSemaq(t, url, "", "provenance", "export", "s-1", "--stream", "AGENT", "--tenant", "acme", "-o", cut)
 	if r.code != 0 || !strings.Contains(r.stderr, "Exported 4 links") ||
@@ -191,11 +197,34 @@ func TestProvenanceExportCommand(t *testing.T) {
 
 	// A session with no chain: an error, and no file.
 	none := filepath.Join(dir, "none.ndjson")
-	mustFailSemaq(t, url, "semaq: no provenance chain for session s-9 in stream AGENT", "provenance", "export", "s-9", "--stream", "AGENT", "-o", none)
+	mustFailSemaq(t, url, `semaq: stream AGENT has no chain for session "s-9"`, "provenance", "export", "s-9", "--stream", "AGENT", "-o", none)
 	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
 		t.Fatalf("files left after a failed export: %v", entries)
 	}
 	mustFailSemaq(t, unreachableURL, "semaq: --stream is required", "provenance", "export", "s-1")
+}
+
+// deleteMsg removes a message from a stream, below the semantic layer.
+func deleteMsg(t *testing.T, srv *broker.Server, stream string, seq uint64) {
+	t.Helper()
+	nc, err := brokertest.DialOperator(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // withoutExportTime is an export with its header's export time blanked.
@@ -210,57 +239,41 @@ func withoutExportTime(t *testing.T, b []byte) string {
 	return string(mustJSON(t, h)) + "\n" + string(rest)
 }
 
-// TestStreamAddProvenanceFlags checks what `stream add` asks the broker
-// for and prints, against a stand-in for the stream API.
+// TestStreamAddProvenanceFlags makes streams with provenance and a
+// session order on a real broker and reads them back with `stream info`.
 func TestStreamAddProvenanceFlags(t *testing.T) {
-	ns := jstest.Server(t)
-	nc, _ := jstest.Connect(t, ns)
-	asked := make(chan semaq.StreamConfig, 1)
-	sub, err := nc.Subscribe(fmt.Sprintf(semaq.APIStreamCreateT, "AGENT"), func(m *nats.Msg) {
-		var cfg semaq.StreamConfig
-		_ = json.Unmarshal(m.Data, &cfg)
-		asked <- cfg
-		_ = m.Respond(mustJSON(t, semaq.StreamInfo{Config: cfg, Sync: "always"}))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-
-	out := mustSemaq(t, ns.ClientURL(), "", "stream", "add", "AGENT", "--subjects", "agent.>", "--provenance", "Signed", "--session-order", "strict-seq")
-	var cfg semaq.StreamConfig
-	select {
-	case cfg = <-asked:
-	case <-time.After(10 * time.Second):
-		t.Fatal("stream add asked nothing")
-	}
-	if cfg.Provenance != semaq.ProvenanceSigned || cfg.SessionOrder != semaq.SessionOrderStrictSeq {
-		t.Fatalf("stream add asked for provenance %q, session order %q", cfg.Provenance, cfg.SessionOrder)
-	}
-	if want := "Stream AGENT created: subjects agent.>, retention limits, storage file, durability fsync, provenance signed, session order strict-seq\n"; out != want {
-		t.Fatalf("stream add printed %q, want %q", out, want)
+	url := brokertest.Start(t).ClientURL()
+	for _, tc := range []struct {
+		args              []string
+		created           string
+		provenance, order string // `stream info`'s lines; "": none
+	}{
+		{[]string{"AGENT", "--subjects", "agent.>", "--provenance", "signed", "--session-order", "strict"},
+			"Stream AGENT created: subjects agent.>, retention limits, storage file, durability interval, provenance signed, session order strict\n",
+			"signed (each session's messages hash-chained, each signed by its node)",
+			"strict (a session's message not after its last, by AI-Timestamp, is refused)"},
+		{[]string{"SESS", "--subjects", "sess.>", "--provenance", "Session", "--session-order", "strict-seq"},
+			"Stream SESS created: subjects sess.>, retention limits, storage file, durability interval, provenance session, session order strict-seq\n",
+			"session (each session's messages hash-chained)",
+			"strict-seq (a session's message not after its last, by AI-Seq, is refused)"},
+		{[]string{"PLAIN", "--subjects", "plain.>"},
+			"Stream PLAIN created: subjects plain.>, retention limits, storage file, durability interval\n", "", ""},
+	} {
+		if out := mustSemaq(t, url, "", append([]string{"stream", "add"}, tc.args...)...); out != tc.created {
+			t.Fatalf("stream add printed %q, want %q", out, tc.created)
+		}
+		info := mustSemaq(t, url, "", "stream", "info", tc.args[0])
+		for label, want := range map[string]string{"Provenance:": tc.provenance, "Session order:": tc.order} {
+			if v, ok := infoLine(info, label); want == "" && ok || want != "" && v != want {
+				t.Fatalf("stream info %s:\n%s\nwants %s %q", tc.args[0], info, label, want)
+			}
+		}
 	}
 	mustFailSemaq(t, unreachableURL, `semaq: --provenance "chained": use session, signed`, "stream", "add", "X", "--subjects", "x.>", "--provenance", "chained")
 	mustFailSemaq(t, unreachableURL, `semaq: --session-order "loose": use strict, strict-seq`, "stream", "add", "X", "--subjects", "x.>", "--session-order", "loose")
 	r := runSemaq(t, unreachableURL, "", "stream", "add", "X", "--subjects", "x.>", "--provenence", "session")
 	if r.code == 0 || !strings.Contains(r.stderr, "unknown flag: --provenence (did you mean --provenance?)") {
 		t.Fatalf("a mistyped flag: exit %d, stderr %q", r.code, r.stderr)
-	}
-}
-
-func TestStreamInfoShowsProvenance(t *testing.T) {
-	ns := jstest.Server(t)
-	nc, _ := jstest.Connect(t, ns)
-	provenancetest.NewBroker(t, nc, semaq.StreamConfig{Name: "AGENT", Subjects: []string{"agent.>"},
-		Provenance: semaq.ProvenanceSession, SessionOrder: semaq.SessionOrderStrict})
-	out := mustSemaq(t, ns.ClientURL(), "", "stream", "info", "AGENT")
-	for label, want := range map[string]string{
-		"Provenance:":    "session (each session's messages hash-chained)",
-		"Session order:": "strict (a session's message not after its last, by AI-Timestamp, is refused)",
-	} {
-		if v, ok := infoLine(out, label); !ok || v != want {
-			t.Fatalf("stream info:\n%s\nwants %s %s", out, label, want)
-		}
 	}
 }
 

@@ -79,10 +79,25 @@ func Open(ctx context.Context, d Deps) (*Chains, error) {
 	}
 	pk := semaq.ProvenanceKey{ID: c.id, Node: d.Node, PublicKey: key.Public().(ed25519.PublicKey), Created: time.Now().UTC()}
 	entryKey := sanitize(d.Node) + "." + c.id
-	if e, err := c.kv.Get(ctx, entryKey); err == nil {
-		var have semaq.ProvenanceKey
-		if json.Unmarshal(e.Value(), &have) == nil {
-			pk.Created = have.Created
+	// A key is one node's, listed once: its entries under the node's
+	// former names go (an unnamed node's name is NATS's server id, new
+	// at each start), and the first one's creation time stays.
+	if lister, err := c.kv.ListKeys(ctx); err == nil {
+		for k := range lister.Keys() {
+			if k != entryKey && !strings.HasSuffix(k, "."+c.id) {
+				continue
+			}
+			if e, err := c.kv.Get(ctx, k); err == nil {
+				var have semaq.ProvenanceKey
+				if json.Unmarshal(e.Value(), &have) == nil && !have.Created.IsZero() && have.Created.Before(pk.Created) {
+					pk.Created = have.Created
+				}
+			}
+			if k != entryKey {
+				if err := c.kv.Delete(ctx, k); err != nil {
+					return nil, fmt.Errorf("provenance: dropping the key's entry %s: %w", k, err)
+				}
+			}
 		}
 	}
 	b, _ := json.Marshal(pk)
