@@ -29,6 +29,7 @@ type chainBatch struct {
 	headSeq  uint64         // its record's sequence, once stored
 	results  [][]byte       // each message's ack or refusal, by index
 	waiting  int            // acks due
+	resent   int            // messages sent again (inProcess)
 	deadline time.Time
 }
 
@@ -159,6 +160,26 @@ func (in *Ingress) chainAck(m *nats.Msg) {
 	if len(data) == 0 {
 		data = statusError(m)
 	}
+	if in.clustered && b.resent < maxResends && inProcess(data) {
+		// The stream's leader still counted the head record, or the
+		// message before, as in flight: the same message, fenced the
+		// same, goes again.
+		b.resent++
+		n := b.resent
+		cs.mu.Unlock()
+		if !in.gate.Go("ingress/chain-resend", func(ctx context.Context) {
+			t := time.NewTimer(time.Duration(n) * 5 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				in.sendLinks(b, i)
+			case <-ctx.Done():
+			}
+		}) {
+			in.log.Debug("chain: a message not sent again: the node is shutting down", "stream", b.sess.key.stream)
+		}
+		return
+	}
 	b.results[i] = data
 	b.waiting--
 	if in.clustered && b.waiting > 0 {
@@ -183,6 +204,18 @@ func (in *Ingress) chainAck(m *nats.Msg) {
 	if done {
 		in.chainStored(b, false)
 	}
+}
+
+// maxResends bounds the times a batch's messages are sent again for
+// inProcess.
+const maxResends = 16
+
+// inProcess reports whether data is a clustered stream's refusal of a
+// condition on a subject another write in flight names: the head record
+// just acked, as the leader sees it for a moment more.
+func inProcess(data []byte) bool {
+	var ack jsAck
+	return json.Unmarshal(data, &ack) == nil && ack.Error != nil && ack.Error.ErrCode == jsWrongLastSeqConst
 }
 
 // ackStored reports whether data is JetStream's ack of a message stored
