@@ -84,6 +84,24 @@ func TestClusterSessionChains(t *testing.T) {
 		t.Fatalf("head read through another node: %+v", h)
 	}
 
+	// Exported through any node, the chain verifies offline, signed by
+	// the nodes whose ingress took its messages: the ingresses are one
+	// queue group, so a message is taken, chained and signed by any node.
+	rep, hdr := exportVerified(ctx, t, clients[(leader+2)%c.N()], "CHAIN", "", "shared")
+	if rep.Links != uint64(per*c.N()) {
+		t.Fatalf("%q: want %d links", rep, per*c.N())
+	}
+	nodes := map[string]bool{}
+	for _, k := range hdr.Keys {
+		nodes[k.Node] = true
+	}
+	if len(hdr.Keys) != c.N() || !nodes["n1"] || !nodes["n2"] || !nodes["n3"] {
+		t.Fatalf("the export lists keys %+v, want n1's, n2's and n3's", hdr.Keys)
+	}
+	if len(rep.Signers) < 2 {
+		t.Fatalf("links through three nodes signed by %v only", rep.SignerNodes)
+	}
+
 	pub := func(i, sec int) error {
 		_, err := clients[i].Publish(ctx, "ord.t", []byte("{}"), client.WithSession("o"), client.WithHeader(semaq.HdrTimestamp, ts(sec)))
 		return err
