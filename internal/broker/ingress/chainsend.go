@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -206,6 +207,16 @@ func (in *Ingress) chainAck(m *nats.Msg) {
 	}
 }
 
+// fenced reports whether data refuses a message because its session's
+// head moved: another writer took the chain over.
+func fenced(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return false
+	}
+	var ack jsAck
+	return json.Unmarshal(data, &ack) == nil && ack.Error != nil && (ack.Error.ErrCode == jsWrongLastSeq || ack.Error.ErrCode == jsWrongLastSeqConst)
+}
+
 // maxResends bounds the times a batch's messages are sent again for
 // inProcess.
 const maxResends = 16
@@ -214,6 +225,9 @@ const maxResends = 16
 // condition on a subject another write in flight names: the head record
 // just acked, as the leader sees it for a moment more.
 func inProcess(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"error"`)) {
+		return false
+	}
 	var ack jsAck
 	return json.Unmarshal(data, &ack) == nil && ack.Error != nil && ack.Error.ErrCode == jsWrongLastSeqConst
 }
@@ -221,8 +235,28 @@ func inProcess(data []byte) bool {
 // ackStored reports whether data is JetStream's ack of a message stored
 // now (not a duplicate).
 func ackStored(data []byte) bool {
-	var ack jsAck
-	return json.Unmarshal(data, &ack) == nil && ack.Error == nil && ack.Sequence != 0 && !ack.Duplicate
+	seq, ok := ackSeq(data)
+	return ok && seq != 0
+}
+
+// ackSeq reads the sequence of JetStream's ack of a message stored now,
+// without decoding it all (this runs once per chained message): any
+// error, duplicate or other reply reports false. JetStream writes
+// "seq":<digits>; SemaQ's stream names hold no quotes.
+func ackSeq(data []byte) (uint64, bool) {
+	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"duplicate":true`)) {
+		return 0, false
+	}
+	i := bytes.Index(data, []byte(`"seq":`))
+	if i < 0 {
+		return 0, false
+	}
+	var seq uint64
+	j := i + len(`"seq":`)
+	for ; j < len(data) && data[j] >= '0' && data[j] <= '9'; j++ {
+		seq = seq*10 + uint64(data[j]-'0')
+	}
+	return seq, j > i+len(`"seq":`)
 }
 
 // jsAck is JetStream's answer to a publish.
@@ -307,16 +341,15 @@ func (in *Ingress) chainStored(b *chainBatch, overdue bool) {
 	stored := 0
 	var links []chainhead.Link
 	for i, data := range b.results {
-		var ack jsAck
-		_ = json.Unmarshal(data, &ack)
-		ok := ackStored(data)
+		seq, ok := ackSeq(data)
+		ok = ok && seq != 0
 		if ok && stored == i {
 			stored++
 			cm := b.msgs[i]
 			links = append(links, chainhead.Link{N: b.base.Links + uint64(i) + 1, Hash: cm.header.Get(provenance.HdrHash),
-				Order: cm.order, HasOrder: cm.hasOrder, Seq: ack.Sequence, Stored: cm.received})
+				Order: cm.order, HasOrder: cm.hasOrder, Seq: seq, Stored: cm.received})
 		}
-		if !ok && ack.Error != nil && (ack.Error.ErrCode == jsWrongLastSeq || ack.Error.ErrCode == jsWrongLastSeqConst) {
+		if !ok && fenced(data) {
 			data = semaq.MarshalError(semaq.NewAPIError(semaq.ErrUnavailable, "stream %s: session %q's chain was taken over by another writer while the message was on its way; publish it again",
 				s.key.stream, s.key.session))
 		}
