@@ -65,3 +65,23 @@ func TestChainBounds(t *testing.T) {
 		t.Fatal("a message on a stream without a chain is chained")
 	}
 }
+
+func TestAckSeq(t *testing.T) {
+	for _, tc := range []struct {
+		ack string
+		seq uint64
+		ok  bool
+	}{
+		{`{"stream":"S","seq":42}`, 42, true},
+		{`{"stream":"S","seq":42,"duplicate": true}`, 0, false},
+		{`{"stream":"S","seq":42,"duplicate":true}`, 0, false},
+		{`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 3"},"stream":"S","seq":0}`, 0, false},
+		{`{"stream":"S"}`, 0, false},
+		{``, 0, false},
+	} {
+		seq, ok := ackSeq([]byte(tc.ack))
+		if seq != tc.seq || ok != tc.ok {
+			t.Errorf("ackSeq(%s) = %d, %v; want %d, %v", tc.ack, seq, ok, tc.seq, tc.ok)
+		}
+	}
+}

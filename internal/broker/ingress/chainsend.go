@@ -244,8 +244,8 @@ func ackStored(data []byte) bool {
 // error, duplicate or other reply reports false. JetStream writes
 // "seq":<digits>; SemaQ's stream names hold no quotes.
 func ackSeq(data []byte) (uint64, bool) {
-	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"duplicate":true`)) {
-		return 0, false
+	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"duplicate"`)) {
+		return 0, false // JetStream names "duplicate" only when it is true
 	}
 	i := bytes.Index(data, []byte(`"seq":`))
 	if i < 0 {
