@@ -414,7 +414,7 @@ func (p *processor) isOutput(subj string) bool {
 // retrying transient errors with the same message ids.
 func (p *processor) commit(ctx context.Context, m *Msg, msgs []*nats.Msg) error {
 	return p.retry(ctx, m, func(ctx context.Context) (bool, error) {
-		ack, err := p.c.PublishBatch(ctx, msgs, Atomic())
+		ack, err := p.publish(ctx, msgs)
 		if p.o.afterCommit != nil {
 			err = p.o.afterCommit(m, err)
 		}
@@ -430,6 +430,24 @@ func (p *processor) commit(ctx context.Context, m *Msg, msgs []*nats.Msg) error 
 		return true, fmt.Errorf("client: %s: publishing its %d outputs: %w", p.inputName(m), len(msgs), err)
 	})
 }
+
+// publish stores msgs as one atomic batch. One message is atomic on its
+// own: it is published alone, which costs JetStream far less than a batch
+// (an R1 stream stages each atomic batch in a store of its own), and a
+// duplicate of it is answered as one, not refused.
+func (p *processor) publish(ctx context.Context, msgs []*nats.Msg) (*semaq.BatchAck, error) {
+	if len(msgs) > 1 {
+		return p.c.PublishBatch(ctx, msgs, Atomic())
+	}
+	ack, err := p.c.publishMsg(ctx, msgs[0])
+	if err == nil && ack.Duplicate {
+		return nil, errDuplicate
+	}
+	return nil, err
+}
+
+// errDuplicate is a single output found stored already.
+var errDuplicate = errors.New("the output is a duplicate of one stored")
 
 // ack acknowledges m and waits for the broker to confirm it.
 func (p *processor) ack(ctx context.Context, m *Msg) error {
@@ -486,6 +504,9 @@ func refusal(ack *semaq.BatchAck) error {
 // batch as holding a message id stored already: with ids derived from the
 // input, the batch was committed before.
 func isCommitted(err error) bool {
+	if err == errDuplicate {
+		return true
+	}
 	if ae, ok := errors.AsType[*semaq.APIError](err); ok && ae.ErrCode == errCodeBatchDuplicate {
 		return true
 	}

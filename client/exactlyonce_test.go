@@ -308,17 +308,19 @@ func TestProcessExactlyOnceCrashAfterCommit(t *testing.T) {
 }
 
 // A commit whose answer was lost is sent again with the same message ids:
-// JetStream refuses it whole as a duplicate (10201), which the processor
-// takes for committed.
+// JetStream refuses a batch whole as a duplicate (10201), and answers a
+// single output as a duplicate; the processor takes both for committed.
 func TestProcessExactlyOnceLostAnswer(t *testing.T) {
 	t.Parallel()
 	_, c := eoBroker(t)
 	publishInputs(t, c, 1, 6, nil)
 	var st client.ProcessStats
-	var lost atomic.Bool
+	var lost [7]atomic.Bool
 	p := runProcessor(t, c, eoFn, client.OutputSubjects("out.>"), client.WithProcessStats(&st),
 		client.WithAfterCommit(func(m *client.Msg, err error) error {
-			if m.Seq == 5 && err == nil && lost.CompareAndSwap(false, true) {
+			// Input 4 has one output, published alone; input 5 two, in
+			// an atomic batch.
+			if (m.Seq == 4 || m.Seq == 5) && err == nil && lost[m.Seq].CompareAndSwap(false, true) {
 				return semaq.NewAPIError(semaq.ErrUnavailable, "test: the answer was lost")
 			}
 			return err
@@ -327,8 +329,8 @@ func TestProcessExactlyOnceLostAnswer(t *testing.T) {
 	if err := p.stop(); !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	if st.Duplicates.Load() != 1 || st.Retries.Load() != 1 {
-		t.Fatalf("%d duplicates, %d retries; want 1 and 1", st.Duplicates.Load(), st.Retries.Load())
+	if st.Duplicates.Load() != 2 || st.Retries.Load() != 2 {
+		t.Fatalf("%d duplicates, %d retries; want 2 and 2", st.Duplicates.Load(), st.Retries.Load())
 	}
 	got, _ := storedOutputs(t, c)
 	sameList(t, got, eoWant(1, 6))
