@@ -102,6 +102,21 @@ func WithRetryDelay(d time.Duration) ProcessOption {
 	}
 }
 
+// ProcessAckWait sets how long the broker waits for the processor's ack
+// of an input before it delivers it again (default 30s, at least 1s). The
+// processor holds one input at a time, so a processor started after a
+// crash waits up to this long for the input its predecessor held; a
+// function that runs longer gets the input again once done, and skips it.
+func ProcessAckWait(d time.Duration) ProcessOption {
+	return func(o *processOptions) error {
+		if d < time.Second {
+			return fmt.Errorf("client: ProcessAckWait: %s is under one second", d)
+		}
+		o.ackWait = d
+		return nil
+	}
+}
+
 // OnError is called with each error of the function (Term's included),
 // before the input is handed back or terminated. It runs on the
 // processor's goroutine: keep it short.
@@ -169,14 +184,25 @@ func (c *Client) ProcessExactlyOnce(ctx context.Context, subject, name string, f
 		return err
 	}
 	defer sub.Close()
+	pause := 50 * time.Millisecond
 	for {
 		m, err := sub.Next(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && transient(err):
+			// A connection moving to another node, a consumer leader
+			// being elected: pull again.
+			o.stats.Retries.Add(1)
+			if !sleep(ctx, pause) {
 				return ctx.Err()
 			}
+			pause = min(2*pause, 2*time.Second)
+			continue
+		case err != nil:
 			return fmt.Errorf("client: processor %s: %w", name, err)
 		}
+		pause = 50 * time.Millisecond
 		if err := p.handle(ctx, m); err != nil {
 			// Handed back at once: the next processor of this name
 			// gets it without waiting out the ack wait.
@@ -296,10 +322,10 @@ func (p *processor) subscribe(ctx context.Context) (*Subscription, error) {
 		if cfg.AckPolicy != jetstream.AckExplicitPolicy {
 			return nil, semaq.NewAPIError(semaq.ErrBadRequest, "client: processor %s: its durable consumer's ack policy is %s, not explicit", p.name, cfg.AckPolicy)
 		}
-		if cfg.MaxAckPending != 1 {
-			cfg.MaxAckPending = 1
+		if cfg.MaxAckPending != 1 || cfg.AckWait != p.o.ackWait {
+			cfg.MaxAckPending, cfg.AckWait = 1, p.o.ackWait
 			if cons, err = js.UpdateConsumer(ctx, p.stream, cfg); err != nil {
-				return nil, fmt.Errorf("client: processor %s: setting its consumer to one message in flight: %w", p.name, err)
+				return nil, fmt.Errorf("client: processor %s: setting its consumer to one message in flight, ack wait %s: %w", p.name, p.o.ackWait, err)
 			}
 		}
 	case errors.Is(err, jetstream.ErrConsumerNotFound):
@@ -480,14 +506,22 @@ func (p *processor) retry(ctx context.Context, m *Msg, attempt func(ctx context.
 		}
 		p.o.stats.Retries.Add(1)
 		_ = m.InProgress()
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, pause) {
 			return ctx.Err()
-		case <-t.C:
 		}
 		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// sleep waits d, or less when ctx ends (reported false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -533,6 +567,7 @@ func transient(err error) bool {
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
