@@ -354,9 +354,13 @@ func (p *processor) subscribe(ctx context.Context) (*Subscription, error) {
 func (p *processor) handle(ctx context.Context, m *Msg) error {
 	st := p.o.stats
 	if m.Seq <= p.done {
-		if err := p.ack(ctx, m); err != nil {
-			return err
-		}
+		// Committed before. One ack attempt: an ack lost brings the
+		// input back, to be skipped again, and an input acked already
+		// (delivered again while its ack was on its way) may get no
+		// answer.
+		actx, cancel := context.WithTimeout(ctx, p.c.timeout)
+		_ = m.Ack(actx)
+		cancel()
 		st.Skipped.Add(1)
 		return nil
 	}
