@@ -43,7 +43,7 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 		_, err := pc.StreamBySubject(ctx, "eoout.x")
 		return err
 	})
-	const n = 30
+	const n = 60
 	for i := 1; i <= n; i++ {
 		subj, data := fmt.Sprintf("eoin.%d", i), []byte(strconv.Itoa(i))
 		// A node learns of a stream made through another from an
@@ -69,6 +69,7 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 	}
 
 	var st client.ProcessStats
+	started := time.Now()
 	pctx, pcancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -86,6 +87,7 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 		}
 		return nil
 	})
+	took := time.Since(started)
 	pcancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("processor: %v", err)
@@ -116,5 +118,6 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 	if info.State.Messages != uint64(len(want)) {
 		t.Fatalf("EOOUT holds %d messages, want %d", info.State.Messages, len(want))
 	}
-	t.Logf("processor on n%d, EOOUT led by n%d: %d inputs, %d outputs, %d retries", node+1, leader+1, n, len(want), st.Retries.Load())
+	t.Logf("processor on n%d, EOOUT led by n%d: %d inputs, %d outputs in %s (%s an input), %d retries",
+		node+1, leader+1, n, len(want), took.Round(time.Millisecond), (took / n).Round(time.Microsecond), st.Retries.Load())
 }
