@@ -342,7 +342,7 @@ func TestProcessExactlyOnceOutputLeaderKill(t *testing.T) {
 	})
 	t.Logf("every input acked %s after the kill", time.Since(killed).Round(time.Millisecond))
 	p.stop(t, 30*time.Second)
-	t.Logf("the processor: %s", lastStats(p))
+	t.Logf("the processor's runs:\n%s", p.grep(`^eoproc: `))
 	eoCheck(t, c.connect(other), n)
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("out of time")
