@@ -419,7 +419,9 @@ func (p *processor) batch(ctx context.Context, m *Msg, outs []Out) ([]*nats.Msg,
 		}
 		h := make(nats.Header, len(out.Header)+4)
 		for k, v := range out.Header {
-			h[k] = v
+			if !ownHeader(k) {
+				h[k] = v
+			}
 		}
 		h.Set(semaq.HdrMsgID, m.Stream+":"+seq+":"+strconv.Itoa(i))
 		h.Set(semaq.HdrSourceStream, m.Stream)
@@ -429,6 +431,18 @@ func (p *processor) batch(ctx context.Context, m *Msg, outs []Out) ([]*nats.Msg,
 		msgs[i] = &nats.Msg{Subject: out.Subject, Header: h, Data: out.Data}
 	}
 	return msgs, nil
+}
+
+// ownHeader reports whether name is, in any case, one of the headers the
+// processor sets on an output: a function's own is dropped, since the
+// ingress reads header names without regard to case.
+func ownHeader(name string) bool {
+	for _, h := range [...]string{semaq.HdrMsgID, semaq.HdrSourceStream, semaq.HdrSourceSeq, semaq.HdrProcessor} {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *processor) isOutput(subj string) bool {

@@ -29,7 +29,9 @@ func eoFn(m *client.Msg) ([]client.Out, error) {
 	}
 	var outs []client.Out
 	for k := range i % 3 {
-		outs = append(outs, client.Out{Subject: fmt.Sprintf("out.%d.%d", i, k), Data: fmt.Appendf(nil, "%d-%d", i, k)})
+		outs = append(outs, client.Out{Subject: fmt.Sprintf("out.%d.%d", i, k), Data: fmt.Appendf(nil, "%d-%d", i, k),
+			// The processor's own headers replace a function's.
+			Header: nats.Header{"X-Kind": {"line"}, semaq.HdrMsgID: {"mine"}, "semaq-source-seq": {"999"}}})
 	}
 	return outs, nil
 }
@@ -201,11 +203,15 @@ func TestProcessExactlyOnceOutputs(t *testing.T) {
 			semaq.HdrSourceStream: "IN",
 			semaq.HdrSourceSeq:    i,
 			semaq.HdrProcessor:    "transformer",
+			"X-Kind":              "line",
 		}
 		for h, v := range want {
-			if got := m.Header.Get(h); got != v {
+			if got := m.Header.Values(h); len(got) != 1 || got[0] != v {
 				t.Errorf("%s: %s = %q, want %q", m.Subject, h, got, v)
 			}
+		}
+		if got := m.Header.Values("semaq-source-seq"); len(got) != 0 {
+			t.Errorf("%s: the function's semaq-source-seq %q was kept", m.Subject, got)
 		}
 		if tp := m.Header.Get(semaq.HdrTraceParent); !strings.HasPrefix(tp, testTrace[:36]) {
 			t.Errorf("%s: traceparent %q is not of the input's trace %s", m.Subject, tp, testTrace)
