@@ -457,6 +457,7 @@ func (p *processor) isOutput(subj string) bool {
 // commit publishes m's batch until it is stored or found stored already,
 // retrying transient errors with the same message ids.
 func (p *processor) commit(ctx context.Context, m *Msg, msgs []*nats.Msg) error {
+	var noStreamSince time.Time
 	return p.retry(ctx, m, func(ctx context.Context) (bool, error) {
 		ack, err := p.publish(ctx, msgs)
 		if p.o.afterCommit != nil {
@@ -470,10 +471,24 @@ func (p *processor) commit(ctx context.Context, m *Msg, msgs []*nats.Msg) error 
 			return true, nil
 		case transient(err) || transient(refusal(ack)):
 			return false, err
+		case errors.Is(err, semaq.ErrNoStream) || errors.Is(refusal(ack), semaq.ErrNoStream):
+			// The output stream was there at start: a node that has
+			// just started may not know it yet. One deleted is not
+			// waited for long.
+			if noStreamSince.IsZero() {
+				noStreamSince = time.Now()
+			}
+			if time.Since(noStreamSince) < noStreamGrace {
+				return false, err
+			}
 		}
 		return true, fmt.Errorf("client: %s: publishing its %d outputs: %w", p.inputName(m), len(msgs), err)
 	})
 }
+
+// noStreamGrace is how long a commit refused for want of a stream is
+// tried again.
+const noStreamGrace = 30 * time.Second
 
 // publish stores msgs as one atomic batch. One message is atomic on its
 // own: it is published alone, which costs JetStream far less than a batch
@@ -586,7 +601,8 @@ func transient(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionReconnecting) ||
 		errors.Is(err, nats.ErrDisconnected) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse)
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrServerShutdown) ||
+		errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, jetstream.ErrConsumerLeadershipChanged)
 }
 
 // subjectMatches reports whether subj, a literal subject, matches filter

@@ -121,3 +121,133 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 	t.Logf("processor on n%d, EOOUT led by n%d: %d inputs, %d outputs in %s (%s an input), %d retries",
 		node+1, leader+1, n, len(want), took.Round(time.Millisecond), (took / n).Round(time.Microsecond), st.Retries.Load())
 }
+
+// The node leading the R3 output stream, the processor's own node, is
+// stopped while the processor works and started again: the processor
+// goes on through the other nodes (it does not return) and its outputs
+// are f(inputs), each once.
+func TestClusterProcessExactlyOnceLeaderStop(t *testing.T) {
+	t.Parallel()
+	c := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin := brokertest.Connect(t, c.Node(0))
+	for name, subj := range map[string]string{"EOIN": "eoin.>", "EOOUT": "eoout.>"} {
+		if _, err := admin.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leader int
+	c.Eventually(30*time.Second, "EOOUT to have a leader", func() error {
+		if leader = c.StreamLeader("EOOUT"); leader < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	other := (leader + 1) % c.N()
+	feeder := brokertest.Connect(t, c.Node(other))
+	urls := []string{c.Node(leader).ClientURL()}
+	for i := range c.N() {
+		if i != leader {
+			urls = append(urls, c.Node(i).ClientURL())
+		}
+	}
+	pc, err := client.Connect(ctx, strings.Join(urls, ","), client.WithTimeout(5*time.Second),
+		client.WithNATSOptions(nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for _, cl := range []*client.Client{feeder, pc} {
+		c.Eventually(30*time.Second, "the node to know the streams", func() error {
+			for _, s := range []string{"eoin.x", "eoout.x"} {
+				if _, err := cl.StreamBySubject(ctx, s); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	const n = 200
+	for i := 1; i <= n; i++ {
+		if _, err := feeder.Publish(ctx, fmt.Sprintf("eoin.%d", i%8), []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fn := func(m *client.Msg) ([]client.Out, error) {
+		i, _ := strconv.Atoi(string(m.Data))
+		outs := make([]client.Out, i%4)
+		for k := range outs {
+			outs[k] = client.Out{Subject: fmt.Sprintf("eoout.%d.%d", i, k), Data: fmt.Appendf(nil, "%d-%d", i, k)}
+		}
+		return outs, nil
+	}
+	var st client.ProcessStats
+	pctx, pcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- pc.ProcessExactlyOnce(pctx, "eoin.>", "eo-stop", fn, client.OutputSubjects("eoout.>"),
+			client.WithProcessStats(&st), client.ProcessAckWait(2*time.Second))
+	}()
+	defer func() {
+		pcancel()
+		<-done
+	}()
+	processed := func(want uint64) func() error {
+		return func() error {
+			select {
+			case err := <-done:
+				done <- err
+				t.Fatalf("the processor returned: %v", err)
+			default:
+			}
+			if got := st.Processed.Load() + st.Skipped.Load(); got < want {
+				return fmt.Errorf("%d of %d", got, want)
+			}
+			return nil
+		}
+	}
+	c.Eventually(60*time.Second, "a quarter processed", processed(n/4))
+	c.Stop(leader)
+	t.Logf("stopped n%d, EOOUT's leader and the processor's node, after %d inputs", leader+1, st.Processed.Load())
+	c.Restart(leader)
+	c.Eventually(2*time.Minute, "every input processed", processed(n))
+	t.Logf("processed %d, skipped %d, duplicates %d, retries %d", st.Processed.Load(), st.Skipped.Load(), st.Duplicates.Load(), st.Retries.Load())
+
+	var want []string
+	for i := 1; i <= n; i++ {
+		for k := range i % 4 {
+			want = append(want, fmt.Sprintf("eoout.%d.%d %d-%d", i, k, i, k))
+		}
+	}
+	info, err := feeder.StreamInfo(ctx, "EOOUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := feeder.Subscribe(ctx, "eoout.>", client.WithMaxMessages(int(info.State.Messages)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []string
+	for range info.State.Messages {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, m.Subject+" "+string(m.Data))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("%d outputs, want %d:\n%s", len(got), len(want), strings.Join(head(got, want), "\n"))
+	}
+}
+
+// head is where got and want part, for a failure message.
+func head(got, want []string) []string {
+	for i := range min(len(got), len(want)) {
+		if got[i] != want[i] {
+			return []string{fmt.Sprintf("output %d: %q, want %q", i, got[i], want[i])}
+		}
+	}
+	return []string{fmt.Sprintf("one is a prefix of the other (%d, %d)", len(got), len(want))}
+}
