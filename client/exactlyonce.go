@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
@@ -54,6 +55,7 @@ type processOptions struct {
 	nakDelay time.Duration
 	ackWait  time.Duration
 	onError  func(m *Msg, err error)
+	group    int // inputs to a batch at most (GroupInputs)
 	// afterCommit sees each commit's outcome and may replace it: tests
 	// simulate a lost answer or a crash with it (export_test.go).
 	afterCommit func(m *Msg, err error) error
@@ -160,7 +162,7 @@ const errCodeBatchDuplicate = 10201
 // naming the input, which stays unacked. One processor of a name may run
 // at a time.
 func (c *Client) ProcessExactlyOnce(ctx context.Context, subject, name string, fn func(m *Msg) ([]Out, error), opts ...ProcessOption) error {
-	o := processOptions{nakDelay: time.Second, ackWait: 30 * time.Second}
+	o := processOptions{nakDelay: time.Second, ackWait: 30 * time.Second, group: 1}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return semaq.NewAPIError(semaq.ErrBadRequest, "%v", err)
@@ -184,6 +186,11 @@ func (c *Client) ProcessExactlyOnce(ctx context.Context, subject, name string, f
 		return err
 	}
 	defer sub.Close()
+	if o.group > 1 {
+		p.peek = &peeker{c: c, stream: p.stream, subject: subject}
+		p.grouped = make(map[uint64]bool)
+		defer p.peek.reset()
+	}
 	pause := 50 * time.Millisecond
 	for {
 		m, err := sub.Next(ctx)
@@ -228,6 +235,11 @@ type processor struct {
 	// done is the last input whose outputs are committed: an input at or
 	// before it is acked without calling fn.
 	done uint64
+	// peek reads the inputs after the current one, for a group
+	// (GroupInputs); grouped are the inputs committed in a group whose
+	// own delivery is still to come.
+	peek    *peeker
+	grouped map[uint64]bool
 }
 
 // start finds the input and output streams and the resume point.
@@ -361,7 +373,11 @@ func (p *processor) handle(ctx context.Context, m *Msg) error {
 		actx, cancel := context.WithTimeout(ctx, p.c.timeout)
 		_ = m.Ack(actx)
 		cancel()
-		st.Skipped.Add(1)
+		if p.grouped[m.Seq] {
+			delete(p.grouped, m.Seq) // counted with its group
+		} else {
+			st.Skipped.Add(1)
+		}
 		return nil
 	}
 	ctx, span := m.StartSpan(ctx, "process "+p.name)
@@ -378,11 +394,29 @@ func (p *processor) handle(ctx context.Context, m *Msg) error {
 		st.Failed.Add(1)
 		return m.Nak(p.o.nakDelay)
 	}
+	var msgs []*nats.Msg
 	if len(outs) > 0 {
-		msgs, err := p.batch(ctx, m, outs)
-		if err != nil {
+		if msgs, err = p.batch(ctx, m, outs); err != nil {
 			return err
 		}
+	}
+	last := m.Seq
+	var more []*Msg
+	if p.peek != nil {
+		var mmsgs []*nats.Msg
+		var spans []trace.Span
+		more, mmsgs, spans = p.extend(ctx, m, len(msgs), batchSize(msgs))
+		defer func() {
+			for _, s := range spans {
+				s.End()
+			}
+		}()
+		msgs = append(msgs, mmsgs...)
+		if len(more) > 0 {
+			last = more[len(more)-1].Seq
+		}
+	}
+	if len(msgs) > 0 {
 		if err := p.commit(ctx, m, msgs); err != nil {
 			return err
 		}
@@ -393,8 +427,11 @@ func (p *processor) handle(ctx context.Context, m *Msg) error {
 	if err := p.ack(ctx, m); err != nil {
 		return err
 	}
-	p.done = m.Seq
-	st.Processed.Add(1)
+	p.done = last
+	for _, in := range more {
+		p.grouped[in.Seq] = true
+	}
+	st.Processed.Add(uint64(1 + len(more)))
 	return nil
 }
 

@@ -525,3 +525,60 @@ func TestAtomicBatchReplayKeepsJetStreamCode(t *testing.T) {
 		t.Fatalf("OUT holds %v, want the first batch's 2 messages", got)
 	}
 }
+
+// With GroupInputs, the outputs of inputs already stored are committed
+// several inputs to a batch; each input's outputs are still exactly f of
+// it, and a crash after a group's commit skips the whole group.
+func TestProcessExactlyOnceGrouped(t *testing.T) {
+	t.Parallel()
+	s, c := eoBroker(t)
+	publishInputs(t, c, 1, 30, nil)
+	var st client.ProcessStats
+	var commits atomic.Int32
+	ctx, cancel := context.WithCancel(testCtx(t))
+	err := c.ProcessExactlyOnce(ctx, "in.>", "transformer", eoFn, client.OutputSubjects("out.>"),
+		client.GroupInputs(8), client.WithProcessStats(&st),
+		client.WithAfterCommit(func(m *client.Msg, err error) error {
+			if commits.Add(1) == 2 && err == nil {
+				cancel() // the crash: the second group committed, not acked
+			}
+			return err
+		}))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("first processor: %v, want context.Canceled", err)
+	}
+	if st.Processed.Load() != 8 {
+		t.Fatalf("%d inputs processed before the crash, want the first group's 8", st.Processed.Load())
+	}
+	// The second group reached input r, its last with outputs (the read
+	// ahead hands back what is stored after its first input; how many
+	// depends on the broker's answer).
+	got, msgs := storedOutputs(t, c)
+	r, _ := strconv.Atoi(msgs[len(msgs)-1].Header.Get(semaq.HdrSourceSeq))
+	if r <= 9 {
+		t.Fatalf("the second group ends at input %d: it grouped nothing", r)
+	}
+	sameList(t, got, eoWant(1, r))
+
+	var st2 client.ProcessStats
+	p := runProcessor(t, c, eoFn, client.OutputSubjects("out.>"), client.GroupInputs(8), client.WithProcessStats(&st2))
+	p.waitFor(func() bool { return st2.Processed.Load() == uint64(30-r) })
+	if err := p.stop(); !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	// 9..r skipped by the resume point.
+	if st2.Skipped.Load() != uint64(r-8) || st2.Duplicates.Load() != 0 {
+		t.Fatalf("%d skipped, %d duplicates; want %d and 0", st2.Skipped.Load(), st2.Duplicates.Load(), r-8)
+	}
+	got, msgs = storedOutputs(t, c)
+	sameList(t, got, eoWant(1, 30))
+	for _, m := range msgs {
+		i, k, _ := strings.Cut(strings.TrimPrefix(m.Subject, "out."), ".")
+		if id := m.Header.Get(semaq.HdrMsgID); id != "IN:"+i+":"+k || m.Header.Get(semaq.HdrSourceSeq) != i {
+			t.Fatalf("%s: id %q, source seq %q", m.Subject, id, m.Header.Get(semaq.HdrSourceSeq))
+		}
+	}
+	if ci := consumerState(t, s); ci.AckFloor.Stream != 30 || ci.NumAckPending != 0 {
+		t.Fatalf("consumer: ack floor %d, %d pending ack; want every input acked", ci.AckFloor.Stream, ci.NumAckPending)
+	}
+}

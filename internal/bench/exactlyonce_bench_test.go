@@ -71,11 +71,14 @@ var eoOutputs = []int{1, 2}
 
 func BenchmarkExactlyOnce(b *testing.B) {
 	for _, n := range eoOutputs {
-		b.Run(fmt.Sprintf("outputs=%d", n), func(b *testing.B) { benchmarkExactlyOnce(b, n) })
+		b.Run(fmt.Sprintf("outputs=%d", n), func(b *testing.B) { benchmarkExactlyOnce(b, n, 1) })
 	}
+	// Inputs stored ahead grouped, up to 64 to an atomic batch
+	// (client.GroupInputs).
+	b.Run("outputs=2-grouped", func(b *testing.B) { benchmarkExactlyOnce(b, 2, 64) })
 }
 
-func benchmarkExactlyOnce(b *testing.B, outputs int) {
+func benchmarkExactlyOnce(b *testing.B, outputs, group int) {
 	c := eoRig(b, b.N)
 	var st client.ProcessStats
 	ctx, cancel := context.WithCancel(context.Background())
@@ -87,7 +90,7 @@ func benchmarkExactlyOnce(b *testing.B, outputs int) {
 	go func() {
 		done <- c.ProcessExactlyOnce(ctx, "eoin.>", "bench-eo", func(m *client.Msg) ([]client.Out, error) {
 			return eoTransform(m, outputs), nil
-		}, client.OutputSubjects("eoout.>"), client.WithProcessStats(&st))
+		}, client.OutputSubjects("eoout.>"), client.WithProcessStats(&st), client.GroupInputs(group))
 	}()
 	for st.Processed.Load() < uint64(b.N) {
 		select {
