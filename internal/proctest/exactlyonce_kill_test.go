@@ -29,6 +29,9 @@ import (
 // processor of eoin.> into eoout.> (eoProcessorMain) instead of a test run.
 const eoProcEnv = "SEMAQ_EOPROC_URLS"
 
+// eoGroupEnv sets the processor's GroupInputs.
+const eoGroupEnv = "SEMAQ_EOPROC_GROUP"
+
 // eoSeedEnv replays a run of TestProcessExactlyOnceKills: the seed it
 // printed.
 const eoSeedEnv = "SEMAQ_EO_SEED"
@@ -58,6 +61,7 @@ func eoProcessorMain() int {
 	defer stop()
 	// The line proc.waitStarted waits for: SIGTERM is handled from now.
 	fmt.Printf("msg=\"semaq ready\" nats=%s\n", os.Getenv(eoProcEnv))
+	group, _ := strconv.Atoi(os.Getenv(eoGroupEnv))
 	for ctx.Err() == nil {
 		c, err := client.Connect(ctx, os.Getenv(eoProcEnv), client.WithTimeout(5*time.Second),
 			client.WithNATSOptions(nats.DontRandomize(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond)))
@@ -70,7 +74,7 @@ func eoProcessorMain() int {
 		err = c.ProcessExactlyOnce(ctx, "eoin.>", eoProcessorName, eoOutputs, client.OutputSubjects("eoout.>"), client.WithProcessStats(&st),
 			// A restarted processor waits this long for the input its
 			// killed predecessor held.
-			client.ProcessAckWait(time.Second))
+			client.ProcessAckWait(time.Second), client.GroupInputs(max(group, 1)))
 		fmt.Printf("eoproc: processed %d, skipped %d, duplicates %d, retries %d: %v\n",
 			st.Processed.Load(), st.Skipped.Load(), st.Duplicates.Load(), st.Retries.Load(), err)
 		c.Close()
@@ -83,13 +87,14 @@ func eoProcessorMain() int {
 
 // eoProcess is the processor process, connected to urls (the first
 // first).
-func eoProcess(t *testing.T, dir, urls string) *proc {
+func eoProcess(t *testing.T, dir, urls string, group int) *proc {
 	t.Helper()
 	bin, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: "eoproc", bin: bin, args: []string{"-test.run=^$"}, env: []string{eoProcEnv + "=" + urls}, logPath: filepath.Join(dir, "eoproc.log")}
+	p := &proc{name: "eoproc", bin: bin, args: []string{"-test.run=^$"}, logPath: filepath.Join(dir, "eoproc.log"),
+		env: []string{eoProcEnv + "=" + urls, eoGroupEnv + "=" + strconv.Itoa(group)}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("---- eoproc (%s), its last lines:\n%s", p.logPath, p.tail(40))
@@ -230,6 +235,14 @@ func eoCheck(t *testing.T, c *client.Client, n int) {
 // exactly f(inputs), in order, none twice and none missing.
 func TestProcessExactlyOnceKills(t *testing.T) {
 	needProcesses(t)
+	// One input at a time, and inputs stored ahead committed up to 16 to
+	// a batch (client.GroupInputs).
+	for _, group := range []int{1, 16} {
+		t.Run(fmt.Sprintf("group=%d", group), func(t *testing.T) { testKills(t, group) })
+	}
+}
+
+func testKills(t *testing.T, group int) {
 	const n, cycles = 1000, 20
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(eoSeedEnv); s != "" {
@@ -248,7 +261,7 @@ func TestProcessExactlyOnceKills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := feed(t, ctx, admin, n, 20*time.Millisecond)
-	p := eoProcess(t, t.TempDir(), s.ClientURL())
+	p := eoProcess(t, t.TempDir(), s.ClientURL(), group)
 	start := time.Now()
 	for cycle := range cycles {
 		p.start(t)
@@ -316,7 +329,7 @@ func TestProcessExactlyOnceOutputLeaderKill(t *testing.T) {
 	}
 	other := (leader + 1) % len(c.nodes)
 	f := feed(t, ctx, c.connect(other), n, 5*time.Millisecond)
-	p := eoProcess(t, t.TempDir(), c.allURLs(leader))
+	p := eoProcess(t, t.TempDir(), c.allURLs(leader), 1)
 	p.start(t)
 	p.waitStarted(t, 30*time.Second)
 	eventually(t, readyTimeout, "a quarter of the inputs processed", func() error {
