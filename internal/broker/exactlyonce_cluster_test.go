@@ -123,9 +123,9 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 }
 
 // The node leading the R3 output stream, the processor's own node, is
-// stopped while the processor works and started again: the processor
-// goes on through the other nodes (it does not return) and its outputs
-// are f(inputs), each once.
+// stopped while the processor works, grouping inputs, and started again:
+// the processor goes on through the other nodes (it does not return) and
+// its outputs are f(inputs), each once.
 func TestClusterProcessExactlyOnceLeaderStop(t *testing.T) {
 	t.Parallel()
 	c := brokertest.StartCluster(t, 3)
@@ -187,7 +187,10 @@ func TestClusterProcessExactlyOnceLeaderStop(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- pc.ProcessExactlyOnce(pctx, "eoin.>", "eo-stop", fn, client.OutputSubjects("eoout.>"),
-			client.WithProcessStats(&st), client.ProcessAckWait(2*time.Second))
+			client.WithProcessStats(&st), client.ProcessAckWait(2*time.Second),
+			// The inputs are stored ahead: up to 8 to a batch, read
+			// ahead through a consumer of the processor's node.
+			client.GroupInputs(8))
 	}()
 	defer func() {
 		pcancel()
