@@ -35,8 +35,9 @@ type ProcessStats struct {
 	// Skipped: inputs at or before the resume point, acked without
 	// calling the function: their outputs were committed before.
 	Skipped atomic.Uint64
-	// Duplicates: batches JetStream refused as committed already (error
-	// 10201); their inputs were acked.
+	// Duplicates: commits found stored already (an atomic batch refused
+	// with JetStream's error 10201, a single output answered as a
+	// duplicate); their inputs were acked.
 	Duplicates atomic.Uint64
 	// Retries: publishes and acks tried again after a transient error.
 	Retries atomic.Uint64
@@ -159,8 +160,8 @@ const errCodeBatchDuplicate = 10201
 // was committed but not acked is skipped when a processor of the same
 // name starts again. It returns early on an error retrying cannot cure
 // (a refusal by the broker, a permission, an output over the bounds),
-// naming the input, which stays unacked. One processor of a name may run
-// at a time.
+// naming the input, which stays unacked. fn is called from one goroutine,
+// never concurrently. It is meant for one processor of a name at a time.
 func (c *Client) ProcessExactlyOnce(ctx context.Context, subject, name string, fn func(m *Msg) ([]Out, error), opts ...ProcessOption) error {
 	o := processOptions{nakDelay: time.Second, ackWait: 30 * time.Second, group: 1}
 	for _, opt := range opts {
