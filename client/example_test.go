@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/semaq/semaq/client"
@@ -276,4 +277,67 @@ func startBroker() (url string, stop func()) {
 		_ = s.Shutdown(ctx)
 		_ = os.RemoveAll(dir)
 	}
+}
+
+// Consume → transform → produce, exactly once: each order becomes its
+// invoice lines, committed as one atomic batch before the order is acked.
+// A processor started again after a crash, or past the duplicate window,
+// writes no line twice (docs/exactly-once.md).
+func ExampleClient_ProcessExactlyOnce() {
+	url, stop := startBroker()
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	c, err := client.Connect(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	for name, subj := range map[string]string{"ORDERS": "orders.>", "INVOICES": "invoices.>"} {
+		if _, err := c.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{subj}}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	for _, order := range []string{"book", "pen,ink", ""} {
+		if _, err := c.Publish(ctx, "orders.eu", []byte(order)); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	// One invoice line per item; an empty order makes none.
+	invoice := func(m *client.Msg) ([]client.Out, error) {
+		var lines []client.Out
+		for item := range strings.SplitSeq(string(m.Data), ",") {
+			if item != "" {
+				lines = append(lines, client.Out{Subject: "invoices.eu", Data: []byte("line: " + item)})
+			}
+		}
+		return lines, nil
+	}
+	pctx, stopProcessor := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.ProcessExactlyOnce(pctx, "orders.>", "invoicer", invoice, client.OutputSubjects("invoices.>"))
+	}()
+
+	sub, err := c.Subscribe(ctx, "invoices.>", client.WithMaxMessages(3))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Close()
+	for range 3 {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s (%s)\n", m.Data, m.Header.Get(semaq.HdrMsgID))
+	}
+	stopProcessor()
+	fmt.Println("processor:", <-done)
+	// Output:
+	// line: book (ORDERS:1:0)
+	// line: pen (ORDERS:2:0)
+	// line: ink (ORDERS:2:1)
+	// processor: context canceled
 }

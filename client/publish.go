@@ -170,6 +170,18 @@ func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, er
 		token = newCancelToken()
 		m.Header.Set(semaq.HdrCancelToken, token)
 	}
+	ack, err := c.publishMsg(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	ack.CancelToken = token
+	c.cancels.keep(ack.Stream, ack.Sequence, m.Header.Get(semaq.HdrMsgID), token)
+	return ack, nil
+}
+
+// publishMsg is PublishMsg without the cancel token: an exactly-once
+// processor's output is a product, not a request anyone cancels.
+func (c *Client) publishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, error) {
 	injectIfAbsent(ctx, m.Header) // a publish inside a span continues its trace
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
@@ -201,8 +213,6 @@ func (c *Client) PublishMsg(ctx context.Context, m *nats.Msg) (*semaq.PubAck, er
 	if ack.Stream == "" {
 		return nil, fmt.Errorf("client: publish to %s: acknowledgement names no stream", m.Subject)
 	}
-	ack.CancelToken = token
-	c.cancels.keep(ack.Stream, ack.Sequence, m.Header.Get(semaq.HdrMsgID), token)
 	return &ack.PubAck, nil
 }
 

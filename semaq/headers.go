@@ -53,6 +53,16 @@ const (
 	HdrExpectedLastMsgID       = "Nats-Expected-Last-Msg-Id"
 )
 
+// Headers of an exactly-once processor's outputs (client.ProcessExactlyOnce,
+// docs/exactly-once.md): the input each output was made from, and the
+// processor that made it. A processor resumes from the last output it
+// wrote, by these.
+const (
+	HdrSourceStream = "Semaq-Source-Stream" // the input's stream
+	HdrSourceSeq    = "Semaq-Source-Seq"    // the input's stream sequence
+	HdrProcessor    = "Semaq-Processor"     // the processor's name
+)
+
 // Reserved headers. A client may not set these (any case): the ingress
 // refuses the message. Every other Nats- header is reserved too (see
 // IsReservedHeader and docs/envelope.md).

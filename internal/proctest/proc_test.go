@@ -41,6 +41,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(eoProcEnv) != "" {
+		// This binary started as an exactly-once processor
+		// (exactlyonce_kill_test.go).
+		os.Exit(eoProcessorMain())
+	}
 	code := m.Run()
 	if buildDir != "" {
 		_ = os.RemoveAll(buildDir)
@@ -86,6 +91,7 @@ type proc struct {
 	name    string
 	bin     string
 	args    []string
+	env     []string // added to the test's environment
 	logPath string
 
 	cmd   *exec.Cmd
@@ -109,6 +115,9 @@ func (p *proc) start(t *testing.T) {
 	w := &readyWriter{f: f, ready: ready}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = w, w
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
