@@ -108,4 +108,3 @@ func exportAnchored(ctx context.Context, c *client.Client, stream, session, head
 	}
 	return rep.AnchoredAt, nil
 }
-

@@ -115,7 +115,6 @@ type chainMsg struct {
 	received time.Time
 	order    semaq.OrderValue
 	hasOrder bool
-	alone    bool // goes in a batch of its own (a duplicate suspect)
 	fsync    bool
 	st       *stream
 }

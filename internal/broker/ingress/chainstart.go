@@ -40,9 +40,6 @@ func (in *Ingress) startChains(key ed25519.PrivateKey) error {
 	return in.conn.Flush()
 }
 
-// headReadTimeout bounds the read of a session's head record.
-const headReadTimeout = 5 * time.Second
-
 // settleHead reads session k's head record from the stream's leader and
 // settles the batch it begins: all stored, it is the head; some missing
 // after chainhead.Window (their writer died, or is late), it fences them
