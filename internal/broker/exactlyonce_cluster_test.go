@@ -24,19 +24,8 @@ func TestClusterProcessExactlyOnce(t *testing.T) {
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	leader := eoStreams(ctx, t, c)
 	admin := brokertest.Connect(t, c.Node(0))
-	for name, subj := range map[string]string{"EOIN": "eoin.>", "EOOUT": "eoout.>"} {
-		if _, err := admin.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var leader int
-	c.Eventually(30*time.Second, "EOOUT to have a leader", func() error {
-		if leader = c.StreamLeader("EOOUT"); leader < 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
 	node := (leader + 1) % c.N()
 	pc := brokertest.Connect(t, c.Node(node))
 	c.Eventually(30*time.Second, "the processor's node to know EOOUT", func() error {
@@ -131,19 +120,7 @@ func TestClusterProcessExactlyOnceLeaderStop(t *testing.T) {
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin := brokertest.Connect(t, c.Node(0))
-	for name, subj := range map[string]string{"EOIN": "eoin.>", "EOOUT": "eoout.>"} {
-		if _, err := admin.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var leader int
-	c.Eventually(30*time.Second, "EOOUT to have a leader", func() error {
-		if leader = c.StreamLeader("EOOUT"); leader < 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	leader := eoStreams(ctx, t, c)
 	other := (leader + 1) % c.N()
 	feeder := brokertest.Connect(t, c.Node(other))
 	urls := []string{c.Node(leader).ClientURL()}
@@ -253,4 +230,24 @@ func head(got, want []string) []string {
 		}
 	}
 	return []string{fmt.Sprintf("one is a prefix of the other (%d, %d)", len(got), len(want))}
+}
+
+// eoStreams makes the R3 input and output streams EOIN and EOOUT through
+// node 0 and returns the node leading EOOUT.
+func eoStreams(ctx context.Context, t *testing.T, c *brokertest.Cluster) int {
+	t.Helper()
+	admin := brokertest.Connect(t, c.Node(0))
+	for name, subj := range map[string]string{"EOIN": "eoin.>", "EOOUT": "eoout.>"} {
+		if _, err := admin.AddStream(ctx, semaq.StreamConfig{Name: name, Subjects: []string{subj}, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var leader int
+	c.Eventually(30*time.Second, "EOOUT to have a leader", func() error {
+		if leader = c.StreamLeader("EOOUT"); leader < 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	return leader
 }
