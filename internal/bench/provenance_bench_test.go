@@ -18,7 +18,9 @@ import (
 // Performance): 1 KiB messages published through the ingress by a stock
 // JetStream client, a window of 256 unacknowledged, each message naming
 // one of `sessions` sessions in turn. ns/op is per message, so the ratio
-// of two sub-benchmarks of a run is their throughput ratio.
+// of two sub-benchmarks of a run is their throughput ratio. "jetstream" is
+// the same publisher into the raw JetStream stream of the rig: the floor
+// every SemaQ figure here is also a ratio to.
 func BenchmarkSessionChains(b *testing.B) {
 	r := startTestRig(b)
 	ctx := context.Background()
@@ -38,23 +40,30 @@ func BenchmarkSessionChains(b *testing.B) {
 		}
 	}
 	data := generatedBody(1024)
+	rawT := Targets[TargetJetStream]
 	for _, sessions := range []int{64, 1} {
 		for _, target := range []struct{ name, subject string }{
-			{"plain", "chplain.x"}, {"provenance", "chprov.x"}, {"signed", "chsigned.x"}, {"order", "chorder.x"},
+			{"jetstream", rawT.subject}, {"plain", "chplain.x"}, {"provenance", "chprov.x"}, {"signed", "chsigned.x"}, {"order", "chorder.x"},
 		} {
 			b.Run(fmt.Sprintf("%s/sessions=%d", target.name, sessions), func(b *testing.B) {
-				benchmarkSessions(b, r.Broker.ClientURL(), target.subject, data, sessions, target.name == "order")
+				var nc *nats.Conn
+				var err error
+				if target.name == "jetstream" {
+					nc, err = rawT.Dial(r, "semaq-bench-chains-raw")
+				} else {
+					nc, err = nats.Connect(r.Broker.ClientURL(), nats.Name("semaq-bench-chains-pub"))
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer nc.Close()
+				benchmarkSessions(b, nc, target.subject, data, sessions, target.name == "order")
 			})
 		}
 	}
 }
 
-func benchmarkSessions(b *testing.B, url, subject string, data []byte, sessions int, ordered bool) {
-	nc, err := nats.Connect(url, nats.Name("semaq-bench-chains-pub"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
+func benchmarkSessions(b *testing.B, nc *nats.Conn, subject string, data []byte, sessions int, ordered bool) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(256))
 	if err != nil {
 		b.Fatal(err)
