@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/cli/clienv"
 	"github.com/semaq/semaq/internal/cmdusage"
 )
 
@@ -262,3 +263,16 @@ func (e *env) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *cli
 	defer c.Close()
 	return fn(ctx, c)
 }
+
+// cmdEnv is env as a clienv.Env, for the command groups in packages of
+// their own.
+type cmdEnv struct{ e *env }
+
+func (c cmdEnv) Stdout() io.Writer                { return c.e.stdout }
+func (c cmdEnv) Stderr() io.Writer                { return c.e.stderr }
+func (c cmdEnv) AddServerFlag(cmd *cobra.Command) { c.e.addServerFlag(cmd) }
+func (c cmdEnv) WithClient(cmd *cobra.Command, fn func(context.Context, *client.Client) error) error {
+	return c.e.withClient(cmd, fn)
+}
+
+var _ clienv.Env = cmdEnv{}
