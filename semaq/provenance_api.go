@@ -1,7 +1,11 @@
 package semaq
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
 	"time"
@@ -188,3 +192,61 @@ var (
 	// race too often; retry.
 	ErrChainBusy = &APIError{Code: 503, ErrCode: ErrCodeChainBusy, Description: "chain busy"}
 )
+
+// HdrAnswerOf, on a message of a session's chain, says it is the answer
+// record of the request with that id (docs/provenance.md#answers): the
+// broker appended it when the request's token stream ended.
+const HdrAnswerOf = "AI-Answer-Of"
+
+// AnswerMsgIDPrefix starts the Nats-Msg-Id of an answer record: the
+// prefix and the request id, so the record is stored once however often
+// its writing is retried.
+const AnswerMsgIDPrefix = "answer:"
+
+// MaxAnswerText bounds the text, and the function calls' arguments
+// together, that an answer record carries; past it the record says it is
+// truncated, and RecordsSHA256 still covers every record.
+const MaxAnswerText = 256 << 10
+
+// AnswerRecord is the payload of an answer record: what the token stream
+// of request RequestID said, as stored in SQ_TOKENS when it ended.
+type AnswerRecord struct {
+	RequestID string `json:"request_id"`
+	// Records and Tokens count the stream's records and tokens.
+	Records int    `json:"records"`
+	Tokens  uint64 `json:"tokens"`
+	// Text is the stream's text; Calls its function calls, put together
+	// from their fragments (Index, ID, Name, Arguments), by index.
+	Text  string                 `json:"text"`
+	Calls []FunctionCallFragment `json:"calls,omitempty"`
+	// Truncated: Text and Calls stop at MaxAnswerText bytes.
+	Truncated bool `json:"truncated,omitempty"`
+	// FinishReason is the final record's; Error, the error that ended the
+	// stream instead; Usage, what the writer reported.
+	FinishReason string      `json:"finish_reason,omitempty"`
+	Error        *TokenError `json:"error,omitempty"`
+	Usage        *TokenUsage `json:"usage,omitempty"`
+	// RecordsSHA256 is the hex SHA-256 over the stream's stored records
+	// in order, each as its length (8 bytes, big-endian) and its bytes: a
+	// reader holding the records checks them against the chain with
+	// AnswerRecordsHash.
+	RecordsSHA256 string `json:"records_sha256"`
+}
+
+// AnswerHash computes AnswerRecord.RecordsSHA256: Add each stored record
+// in order, then Sum. The zero value is not ready: use NewAnswerHash.
+type AnswerHash struct{ h hash.Hash }
+
+// NewAnswerHash starts a records hash.
+func NewAnswerHash() *AnswerHash { return &AnswerHash{sha256.New()} }
+
+// Add takes the next record's stored payload.
+func (a *AnswerHash) Add(record []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(record)))
+	a.h.Write(n[:])
+	a.h.Write(record)
+}
+
+// Sum is the hex digest of the records added so far.
+func (a *AnswerHash) Sum() string { return hex.EncodeToString(a.h.Sum(nil)) }

@@ -128,6 +128,11 @@ type QueueConfig struct {
 	// seen to serve in MaxWait, tightened by the variance of prompt
 	// lengths and service times (docs/queues.md).
 	MaxWait time.Duration `json:"max_wait,omitempty"`
+	// ChainAnswers, when set, is a subject of a stream with provenance
+	// (docs/provenance.md#answers): the token-stream answer of every
+	// request of the queue that names a session is appended, once its
+	// stream ends, to that session's chain there, as an AnswerRecord.
+	ChainAnswers string `json:"chain_answers,omitempty"`
 }
 
 // Check reports the first invalid field.
@@ -169,6 +174,11 @@ func (c *QueueConfig) Check() error {
 		return fmt.Errorf("queue %s: aging step %s is negative", c.Name, c.AgingStep)
 	case c.MaxWait < 0:
 		return fmt.Errorf("queue %s: max wait %s is negative", c.Name, c.MaxWait)
+	}
+	if c.ChainAnswers != "" {
+		if err := CheckSubject(c.ChainAnswers, false); err != nil {
+			return fmt.Errorf("queue %s: chain answers: %w", c.Name, err)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/tokens"
 )
 
@@ -19,7 +20,9 @@ func SetTokenLimits(ctx context.Context, s *Server, tl TokenLimits) error {
 // BindTokenJob does what the dispatcher does when it hands a job out: it
 // makes the lease the only writer key of the job's token stream, stored
 // under the job's tenant.
-func BindTokenJob(s *Server, id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) }
+func BindTokenJob(s *Server, id, tenant, lease string) {
+	s.tokens.BindJob(id, tenant, lease, api.AnswerChain{})
+}
 
 // TokenRelayRefused is how many records the relay has refused.
 func TokenRelayRefused(s *Server) uint64 { return s.tokens.Stats().Refused }

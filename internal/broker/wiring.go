@@ -566,7 +566,7 @@ func dispatchDeps(s *Server, resync func()) dispatch.Deps {
 			_, err := s.dlq.Put(ctx, ev, dl, hdr, data)
 			return err
 		},
-		BindJob: func(id, tenant, lease string) { s.tokens.BindJob(id, tenant, lease) },
+		BindJob: func(id, tenant, lease string, ch api.AnswerChain) { s.tokens.BindJob(id, tenant, lease, ch) },
 		EndJob:  func(id, tenant string, te *semaq.TokenError) { s.tokens.EndJob(id, tenant, te) },
 		Served: func(tenant string, outputTokens int64) {
 			// A worker's reported output tokens count in its tenant's

@@ -14,6 +14,7 @@ type chainMetrics struct {
 	retried prometheus.Counter
 	queued  prometheus.Gauge
 	settled prometheus.Counter
+	answers *prometheus.CounterVec
 }
 
 func newChainMetrics(f factory) chainMetrics {
@@ -29,6 +30,8 @@ func newChainMetrics(f factory) chainMetrics {
 	}
 	cm.settled = prometheus.NewCounter(prometheus.CounterOpts{Name: "semaq_chain_heads_settled_total",
 		Help: "Head records written to settle a batch of a session whose messages were not all stored (a writer that died, a duplicate)."})
+	cm.answers = f.counter("semaq_chain_answers_total",
+		"Token-stream answers of requests in a session, by what became of their answer record (docs/provenance.md#answers): chained, duplicate (stored before), refused (the chain's stream refused it; not retried), failed (given up after retries), unbound (the stream ended before this node learnt its binding; recorded without the durable consumer).", "result")
 	f.reg.MustRegister(cm.stored, cm.retried, cm.queued, cm.settled)
 	return cm
 }
@@ -66,5 +69,13 @@ func (m *Metrics) ChainRetried() {
 func (m *Metrics) ChainSettled() {
 	if m != nil {
 		m.chain.settled.Inc()
+	}
+}
+
+// ChainAnswer counts an answer record by result: chained, duplicate,
+// refused, failed or unbound.
+func (m *Metrics) ChainAnswer(result string) {
+	if m != nil {
+		m.chain.answers.WithLabelValues(result).Inc()
 	}
 }

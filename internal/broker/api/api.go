@@ -281,3 +281,16 @@ type Chain struct {
 
 // On reports whether the stream chains its sessions at all.
 func (c Chain) On() bool { return c.Provenance != "" || c.Order != "" }
+
+// AnswerChain is where a job's token-stream answer is chained
+// (semaq.QueueConfig.ChainAnswers): the subject of a stream with
+// provenance, and the session and tenant of the request. The zero value
+// chains nothing.
+type AnswerChain struct {
+	Subject string
+	Session string
+	Tenant  string // the request's AI-Tenant, "" for none
+}
+
+// On reports whether the answer is chained.
+func (a AnswerChain) On() bool { return a.Subject != "" && a.Session != "" }

@@ -460,13 +460,20 @@ func (d *Dispatcher) deadLetter(dead []deadJob) {
 }
 
 // bindLease makes the holder of j's lease the only writer of j's token
-// stream (Deps.BindJob; the request id is its Nats-Msg-Id). A redelivered
-// job is bound again with its new lease, which ends the previous holder's
-// right. mu is held; BindJob takes only its own lock.
+// stream (Deps.BindJob; the request id is its Nats-Msg-Id), and says
+// where its answer is chained, if the queue chains answers and the
+// request names a session. A redelivered job is bound again with its new
+// lease, which ends the previous holder's right. mu is held; BindJob
+// takes only its own lock.
 func (d *Dispatcher) bindLease(j *sched.Job) {
-	if j.ID != "" {
-		d.deps.BindJob(j.ID, j.Tenant, j.Lease)
+	if j.ID == "" {
+		return
 	}
+	var ch api.AnswerChain
+	if d.cfg.ChainAnswers != "" && j.Session != "" {
+		ch = api.AnswerChain{Subject: d.cfg.ChainAnswers, Session: j.Session, Tenant: j.Tenant}
+	}
+	d.deps.BindJob(j.ID, j.Tenant, j.Lease, ch)
 }
 
 // unbindLease marks where a lease ends. The token store keeps the last

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/semaq"
@@ -56,9 +57,10 @@ type Deps struct {
 	StoreDeadLetter func(ctx context.Context, dl *semaq.DeadLetter, hdr nats.Header, data []byte) error
 	// BindJob makes the holder of lease the only writer of the token
 	// stream of request id of tenant (the job's AI-Tenant), ending the
-	// previous holder's right. Called with the dispatcher's lock held.
-	// Nil: no token streams.
-	BindJob func(id, tenant, lease string)
+	// previous holder's right; ch, when on, is where the stream's answer
+	// is chained. Called with the dispatcher's lock held. Nil: no token
+	// streams.
+	BindJob func(id, tenant, lease string, ch api.AnswerChain)
 	// EndJob ends the token stream of a cancelled request id of tenant
 	// with te, unless it has ended. Called without the lock. Nil: no
 	// token streams.
@@ -137,7 +139,7 @@ func (deps Deps) withDefaults() Deps {
 		deps.Interest = func(string, nats.Header) bool { return true }
 	}
 	if deps.BindJob == nil {
-		deps.BindJob = func(string, string, string) {}
+		deps.BindJob = func(string, string, string, api.AnswerChain) {}
 	}
 	if deps.EndJob == nil {
 		deps.EndJob = func(string, string, *semaq.TokenError) {}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jstest"
 	"github.com/semaq/semaq/semaq"
@@ -56,7 +57,7 @@ func (f *fakeNode) deps(ns *server.Server) Deps {
 			f.mu.Unlock()
 			return nil
 		},
-		BindJob:  func(id, _, lease string) { f.mu.Lock(); f.bound[id] = lease; f.mu.Unlock() },
+		BindJob:  func(id, _, lease string, _ api.AnswerChain) { f.mu.Lock(); f.bound[id] = lease; f.mu.Unlock() },
 		EndJob:   func(id, _ string, te *semaq.TokenError) { f.mu.Lock(); f.ended[id] = te; f.mu.Unlock() },
 		Observer: f,
 	}

@@ -40,6 +40,9 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 		j.CancelSum = strings.Clone(hdr.Get(semaq.HdrCancelSum))
 		j.Model = strings.Clone(hdr.Get(semaq.HdrModel))
 		j.Adapter = strings.Clone(hdr.Get(semaq.HdrAdapter))
+		if cfg.ChainAnswers != "" {
+			j.Session = strings.Clone(hdr.Get(semaq.HdrSession))
+		}
 		if p, err := semaq.ParsePriority(hdr.Get(semaq.HdrPriority)); err == nil {
 			j.Prio = int(p)
 		}

@@ -105,6 +105,9 @@ func (m *Manager) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq
 	if err := m.overlapping(ctx, "queue", qc.Name, qc.Subjects); err != nil {
 		return nil, err
 	}
+	if err := m.checkAnswerChain(ctx, qc); err != nil {
+		return nil, err
+	}
 	st, err := m.deps.JS.CreateStream(ctx, jc)
 	if err != nil {
 		return nil, api.JSError(err, "queue %s", qc.Name)
@@ -165,6 +168,35 @@ func (m *Manager) streamLeader(ctx context.Context, st jetstream.Stream) (*jetst
 		}
 	}
 	return info, nil
+}
+
+// checkAnswerChain checks the subject a queue chains its answers on
+// (semaq.QueueConfig.ChainAnswers): a stream with provenance must capture
+// it, and must not order its sessions by the producer's AI-Seq, which the
+// broker cannot number. streamsMu is held.
+func (m *Manager) checkAnswerChain(ctx context.Context, qc semaq.QueueConfig) error {
+	subj := qc.ChainAnswers
+	if subj == "" {
+		return nil
+	}
+	lister := m.deps.JS.ListStreams(ctx)
+	for info := range lister.Info() {
+		if !IsSemaqStream(&info.Config) || !slices.ContainsFunc(publicSubjects(&info.Config), func(p string) bool { return subjects.Match(p, subj) }) {
+			continue
+		}
+		ch := chainOf(&info.Config)
+		switch {
+		case ch.Provenance == "":
+			return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: chain answers: stream %s captures %s but keeps no provenance (stream add --provenance session)", qc.Name, info.Config.Name, subj)
+		case ch.Order == semaq.SessionOrderStrictSeq:
+			return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: chain answers: stream %s orders sessions by the producer's %s, which the broker cannot number for an answer", qc.Name, info.Config.Name, semaq.HdrSeq)
+		}
+		return nil
+	}
+	if err := lister.Err(); err != nil {
+		return semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: chain answers: listing streams: %v", qc.Name, err)
+	}
+	return semaq.NewAPIError(semaq.ErrBadQueue, "queue %s: chain answers: no stream captures %s; add a stream with provenance first", qc.Name, subj)
 }
 
 // overlapping names the stream (queue or not) that already captures one of

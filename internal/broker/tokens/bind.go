@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -50,15 +51,18 @@ type bindNotice struct {
 	ID     string `json:"i"`
 	Tenant string `json:"t,omitempty"`
 	Key    string `json:"k"`
+	// Where the answer is chained (api.AnswerChain), if it is.
+	ChainSubject string `json:"cs,omitempty"`
+	ChainSession string `json:"css,omitempty"`
 }
 
 // shareBind tells the other nodes of a binding made here. It does not
 // block: the dispatcher calls BindJob under its lock.
-func (ts *Store) shareBind(id, tenant, key string) {
+func (ts *Store) shareBind(id, tenant, key string, ch api.AnswerChain) {
 	if !ts.share {
 		return
 	}
-	b, err := json.Marshal(bindNotice{Node: ts.node, ID: id, Tenant: tenant, Key: key})
+	b, err := json.Marshal(bindNotice{Node: ts.node, ID: id, Tenant: tenant, Key: key, ChainSubject: ch.Subject, ChainSession: ch.Session})
 	if err == nil {
 		err = ts.nc.Publish(BindSubject, b)
 	}
@@ -89,7 +93,11 @@ func (ts *Store) bound(m *nats.Msg) {
 		semaq.CheckRequestID(n.ID) != nil || semaq.CheckTokenKey(n.Key) != nil {
 		return
 	}
-	ts.bind(n.ID, n.Tenant, n.Key)
+	var ch api.AnswerChain
+	if n.ChainSubject != "" && n.ChainSession != "" {
+		ch = api.AnswerChain{Subject: n.ChainSubject, Session: n.ChainSession, Tenant: n.Tenant}
+	}
+	ts.bind(n.ID, n.Tenant, n.Key, ch)
 }
 
 // stopBinds stops listening.
@@ -150,6 +158,7 @@ func (ts *Store) admitWaiting(id string, c *claim, ws []*waiting) {
 		}
 		w.out.Subject = storeSubject(c.tenant, id, w.end)
 		msgs, final := ts.filtered(id, c, w.rec, w.end, w.out)
+		markAnswer(c, msgs)
 		c.held = append(c.held, msgs...)
 		if final != nil {
 			ts.work.Add(1)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
 )
@@ -113,6 +114,9 @@ type claim struct {
 	// In a cluster, records of another key than an unbound claim's wait
 	// here for a job's binding from another node (bind.go).
 	waiting []*waiting
+
+	// chain is where the stream's answer is chained (BindJob; answers.go).
+	chain api.AnswerChain
 }
 
 // relayStats counts what the relay did, for tests and metrics.
@@ -252,7 +256,7 @@ func (ts *Store) relay(m *nats.Msg) {
 		// Retention and measurements stay; the key never reaches storage.
 		out.Header = make(nats.Header, len(m.Header))
 		for k, v := range m.Header {
-			if k != semaq.HdrTokenKey {
+			if k != semaq.HdrTokenKey && !isAnswerHeader(k) {
 				out.Header[k] = v
 			}
 		}
@@ -274,6 +278,7 @@ func (ts *Store) relay(m *nats.Msg) {
 		out.Subject = storeSubject(c.tenant, id, end)
 		var msgs []*nats.Msg
 		msgs, final = ts.filtered(id, c, rec, end, out)
+		markAnswer(c, msgs)
 		for _, o := range msgs {
 			if c.purging {
 				c.held = append(c.held, o)
@@ -425,18 +430,21 @@ func (ts *Store) debug(msg string, args ...any) {
 // writer claimed the id first, what it wrote is purged before the holder's
 // first record is stored. In a cluster every node's relay is told
 // (bind.go).
-func (ts *Store) BindJob(id, tenant, key string) {
+//
+// ch, when on, is where the stream's answer is chained once it ends
+// (answers.go).
+func (ts *Store) BindJob(id, tenant, key string, ch api.AnswerChain) {
 	if ts == nil || semaq.CheckRequestID(id) != nil || semaq.CheckTokenKey(key) != nil {
 		return
 	}
-	ts.bind(id, tenant, key)
-	ts.shareBind(id, tenant, key)
+	ts.bind(id, tenant, key, ch)
+	ts.shareBind(id, tenant, key, ch)
 }
 
 // bind is BindJob on this node. In a cluster a new binding lets the
 // holder's first record here set where the stream goes on: its writer may
 // have written the records before it through another node.
-func (ts *Store) bind(id, tenant, key string) {
+func (ts *Store) bind(id, tenant, key string, ch api.AnswerChain) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.closed {
@@ -444,6 +452,9 @@ func (ts *Store) bind(id, tenant, key string) {
 	}
 	tenant = semaq.TokenTenant(tenant)
 	c := ts.claims[id]
+	if ch.On() {
+		defer ts.chainBound(id, ch) // after the claim is made, under mu
+	}
 	switch {
 	case c == nil:
 		// Jobs are bounded by their queues, not by maxStreams; past twice
@@ -600,6 +611,7 @@ func (ts *Store) EndJob(id, tenant string, te *semaq.TokenError) {
 	}
 	rec := semaq.TokenChunk{Seq: max(c.next, 1), Offset: c.offset, Error: te}
 	out := &nats.Msg{Subject: storeSubject(c.tenant, id, true), Header: nats.Header{}, Data: semaq.AppendTokenChunk(nil, &rec)}
+	markAnswer(c, []*nats.Msg{out})
 	c.next, c.ended, c.touched = rec.Seq+1, true, time.Now()
 	c.records++
 	c.bytes += int64(len(out.Data))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -81,7 +82,7 @@ func FuzzTokenRelayClaims(f *testing.F) {
 				rec = &semaq.TokenChunk{Seq: seq, Offset: offset, Final: &semaq.TokenFinal{FinishReason: "stop"}}
 			}
 			if op&0x40 != 0 {
-				ts.BindJob("job", "acme", good) // the dispatcher, at any time
+				ts.BindJob("job", "acme", good, api.AnswerChain{}) // the dispatcher, at any time
 			}
 			e := ts.admit("job", "acme", key, end, rec, 20)
 			if e == nil {
@@ -137,7 +138,7 @@ func TestTokenClaimSweep(t *testing.T) {
 	if fmt.Sprint(left) != "[bound-fresh ended-timing legacy writing]" {
 		t.Fatalf("claims left %v", left)
 	}
-	ts.BindJob("one-more", "acme", "lease-0123456789abcdef") // 4 claims, twice the limit: not bound
+	ts.BindJob("one-more", "acme", "lease-0123456789abcdef", api.AnswerChain{}) // 4 claims, twice the limit: not bound
 	if ts.claims["one-more"] != nil {
 		t.Fatal("bound a job past twice the stream limit")
 	}

@@ -161,6 +161,10 @@ type Store struct {
 	claims map[string]*claim      // request id -> what the relay knows of it
 	timers map[string]*time.Timer // request id -> purge
 	closed bool
+	// answering: this node's answer recorder runs; lateAnswers counts the
+	// unbound answers being written (answers.go).
+	answering   bool
+	lateAnswers int
 }
 
 // New checks deps and makes a store. It starts nothing: Start does.
@@ -248,6 +252,7 @@ func (ts *Store) Start(ctx context.Context) error {
 	if err := ts.startRelay(); err != nil {
 		return err
 	}
+	ts.startAnswersIfKept(ctx)
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if ts.closed {

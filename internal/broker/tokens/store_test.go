@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/jstest"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/semaq"
@@ -120,7 +121,7 @@ func TestStoreThroughDeps(t *testing.T) {
 
 	// A job bound to req-1 with another lease purges what the first
 	// writer stored, on a goroutine Close must wait for.
-	st.BindJob("req-1", "", foreign)
+	st.BindJob("req-1", "", foreign, api.AnswerChain{})
 	if err := st.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestCloseUnstarted(t *testing.T) {
 	if err := st.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	st.BindJob("req-1", "", "writer-key-0123456789") // closed: nothing started
+	st.BindJob("req-1", "", "writer-key-0123456789", api.AnswerChain{}) // closed: nothing started
 	if s := st.Stats(); s.Claims != 0 {
 		t.Fatalf("closed store bound a job: %+v", s)
 	}

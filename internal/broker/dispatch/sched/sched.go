@@ -89,14 +89,17 @@ type Job struct {
 	CancelSum string
 	Model     string
 	Adapter   string
-	Prio      int
-	Tokens    int64
-	Bytes     int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
-	Size      int   // bytes it takes in a batch frame, about
-	Estimate  bool
-	HasDL     bool      // its stored headers carry AI-Deadline
-	Arrived   time.Time // AI-Received: when the ingress took it
-	Deadline  time.Time // zero: none
+	// Session is its AI-Session, read only for a queue that chains its
+	// answers (semaq.QueueConfig.ChainAnswers).
+	Session  string
+	Prio     int
+	Tokens   int64
+	Bytes    int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
+	Size     int   // bytes it takes in a batch frame, about
+	Estimate bool
+	HasDL    bool      // its stored headers carry AI-Deadline
+	Arrived  time.Time // AI-Received: when the ingress took it
+	Deadline time.Time // zero: none
 
 	State      State
 	Deliveries int
