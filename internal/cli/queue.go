@@ -36,7 +36,8 @@ func newQueueAddCmd(e *env) *cobra.Command {
 		Use:   "add NAME --subjects PATTERN[,PATTERN]",
 		Short: "Add a work queue",
 		Example: `  semaq queue add INFER --subjects 'ai.infer.>' --max-tokens 2000000 --default-timeout 30s
-  semaq queue add BATCH --subjects 'ai.batch.>' --max-messages 1000000 --ack-wait 5m --max-deliver 3`,
+  semaq queue add BATCH --subjects 'ai.batch.>' --max-messages 1000000 --ack-wait 5m --max-deliver 3
+  semaq queue add CHAT --subjects 'ai.chat.>' --chain-answers agent.answers`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			qc.Name = args[0]
@@ -69,6 +70,7 @@ func newQueueAddCmd(e *env) *cobra.Command {
 	f.DurationVar(&qc.AffinityWait, "affinity-wait", semaq.DefaultAffinityWait, "how long a request waits for a worker holding its model/adapter")
 	f.DurationVar(&qc.AgingStep, "aging-step", semaq.DefaultAgingStep, "a request waiting this long competes one priority level higher")
 	f.DurationVar(&qc.MaxWait, "max-wait", 0, "adaptive admission: refuse when the tokens waiting exceed what workers serve in this (0: off)")
+	f.StringVar(&qc.ChainAnswers, "chain-answers", "", "append the token-stream answer of each request in a session to its chain on `SUBJECT` (a stream with provenance)")
 	_ = cmd.MarkFlagRequired("subjects")
 	e.addServerFlag(cmd)
 	return cmd
