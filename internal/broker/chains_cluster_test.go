@@ -118,4 +118,42 @@ func TestClusterSessionChains(t *testing.T) {
 	if err := pub(0, 11); !errors.Is(err, semaq.ErrSessionOrder) {
 		t.Fatalf("node 0 after node 2's %s: %v", ts(11), err)
 	}
+
+	// Answers of a queue chaining into CHAIN: requests of the session
+	// published through one node, served by a worker on another that does
+	// not dispatch the queue (its relay learns the binding from the
+	// dispatcher's node), each answer chained once, in order.
+	if _, err := c0.AddQueue(ctx, semaq.QueueConfig{Name: "ASK", Subjects: []string{"ask.>"}, Replicas: 3, ChainAnswers: "chain.answers"}); err != nil {
+		t.Fatal(err)
+	}
+	lead := queueLeader(t, c, clusterJS(t, c.Node(0)), "ASK")
+	far := others(c, lead)
+	pubC, workC := brokertest.Connect(t, far[0]), brokertest.Connect(t, far[1])
+	const asks = 3
+	for k := range asks {
+		id := fmt.Sprintf("q-%d", k)
+		c.Eventually(30*time.Second, "a far node's ingress to take "+id, func() error {
+			_, err := pubC.Publish(ctx, "ask.q", []byte(`{"prompt":"?"}`), client.WithMsgID(id), client.WithSession("shared"))
+			return err
+		})
+		waitQueued(t, workC, "ASK", 1)
+		serveAnswer(ctx, t, workC, "ASK", id, []string{"answer", fmt.Sprintf(" %d", k)})
+	}
+	want := uint64(per*c.N() + asks)
+	c.Eventually(30*time.Second, "the answers in the session's chain", func() error {
+		if h := provenanceHead(t, clients[lead], "CHAIN", "", "shared"); h.Links != want {
+			return fmt.Errorf("%d links", h.Links)
+		}
+		return nil
+	})
+	msgs = storedChain(t, c.Node(c.StreamLeader("CHAIN")), "CHAIN", "", "shared")
+	checkLinks(t, "CHAIN", msgs)
+	for k, m := range msgs[per*c.N():] {
+		if of := m.Header.Get(semaq.HdrAnswerOf); of != fmt.Sprintf("q-%d", k) || !strings.Contains(string(m.Data), fmt.Sprintf(`"text":"answer %d"`, k)) {
+			t.Fatalf("link %d: the answer of %q: %s", per*c.N()+k+1, of, m.Data)
+		}
+	}
+	if rep, _ := exportVerified(ctx, t, pubC, "CHAIN", "", "shared"); rep.Links != want {
+		t.Fatalf("%q: want %d links", rep, want)
+	}
 }
