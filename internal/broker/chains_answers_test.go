@@ -176,3 +176,60 @@ func TestChainedAnswers(t *testing.T) {
 	}
 	waitMetrics(t, s, `semaq_chain_answers_total{result="chained"} 1`)
 }
+
+// With auth on, an answer goes to the chain of its request's tenant: two
+// tenants' requests naming the same session id each add to their own
+// tenant's chain, served by one worker that serves every tenant; and only
+// an admin makes a queue chain its answers.
+func TestChainedAnswersTenants(t *testing.T) {
+	t.Parallel()
+	s := brokertest.Start(t, brokertest.WithAuth)
+	admin := brokertest.ConnectKey(t, s, brokertest.AdminKey(t, s))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := admin.AddStream(ctx, semaq.StreamConfig{Name: "AG", Subjects: []string{"ag.>"}, Provenance: semaq.ProvenanceSession}); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, u := range []semaq.UserAddRequest{
+		{Name: "acme-pub", Tenant: "acme", Role: semaq.RolePublisher, Subjects: []string{"askq.>", "ag.>"}},
+		{Name: "globex-pub", Tenant: "globex", Role: semaq.RolePublisher, Subjects: []string{"askq.>", "ag.>"}},
+		{Name: "gpu", Role: semaq.RoleWorker, Queues: []string{"ASKQ"}},
+	} {
+		r, err := admin.AddUser(ctx, u)
+		if err != nil {
+			t.Fatalf("add user %s: %v", u.Name, err)
+		}
+		keys[u.Name] = r.Key
+	}
+	acme := brokertest.ConnectKey(t, s, keys["acme-pub"])
+	cfg := semaq.QueueConfig{Name: "ASKQ", Subjects: []string{"askq.>"}, ChainAnswers: "ag.answers"}
+	if _, err := acme.AddQueue(ctx, cfg); !errors.Is(err, semaq.ErrForbidden) {
+		t.Fatalf("a publisher adding a queue that chains answers: %v", err)
+	}
+	if _, err := admin.AddQueue(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	globex := brokertest.ConnectKey(t, s, keys["globex-pub"])
+	worker := brokertest.ConnectKey(t, s, keys["gpu"])
+	for _, r := range []struct {
+		c        *client.Client
+		id, text string
+	}{{acme, "r-acme", "for acme"}, {globex, "r-globex", "for globex"}} {
+		if _, err := r.c.Publish(ctx, "askq.x", []byte(`{"prompt":"?"}`), client.WithMsgID(r.id), client.WithSession("s-1")); err != nil {
+			t.Fatal(err)
+		}
+		waitQueued(t, admin, "ASKQ", 1)
+		serveAnswer(ctx, t, worker, "ASKQ", r.id, []string{r.text})
+	}
+	for tenant, want := range map[string]string{"acme": "r-acme", "globex": "r-globex"} {
+		waitFor(t, tenant+"'s answer in its chain", func() bool {
+			h, err := admin.ProvenanceHead(ctx, "AG", tenant, "s-1")
+			return err == nil && h.Links == 1
+		})
+		msgs := storedChain(t, s, "AG", tenant, "s-1")
+		if len(msgs) != 1 || msgs[0].Header.Get(semaq.HdrAnswerOf) != want {
+			t.Fatalf("%s's session s-1 holds %d messages, want the answer of %s", tenant, len(msgs), want)
+		}
+	}
+}
