@@ -198,10 +198,10 @@ var (
 // broker appended it when the request's token stream ended.
 const HdrAnswerOf = "AI-Answer-Of"
 
-// AnswerMsgIDPrefix starts the Nats-Msg-Id of an answer record: the
-// prefix and the request id, so the record is stored once however often
-// its writing is retried.
-const AnswerMsgIDPrefix = "answer:"
+// AnswerMsgID is the Nats-Msg-Id of the answer record of request id of
+// tenant ("" for none), so the record is stored once however often its
+// writing is retried, and two tenants' request ids never collide.
+func AnswerMsgID(tenant, id string) string { return "answer:" + tenant + ":" + id }
 
 // MaxAnswerText bounds the text, and the function calls' arguments
 // together, that an answer record carries; past it the record says it is

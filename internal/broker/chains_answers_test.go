@@ -153,7 +153,7 @@ func TestChainedAnswers(t *testing.T) {
 	}
 	checkLinks(t, "AGENT", msgs)
 	ans := msgs[1]
-	if ans.Subject != "agent.answers" || ans.Header.Get(semaq.HdrAnswerOf) != "r-1" || ans.Header.Get(semaq.HdrMsgID) != semaq.AnswerMsgIDPrefix+"r-1" {
+	if ans.Subject != "agent.answers" || ans.Header.Get(semaq.HdrAnswerOf) != "r-1" || ans.Header.Get(semaq.HdrMsgID) != semaq.AnswerMsgID("", "r-1") {
 		t.Fatalf("answer record on %s with headers %v", ans.Subject, ans.Header)
 	}
 	var rec semaq.AnswerRecord

@@ -30,8 +30,7 @@ import (
 // session; the ingress chains it like any message of the session. The
 // terminal record is acked once the ingress has stored the answer record,
 // so a node that dies in between leaves it to another node (or to itself,
-// restarted). The record's Nats-Msg-Id (semaq.AnswerMsgIDPrefix + request
-// id) makes a second writing of it a duplicate, which the chain takes no
+// restarted). The record's Nats-Msg-Id (semaq.AnswerMsgID) makes a second writing of it a duplicate, which the chain takes no
 // link for.
 //
 // A stream whose binding reached its relay's node only after it ended
@@ -253,7 +252,7 @@ func (ts *Store) writeAnswer(ctx context.Context, tt, id string, end uint64, ch 
 		msg.Header.Set(semaq.HdrTenant, ch.Tenant)
 	}
 	msg.Header.Set(semaq.HdrAnswerOf, id)
-	msg.Header.Set(semaq.HdrMsgID, semaq.AnswerMsgIDPrefix+id)
+	msg.Header.Set(semaq.HdrMsgID, semaq.AnswerMsgID(ch.Tenant, id))
 	// The stream's end, the same however often it is written: a strictly
 	// ordered session takes it in its order.
 	msg.Header.Set(semaq.HdrTimestamp, stamp.UTC().Format(time.RFC3339Nano))
