@@ -3,19 +3,14 @@
 package proctest
 
 import (
-	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/semaq/semaq/client"
-	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -128,49 +123,13 @@ func TestProcessAnswersSurviveNodeKill(t *testing.T) {
 	if len(ended) < count() {
 		t.Fatalf("%d streams ended, but %d requests were answered", len(ended), count())
 	}
-	cl := c.connect(victim)
-	var buf bytes.Buffer
-	var head *semaq.ProvenanceHead
-	eventually(t, time.Minute, "every ended stream's answer in the chain", func() error {
-		buf.Reset()
-		var err error
-		if head, err = cl.ExportProvenance(ctx, "AG", "", "s", &buf); err != nil {
-			return err
-		}
-		if head.Links != uint64(len(ended)) {
-			return fmt.Errorf("%d links, want %d", head.Links, len(ended))
-		}
-		return nil
-	})
-	keys, err := cl.ProvenanceKeys(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var trusted []ed25519.PublicKey
-	for _, k := range keys {
-		trusted = append(trusted, ed25519.PublicKey(k.PublicKey))
-	}
-	rep, err := provenance.Verify(bytes.NewReader(buf.Bytes()), provenance.VerifyOptions{TrustedKeys: trusted})
-	if err != nil || !rep.OK() {
-		t.Fatalf("the chain after the kill: %v %v", rep, err)
-	}
+	rep, links := exportChain(ctx, t, c.connect(victim), "AG", "s", uint64(len(ended)))
 	t.Logf("%s; %d of %d requests answered by the worker, %d streams ended", rep, count(), n, len(ended))
-	rd, err := provenance.NewReader(bytes.NewReader(buf.Bytes()), provenance.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[string]int{}
-	for {
-		l, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, data := range links {
 		var rec semaq.AnswerRecord
-		if err := json.Unmarshal(l.Data, &rec); err != nil || rec.Text != "answer to "+rec.RequestID {
-			t.Fatalf("link %d: %s (%v)", l.Seq, l.Data, err)
+		if err := json.Unmarshal(data, &rec); err != nil || rec.Text != "answer to "+rec.RequestID {
+			t.Fatalf("link %d: %s (%v)", i+1, data, err)
 		}
 		seen[rec.RequestID]++
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
 )
@@ -79,50 +80,11 @@ func TestProcessChainSurvivesLeaderKill(t *testing.T) {
 		t.Fatalf("publishing: %v (%d acknowledged)", ctx.Err(), count())
 	}
 
-	cl := c.connect(leader)
-	keys, err := cl.ProvenanceKeys(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var trusted []ed25519.PublicKey
-	for _, k := range keys {
-		trusted = append(trusted, ed25519.PublicKey(k.PublicKey))
-	}
-	var buf bytes.Buffer
-	var head *semaq.ProvenanceHead
-	eventually(t, time.Minute, "an export of the whole session", func() error {
-		buf.Reset()
-		var err error
-		if head, err = cl.ExportProvenance(ctx, "CH", "", "s", &buf); err != nil {
-			return err
-		}
-		if head.Links != 2*per {
-			return fmt.Errorf("%d links, want %d", head.Links, 2*per)
-		}
-		return nil
-	})
-	rep, err := provenance.Verify(bytes.NewReader(buf.Bytes()), provenance.VerifyOptions{TrustedKeys: trusted})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		t.Fatalf("the chain after the kill: %s", rep)
-	}
+	rep, links := exportChain(ctx, t, c.connect(leader), "CH", "s", 2*per)
 	t.Logf("%s", rep)
-	rd, err := provenance.NewReader(bytes.NewReader(buf.Bytes()), provenance.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[string]int{}
-	for {
-		l, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[string(l.Data)]++
+	for _, data := range links {
+		seen[string(data)]++
 	}
 	for id := range acked {
 		if seen[id] != 1 {
@@ -131,5 +93,54 @@ func TestProcessChainSurvivesLeaderKill(t *testing.T) {
 	}
 	if len(seen) != 2*per {
 		t.Fatalf("%d distinct messages in the chain, want %d", len(seen), 2*per)
+	}
+}
+
+// exportChain exports session's chain of stream through cl once it holds
+// want links, verifies it offline against the nodes' keys, and returns the
+// report and the links' payloads in chain order.
+func exportChain(ctx context.Context, t *testing.T, cl *client.Client, stream, session string, want uint64) (*provenance.Report, [][]byte) {
+	t.Helper()
+	var buf bytes.Buffer
+	eventually(t, time.Minute, fmt.Sprintf("an export of %d links of session %s", want, session), func() error {
+		buf.Reset()
+		head, err := cl.ExportProvenance(ctx, stream, "", session, &buf)
+		if err != nil {
+			return err
+		}
+		if head.Links != want {
+			return fmt.Errorf("%d links, want %d", head.Links, want)
+		}
+		return nil
+	})
+	keys, err := cl.ProvenanceKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trusted []ed25519.PublicKey
+	for _, k := range keys {
+		trusted = append(trusted, ed25519.PublicKey(k.PublicKey))
+	}
+	rep, err := provenance.Verify(bytes.NewReader(buf.Bytes()), provenance.VerifyOptions{TrustedKeys: trusted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("the chain: %s", rep)
+	}
+	rd, err := provenance.NewReader(bytes.NewReader(buf.Bytes()), provenance.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links [][]byte
+	for {
+		l, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			return rep, links
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		links = append(links, l.Data)
 	}
 }
