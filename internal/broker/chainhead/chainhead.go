@@ -7,14 +7,15 @@ package chainhead
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
@@ -95,49 +96,22 @@ const (
 	HdrBaseOrder = "AI-Chain-Base-Order" // the order value before it
 )
 
-// jsNoMessage is JetStream's "no message found".
-const jsNoMessage = 10037
-
 // Read reads the head record of a session of stream from the stream's
 // leader over nc (a replica's copy may be behind): found false, and a
 // zero head, when the session has no chain yet. order is the stream's
 // session order, which its order value is read by.
 func Read(ctx context.Context, nc *nats.Conn, stream, tenant, session, order string) (h Head, found bool, err error) {
-	body, _ := json.Marshal(map[string]string{"last_by_subj": Subject(stream, tenant, session)})
-	m, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
-	if err != nil {
-		return Head{}, false, err
-	}
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Seq    uint64    `json:"seq"`
-			Header []byte    `json:"hdrs"`
-			Time   time.Time `json:"time"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		return Head{}, false, fmt.Errorf("reading a head record: the reply is not JSON: %w", err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == jsNoMessage:
+	m, err := jsutil.GetMsg(ctx, nc, stream, jsutil.MsgQuery{LastBySubj: Subject(stream, tenant, session)})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Head{}, false, nil
-	case resp.Error != nil:
-		return Head{}, false, errors.New(resp.Error.Description)
-	case resp.Message == nil:
-		return Head{}, false, errors.New("reading a head record: empty reply")
 	}
-	hdr, err := nats.DecodeHeadersMsg(resp.Message.Header)
 	if err != nil {
-		return Head{}, false, fmt.Errorf("head record %d: %w", resp.Message.Seq, err)
+		return Head{}, false, fmt.Errorf("reading a head record: %w", err)
 	}
-	if h, err = Parse(hdr, order); err != nil {
-		return Head{}, false, fmt.Errorf("head record %d: %w", resp.Message.Seq, err)
+	if h, err = Parse(m.Header, order); err != nil {
+		return Head{}, false, fmt.Errorf("head record %d: %w", m.Seq, err)
 	}
-	h.Seq, h.Stored = resp.Message.Seq, resp.Message.Time
+	h.Seq, h.Stored = m.Seq, m.Time
 	return h, true, nil
 }
 

@@ -2,7 +2,6 @@ package chainhead
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,7 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/provenance"
 	"github.com/semaq/semaq/semaq"
 )
@@ -45,11 +46,15 @@ func Scan(ctx context.Context, nc *nats.Conn, stream, tenant, session, order str
 		if upTo != 0 && from > upTo {
 			break
 		}
-		m, h, err := nextMsg(ctx, nc, stream, from)
-		if err != nil {
-			return out, err
+		m, err := jsutil.GetMsg(ctx, nc, stream, jsutil.MsgQuery{Seq: from, NextBySubj: ">"})
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
 		}
-		if m == nil || upTo != 0 && m.Seq > upTo || !until.IsZero() && m.Time.After(until) {
+		if err != nil {
+			return out, fmt.Errorf("scanning a chain: %w", err)
+		}
+		h := m.Header
+		if upTo != 0 && m.Seq > upTo || !until.IsZero() && m.Time.After(until) {
 			break
 		}
 		from = m.Seq + 1
@@ -70,51 +75,6 @@ func Scan(ctx context.Context, nc *nats.Conn, stream, tenant, session, order str
 		next++
 	}
 	return out, nil
-}
-
-type storedMsg struct {
-	Subject string    `json:"subject"`
-	Seq     uint64    `json:"seq"`
-	Header  []byte    `json:"hdrs"`
-	Time    time.Time `json:"time"`
-}
-
-// nextMsg reads the first message at or after seq from the stream's
-// leader; nil at the end.
-func nextMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64) (*storedMsg, nats.Header, error) {
-	body, _ := json.Marshal(struct {
-		Seq  uint64 `json:"seq"`
-		Next string `json:"next_by_subj"`
-	}{seq, ">"})
-	r, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, body)
-	if err != nil {
-		return nil, nil, err
-	}
-	var resp struct {
-		Error *struct {
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *storedMsg `json:"message"`
-	}
-	if err := json.Unmarshal(r.Data, &resp); err != nil {
-		return nil, nil, fmt.Errorf("scanning a chain: the reply is not JSON: %w", err)
-	}
-	switch {
-	case resp.Error != nil && resp.Error.ErrCode == jsNoMessage:
-		return nil, nil, nil
-	case resp.Error != nil:
-		return nil, nil, errors.New(resp.Error.Description)
-	case resp.Message == nil:
-		return nil, nil, errors.New("scanning a chain: empty reply")
-	}
-	var h nats.Header
-	if len(resp.Message.Header) > 0 {
-		if h, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, nil, fmt.Errorf("message %d: %w", resp.Message.Seq, err)
-		}
-	}
-	return resp.Message, h, nil
 }
 
 // Upto is h as it stands with links, the stored run of its batch from

@@ -13,7 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -177,14 +179,14 @@ func (s *Store) loadDeadLetter(ctx context.Context, seq uint64) (*semaq.DeadLett
 	if seq == 0 {
 		return nil, semaq.NewAPIError(semaq.ErrBadRequest, "dlq: a dead letter's seq is required")
 	}
-	sm, h, err := s.storedMsg(ctx, semaq.DLQStream, seq)
+	sm, err := jsutil.GetMsg(ctx, s.deps.Conn, semaq.DLQStream, jsutil.MsgQuery{Seq: seq})
 	if isMsgNotFound(err) {
 		return nil, semaq.NewAPIError(semaq.ErrDeadLetterNotFound, "dead letter %d not found", seq)
 	}
 	if err != nil {
 		return nil, err
 	}
-	d, err := semaq.ParseDeadLetter(seq, h, sm.Data)
+	d, err := semaq.ParseDeadLetter(seq, sm.Header, sm.Data)
 	if err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrDeadLetterNotFound, "%v", err)
 	}
@@ -352,7 +354,7 @@ func (s *Store) deleteDeadLetter(ctx context.Context, seq uint64) error {
 		return nil
 	}
 	// JetStream's codes for a missing message vary by store; look again.
-	if _, _, gerr := s.storedMsg(ctx, semaq.DLQStream, seq); isMsgNotFound(gerr) {
+	if _, gerr := jsutil.GetMsg(ctx, s.deps.Conn, semaq.DLQStream, jsutil.MsgQuery{Seq: seq}); isMsgNotFound(gerr) {
 		return semaq.NewAPIError(semaq.ErrDeadLetterNotFound, "dead letter %d not found", seq)
 	}
 	return err

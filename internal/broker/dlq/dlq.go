@@ -434,10 +434,10 @@ func (s *Store) deadLetter(ctx context.Context, ev Event, moveFromWorkqueue bool
 		data []byte
 	)
 	if d.PayloadLost == "" {
-		sm, h, err := s.storedMsg(ctx, ev.Stream, ev.Seq)
+		sm, err := jsutil.GetMsg(ctx, s.deps.Conn, ev.Stream, jsutil.MsgQuery{Seq: ev.Seq})
 		switch {
 		case err == nil:
-			d.Subject, d.Stored, hdr, data = sm.Subject, sm.Time, h, sm.Data
+			d.Subject, d.Stored, hdr, data = sm.Subject, sm.Time, sm.Header, sm.Data
 		case isMsgNotFound(err):
 			d.PayloadLost = fmt.Sprintf("message %d was no longer in stream %s", ev.Seq, ev.Stream)
 		default:
@@ -480,40 +480,6 @@ func (s *Store) Put(ctx context.Context, ev Event, d *semaq.DeadLetter, hdr nats
 	}
 	m.Header.Set(jetstream.MsgIDHeader, ev.key())
 	return s.deps.JS.PublishMsg(ctx, m)
-}
-
-// storedMessage is a message as JetStream's STREAM.MSG.GET returns it: the
-// stored headers only, none of those a direct get adds.
-type storedMessage struct {
-	Subject string    `json:"subject"`
-	Seq     uint64    `json:"seq"`
-	Header  []byte    `json:"hdrs,omitempty"`
-	Data    []byte    `json:"data,omitempty"`
-	Time    time.Time `json:"time"`
-}
-
-// storedMsg reads message seq of stream from its leader.
-func (s *Store) storedMsg(ctx context.Context, stream string, seq uint64) (*storedMessage, nats.Header, error) {
-	var resp struct {
-		Message *storedMessage `json:"message"`
-	}
-	req := struct {
-		Seq uint64 `json:"seq"`
-	}{seq}
-	if err := s.jsAPI(ctx, "$JS.API.STREAM.MSG.GET."+stream, req, &resp); err != nil {
-		return nil, nil, err
-	}
-	if resp.Message == nil {
-		return nil, nil, fmt.Errorf("stream %s: message %d: empty reply", stream, seq)
-	}
-	var h nats.Header
-	if len(resp.Message.Header) > 0 {
-		var err error
-		if h, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, nil, fmt.Errorf("stream %s: message %d: headers: %w", stream, seq, err)
-		}
-	}
-	return resp.Message, h, nil
 }
 
 // jsAPI sends a request to JetStream's API; an error reply comes back as a
