@@ -90,6 +90,26 @@ func ackStream(b []byte) ([]byte, bool) {
 	return rest[:j], true
 }
 
+// ackSeq reads the sequence of JetStream's ack of a message stored now,
+// without decoding it all (this runs once per chained message): any
+// error, duplicate or other reply reports false. JetStream writes
+// "seq":<digits>; SemaQ's stream names hold no quotes.
+func ackSeq(data []byte) (uint64, bool) {
+	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"duplicate"`)) {
+		return 0, false // JetStream names "duplicate" only when it is true
+	}
+	i := bytes.Index(data, []byte(`"seq":`))
+	if i < 0 {
+		return 0, false
+	}
+	var seq uint64
+	j := i + len(`"seq":`)
+	for ; j < len(data) && data[j] >= '0' && data[j] <= '9'; j++ {
+		seq = seq*10 + uint64(data[j]-'0')
+	}
+	return seq, j > i+len(`"seq":`)
+}
+
 // ackRouter receives JetStream's PubAcks for the replies it gave out
 // (prefix + the publisher's reply) on one wildcard subscription of the
 // ingress's reader connection, and hands each to its stream's committer,

@@ -239,26 +239,6 @@ func ackStored(data []byte) bool {
 	return ok && seq != 0
 }
 
-// ackSeq reads the sequence of JetStream's ack of a message stored now,
-// without decoding it all (this runs once per chained message): any
-// error, duplicate or other reply reports false. JetStream writes
-// "seq":<digits>; SemaQ's stream names hold no quotes.
-func ackSeq(data []byte) (uint64, bool) {
-	if bytes.Contains(data, []byte(`"error"`)) || bytes.Contains(data, []byte(`"duplicate"`)) {
-		return 0, false // JetStream names "duplicate" only when it is true
-	}
-	i := bytes.Index(data, []byte(`"seq":`))
-	if i < 0 {
-		return 0, false
-	}
-	var seq uint64
-	j := i + len(`"seq":`)
-	for ; j < len(data) && data[j] >= '0' && data[j] <= '9'; j++ {
-		seq = seq*10 + uint64(data[j]-'0')
-	}
-	return seq, j > i+len(`"seq":`)
-}
-
 // jsAck is JetStream's answer to a publish.
 type jsAck struct {
 	semaq.PubAck
