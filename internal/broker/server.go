@@ -158,7 +158,26 @@ func (s *Server) Start(ctx context.Context) (err error) {
 	}
 	s.log.Info("semaq ready", "nats", s.ClientURL(), "http", s.httpURL(), "data", s.cfg.DataDir, "sync", s.cfg.Sync,
 		"node", s.cfg.Name, "cluster", s.cfg.ClusterName)
+	s.log.Info(ackMeaning(&s.cfg))
 	return nil
+}
+
+// ackMeaning says in one line what a publisher's acknowledgement means
+// under the node's default durability (docs/durability.md): said at start,
+// so whoever runs the node knows what it promises.
+func ackMeaning(c *Config) string {
+	if c.Sync == SyncAlways {
+		return "acks (streams without their own --durability): an acknowledged message is fsynced to disk first (--sync always; group-committed), on a quorum of its replicas on a cluster: it survives a crash or power loss of every machine"
+	}
+	every := c.SyncEvery
+	if every <= 0 {
+		every = 2 * time.Minute // JetStream's default
+	}
+	where := "the node's"
+	if c.ClusterName != "" {
+		where = "a quorum of its replicas'"
+	}
+	return fmt.Sprintf("acks (streams without their own --durability): an acknowledged message is in %s memory (OS page cache) and fsynced within %s (--sync interval): it survives a process crash, not a power loss of those machines in that window; --sync always fsyncs before every ack (docs/durability.md)", where, every)
 }
 
 // natsOptions are the embedded server's options; tlsFiles, when not nil,
