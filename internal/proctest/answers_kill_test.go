@@ -54,7 +54,10 @@ func TestProcessAnswersSurviveNodeKill(t *testing.T) {
 		for i := range n {
 			id := fmt.Sprintf("q-%d", i)
 			for ctx.Err() == nil {
-				if _, err := pub.Publish(ctx, "ask.q", []byte(`{"prompt":"?"}`), client.WithMsgID(id), client.WithSession("s")); err == nil {
+				pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err := pub.Publish(pctx, "ask.q", []byte(`{"prompt":"?"}`), client.WithMsgID(id), client.WithSession("s"))
+				pcancel()
+				if err == nil {
 					break
 				}
 				time.Sleep(20 * time.Millisecond) // a publisher's retry pace, not synchronisation
@@ -81,16 +84,11 @@ func TestProcessAnswersSurviveNodeKill(t *testing.T) {
 				idle = 0
 				// A job whose stream could not be written (the node went
 				// away under it) is left to its redelivery.
-				w, err := j.OpenTokenStream(ctx)
-				if err != nil {
-					continue
-				}
-				if w.Write(ctx, "answer to "+j.ID) != nil || w.Close(ctx, semaq.TokenFinal{FinishReason: "stop"}) != nil {
-					continue
-				}
-				if j.Ack(ctx) == nil {
+				jctx, jcancel := context.WithTimeout(ctx, 20*time.Second)
+				if serve(jctx, j) == nil {
 					answered.Store(j.ID, true)
 				}
+				jcancel()
 			}
 		}
 	}()
@@ -143,4 +141,19 @@ func TestProcessAnswersSurviveNodeKill(t *testing.T) {
 			t.Errorf("request %s has an answer in the chain, but its stream did not end", id)
 		}
 	}
+}
+
+// serve answers job j with a token stream and acks it.
+func serve(ctx context.Context, j *client.Job) error {
+	w, err := j.OpenTokenStream(ctx)
+	if err != nil {
+		return err
+	}
+	if err := w.Write(ctx, "answer to "+j.ID); err != nil {
+		return err
+	}
+	if err := w.Close(ctx, semaq.TokenFinal{FinishReason: "stop"}); err != nil {
+		return err
+	}
+	return j.Ack(ctx)
 }
