@@ -54,7 +54,12 @@ func TestProcessChainSurvivesLeaderKill(t *testing.T) {
 					m.Data = []byte(id)
 					m.Header.Set(semaq.HdrSession, "s")
 					m.Header.Set(semaq.HdrMsgID, id)
-					if _, err := cl.PublishMsg(ctx, m); err == nil {
+					// Each publish has its own deadline: a message taken by
+					// the killed node's ingress is never answered.
+					pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+					_, err := cl.PublishMsg(pctx, m)
+					pcancel()
+					if err == nil {
 						break
 					}
 					time.Sleep(20 * time.Millisecond) // a publisher's retry pace, not synchronisation
