@@ -19,8 +19,11 @@ import (
 // node's internal connection, which also sends them.
 func (in *Ingress) startChains(key ed25519.PrivateKey) error {
 	cs := &in.chains
+	// Under mu: the batch sweeper (startFrames) may already tick.
+	cs.mu.Lock()
 	cs.sessions = make(map[chainKey]*chainSession)
 	cs.inflight = make(map[string]*chainBatch)
+	cs.mu.Unlock()
 	if in.conn == nil {
 		return nil // chained streams refuse (chain)
 	}
