@@ -87,7 +87,7 @@ func TestLifecycle(t *testing.T) {
 			_, err := promote(m, &semaq.ModelPromoteRequest{ModelRef: semaq.ModelRef{Version: "v2"}}, nil, "a", t0)
 			return err
 		}(),
-		"drain the active version": func() error { _, err := drain(m, "v1", "a", t0); return err }(),
+		"drain the active version":           func() error { _, err := drain(m, "v1", "a", t0); return err }(),
 		"rollback with nothing to return to": func() error { _, err := rollback(m, "a", t0); return err }(),
 	} {
 		if !isCode(err, semaq.ErrCodeModelConflict) {
