@@ -393,26 +393,36 @@ func (r *Registry) event(ctx context.Context, ev semaq.ModelEvent, id string) {
 }
 
 // queuedInFlight counts the requests bound to model's version that the
-// queues hold, as their dispatchers report them ($SQ.API.QUEUE.LIST).
+// queues hold, as their dispatchers report them ($SQ.API.QUEUE.INFO of
+// every queue that stores a message: a work queue keeps a request until
+// it is answered). A queue that does not answer fails the count: a drain
+// never completes on a guess.
 func (r *Registry) queuedInFlight(ctx context.Context, model, version string) (int, error) {
-	msg, err := r.deps.Conn.RequestWithContext(ctx, semaq.APIQueueList, nil)
-	if err != nil {
-		return 0, semaq.NewAPIError(semaq.ErrUnavailable, "model drain: listing the queues: %v", err)
-	}
-	var out struct {
-		semaq.QueueListResponse
-		Error *semaq.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(msg.Data, &out); err != nil || out.Error != nil {
-		return 0, semaq.NewAPIError(semaq.ErrUnavailable, "model drain: listing the queues: %v%v", err, out.Error)
-	}
 	key, n := semaq.ModelVersionKey(model, version), 0
-	for _, q := range out.Queues {
-		for _, g := range q.Status.ByVersion {
+	streams := r.deps.JS.ListStreams(ctx)
+	for si := range streams.Info() {
+		if si.Config.Metadata[semaq.MetadataQueue] == "" || si.State.Msgs == 0 {
+			continue
+		}
+		msg, err := r.deps.Conn.RequestWithContext(ctx, fmt.Sprintf(semaq.APIQueueInfoT, si.Config.Name), nil)
+		if err != nil {
+			return 0, semaq.NewAPIError(semaq.ErrUnavailable, "model drain: queue %s: %v", si.Config.Name, err)
+		}
+		var out struct {
+			semaq.QueueInfo
+			Error *semaq.APIError `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &out); err != nil || out.Error != nil {
+			return 0, semaq.NewAPIError(semaq.ErrUnavailable, "model drain: queue %s: %v%v", si.Config.Name, err, out.Error)
+		}
+		for _, g := range out.Status.ByVersion {
 			if g.Key == key {
 				n += g.Queued
 			}
 		}
+	}
+	if err := streams.Err(); err != nil {
+		return 0, api.JSError(err, "model drain: listing the queues")
 	}
 	return n, nil
 }

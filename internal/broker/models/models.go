@@ -51,7 +51,8 @@ type Deps struct {
 	// rev (the cluster sync); nil on a single node.
 	Applied func(ctx context.Context, rev uint64)
 	// InFlight counts the requests bound to a version that the queues
-	// hold, queued or leased, on every node; nil asks $SQ.API.QUEUE.LIST.
+	// hold, queued or leased, on every node; nil asks each queue's
+	// dispatcher ($SQ.API.QUEUE.INFO).
 	InFlight func(ctx context.Context, model, version string) (int, error)
 	// Moved degrades the sessions that declared another version of
 	// dependency name (sessions.Store.DependencyMoved); nil: none.
