@@ -484,7 +484,7 @@ func openSessions(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 func openModels(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	r, err := models.Open(ctx, models.Deps{
 		Log: s.log.With("component", "models"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(),
-		Principal: s.principal, Audit: s.audit, Metrics: s.metrics, Moved: s.sessions.DependencyMoved,
+		Principal: s.principal, Audit: s.audit, Metrics: s.metrics, Moved: s.sessions.DependencyMoved, Gate: s.gate.Child("models"),
 		Applied: func(ctx context.Context, rev uint64) { s.syncer.Sync(ctx, clustersync.Request{Models: rev}) },
 	})
 	if err != nil {

@@ -3,7 +3,9 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +80,16 @@ func TestGatewayFollowsModelRegistry(t *testing.T) {
 	}
 	if m := listed(); m.ActiveVersion != "v2" {
 		t.Fatalf("/v1/models after the promotion: %+v", m)
+	}
+	resp, err := http.Get(e.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range []string{`semaq_model_requests_total{model="sim-m",version="v1"} 3`, `semaq_model_requests_total{model="sim-m",version="v2"} 3`} {
+		if !strings.Contains(string(body), line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
 	}
 }

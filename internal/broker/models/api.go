@@ -368,14 +368,22 @@ func (r *Registry) after(ctx context.Context, m *semaq.ModelInfo, c change) {
 	for i, ev := range c.events {
 		r.event(ctx, semaq.ModelEvent{ModelChange: ev, Model: m.Name, Revision: m.Revision}, fmt.Sprintf("%s@%d.%d", semaq.ModelToken(m.Name), m.Revision, i))
 		if ev.Event == semaq.ModelDeployed && r.deps.Moved != nil {
-			if n, err := r.deps.Moved(ctx, "model:"+m.Name, ev.Version); err != nil {
-				r.log.Warn("model deployed; sessions depending on it not all degraded", "model", m.Name, "version", ev.Version, "err", err)
-			} else if n > 0 {
-				r.log.Info("sessions degraded by a model version change", "model", m.Name, "version", ev.Version, "sessions", n)
-			}
+			name, version := m.Name, ev.Version
+			r.deps.Gate.Go("sessions-moved", func(ctx context.Context) {
+				ctx, cancel := context.WithTimeout(ctx, movedTimeout)
+				defer cancel()
+				if n, err := r.deps.Moved(ctx, "model:"+name, version); err != nil {
+					r.log.Warn("model deployed; sessions depending on it not all degraded", "model", name, "version", version, "err", err)
+				} else if n > 0 {
+					r.log.Info("sessions degraded by a model version change", "model", name, "version", version, "sessions", n)
+				}
+			})
 		}
 	}
 }
+
+// movedTimeout bounds one dependency move over every session.
+const movedTimeout = 5 * time.Minute
 
 // event stores one lifecycle event; id dedups a retried publish.
 func (r *Registry) event(ctx context.Context, ev semaq.ModelEvent, id string) {

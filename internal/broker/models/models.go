@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
 	"github.com/semaq/semaq/semaq"
@@ -55,8 +56,12 @@ type Deps struct {
 	// dispatcher ($SQ.API.QUEUE.INFO).
 	InFlight func(ctx context.Context, model, version string) (int, error)
 	// Moved degrades the sessions that declared another version of
-	// dependency name (sessions.Store.DependencyMoved); nil: none.
+	// dependency name (sessions.Store.DependencyMoved); nil: none. It
+	// runs on Gate, after the change has returned: it reads every
+	// session.
 	Moved func(ctx context.Context, name, version string) (int, error)
+	// Gate runs the dependency moves; nil: a gate of the registry's own.
+	Gate *subsystem.Gate
 	// Metrics counts bindings and calls, and shows the states. Nil counts
 	// nothing.
 	Metrics Metrics
@@ -101,6 +106,9 @@ func Open(ctx context.Context, deps Deps) (*Registry, error) {
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
+	if deps.Gate == nil {
+		deps.Gate = subsystem.NewGate("models")
+	}
 	r := &Registry{deps: deps, log: deps.Log}
 	if r.deps.InFlight == nil {
 		r.deps.InFlight = r.queuedInFlight
@@ -129,9 +137,12 @@ func Open(ctx context.Context, deps Deps) (*Registry, error) {
 	return r, nil
 }
 
-// Close stops following the bucket; the last snapshot stays readable, so
-// the ingress keeps binding with it.
-func (r *Registry) Close(context.Context) error { return r.follow.Close() }
+// Close stops following the bucket and waits for the dependency moves in
+// flight; the last snapshot stays readable, so the ingress keeps binding
+// with it.
+func (r *Registry) Close(ctx context.Context) error {
+	return errors.Join(r.follow.Close(), r.deps.Gate.Close(ctx))
+}
 
 // Snapshot is the registry as this node has applied it.
 func (r *Registry) Snapshot() *Snapshot { return r.follow.Load() }

@@ -2,6 +2,8 @@ package modelcmd_test
 
 import (
 	"bytes"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -29,7 +31,8 @@ func must(t *testing.T, url, want string, args ...string) string {
 // The whole lifecycle through the CLI, as docs/models.md tells it.
 func TestModelCommands(t *testing.T) {
 	t.Parallel()
-	url := brokertest.Start(t).ClientURL()
+	srv := brokertest.Start(t)
+	url := srv.ClientURL()
 	must(t, url, "No model registered.", "model", "ls")
 	must(t, url, "Model llama3 version v1 registered", "model", "register", "llama3", "--version", "v1")
 	must(t, url, "Model llama3 version v2 registered", "model", "register", "llama3", "--version", "v2", "--labels", "quant=fp8")
@@ -64,5 +67,23 @@ func TestModelCommands(t *testing.T) {
 	}
 	if code, _, errOut := semaq(t, url, "model", "drain", "llama3", "v1"); code == 0 || !strings.Contains(errOut, "active version") {
 		t.Fatalf("draining the active version: exit %d, %q", code, errOut)
+	}
+
+	// The states and calls, as a scrape shows them.
+	resp, err := http.Get("http://" + srv.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range []string{
+		`semaq_model_version_state{model="llama3",state="active",version="v1"} 1`,
+		`semaq_model_version_state{model="llama3",state="retired",version="v2"} 1`,
+		`semaq_model_ops_total{op="promote",result="gate_refused"} 2`,
+		`semaq_model_ops_total{op="drain",result="conflict"} 1`,
+	} {
+		if !strings.Contains(string(body), line) {
+			t.Errorf("/metrics lacks %s", line)
+		}
 	}
 }
