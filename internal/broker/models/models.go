@@ -118,6 +118,12 @@ func Open(ctx context.Context, deps Deps) (*Registry, error) {
 		Bucket: reserved.ModelBucket, Description: "SemaQ model registry", History: 1,
 		MaxBytes: bucketBytes, MaxValueSize: recordBytes, Storage: jetstream.FileStorage, Replicas: max(deps.Replicas, 1),
 	})
+	if err == nil {
+		// A change reads the record it compares-and-sets from the
+		// leader: a replica's direct get may lag, and a gate judged on
+		// stale figures would refuse wrongly.
+		r.kv, err = jsutil.LeaderReads(ctx, deps.JS, reserved.ModelBucket)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("model registry: bucket %s: %w", reserved.ModelBucket, err)
 	}
