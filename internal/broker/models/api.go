@@ -407,8 +407,26 @@ func (r *Registry) event(ctx context.Context, ev semaq.ModelEvent, id string) {
 // never completes on a guess.
 func (r *Registry) queuedInFlight(ctx context.Context, model, version string) (int, error) {
 	key, n := semaq.ModelVersionKey(model, version), 0
-	streams := r.deps.JS.ListStreams(ctx)
-	for si := range streams.Info() {
+	// The names come from the meta group, complete; a stream's info from
+	// its leader, or an error (a listing of infos leaves out the streams
+	// whose leaders were slow to answer).
+	names := r.deps.JS.StreamNames(ctx)
+	var all []string
+	for name := range names.Name() {
+		all = append(all, name)
+	}
+	if err := names.Err(); err != nil {
+		return 0, api.JSError(err, "model drain: listing the queues")
+	}
+	for _, name := range all {
+		st, err := r.deps.JS.Stream(ctx, name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			continue // deleted since
+		}
+		if err != nil {
+			return 0, api.JSError(err, "model drain: stream %s", name)
+		}
+		si := st.CachedInfo()
 		if si.Config.Metadata[semaq.MetadataQueue] == "" || si.State.Msgs == 0 {
 			continue
 		}
@@ -428,9 +446,6 @@ func (r *Registry) queuedInFlight(ctx context.Context, model, version string) (i
 				n += g.Queued
 			}
 		}
-	}
-	if err := streams.Err(); err != nil {
-		return 0, api.JSError(err, "model drain: listing the queues")
 	}
 	return n, nil
 }
