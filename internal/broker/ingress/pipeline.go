@@ -587,9 +587,11 @@ func (in *Ingress) admit(p *publication) *semaq.APIError {
 			return e
 		}
 	}
-	if bind := in.models.Load(); bind != nil && p.env.Model != "" {
-		if e := (*bind)(p.m, &p.env); e != nil {
-			return e
+	if p.env.Model != "" {
+		if bind := in.models.Load(); bind != nil {
+			if e := (*bind)(p.m, &p.env); e != nil {
+				return e
+			}
 		}
 	}
 	var d Admitter // this node's dispatcher, or the node dispatching the queue

@@ -53,3 +53,14 @@ func TestCanaryShareAndStickiness(t *testing.T) {
 		t.Fatalf("a request with no session or tenant got %s, want the active version", got)
 	}
 }
+
+// BenchmarkPick is the canary pick the ingress makes per request of a
+// registered model.
+func BenchmarkPick(b *testing.B) {
+	info := &semaq.ModelInfo{Name: "llama3", Active: "v1", Canary: "v2", CanaryPercent: 10, Sticky: "session"}
+	env := &semaq.Envelope{Model: "llama3", Tenant: "acme", Session: "chat-4242"}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = pick(info, env)
+	}
+}
