@@ -41,6 +41,13 @@ const (
 	AuditOpPluginAdd      = "plugin.add"
 	AuditOpPluginDelete   = "plugin.delete"
 	AuditOpPluginDisabled = "plugin.disabled"
+	// The model registry (docs/models.md); a promotion past a failing
+	// gate names "forced" in its target.
+	AuditOpModelRegister = "model.register"
+	AuditOpModelPromote  = "model.promote"
+	AuditOpModelRollback = "model.rollback"
+	AuditOpModelDrain    = "model.drain"
+	AuditOpModelReport   = "model.report"
 )
 
 // AuditOps are every operation an audit record may name, in the order
@@ -51,6 +58,7 @@ var AuditOps = []string{
 	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
 	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay, AuditOpSessionDependency,
 	AuditOpPolicyAdd, AuditOpPolicyDelete, AuditOpPluginAdd, AuditOpPluginDelete, AuditOpPluginDisabled,
+	AuditOpModelRegister, AuditOpModelPromote, AuditOpModelRollback, AuditOpModelDrain, AuditOpModelReport,
 }
 
 // Outcomes of an audited change.

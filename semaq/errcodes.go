@@ -127,6 +127,15 @@ const (
 	ErrCodeChainBusy     uint16 = 20162
 )
 
+// 20170-20179: the model registry (docs/models.md).
+const (
+	ErrCodeModelNotFound uint16 = 20170
+	ErrCodeBadModel      uint16 = 20171
+	ErrCodeModelConflict uint16 = 20172
+	ErrCodeModelGate     uint16 = 20173
+	ErrCodeModelDraining uint16 = 20174
+)
+
 // Schema registry (docs/schema-registry.md): Confluent Schema Registry's
 // codes, with their HTTP status (the first three digits) as APIError.Code,
 // so the NATS API, the REST API and Confluent's documentation agree. 4049x
@@ -245,6 +254,12 @@ var errorCodes = []ErrorCode{
 	{ErrCodeSessionOrder, "ErrCodeSessionOrder", 409, "a message of a strictly ordered session whose AI-Timestamp (or AI-Seq) is not after the session's last accepted one; the description names both"},
 	{ErrCodeChainNotFound, "ErrCodeChainNotFound", 404, "no provenance chain for that stream, tenant and session"},
 	{ErrCodeChainBusy, "ErrCodeChainBusy", 503, "a session's chain has too many messages waiting for storage, or lost its race too often; retry"},
+
+	{ErrCodeModelNotFound, "ErrCodeModelNotFound", 404, "no such model, or no such version of it, in the registry"},
+	{ErrCodeBadModel, "ErrCodeBadModel", 400, "invalid model request: a bad name, version, label, figure or share"},
+	{ErrCodeModelConflict, "ErrCodeModelConflict", 409, "the version's state does not allow the change (promoting a retired version, draining the active one, rolling back with nothing to return to)"},
+	{ErrCodeModelGate, "ErrCodeModelGate", 409, "the promotion gate refused the version; the description gives the figures"},
+	{ErrCodeModelDraining, "ErrCodeModelDraining", 409, "a request named a draining or retired version of a registered model"},
 
 	{ErrCodeSchemaSubjectNotFound, "ErrCodeSchemaSubjectNotFound", 404, "schema subject not found"},
 	{ErrCodeSchemaVersionNotFound, "ErrCodeSchemaVersionNotFound", 404, "schema version not found"},

@@ -241,6 +241,9 @@ type QueueStatus struct {
 	ByPriority []QueueGroupStat `json:"by_priority,omitempty"`
 	ByTenant   []QueueGroupStat `json:"by_tenant,omitempty"`
 	ByModel    []QueueGroupStat `json:"by_model,omitempty"`
+	// ByVersion counts the requests bound to a registered model's version
+	// (ModelVersionKey), queued, delayed or held: what a drain waits for.
+	ByVersion []QueueGroupStat `json:"by_version,omitempty"`
 
 	// Rates are moving averages over about a minute.
 	ArrivalRate   float64 `json:"arrival_rate"`    // requests/s admitted

@@ -35,7 +35,7 @@ var (
 	}
 	subsystems = []string{
 		"agents", "audit", "auth", "chains", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
-		"keyshared", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
+		"keyshared", "models", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.

@@ -24,9 +24,11 @@ import (
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/models"
 	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
+	"github.com/semaq/semaq/internal/broker/sessions"
 	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
@@ -70,6 +72,8 @@ type Server struct {
 	metrics  *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing  *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens   *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	sessions *sessions.Store    // sessions (internal/broker/sessions): the registry degrades them
+	models   *models.Registry   // the model registry (internal/broker/models)
 
 	audits *audit.Recorder // records admin changes (audit/recorder.go; the readers: audit.go)
 

@@ -35,6 +35,7 @@ var subsystems = []part{
 	{"streams", openStreams},
 	{"agents", openAgents},
 	{"sessions", openSessions},
+	{"models", openModels},
 	{"filters", openFilters},
 	{"keyshared", openKeyShared},
 	{"users", openUsers},

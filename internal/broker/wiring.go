@@ -24,6 +24,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/jsguard"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/models"
 	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/quota"
@@ -473,7 +474,27 @@ func openSessions(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.ingress.SetSessions(st.Observe)
+	s.sessions = st
 	return st, nil
+}
+
+// openModels opens the model registry (internal/broker/models) and gives
+// the ingress its binding: from here on a request for a registered model
+// is bound to a version at admission.
+func openModels(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	r, err := models.Open(ctx, models.Deps{
+		Log: s.log.With("component", "models"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(),
+		Principal: s.principal, Audit: s.audit, Metrics: s.metrics, Moved: s.sessions.DependencyMoved, Gate: s.gate.Child("models"),
+		Applied: func(ctx context.Context, rev uint64) { s.syncer.Sync(ctx, clustersync.Request{Models: rev}) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.models = r
+	s.ingress.SetModels(r.Bind)
+	s.audits.Reads(r.AuditRead, semaq.AuditOpModelRegister, semaq.AuditOpModelPromote, semaq.AuditOpModelRollback,
+		semaq.AuditOpModelDrain, semaq.AuditOpModelReport)
+	return r, nil
 }
 
 // admitSessionChange charges a session's content change of n bytes to
@@ -740,6 +761,11 @@ func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
 	}
 	if req.Routes > 0 && s.routes != nil {
 		if err := s.routes.WaitApplied(ctx, req.Routes); err != nil {
+			return err
+		}
+	}
+	if req.Models > 0 && s.models != nil {
+		if err := s.models.WaitApplied(ctx, req.Models); err != nil {
 			return err
 		}
 	}

@@ -87,6 +87,7 @@ ai.infer.<model>: one made by the operator for several models
 	f := cmd.Flags()
 	f.StringVar(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL (http://host:8000/v1), or sim")
 	f.StringArrayVar(&cfg.Models, "model", nil, "a model this worker serves (repeat for more)")
+	f.StringVar(&cfg.Version, "version", "", "the model version it serves: it takes the requests the model registry bound to it (docs/models.md)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 4, "requests served at once")
 	f.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the upstream's API key")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE describing the worker to the dispatcher (adapter=a,b draws those adapters' requests)")

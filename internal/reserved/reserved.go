@@ -67,6 +67,10 @@ const (
 	// VaultBucket keeps tokenized PII values, sealed with the node's vault
 	// key, one key per tenant and scope.
 	VaultBucket = "SQ_PII_VAULT"
+	// ModelBucket is the model registry: one key per model (its
+	// semaq.ModelToken), its semaq.ModelInfo as JSON, changed by
+	// compare-and-set (internal/broker/models).
+	ModelBucket = "SQ_MODELS"
 	// PluginObjects is the object store of plugin modules, one object per
 	// SHA-256; its stream is "OBJ_" + PluginObjects.
 	PluginObjects = "SQ_PLUGINS"

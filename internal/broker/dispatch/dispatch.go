@@ -627,7 +627,9 @@ func (d *Dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 			if !d.deps.Interest(p.reply, p.hdr) {
 				continue // the worker is gone: leasing it work would only delay the work by an ack wait
 			}
-			w := d.sched.TouchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
+			// Its own labels: another fetch of the same worker may have
+			// announced others (a model version is a requirement).
+			w := d.sched.TouchWorker(p.req.Worker, p.req.Labels, p.until.Add(10*time.Second))
 			if jobs := d.sched.PickMatching(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit(), p.req.Subject); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
 				ships = append(ships, d.deliver(p.reply, jobs, now))

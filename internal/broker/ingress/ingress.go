@@ -169,6 +169,9 @@ type Ingress struct {
 	// sessions is told of every accepted message that names a session
 	// (SetSessions).
 	sessions atomic.Pointer[func(tenant, session string, confidence float64, hasConfidence bool)]
+	// models binds a request for a registered model to its version at
+	// admission (SetModels).
+	models atomic.Pointer[func(m *nats.Msg, env *semaq.Envelope) *semaq.APIError]
 }
 
 // stream is one stream the ingress serves.
@@ -384,6 +387,13 @@ func (in *Ingress) CommitStats(name string) *semaq.CommitStats {
 // SetQueues replaces the admission table: a queue's stream name to its
 // admission control.
 func (in *Ingress) SetQueues(m map[string]Admitter) { in.queues.Store(&m) }
+
+// SetModels gives the ingress the model registry's binding
+// (models.Registry.Bind), the first step of admission for a message
+// naming a model: it may stamp the version and revision, or refuse.
+func (in *Ingress) SetModels(bind func(m *nats.Msg, env *semaq.Envelope) *semaq.APIError) {
+	in.models.Store(&bind)
+}
 
 // SetSessions gives the ingress what it tells of each accepted message
 // carrying AI-Session: its tenant, the session, and its AI-Confidence

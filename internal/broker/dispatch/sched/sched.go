@@ -88,6 +88,7 @@ type Job struct {
 	Publisher string
 	CancelSum string
 	Model     string
+	Version   string // bound by the model registry: only a worker announcing it takes the request
 	Adapter   string
 	// Session is its AI-Session, read only for a queue that chains its
 	// answers (semaq.QueueConfig.ChainAnswers).
@@ -129,6 +130,7 @@ type schedLevel struct {
 type Worker struct {
 	ID       string
 	models   []string // its "model" label, split at commas
+	versions []string // its "version" label: the model versions it serves
 	adapters []string
 	labels   map[string]string
 	Expires  time.Time // live until then unless it fetches or answers again
@@ -146,7 +148,7 @@ func (w *Worker) has(list []string, v string) bool {
 
 // Retained is the bytes of strings the index keeps for j.
 func (j *Job) Retained() int {
-	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Adapter) +
+	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Version) + len(j.Adapter) +
 		len(j.Lease) + len(j.LeaseSum) + len(j.Worker)
 }
 
@@ -404,6 +406,11 @@ func (s *Scheduler) eligible(j *Job, w *Worker, now time.Time) bool {
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 		return false
 	}
+	// A bound version is a requirement, never waived by waiting: a
+	// request admitted for v1 is served by v1 (docs/models.md).
+	if j.Version != "" && !w.has(w.versions, j.Version) {
+		return false
+	}
 	waited := s.cfg.AffinityWait >= 0 && now.Sub(j.Arrived) >= s.cfg.AffinityWait
 	if waited {
 		return true
@@ -512,6 +519,7 @@ func (s *Scheduler) TouchWorker(id string, labels map[string]string, expires tim
 		w.labels = labels
 		w.models = splitLabel(labels["model"])
 		w.adapters = splitLabel(labels["adapter"])
+		w.versions = splitLabel(labels["version"])
 	}
 	if expires.After(w.Expires) {
 		w.Expires = expires
