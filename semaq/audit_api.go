@@ -41,6 +41,9 @@ const (
 	AuditOpPluginAdd      = "plugin.add"
 	AuditOpPluginDelete   = "plugin.delete"
 	AuditOpPluginDisabled = "plugin.disabled"
+	// Hardware classes of work queues (docs/queues.md).
+	AuditOpClassAdd    = "class.add"
+	AuditOpClassDelete = "class.delete"
 )
 
 // AuditOps are every operation an audit record may name, in the order
@@ -51,6 +54,7 @@ var AuditOps = []string{
 	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
 	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay, AuditOpSessionDependency,
 	AuditOpPolicyAdd, AuditOpPolicyDelete, AuditOpPluginAdd, AuditOpPluginDelete, AuditOpPluginDisabled,
+	AuditOpClassAdd, AuditOpClassDelete,
 }
 
 // Outcomes of an audited change.
