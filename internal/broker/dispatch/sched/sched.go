@@ -45,6 +45,9 @@ type Config struct {
 	// Match reports whether a subject filter matches a request's subject;
 	// nil: the filter must equal the subject.
 	Match func(filter, subject string) bool
+	// Capped and Picked are a cap outside the scheduler (labels.go).
+	Capped func(j *Job) bool
+	Picked func(j *Job)
 }
 
 // VTC weights: output tokens cost more than prompt tokens, as they do on
@@ -89,7 +92,11 @@ type Job struct {
 	CancelSum string
 	Model     string
 	Adapter   string
-	Prio      int
+	// Class is its hardware class; Require and Prefer the labels a worker
+	// must and should have (labels.go).
+	Class           string
+	Require, Prefer map[string]string
+	Prio            int
 	Tokens    int64
 	Bytes     int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
 	Size      int   // bytes it takes in a batch frame, about
@@ -143,7 +150,7 @@ func (w *Worker) has(list []string, v string) bool {
 
 // Retained is the bytes of strings the index keeps for j.
 func (j *Job) Retained() int {
-	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Adapter) +
+	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Adapter) + len(j.Class) +
 		len(j.Lease) + len(j.LeaseSum) + len(j.Worker)
 }
 
@@ -401,9 +408,15 @@ func (s *Scheduler) eligible(j *Job, w *Worker, now time.Time) bool {
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 		return false
 	}
+	if !s.placeable(j, w) {
+		return false
+	}
 	waited := s.cfg.AffinityWait >= 0 && now.Sub(j.Arrived) >= s.cfg.AffinityWait
 	if waited {
 		return true
+	}
+	if !s.preferred(j, w, now) {
+		return false
 	}
 	if j.Adapter != "" && !w.has(w.adapters, j.Adapter) && s.holders["a:"+j.Adapter] > 0 {
 		return false
@@ -480,6 +493,9 @@ func (s *Scheduler) PickMatching(w *Worker, now time.Time, max int, maxTokens in
 		s.held[j.Seq] = j
 		s.tokensHeld += j.Tokens
 		w.Held++
+		if s.cfg.Picked != nil {
+			s.cfg.Picked(j)
+		}
 		out = append(out, j)
 		sum += j.Tokens
 		if maxTokens > 0 && sum >= maxTokens {
