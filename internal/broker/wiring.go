@@ -371,6 +371,8 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		Clustered:      s.cfg.Clustered(),
 		Gate:           s.gate.Child("ingress"),
 		SigningKey:     s.chains.Key(),
+		Workloads:      s.cfg.Workloads,
+		ClassKnown:     func(name string) bool { _, ok := s.classes.Class(name); return ok },
 	}
 	if s.memory != nil {
 		d.Memory = s.memory.refusal
@@ -576,6 +578,7 @@ func dispatchDeps(s *Server, resync func()) dispatch.Deps {
 			}
 		},
 		Observer: dispatchObserver{s},
+		Classes:  classSlots{s.classes},
 		Node:     s.ns.Name(),
 		Resync:   resync,
 		Log:      s.log.With("component", "dispatch"),

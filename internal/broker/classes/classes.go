@@ -251,11 +251,22 @@ func (c *Classes) Class(name string) (semaq.QueueClass, bool) {
 	return d.QueueClass, ok
 }
 
-// Held is how many slots of class are held, as this node last heard.
+// Held is how many slots of class are held, as this node last heard:
+// those whose lease ended SlotGrace ago are free for the next Acquire.
 func (c *Classes) Held(class string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.held[class])
+	return c.heldLocked(class, time.Now().UnixMilli())
+}
+
+func (c *Classes) heldLocked(class string, now int64) int {
+	n := 0
+	for _, h := range c.held[class] {
+		if h.Until+SlotGrace.Milliseconds() >= now {
+			n++
+		}
+	}
+	return n
 }
 
 // Changed is closed at the next change of the slots this node hears of.
@@ -402,8 +413,9 @@ func (c *Classes) Stats() []semaq.ClassInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]semaq.ClassInfo, 0, len(c.classes))
+	now := time.Now().UnixMilli()
 	for _, d := range c.classes {
-		out = append(out, semaq.ClassInfo{QueueClass: d.QueueClass, Revision: d.rev, Held: len(c.held[d.Name])})
+		out = append(out, semaq.ClassInfo{QueueClass: d.QueueClass, Revision: d.rev, Held: c.heldLocked(d.Name, now)})
 	}
 	slices.SortFunc(out, func(a, b semaq.ClassInfo) int { return strings.Compare(a.Name, b.Name) })
 	return out

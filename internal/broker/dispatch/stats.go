@@ -237,6 +237,7 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 		}
 		return 0
 	})
+	out.Classes = d.classStats()
 	return out
 }
 

@@ -47,3 +47,8 @@ func hasAll(labels, want map[string]string) bool {
 
 // Labels are the labels w announced last.
 func (w *Worker) Labels() map[string]string { return w.labels }
+
+// SetCap sets Config.Capped and Config.Picked.
+func (s *Scheduler) SetCap(capped func(j *Job) bool, picked func(j *Job)) {
+	s.cfg.Capped, s.cfg.Picked = capped, picked
+}

@@ -92,11 +92,7 @@ type Job struct {
 	CancelSum string
 	Model     string
 	Adapter   string
-	// Class is its hardware class; Require and Prefer the labels a worker
-	// must and should have (labels.go).
-	Class           string
-	Require, Prefer map[string]string
-	Prio            int
+	Prio      int
 	Tokens    int64
 	Bytes     int64 // what it counts toward MaxBytes: payload + semaq.QueueRequestOverhead
 	Size      int   // bytes it takes in a batch frame, about
@@ -104,6 +100,11 @@ type Job struct {
 	HasDL     bool      // its stored headers carry AI-Deadline
 	Arrived   time.Time // AI-Received: when the ingress took it
 	Deadline  time.Time // zero: none
+
+	// Class is its hardware class; Require and Prefer the labels a worker
+	// must and should have (labels.go).
+	Class           string
+	Require, Prefer map[string]string
 
 	State      State
 	Deliveries int
