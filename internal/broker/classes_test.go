@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/brokertest"
 	"github.com/semaq/semaq/semaq"
 )
@@ -110,4 +111,73 @@ func TestClassHintsRefused(t *testing.T) {
 	if err != nil || qi.Status.Queued != 0 {
 		t.Fatalf("queue after refusals: %+v, %v; want nothing stored", qi, err)
 	}
+}
+
+// On one node a capped class hands out no more than its cap, shows what it
+// holds in the queue's status, the class list and the metrics, and serves
+// the rest as leases end.
+func TestClassCapOneNode(t *testing.T) {
+	t.Parallel()
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.AddClass(ctx, semaq.QueueClass{Name: "small", MaxConcurrency: 2}, false); err != nil {
+		t.Fatal(err)
+	}
+	addQueue(t, c, semaq.QueueConfig{Name: "Q", Class: "small"})
+	for i := range 3 {
+		pubReq(t, c, fmt.Sprint("r", i))
+	}
+	waitQueued(t, c, "Q", 3)
+	held := fetch(t, c, "Q", client.FetchMax(3))
+	if len(held) != 2 {
+		t.Fatalf("fetched %v; the class's cap is 2", ids(held))
+	}
+	if more := fetch(t, c, "Q", client.FetchWorker("other"), client.FetchMax(3)); len(more) != 0 {
+		t.Fatalf("another worker fetched %v with the class's slots all held", ids(more))
+	}
+	qi, err := c.QueueInfo(ctx, "Q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (semaq.ClassStat{Class: "small", Queued: 1, Held: 2, ClusterHeld: 2, Max: 2}); len(qi.Status.Classes) != 1 || qi.Status.Classes[0] != want {
+		t.Fatalf("status classes %+v, want %+v", qi.Status.Classes, want)
+	}
+	if got := gaugeOf(t, s, "semaq_class_leases", "class", "small"); got != 2 {
+		t.Fatalf("semaq_class_leases{class=small} = %v, want 2", got)
+	}
+	if got := gaugeOf(t, s, "semaq_class_max_concurrency", "class", "small"); got != 2 {
+		t.Fatalf("semaq_class_max_concurrency{class=small} = %v, want 2", got)
+	}
+	ackAll(t, held[:1])
+	if got := ids(fetch(t, c, "Q", client.FetchWorker("other"), client.FetchMax(3), client.FetchWait(5*time.Second))); fmt.Sprint(got) != "[r2]" {
+		t.Fatalf("after an ack another worker fetched %v, want [r2]", got)
+	}
+	list, err := c.Classes(ctx)
+	if err != nil || len(list) != 1 || list[0].Held != 2 {
+		t.Fatalf("classes %+v (%v), want small holding 2", list, err)
+	}
+}
+
+// gaugeOf reads the gauge name{label=value} of s's metrics (-1 when absent).
+func gaugeOf(t *testing.T, s *broker.Server, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := s.Metrics().Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
