@@ -94,6 +94,15 @@ type held struct {
 	rev uint64
 }
 
+type liveCount struct {
+	n  int
+	at int64 // Unix ms
+}
+
+// liveFor is how long Held's count of a class is reused: dispatchers ask
+// it for every candidate of a pick.
+const liveFor = 50 // ms
+
 // Classes is the class table and the slots' view. Safe for concurrent use;
 // its lock is a leaf (dispatchers call Class and Held with theirs held).
 type Classes struct {
@@ -106,7 +115,9 @@ type Classes struct {
 	classes map[string]def
 	applied uint64                     // the defs revision last applied
 	held    map[string]map[string]held // class -> key -> slot
-	changed chan struct{}              // closed at each change of held, then replaced
+	// live caches each class's count of slots whose lease runs (Held),
+	// for liveFor; a change of the class's slots drops it.
+	live map[string]liveCount
 
 	relMu    sync.Mutex
 	releases []SlotRef
@@ -125,7 +136,7 @@ func Open(ctx context.Context, deps Deps) (*Classes, error) {
 		deps.Audit = api.NoAudit
 	}
 	c := &Classes{deps: deps, log: deps.Log, classes: map[string]def{}, held: map[string]map[string]held{},
-		changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+		live: map[string]liveCount{}, kick: make(chan struct{}, 1)}
 	var err error
 	if c.defs, err = bucket(ctx, deps, reserved.ClassBucket, 5, "SemaQ hardware classes of work queues"); err != nil {
 		return nil, err
@@ -239,8 +250,7 @@ func (c *Classes) applySlot(e jetstream.KeyValueEntry) {
 		}
 		m[e.Key()] = held{s, e.Revision()}
 	}
-	close(c.changed)
-	c.changed = make(chan struct{})
+	delete(c.live, class)
 }
 
 // Class is the class named name.
@@ -260,20 +270,17 @@ func (c *Classes) Held(class string) int {
 }
 
 func (c *Classes) heldLocked(class string, now int64) int {
+	if lc, ok := c.live[class]; ok && now-lc.at < liveFor {
+		return lc.n
+	}
 	n := 0
 	for _, h := range c.held[class] {
 		if h.Until+SlotGrace.Milliseconds() >= now {
 			n++
 		}
 	}
+	c.live[class] = liveCount{n, now}
 	return n
-}
-
-// Changed is closed at the next change of the slots this node hears of.
-func (c *Classes) Changed() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.changed
 }
 
 // Acquire takes a slot of class, whose cap is max, for s: a free one, or
@@ -332,6 +339,7 @@ func (c *Classes) applyHeld(class, key string, s Slot, rev uint64) {
 	}
 	if h, ok := m[key]; !ok || h.rev < rev {
 		m[key] = held{s, rev}
+		delete(c.live, class)
 	}
 }
 
