@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/semaq/semaq/internal/broker/classes"
+	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dispatch"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/metrics"
@@ -19,6 +20,9 @@ func openClasses(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	c, err := classes.Open(ctx, classes.Deps{
 		Log: s.log.With("component", "classes"), JS: s.js, Replicas: s.ownReplicas(), Audit: s.audit,
 		Gate: s.gate.Child("classes"),
+		Applied: func(ctx context.Context, rev uint64) {
+			s.syncer.Sync(ctx, clustersync.Request{Classes: rev})
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("broker: %w", err)

@@ -538,6 +538,7 @@ func openStreams(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Remote:        func(queue string) streams.Remote { return dispatch.NewRemote(s.nc, queue, s.log.Debug) },
 		DeleteLeases:  func(ctx context.Context, queue string) error { return dispatch.DeleteLeases(ctx, s.js, queue) },
 		QueueMaxBytes: func(qc semaq.QueueConfig) int64 { return dispatch.StreamMaxBytes(qc, s.nc.MaxPayload()) },
+		ClassKnown:    func(name string) bool { _, ok := s.classes.Class(name); return ok },
 	})
 	if err != nil {
 		return nil, err
@@ -748,6 +749,11 @@ func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
 	}
 	if req.Policy > 0 && s.policies != nil {
 		if err := s.policies.WaitApplied(ctx, req.Policy); err != nil {
+			return err
+		}
+	}
+	if req.Classes > 0 && s.classes != nil {
+		if err := s.classes.WaitApplied(ctx, req.Classes); err != nil {
 			return err
 		}
 	}

@@ -67,6 +67,11 @@ type Deps struct {
 	Audit api.AuditFunc
 	// Gate runs the watchers and the releaser; Close closes it. Required.
 	Gate *subsystem.Gate
+	// Applied, when set, is called after a class change is in effect on
+	// this node and before it is answered, with the bucket revision
+	// holding it: in a cluster the node waits there for the others to
+	// apply it (WaitApplied on theirs).
+	Applied func(ctx context.Context, rev uint64)
 }
 
 // Slot is what a slot record says: the job holding it and the end of its
@@ -111,10 +116,10 @@ type Classes struct {
 	defs  jetstream.KeyValue
 	slots jetstream.KeyValue
 
-	mu      sync.Mutex
-	classes map[string]def
-	applied uint64                     // the defs revision last applied
-	held    map[string]map[string]held // class -> key -> slot
+	mu         sync.Mutex
+	classes    map[string]def
+	appliedRev uint64                     // the defs revision last applied
+	held       map[string]map[string]held // class -> key -> slot
 	// live caches each class's count of slots whose lease runs (Held),
 	// for liveFor; a change of the class's slots drops it.
 	live map[string]liveCount
@@ -158,13 +163,11 @@ func Open(ctx context.Context, deps Deps) (*Classes, error) {
 	return c, nil
 }
 
+// bucket opens (or makes) one of the buckets: every node at its start,
+// never lowering the replicas a grown cluster gave it (jsutil.Bucket).
 func bucket(ctx context.Context, deps Deps, name string, history uint8, desc string) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
-	err := jsutil.Retry(ctx, func(ctx context.Context) (err error) {
-		kv, err = deps.JS.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: name, Description: desc, History: history, Replicas: max(deps.Replicas, 1), Storage: jetstream.FileStorage,
-		})
-		return err
+	kv, err := jsutil.Bucket(ctx, deps.JS, jetstream.KeyValueConfig{
+		Bucket: name, Description: desc, History: history, Replicas: max(deps.Replicas, 1), Storage: jetstream.FileStorage,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("classes: bucket %s: %w", name, err)
@@ -216,7 +219,7 @@ func (c *Classes) watch(ctx context.Context, kv jetstream.KeyValue, apply func(j
 func (c *Classes) applyDef(e jetstream.KeyValueEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.applied = max(c.applied, e.Revision())
+	c.appliedRev = max(c.appliedRev, e.Revision())
 	if e.Operation() != jetstream.KeyValuePut {
 		delete(c.classes, e.Key())
 		return
@@ -468,6 +471,7 @@ func (c *Classes) add(ctx context.Context, req *semaq.ClassAddRequest) (out any,
 	if err := c.waitApplied(ctx, rev); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "class %s stored but not yet in effect on this node: %v", qc.Name, err)
 	}
+	c.applied(ctx, rev)
 	c.log.Info("class added", "class", qc.Name, "revision", rev)
 	return semaq.ClassInfo{QueueClass: qc, Revision: rev, Held: c.Held(qc.Name)}, nil
 }
@@ -483,6 +487,10 @@ func (c *Classes) remove(ctx context.Context, req *semaq.ClassNameRequest) (out 
 	if err := c.waitGone(ctx, req.Name); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrUnavailable, "class %s deleted but not yet on this node: %v", req.Name, err)
 	}
+	c.mu.Lock()
+	rev := c.appliedRev
+	c.mu.Unlock()
+	c.applied(ctx, rev) // at least the delete's
 	c.log.Info("class removed", "class", req.Name)
 	return semaq.ClassDeleteResponse{Deleted: true}, nil
 }
@@ -491,9 +499,20 @@ func (c *Classes) list(context.Context, *struct{}) (any, error) {
 	return semaq.ClassListResponse{Classes: c.Stats()}, nil
 }
 
+// applied tells the cluster of a change this node applied (Deps.Applied).
+func (c *Classes) applied(ctx context.Context, rev uint64) {
+	if c.deps.Applied != nil {
+		c.deps.Applied(ctx, rev)
+	}
+}
+
+// WaitApplied waits until this node applies revision rev of the classes
+// (another node's change, the cluster sync asks).
+func (c *Classes) WaitApplied(ctx context.Context, rev uint64) error { return c.waitApplied(ctx, rev) }
+
 // waitApplied waits until this node's watch has applied rev.
 func (c *Classes) waitApplied(ctx context.Context, rev uint64) error {
-	return c.wait(ctx, func() bool { return c.applied >= rev })
+	return c.wait(ctx, func() bool { return c.appliedRev >= rev })
 }
 
 // waitGone waits until this node's table no longer has class name.

@@ -129,7 +129,7 @@ func lsCmd(env clienv.Env) *cobra.Command {
 func rmCmd(env clienv.Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "rm NAME",
-		Short:   "Remove a class; its queued requests lose its labels and cap when next indexed",
+		Short:   "Remove a class: its requests lose its cap at once, its labels when next indexed",
 		Example: `  semaq queue class rm hbm2-inference`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -35,6 +35,7 @@ func TestClassCommands(t *testing.T) {
 		{[]string{"queue", "class", "add", "x", "--max-concurrency", "-1"}, 1, "max concurrency -1 is not from 0"},
 		{[]string{"queue", "class", "add", "a.b"}, 1, "class name"},
 		{[]string{"queue", "class", "ls"}, 0, "hbm2-inference  -        -       0     2"},
+		{[]string{"queue", "add", "INFER", "--subjects", "ai.infer.>", "--class", "nope"}, 1, "class nope is not defined"},
 		{[]string{"queue", "add", "INFER", "--subjects", "ai.infer.>", "--class", "hbm2-inference"}, 0, "Queue INFER added"},
 		{[]string{"queue", "status", "INFER"}, 0, "hbm2-inference  0 queued  0 held here  0 held in the cluster, max 2"},
 		{[]string{"queue", "class", "rm", "hbm2-inference"}, 0, "Class hbm2-inference removed"},
