@@ -44,8 +44,8 @@ const (
 const (
 	// MaxClasses is how many classes a cluster keeps.
 	MaxClasses = 256
-	// MaxLabels bounds one label set: a worker's, a request's
-	// requirements or preferences, a class's.
+	// MaxLabels bounds a request's required or preferred labels and a
+	// class's (a worker announces up to 32, FetchRequest).
 	MaxLabels = 16
 	// MaxClassConcurrency bounds a class's MaxConcurrency.
 	MaxClassConcurrency = 4096
@@ -141,7 +141,8 @@ var (
 
 // ParseLabels reads a label set "key=value,key=value" (spaces around
 // items are ignored): a worker's labels, AI-Require, AI-Prefer. Keys are
-// letters, digits and . _ - /; values are visible ASCII without , and =.
+// 1 to 64 letters, digits and . _ - /; values 1 to 128 bytes of visible
+// ASCII without , and =.
 // A key given twice, more than MaxLabels labels, or an empty set is an
 // error.
 func ParseLabels(s string) (map[string]string, error) {
@@ -171,8 +172,8 @@ func ParseLabels(s string) (map[string]string, error) {
 
 // checkLabel checks one label.
 func checkLabel(k, v string) error {
-	if k == "" || len(k) > 128 {
-		return fmt.Errorf("label key %q is empty or longer than 128 bytes", k)
+	if k == "" || len(k) > 64 {
+		return fmt.Errorf("label key %q is empty or longer than 64 bytes", k)
 	}
 	for i := 0; i < len(k); i++ {
 		c := k[i]
