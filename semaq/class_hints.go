@@ -34,7 +34,7 @@ func ParseDispatchHints(h map[string][]string, rewrite bool) (DispatchHints, err
 		if len(name) < 3 || !strings.EqualFold(name[:3], "ai-") {
 			continue
 		}
-		if strings.EqualFold(name, HdrPriority) {
+		if len(name) == len(HdrPriority) && strings.EqualFold(name, HdrPriority) {
 			dh.PriorityGiven = true
 			continue
 		}
@@ -87,9 +87,11 @@ func ParseDispatchHints(h map[string][]string, rewrite bool) (DispatchHints, err
 	return dh, nil
 }
 
+// hintIndex is the index of name in hintNames, -1 for none: by length
+// first, so that the envelope's other AI- headers cost one comparison.
 func hintIndex(name string) int {
 	for i, n := range hintNames {
-		if strings.EqualFold(name, n) {
+		if len(name) == len(n) && strings.EqualFold(name, n) {
 			return i
 		}
 	}

@@ -119,3 +119,15 @@ func FuzzParseDispatchHints(f *testing.F) {
 		}
 	})
 }
+
+// The ingress reads the hints of every message: most carry none.
+func BenchmarkParseDispatchHints(b *testing.B) {
+	h := map[string][]string{"AI-Model": {"llama3"}, "AI-Tenant": {"acme"}, "AI-Priority": {"2"},
+		"Nats-Msg-Id": {"req-1"}, "AI-Received": {"2026-01-01T00:00:00Z"}, "traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := semaq.ParseDispatchHints(h, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -88,8 +88,7 @@ func (d *Dispatcher) classOf(j *sched.Job, hdr nats.Header) {
 	if j.Class == "" {
 		j.Class = strings.Clone(hdr.Get(semaq.HdrClass))
 	}
-	req, _ := semaq.ParseLabels(hdr.Get(semaq.HdrRequire))
-	pref, _ := semaq.ParseLabels(hdr.Get(semaq.HdrPrefer))
+	req, pref := labelsIn(hdr, semaq.HdrRequire), labelsIn(hdr, semaq.HdrPrefer)
 	if j.Class != "" && d.deps.Classes != nil {
 		if qc, ok := d.deps.Classes.Class(j.Class); ok {
 			req = merged(req, qc.Require)
@@ -97,6 +96,17 @@ func (d *Dispatcher) classOf(j *sched.Job, hdr nats.Header) {
 		}
 	}
 	j.Require, j.Prefer = req, pref
+}
+
+// labelsIn reads the label set of header name (the ingress checked it);
+// nil when there is none.
+func labelsIn(hdr nats.Header, name string) map[string]string {
+	v := hdr.Get(name)
+	if v == "" {
+		return nil
+	}
+	l, _ := semaq.ParseLabels(v)
+	return l
 }
 
 // merged is a with b's labels over it; nil when both are empty.

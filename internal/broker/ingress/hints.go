@@ -10,6 +10,9 @@ import (
 // request that names an SLA and no AI-Priority gets the priority the SLA
 // derives, stored as its AI-Priority (an explicit AI-Priority wins).
 
+// defaultWorkloads are the bases of a node configured with none.
+var defaultWorkloads = semaq.DefaultWorkloads()
+
 // hintConfig is what the ingress checks hints against.
 type hintConfig struct {
 	// workloads are the SLA bases (semaq.DefaultWorkloads when nil).
@@ -34,7 +37,7 @@ func (in *Ingress) hints(p *publication) *semaq.APIError {
 	}
 	w := in.hintCfg.workloads
 	if w == nil {
-		w = semaq.DefaultWorkloads()
+		w = defaultWorkloads
 	}
 	sla := dh.LatencySLA
 	if sla == 0 {
