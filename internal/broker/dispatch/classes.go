@@ -167,15 +167,33 @@ func (d *Dispatcher) takeSlots(ctx context.Context, ships []*shipment) []*shipme
 		ref SlotRef
 		err error
 	}
-	var all []took
+	var (
+		all []took
+		// Once JetStream fails, or a class is full, the rest of the batch
+		// is not asked for: a slot bucket electing a leader must not hold
+		// the dispatcher for a timeout per job.
+		broken error
+		full   = map[string]bool{}
+	)
 	for _, sh := range ships {
 		for _, sj := range sh.jobs {
 			if sj.class == "" {
 				continue
 			}
 			t := took{sj: sj, ref: SlotRef{}, err: nil}
-			if n := d.classCap(sj.class); n > 0 { // else the class lost its cap meanwhile
+			switch n := d.classCap(sj.class); {
+			case n == 0: // the class lost its cap meanwhile
+			case broken != nil:
+				t.err = broken
+			case full[sj.class]:
+				t.err = ErrClassFull
+			default:
 				t.ref, t.err = d.deps.Classes.Acquire(ctx, sj.class, n, Slot{Queue: d.name, Seq: sj.seq, Until: sj.rec.Until})
+				if errors.Is(t.err, ErrClassFull) {
+					full[sj.class] = true
+				} else if t.err != nil {
+					broken = t.err
+				}
 			}
 			all = append(all, t)
 		}
