@@ -4,9 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 )
 
 // Hardware classes and placement (docs/queues.md, Hardware classes): a
@@ -49,9 +47,6 @@ const (
 	MaxLabels = 16
 	// MaxClassConcurrency bounds a class's MaxConcurrency.
 	MaxClassConcurrency = 4096
-	// MinLatencySLA and MaxLatencySLA bound AI-Latency-SLA.
-	MinLatencySLA = time.Millisecond
-	MaxLatencySLA = time.Hour
 )
 
 // QueueClass is a class of requests: the labels its workers must have and
@@ -202,81 +197,4 @@ func FormatLabels(m map[string]string) string {
 		b.WriteString(k + "=" + m[k])
 	}
 	return b.String()
-}
-
-// ParseLatencySLA reads AI-Latency-SLA: a Go duration ("200ms", "1.5s")
-// or a whole number of milliseconds ("200"), from MinLatencySLA to
-// MaxLatencySLA.
-func ParseLatencySLA(s string) (time.Duration, error) {
-	var d time.Duration
-	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
-		d = time.Duration(n) * time.Millisecond
-	} else if d, err = time.ParseDuration(s); err != nil {
-		return 0, fmt.Errorf("%q is not a duration (e.g. 200ms, 2s) or a number of milliseconds", s)
-	}
-	if d < MinLatencySLA || d > MaxLatencySLA {
-		return 0, fmt.Errorf("%s is outside %s to %s", s, MinLatencySLA, MaxLatencySLA)
-	}
-	return d, nil
-}
-
-// Workloads are the workload classes a latency SLA derives a priority
-// for, each with its base (docs/queues.md, SLA-derived priority). The key
-// DefaultWorkload is the base of a request that gives an SLA and no
-// workload.
-type Workloads map[string]int
-
-// DefaultWorkload names the base of a request without AI-Workload.
-const DefaultWorkload = "default"
-
-// DefaultWorkloads are the seeds' bases.
-func DefaultWorkloads() Workloads {
-	return Workloads{"rag": 50, "agent": 70, "finetune": 30, "rl": 90, DefaultWorkload: 50}
-}
-
-// Check reports a base out of 1 to 1000 or a bad name.
-func (w Workloads) Check() error {
-	if len(w) > 64 {
-		return fmt.Errorf("workloads: %d given; the limit is 64", len(w))
-	}
-	for name, base := range w {
-		if _, err := token(name); err != nil || len(name) > 64 {
-			return fmt.Errorf("workload name %q: use up to 64 visible ASCII characters", name)
-		}
-		if base < 1 || base > 1000 {
-			return fmt.Errorf("workload %s: base %d is not from 1 to 1000", name, base)
-		}
-	}
-	return nil
-}
-
-// Priority is the priority a request of workload with latency SLA sla
-// gets when it names none: score = base × 1000 / max(sla in ms, 10),
-// mapped onto the levels by PriorityOfScore. "" is DefaultWorkload. An
-// unknown workload is an error naming the known ones.
-func (w Workloads) Priority(workload string, sla time.Duration) (Priority, float64, error) {
-	if workload == "" {
-		workload = DefaultWorkload
-	}
-	base, ok := w[workload]
-	if !ok {
-		return 0, 0, fmt.Errorf("workload %q is not one of %s", workload, strings.Join(slices.Sorted(maps.Keys(w)), ", "))
-	}
-	ms := max(float64(sla)/float64(time.Millisecond), 10)
-	score := float64(base) * 1000 / ms
-	return PriorityOfScore(score), score, nil
-}
-
-// ScoreFloors are the least score of each priority level 0 to 8 (9 takes
-// the rest): each level about twice the score of the next.
-var ScoreFloors = [9]float64{2000, 1000, 500, 250, 100, 50, 25, 10, 5}
-
-// PriorityOfScore maps an SLA score onto the priority levels (ScoreFloors).
-func PriorityOfScore(score float64) Priority {
-	for lvl, floor := range ScoreFloors {
-		if score >= floor {
-			return Priority(lvl)
-		}
-	}
-	return PriorityLowest
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/expr"
+	"github.com/semaq/semaq/internal/hints"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/policy"
 	"github.com/semaq/semaq/semaq"
@@ -173,8 +174,8 @@ type Config struct {
 	// means <data>/plugin-cache); several nodes may share one.
 	PluginCacheDir string `yaml:"plugin_cache_dir"`
 	// Workloads are the bases of SLA-derived priorities by workload
-	// (docs/queues.md): given, they replace semaq.DefaultWorkloads whole.
-	Workloads semaq.Workloads `yaml:"workloads"`
+	// (docs/queues.md): given, they replace hints.DefaultWorkloads whole.
+	Workloads hints.Workloads `yaml:"workloads"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (with its chain)
 	// and private key both client ports serve (NATS and HTTP); set both or

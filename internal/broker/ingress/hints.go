@@ -1,6 +1,7 @@
 package ingress
 
 import (
+	"github.com/semaq/semaq/internal/hints"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -11,12 +12,12 @@ import (
 // derives, stored as its AI-Priority (an explicit AI-Priority wins).
 
 // defaultWorkloads are the bases of a node configured with none.
-var defaultWorkloads = semaq.DefaultWorkloads()
+var defaultWorkloads = hints.DefaultWorkloads()
 
 // hintConfig is what the ingress checks hints against.
 type hintConfig struct {
-	// workloads are the SLA bases (semaq.DefaultWorkloads when nil).
-	workloads semaq.Workloads
+	// workloads are the SLA bases (hints.DefaultWorkloads when nil).
+	workloads hints.Workloads
 	// known reports whether a class is defined; nil: any name.
 	known func(class string) bool
 }
@@ -24,7 +25,7 @@ type hintConfig struct {
 // hints checks p's dispatch hints and derives its priority from its SLA.
 func (in *Ingress) hints(p *publication) *semaq.APIError {
 	h := p.m.Header
-	dh, err := semaq.ParseDispatchHints(h, true)
+	dh, err := hints.Parse(h, true)
 	if err != nil {
 		return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: %v", p.m.Subject, err)
 	}
@@ -41,7 +42,7 @@ func (in *Ingress) hints(p *publication) *semaq.APIError {
 	}
 	sla := dh.LatencySLA
 	if sla == 0 {
-		sla = semaq.MaxLatencySLA // a workload alone: its name is checked, the priority left alone
+		sla = hints.MaxLatencySLA // a workload alone: its name is checked, the priority left alone
 	}
 	prio, _, err := w.Priority(dh.Workload, sla)
 	if err != nil {

@@ -44,6 +44,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/wire"
+	"github.com/semaq/semaq/internal/hints"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/reserved"
@@ -113,9 +114,9 @@ type Deps struct {
 	// (docs/provenance.md); nil leaves them unsigned.
 	SigningKey ed25519.PrivateKey
 	// Workloads are the bases of SLA-derived priorities; nil:
-	// semaq.DefaultWorkloads. ClassKnown reports whether a class an
+	// hints.DefaultWorkloads. ClassKnown reports whether a class an
 	// AI-Class names is defined; nil accepts any (hints.go).
-	Workloads  semaq.Workloads
+	Workloads  hints.Workloads
 	ClassKnown func(class string) bool
 }
 

@@ -1,4 +1,4 @@
-package semaq_test
+package hints_test
 
 import (
 	"errors"
@@ -6,15 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/semaq/semaq/internal/hints"
 	"github.com/semaq/semaq/semaq"
 )
 
-func TestParseDispatchHints(t *testing.T) {
+func TestParse(t *testing.T) {
 	h := map[string][]string{
 		"ai-class": {"hbm2-inference"}, "Ai-Require": {"hardware.gpu.memory=hbm2, zone=a"},
 		"AI-Prefer": {"gpu=a100"}, "ai-latency-sla": {"200ms"}, "AI-WORKLOAD": {"rag"},
 	}
-	dh, err := semaq.ParseDispatchHints(h, true)
+	dh, err := hints.Parse(h, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,18 +40,18 @@ func TestParseDispatchHints(t *testing.T) {
 		{"AI-Class": {"a"}, "ai-class": {"b"}},
 		{"AI-Require": {strings.Repeat("k=v,", 20) + "z=1"}},
 	} {
-		if _, err := semaq.ParseDispatchHints(bad, true); !errors.Is(err, semaq.ErrBadEnvelope) {
+		if _, err := hints.Parse(bad, true); !errors.Is(err, semaq.ErrBadEnvelope) {
 			t.Errorf("%v: err = %v, want a bad envelope", bad, err)
 		}
 	}
-	dh, _ = semaq.ParseDispatchHints(map[string][]string{"ai-priority": {"3"}, "AI-Latency-SLA": {"150"}}, false)
+	dh, _ = hints.Parse(map[string][]string{"ai-priority": {"3"}, "AI-Latency-SLA": {"150"}}, false)
 	if !dh.PriorityGiven || dh.LatencySLA != 150*time.Millisecond {
 		t.Errorf("hints = %+v", dh)
 	}
 }
 
 func TestWorkloadPriority(t *testing.T) {
-	w := semaq.DefaultWorkloads()
+	w := hints.DefaultWorkloads()
 	for _, c := range []struct {
 		workload string
 		sla      time.Duration
@@ -79,7 +80,7 @@ func TestWorkloadPriority(t *testing.T) {
 	}
 }
 
-func FuzzParseDispatchHints(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add("hbm2", "gpu=a100,hardware.gpu.memory=hbm2", "zone=a", "200ms", "rag")
 	f.Add("", "=", ",,", "99999999999", "")
 	f.Add("x", "a=b=c", "k=\x00", "-1s", "rl")
@@ -90,14 +91,14 @@ func FuzzParseDispatchHints(f *testing.F) {
 				h[k] = []string{v}
 			}
 		}
-		dh, err := semaq.ParseDispatchHints(h, true)
+		dh, err := hints.Parse(h, true)
 		if err != nil {
 			if !errors.Is(err, semaq.ErrBadEnvelope) {
 				t.Fatalf("error %v is not a bad envelope", err)
 			}
 			return
 		}
-		if dh.LatencySLA != 0 && (dh.LatencySLA < semaq.MinLatencySLA || dh.LatencySLA > semaq.MaxLatencySLA) {
+		if dh.LatencySLA != 0 && (dh.LatencySLA < hints.MinLatencySLA || dh.LatencySLA > hints.MaxLatencySLA) {
 			t.Fatalf("SLA %s accepted", dh.LatencySLA)
 		}
 		for _, set := range []map[string]string{dh.Require, dh.Prefer} {
@@ -112,7 +113,7 @@ func FuzzParseDispatchHints(f *testing.F) {
 			}
 		}
 		if dh.LatencySLA != 0 {
-			p, _, err := semaq.DefaultWorkloads().Priority("", dh.LatencySLA)
+			p, _, err := hints.DefaultWorkloads().Priority("", dh.LatencySLA)
 			if err != nil || p > semaq.PriorityLowest {
 				t.Fatalf("priority %v, %v", p, err)
 			}
@@ -121,12 +122,12 @@ func FuzzParseDispatchHints(f *testing.F) {
 }
 
 // The ingress reads the hints of every message: most carry none.
-func BenchmarkParseDispatchHints(b *testing.B) {
+func BenchmarkParse(b *testing.B) {
 	h := map[string][]string{"AI-Model": {"llama3"}, "AI-Tenant": {"acme"}, "AI-Priority": {"2"},
 		"Nats-Msg-Id": {"req-1"}, "AI-Received": {"2026-01-01T00:00:00Z"}, "traceparent": {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := semaq.ParseDispatchHints(h, true); err != nil {
+		if _, err := hints.Parse(h, true); err != nil {
 			b.Fatal(err)
 		}
 	}
