@@ -48,6 +48,9 @@ const (
 	AuditOpModelRollback = "model.rollback"
 	AuditOpModelDrain    = "model.drain"
 	AuditOpModelReport   = "model.report"
+	// Hardware classes of work queues (docs/queues.md).
+	AuditOpClassAdd    = "class.add"
+	AuditOpClassDelete = "class.delete"
 )
 
 // AuditOps are every operation an audit record may name, in the order
@@ -59,6 +62,7 @@ var AuditOps = []string{
 	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay, AuditOpSessionDependency,
 	AuditOpPolicyAdd, AuditOpPolicyDelete, AuditOpPluginAdd, AuditOpPluginDelete, AuditOpPluginDisabled,
 	AuditOpModelRegister, AuditOpModelPromote, AuditOpModelRollback, AuditOpModelDrain, AuditOpModelReport,
+	AuditOpClassAdd, AuditOpClassDelete,
 }
 
 // Outcomes of an audited change.

@@ -57,6 +57,9 @@ const (
 	ErrCodeRequestNotFound uint16 = 20062
 	ErrCodeLeaseLost       uint16 = 20063
 	ErrCodeBadQueue        uint16 = 20064
+	ErrCodeClassNotFound   uint16 = 20065
+	ErrCodeClassExists     uint16 = 20066
+	ErrCodeBadClass        uint16 = 20067
 )
 
 // 20070-20079: token streams (docs/tokens.md).
@@ -214,6 +217,9 @@ var errorCodes = []ErrorCode{
 	{ErrCodeRequestNotFound, "ErrCodeRequestNotFound", 404, "the queue does not hold the request: never there, done, expired or cancelled"},
 	{ErrCodeLeaseLost, "ErrCodeLeaseLost", 409, "the worker no longer holds the job: ack wait passed, cancelled or answered already"},
 	{ErrCodeBadQueue, "ErrCodeBadQueue", 400, "invalid queue configuration"},
+	{ErrCodeClassNotFound, "ErrCodeClassNotFound", 404, "no class of that name"},
+	{ErrCodeClassExists, "ErrCodeClassExists", 400, "a class of that name exists; replace it explicitly"},
+	{ErrCodeBadClass, "ErrCodeBadClass", 400, "invalid class: a bad name, label or max concurrency; the description names it"},
 
 	{ErrCodeTokenWriter, "ErrCodeTokenWriter", 403, "not this token stream's writer: no key, a wrong key, or a stream tied to no writer"},
 	{ErrCodeTokenRecord, "ErrCodeTokenRecord", 400, "invalid token record: malformed, out of order or after the end"},

@@ -133,6 +133,9 @@ type QueueConfig struct {
 	// request of the queue that names a session is appended, once its
 	// stream ends, to that session's chain there, as an AnswerRecord.
 	ChainAnswers string `json:"chain_answers,omitempty"`
+	// Class puts every request of the queue in this class (QueueClass),
+	// whatever its AI-Class says: a tenant cannot leave it.
+	Class string `json:"class,omitempty"`
 }
 
 // Check reports the first invalid field.
@@ -168,6 +171,8 @@ func (c *QueueConfig) Check() error {
 		return fmt.Errorf("queue %s: ack wait %s is under 100ms", c.Name, c.AckWait)
 	case c.MaxDeliver < -1:
 		return fmt.Errorf("queue %s: max deliver %d is below -1", c.Name, c.MaxDeliver)
+	case c.Class != "" && CheckStreamName(c.Class) != nil:
+		return fmt.Errorf("queue %s: class %q is not a class name (letters, digits, '-' and '_')", c.Name, c.Class)
 	case c.AffinityWait < -1:
 		return fmt.Errorf("queue %s: affinity wait %s is negative", c.Name, c.AffinityWait)
 	case c.AgingStep < -1:
@@ -260,6 +265,8 @@ type QueueStatus struct {
 	Counters  QueueCounters   `json:"counters"`
 	// Fairness is each backlogged tenant's virtual token counter.
 	Fairness []TenantCounter `json:"fairness,omitempty"`
+	// Classes is what the queue holds of each class (docs/queues.md).
+	Classes []ClassStat `json:"classes,omitempty"`
 }
 
 // QueueGroupStat is what a queue holds for one priority, tenant or model.

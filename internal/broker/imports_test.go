@@ -34,7 +34,7 @@ var (
 		"chainhead",      // session chains' head records: the ingress writes them, chains reads them
 	}
 	subsystems = []string{
-		"agents", "audit", "auth", "chains", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
+		"agents", "audit", "auth", "chains", "classes", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
 		"keyshared", "models", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through

@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/auth"
 	"github.com/semaq/semaq/internal/broker/chains"
+	"github.com/semaq/semaq/internal/broker/classes"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dlq"
@@ -65,6 +66,7 @@ type Server struct {
 	schemas  *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
 	routes   *routes.Router     // route rules (internal/broker/routes)
 	policies *policies.Store    // stored policy rules and plugins (internal/broker/policies)
+	classes  *classes.Classes   // hardware classes of work queues (internal/broker/classes)
 	dlq      *dlq.Store         // dead letters (internal/broker/dlq)
 	memory   *memoryGuard       // nil without a memory bound (memory.go)
 	filters  *filter.Service    // filtered subscriptions (filter/)

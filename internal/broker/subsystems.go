@@ -29,6 +29,7 @@ var subsystems = []part{
 	{"routes", openRoutes},
 	{"policies", openPolicies},
 	{"provenance", openProvenance},
+	{"classes", openClasses},
 	{"ingress", openIngress},
 	{"dlq", openDLQ},
 	{"tokens", openTokens},

@@ -372,6 +372,8 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		Clustered:      s.cfg.Clustered(),
 		Gate:           s.gate.Child("ingress"),
 		SigningKey:     s.chains.Key(),
+		Workloads:      s.cfg.Workloads,
+		ClassKnown:     func(name string) bool { _, ok := s.classes.Class(name); return ok },
 	}
 	if s.memory != nil {
 		d.Memory = s.memory.refusal
@@ -557,6 +559,7 @@ func openStreams(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Remote:        func(queue string) streams.Remote { return dispatch.NewRemote(s.nc, queue, s.log.Debug) },
 		DeleteLeases:  func(ctx context.Context, queue string) error { return dispatch.DeleteLeases(ctx, s.js, queue) },
 		QueueMaxBytes: func(qc semaq.QueueConfig) int64 { return dispatch.StreamMaxBytes(qc, s.nc.MaxPayload()) },
+		ClassKnown:    func(name string) bool { _, ok := s.classes.Class(name); return ok },
 	})
 	if err != nil {
 		return nil, err
@@ -597,6 +600,7 @@ func dispatchDeps(s *Server, resync func()) dispatch.Deps {
 			}
 		},
 		Observer: dispatchObserver{s},
+		Classes:  classSlots{s.classes},
 		Node:     s.ns.Name(),
 		Resync:   resync,
 		Log:      s.log.With("component", "dispatch"),
@@ -771,6 +775,11 @@ func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
 	}
 	if req.Policy > 0 && s.policies != nil {
 		if err := s.policies.WaitApplied(ctx, req.Policy); err != nil {
+			return err
+		}
+	}
+	if req.Classes > 0 && s.classes != nil {
+		if err := s.classes.WaitApplied(ctx, req.Classes); err != nil {
 			return err
 		}
 	}

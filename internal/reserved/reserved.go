@@ -74,6 +74,12 @@ const (
 	// PluginObjects is the object store of plugin modules, one object per
 	// SHA-256; its stream is "OBJ_" + PluginObjects.
 	PluginObjects = "SQ_PLUGINS"
+	// ClassBucket is the KV bucket of work queues' hardware classes: key =
+	// class name, value = the semaq.QueueClass as JSON; ClassSlotBucket
+	// the held slots of capped classes, <class>.<n>
+	// (internal/broker/classes).
+	ClassBucket     = "SQ_CLASSES"
+	ClassSlotBucket = "SQ_CLASS_SLOTS"
 	// SchemaBucket is the schema registry's KV bucket
 	// (internal/registry's DefaultBucket).
 	SchemaBucket = "SQ_SCHEMAS"

@@ -73,6 +73,7 @@ var BuiltinServices = []Service{
 	{Subject: "$SQ.API.POLICY.>"},
 	{Subject: "$SQ.API.PLUGIN.>"},
 	{Subject: "$SQ.API.MODEL.>"},
+	{Subject: "$SQ.API.CLASS.>"},
 	{Subject: "$SQ.API.PUB.>"},
 	{Subject: "$SQ.API.QUEUE.CREATE.>"},
 	{Subject: "$SQ.API.QUEUE.INFO.>"},

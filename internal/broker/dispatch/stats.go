@@ -244,6 +244,7 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 		}
 		return 0
 	})
+	out.Classes = d.classStats()
 	return out
 }
 

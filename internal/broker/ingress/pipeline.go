@@ -279,6 +279,9 @@ func (in *Ingress) envelope(p *publication, who api.Principal) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error())
 	}
 	p.env, p.who = env, who
+	if e := in.hints(p); e != nil {
+		return e
+	}
 	if who.Who == api.User {
 		if e := stampTenant(p); e != nil {
 			return e
