@@ -41,6 +41,16 @@ const (
 	AuditOpPluginAdd      = "plugin.add"
 	AuditOpPluginDelete   = "plugin.delete"
 	AuditOpPluginDisabled = "plugin.disabled"
+	// The model registry (docs/models.md); a promotion past a failing
+	// gate names "forced" in its target.
+	AuditOpModelRegister = "model.register"
+	AuditOpModelPromote  = "model.promote"
+	AuditOpModelRollback = "model.rollback"
+	AuditOpModelDrain    = "model.drain"
+	AuditOpModelReport   = "model.report"
+	// Hardware classes of work queues (docs/queues.md).
+	AuditOpClassAdd    = "class.add"
+	AuditOpClassDelete = "class.delete"
 )
 
 // AuditOps are every operation an audit record may name, in the order
@@ -51,6 +61,8 @@ var AuditOps = []string{
 	AuditOpRouteAdd, AuditOpRouteDelete, AuditOpUserAdd, AuditOpUserRemove, AuditOpKeyRotate,
 	AuditOpUserQuota, AuditOpDLQPurge, AuditOpDLQReplay, AuditOpSessionDependency,
 	AuditOpPolicyAdd, AuditOpPolicyDelete, AuditOpPluginAdd, AuditOpPluginDelete, AuditOpPluginDisabled,
+	AuditOpModelRegister, AuditOpModelPromote, AuditOpModelRollback, AuditOpModelDrain, AuditOpModelReport,
+	AuditOpClassAdd, AuditOpClassDelete,
 }
 
 // Outcomes of an audited change.

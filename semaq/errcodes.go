@@ -57,6 +57,9 @@ const (
 	ErrCodeRequestNotFound uint16 = 20062
 	ErrCodeLeaseLost       uint16 = 20063
 	ErrCodeBadQueue        uint16 = 20064
+	ErrCodeClassNotFound   uint16 = 20065
+	ErrCodeClassExists     uint16 = 20066
+	ErrCodeBadClass        uint16 = 20067
 )
 
 // 20070-20079: token streams (docs/tokens.md).
@@ -125,6 +128,15 @@ const (
 	ErrCodeSessionOrder  uint16 = 20160
 	ErrCodeChainNotFound uint16 = 20161
 	ErrCodeChainBusy     uint16 = 20162
+)
+
+// 20170-20179: the model registry (docs/models.md).
+const (
+	ErrCodeModelNotFound uint16 = 20170
+	ErrCodeBadModel      uint16 = 20171
+	ErrCodeModelConflict uint16 = 20172
+	ErrCodeModelGate     uint16 = 20173
+	ErrCodeModelDraining uint16 = 20174
 )
 
 // Schema registry (docs/schema-registry.md): Confluent Schema Registry's
@@ -205,6 +217,9 @@ var errorCodes = []ErrorCode{
 	{ErrCodeRequestNotFound, "ErrCodeRequestNotFound", 404, "the queue does not hold the request: never there, done, expired or cancelled"},
 	{ErrCodeLeaseLost, "ErrCodeLeaseLost", 409, "the worker no longer holds the job: ack wait passed, cancelled or answered already"},
 	{ErrCodeBadQueue, "ErrCodeBadQueue", 400, "invalid queue configuration"},
+	{ErrCodeClassNotFound, "ErrCodeClassNotFound", 404, "no class of that name"},
+	{ErrCodeClassExists, "ErrCodeClassExists", 400, "a class of that name exists; replace it explicitly"},
+	{ErrCodeBadClass, "ErrCodeBadClass", 400, "invalid class: a bad name, label or max concurrency; the description names it"},
 
 	{ErrCodeTokenWriter, "ErrCodeTokenWriter", 403, "not this token stream's writer: no key, a wrong key, or a stream tied to no writer"},
 	{ErrCodeTokenRecord, "ErrCodeTokenRecord", 400, "invalid token record: malformed, out of order or after the end"},
@@ -245,6 +260,12 @@ var errorCodes = []ErrorCode{
 	{ErrCodeSessionOrder, "ErrCodeSessionOrder", 409, "a message of a strictly ordered session whose AI-Timestamp (or AI-Seq) is not after the session's last accepted one; the description names both"},
 	{ErrCodeChainNotFound, "ErrCodeChainNotFound", 404, "no provenance chain for that stream, tenant and session"},
 	{ErrCodeChainBusy, "ErrCodeChainBusy", 503, "a session's chain has too many messages waiting for storage, or lost its race too often; retry"},
+
+	{ErrCodeModelNotFound, "ErrCodeModelNotFound", 404, "no such model, or no such version of it, in the registry"},
+	{ErrCodeBadModel, "ErrCodeBadModel", 400, "invalid model request: a bad name, version, label, figure or share"},
+	{ErrCodeModelConflict, "ErrCodeModelConflict", 409, "the version's state does not allow the change (promoting a retired version, draining the active one, rolling back with nothing to return to)"},
+	{ErrCodeModelGate, "ErrCodeModelGate", 409, "the promotion gate refused the version; the description gives the figures"},
+	{ErrCodeModelDraining, "ErrCodeModelDraining", 409, "a request named a draining or retired version of a registered model"},
 
 	{ErrCodeSchemaSubjectNotFound, "ErrCodeSchemaSubjectNotFound", 404, "schema subject not found"},
 	{ErrCodeSchemaVersionNotFound, "ErrCodeSchemaVersionNotFound", 404, "schema version not found"},

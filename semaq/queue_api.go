@@ -133,6 +133,9 @@ type QueueConfig struct {
 	// request of the queue that names a session is appended, once its
 	// stream ends, to that session's chain there, as an AnswerRecord.
 	ChainAnswers string `json:"chain_answers,omitempty"`
+	// Class puts every request of the queue in this class (QueueClass),
+	// whatever its AI-Class says: a tenant cannot leave it.
+	Class string `json:"class,omitempty"`
 }
 
 // Check reports the first invalid field.
@@ -168,6 +171,8 @@ func (c *QueueConfig) Check() error {
 		return fmt.Errorf("queue %s: ack wait %s is under 100ms", c.Name, c.AckWait)
 	case c.MaxDeliver < -1:
 		return fmt.Errorf("queue %s: max deliver %d is below -1", c.Name, c.MaxDeliver)
+	case c.Class != "" && CheckStreamName(c.Class) != nil:
+		return fmt.Errorf("queue %s: class %q is not a class name (letters, digits, '-' and '_')", c.Name, c.Class)
 	case c.AffinityWait < -1:
 		return fmt.Errorf("queue %s: affinity wait %s is negative", c.Name, c.AffinityWait)
 	case c.AgingStep < -1:
@@ -241,6 +246,9 @@ type QueueStatus struct {
 	ByPriority []QueueGroupStat `json:"by_priority,omitempty"`
 	ByTenant   []QueueGroupStat `json:"by_tenant,omitempty"`
 	ByModel    []QueueGroupStat `json:"by_model,omitempty"`
+	// ByVersion counts the requests bound to a registered model's version
+	// (ModelVersionKey), queued, delayed or held: what a drain waits for.
+	ByVersion []QueueGroupStat `json:"by_version,omitempty"`
 
 	// Rates are moving averages over about a minute.
 	ArrivalRate   float64 `json:"arrival_rate"`    // requests/s admitted
@@ -257,6 +265,8 @@ type QueueStatus struct {
 	Counters  QueueCounters   `json:"counters"`
 	// Fairness is each backlogged tenant's virtual token counter.
 	Fairness []TenantCounter `json:"fairness,omitempty"`
+	// Classes is what the queue holds of each class (docs/queues.md).
+	Classes []ClassStat `json:"classes,omitempty"`
 }
 
 // QueueGroupStat is what a queue holds for one priority, tenant or model.

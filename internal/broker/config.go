@@ -18,6 +18,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/expr"
+	"github.com/semaq/semaq/internal/hints"
 	"github.com/semaq/semaq/internal/telemetry"
 	"github.com/semaq/semaq/policy"
 	"github.com/semaq/semaq/semaq"
@@ -172,6 +173,9 @@ type Config struct {
 	// PluginCacheDir keeps plugins' compiled code across restarts (""
 	// means <data>/plugin-cache); several nodes may share one.
 	PluginCacheDir string `yaml:"plugin_cache_dir"`
+	// Workloads are the bases of SLA-derived priorities by workload
+	// (docs/queues.md): given, they replace hints.DefaultWorkloads whole.
+	Workloads hints.Workloads `yaml:"workloads"`
 
 	// TLSCert and TLSKey are PEM files of the certificate (with its chain)
 	// and private key both client ports serve (NATS and HTTP); set both or
@@ -248,6 +252,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SyncEvery < 0 {
 		return fmt.Errorf("sync_interval: %s is negative", c.SyncEvery)
+	}
+	if err := c.Workloads.Check(); err != nil {
+		return err
 	}
 	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 1<<20 {
 		return fmt.Errorf("max_header_bytes: %d is outside 1024..1048576", c.MaxHeaderBytes)

@@ -34,8 +34,8 @@ var (
 		"chainhead",      // session chains' head records: the ingress writes them, chains reads them
 	}
 	subsystems = []string{
-		"agents", "audit", "auth", "chains", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
-		"keyshared", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
+		"agents", "audit", "auth", "chains", "classes", "clusterstatus", "clustersync", "dispatch", "dlq", "filter", "ingress", "jsguard",
+		"keyshared", "models", "policies", "routes", "schemas", "sessions", "streams", "tokens", "users",
 	}
 	// doors are what the broker must never import, even through
 	// another package: the SDK and the doors built on it.

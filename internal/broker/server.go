@@ -18,15 +18,18 @@ import (
 	"github.com/semaq/semaq/internal/broker/audit"
 	"github.com/semaq/semaq/internal/broker/auth"
 	"github.com/semaq/semaq/internal/broker/chains"
+	"github.com/semaq/semaq/internal/broker/classes"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/broker/clustersync"
 	"github.com/semaq/semaq/internal/broker/dlq"
 	"github.com/semaq/semaq/internal/broker/filter"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/models"
 	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/routes"
 	"github.com/semaq/semaq/internal/broker/schemas"
+	"github.com/semaq/semaq/internal/broker/sessions"
 	"github.com/semaq/semaq/internal/broker/streams"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/tokens"
@@ -63,6 +66,7 @@ type Server struct {
 	schemas  *schemas.Service   // the registry's REST and NATS API (internal/broker/schemas)
 	routes   *routes.Router     // route rules (internal/broker/routes)
 	policies *policies.Store    // stored policy rules and plugins (internal/broker/policies)
+	classes  *classes.Classes   // hardware classes of work queues (internal/broker/classes)
 	dlq      *dlq.Store         // dead letters (internal/broker/dlq)
 	memory   *memoryGuard       // nil without a memory bound (memory.go)
 	filters  *filter.Service    // filtered subscriptions (filter/)
@@ -70,6 +74,8 @@ type Server struct {
 	metrics  *metrics.Metrics   // Prometheus metrics (observe.go)
 	tracing  *telemetry.Tracing // nil without an OTLP endpoint (observe.go)
 	tokens   *tokens.Store      // token streams: relay, retention, status API (tokens/)
+	sessions *sessions.Store    // sessions (internal/broker/sessions): the registry degrades them
+	models   *models.Registry   // the model registry (internal/broker/models)
 
 	audits *audit.Recorder // records admin changes (audit/recorder.go; the readers: audit.go)
 

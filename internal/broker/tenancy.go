@@ -221,6 +221,8 @@ func (t *tenancy) importSurface(acc *server.Account) error {
 	if strings.HasPrefix(acc.Name, tenantAccountPrefix) {
 		events = []string{semaq.SessionEventFilter(t.tenantOf(acc.Name)), semaq.PolicyEventFilter(t.tenantOf(acc.Name))}
 	}
+	// Model lifecycle events are the node's, every account's to follow.
+	events = append(events, semaq.ModelEventPrefix+">")
 	for _, subj := range slices.Concat(userDeliveries, events) {
 		if err := acc.AddStreamImport(t.node, subj, ""); err != nil {
 			return fmt.Errorf("broker: account %s: importing %s: %w", acc.Name, subj, err)

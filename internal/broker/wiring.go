@@ -24,6 +24,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/jsguard"
 	"github.com/semaq/semaq/internal/broker/keyshared"
+	"github.com/semaq/semaq/internal/broker/models"
 	"github.com/semaq/semaq/internal/broker/policies"
 	"github.com/semaq/semaq/internal/broker/pump"
 	"github.com/semaq/semaq/internal/broker/quota"
@@ -371,6 +372,8 @@ func openIngress(_ context.Context, s *Server) (subsystem.Subsystem, error) {
 		Clustered:      s.cfg.Clustered(),
 		Gate:           s.gate.Child("ingress"),
 		SigningKey:     s.chains.Key(),
+		Workloads:      s.cfg.Workloads,
+		ClassKnown:     func(name string) bool { _, ok := s.classes.Class(name); return ok },
 	}
 	if s.memory != nil {
 		d.Memory = s.memory.refusal
@@ -473,7 +476,27 @@ func openSessions(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.ingress.SetSessions(st.Observe)
+	s.sessions = st
 	return st, nil
+}
+
+// openModels opens the model registry (internal/broker/models) and gives
+// the ingress its binding: from here on a request for a registered model
+// is bound to a version at admission.
+func openModels(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
+	r, err := models.Open(ctx, models.Deps{
+		Log: s.log.With("component", "models"), JS: s.js, Conn: s.nc, Replicas: s.ownReplicas(),
+		Principal: s.principal, Audit: s.audit, Metrics: s.metrics, Moved: s.sessions.DependencyMoved, Gate: s.gate.Child("models"),
+		Applied: func(ctx context.Context, rev uint64) { s.syncer.Sync(ctx, clustersync.Request{Models: rev}) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	s.models = r
+	s.ingress.SetModels(r.Bind)
+	s.audits.Reads(r.AuditRead, semaq.AuditOpModelRegister, semaq.AuditOpModelPromote, semaq.AuditOpModelRollback,
+		semaq.AuditOpModelDrain, semaq.AuditOpModelReport)
+	return r, nil
 }
 
 // admitSessionChange charges a session's content change of n bytes to
@@ -536,6 +559,7 @@ func openStreams(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 		Remote:        func(queue string) streams.Remote { return dispatch.NewRemote(s.nc, queue, s.log.Debug) },
 		DeleteLeases:  func(ctx context.Context, queue string) error { return dispatch.DeleteLeases(ctx, s.js, queue) },
 		QueueMaxBytes: func(qc semaq.QueueConfig) int64 { return dispatch.StreamMaxBytes(qc, s.nc.MaxPayload()) },
+		ClassKnown:    func(name string) bool { _, ok := s.classes.Class(name); return ok },
 	})
 	if err != nil {
 		return nil, err
@@ -576,6 +600,7 @@ func dispatchDeps(s *Server, resync func()) dispatch.Deps {
 			}
 		},
 		Observer: dispatchObserver{s},
+		Classes:  classSlots{s.classes},
 		Node:     s.ns.Name(),
 		Resync:   resync,
 		Log:      s.log.With("component", "dispatch"),
@@ -743,8 +768,18 @@ func catchUp(ctx context.Context, s *Server, req clustersync.Request) error {
 			return err
 		}
 	}
+	if req.Models > 0 && s.models != nil {
+		if err := s.models.WaitApplied(ctx, req.Models); err != nil {
+			return err
+		}
+	}
 	if req.Policy > 0 && s.policies != nil {
 		if err := s.policies.WaitApplied(ctx, req.Policy); err != nil {
+			return err
+		}
+	}
+	if req.Classes > 0 && s.classes != nil {
+		if err := s.classes.WaitApplied(ctx, req.Classes); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/cli/classcmd"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -26,7 +27,7 @@ See docs/queues.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newQueueAddCmd(e), newQueueLsCmd(e), newQueueStatusCmd(e), newQueueRmCmd(e))
+	cmd.AddCommand(newQueueAddCmd(e), newQueueLsCmd(e), newQueueStatusCmd(e), newQueueRmCmd(e), classcmd.New(cmdEnv{e}))
 	return cmd
 }
 
@@ -71,6 +72,7 @@ func newQueueAddCmd(e *env) *cobra.Command {
 	f.DurationVar(&qc.AgingStep, "aging-step", semaq.DefaultAgingStep, "a request waiting this long competes one priority level higher")
 	f.DurationVar(&qc.MaxWait, "max-wait", 0, "adaptive admission: refuse when the tokens waiting exceed what workers serve in this (0: off)")
 	f.StringVar(&qc.ChainAnswers, "chain-answers", "", "append the token-stream answer of each request in a session to its chain on `SUBJECT` (a stream with provenance)")
+	f.StringVar(&qc.Class, "class", "", "put every request in this class (semaq queue class), whatever its AI-Class")
 	_ = cmd.MarkFlagRequired("subjects")
 	e.addServerFlag(cmd)
 	return cmd
@@ -150,6 +152,7 @@ func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
 			fmt.Fprintf(w, "    %s\t%.0f\n", f.Tenant, f.Counter)
 		}
 	}
+	classcmd.WriteStatus(w, st.Classes)
 	return nil
 }
 

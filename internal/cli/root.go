@@ -19,6 +19,7 @@ import (
 
 	"github.com/semaq/semaq/client"
 	"github.com/semaq/semaq/internal/cli/clienv"
+	"github.com/semaq/semaq/internal/cli/modelcmd"
 	"github.com/semaq/semaq/internal/cmdusage"
 )
 
@@ -140,6 +141,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		newPolicyCmd(e),
 		newPluginCmd(e),
 		newProvenanceCmd(e),
+		modelcmd.New(cmdEnv{e}),
 		newVersionCmd(e),
 	)
 	cmdusage.Explain(root)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/cli/classcmd"
 	"github.com/semaq/semaq/internal/worker"
 )
 
@@ -87,9 +88,11 @@ ai.infer.<model>: one made by the operator for several models
 	f := cmd.Flags()
 	f.StringVar(&cfg.Upstream, "upstream", "", "OpenAI-compatible base URL (http://host:8000/v1), or sim")
 	f.StringArrayVar(&cfg.Models, "model", nil, "a model this worker serves (repeat for more)")
+	f.StringVar(&cfg.Version, "version", "", "the model version it serves: it takes the requests the model registry bound to it (docs/models.md)")
 	f.IntVar(&cfg.Concurrency, "concurrency", 4, "requests served at once")
 	f.StringVar(&apiKeyEnv, "api-key-env", "", "environment variable holding the upstream's API key")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE describing the worker to the dispatcher (adapter=a,b draws those adapters' requests)")
+	f.Var(classcmd.Labels(&cfg.Labels), "labels", "labels the worker announces, `K=V,...` (hardware: gpu=a100,hardware.gpu.memory=hbm2)")
 	f.StringVar(&cfg.ID, "id", "", "worker id in the agent registry (default worker-<random>)")
 	f.DurationVar(&cfg.AnnounceTTL, "announce-ttl", 0, "how long the worker's announcement outlives it: the gateway gives up a dead worker's requests after it (default 10s)")
 	f.StringVar(&cfg.QueueStorage, "queue-storage", "", "storage of the queues this worker creates: memory (default) or file")

@@ -42,7 +42,31 @@ func (g *Gateway) listModels(w http.ResponseWriter, r *http.Request) {
 	for _, m := range models {
 		list.Data = append(list.Data, openai.Model{ID: m, Object: "model", Created: 0, OwnedBy: "semaq"})
 	}
+	g.withRegistry(r.Context(), &list)
 	writeJSON(w, http.StatusOK, list)
+}
+
+// withRegistry adds the model registry to a listing: every registered
+// model with an active version is listed (its requests wait for a worker
+// of that version), each with its active version and canary. A registry
+// that cannot be read leaves the listing as the workers make it.
+func (g *Gateway) withRegistry(ctx context.Context, list *openai.ModelList) {
+	reg, err := g.c.ModelList(ctx)
+	if err != nil {
+		return
+	}
+	for _, m := range reg.Models {
+		if m.Active == "" {
+			continue
+		}
+		i := slices.IndexFunc(list.Data, func(e openai.Model) bool { return e.ID == m.Name })
+		if i < 0 {
+			list.Data = append(list.Data, openai.Model{ID: m.Name, Object: "model", OwnedBy: "semaq"})
+			i = len(list.Data) - 1
+		}
+		list.Data[i].ActiveVersion, list.Data[i].CanaryVersion, list.Data[i].CanaryPercent = m.Active, m.Canary, m.CanaryPercent
+	}
+	slices.SortFunc(list.Data, func(a, b openai.Model) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // liveModels returns the models served by live workers: the union of the

@@ -102,6 +102,7 @@ type Metrics struct {
 	memoryRefusals                                prometheus.Counter     // memory.go
 	policySteps                                   *prometheus.CounterVec // policy.go
 	sessions                                      sessionMetrics         // sessions.go
+	registry                                      *modelMetrics          // models.go
 	policy                                        policyMetrics          // policies.go
 	batch                                         batchMetrics           // batches.go
 	chain                                         chainMetrics           // chains.go
@@ -166,6 +167,7 @@ func New(o Options) *Metrics {
 		Help: "Audit records that could not be stored in SQ_AUDIT; each was logged at error level instead."})
 	m.reg.MustRegister(m.auditFailures)
 	m.sessions = newSessionMetrics(f)
+	m.registry = newModelMetrics(f)
 	m.policy = newPolicyMetrics(f)
 	m.batch = newBatchMetrics(f)
 	m.chain = newChainMetrics(f)

@@ -242,6 +242,11 @@ type Model struct {
 	Object  string `json:"object"` // "model"
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// A model of SemaQ's registry (docs/models.md) also says which version
+	// serves it, and its canary's share.
+	ActiveVersion string  `json:"active_version,omitempty"`
+	CanaryVersion string  `json:"canary_version,omitempty"`
+	CanaryPercent float64 `json:"canary_percent,omitempty"`
 }
 
 // ModelList is the answer of GET /v1/models.

@@ -67,9 +67,19 @@ const (
 	// VaultBucket keeps tokenized PII values, sealed with the node's vault
 	// key, one key per tenant and scope.
 	VaultBucket = "SQ_PII_VAULT"
+	// ModelBucket is the model registry: one key per model (its
+	// semaq.ModelToken), its semaq.ModelInfo as JSON, changed by
+	// compare-and-set (internal/broker/models).
+	ModelBucket = "SQ_MODELS"
 	// PluginObjects is the object store of plugin modules, one object per
 	// SHA-256; its stream is "OBJ_" + PluginObjects.
 	PluginObjects = "SQ_PLUGINS"
+	// ClassBucket is the KV bucket of work queues' hardware classes: key =
+	// class name, value = the semaq.QueueClass as JSON; ClassSlotBucket
+	// the held slots of capped classes, <class>.<n>
+	// (internal/broker/classes).
+	ClassBucket     = "SQ_CLASSES"
+	ClassSlotBucket = "SQ_CLASS_SLOTS"
 	// SchemaBucket is the schema registry's KV bucket
 	// (internal/registry's DefaultBucket).
 	SchemaBucket = "SQ_SCHEMAS"

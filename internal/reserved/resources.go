@@ -94,7 +94,15 @@ var Builtin = []Resource{
 	// tenant.
 	Bucket(PolicyBucket, "policies", Hidden),
 	Bucket(VaultBucket, "policies", Hidden),
+	// Admins read classes through $SQ.API.CLASS.LIST; slots are the
+	// dispatchers' alone.
+	Bucket(ClassBucket, "classes", Hidden),
+	Bucket(ClassSlotBucket, "classes", Hidden),
 	{Stream: "OBJ_" + PluginObjects, Owner: "policies", Access: Hidden, Replicated: true, Writes: []string{"$O." + PluginObjects + ".>"}},
+	// The model registry: clients read it through $SQ.API.MODEL; its
+	// lifecycle events they consume, and only the broker writes.
+	Bucket(ModelBucket, "models", Hidden),
+	{Stream: semaq.ModelEventStream, Owner: "models", Access: ClientConsumers, Replicated: true, Writes: []string{semaq.ModelEventPrefix + ">"}},
 }
 
 // Table is a node's resources: Builtin and those of the subsystems added

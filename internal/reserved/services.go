@@ -72,6 +72,8 @@ var BuiltinServices = []Service{
 	{Subject: "$SQ.API.PROVENANCE.>"},
 	{Subject: "$SQ.API.POLICY.>"},
 	{Subject: "$SQ.API.PLUGIN.>"},
+	{Subject: "$SQ.API.MODEL.>"},
+	{Subject: "$SQ.API.CLASS.>"},
 	{Subject: "$SQ.API.PUB.>"},
 	{Subject: "$SQ.API.QUEUE.CREATE.>"},
 	{Subject: "$SQ.API.QUEUE.INFO.>"},

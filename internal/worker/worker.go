@@ -33,6 +33,10 @@ type Config struct {
 	Upstream string
 	// Models are the model names the worker serves; at least one.
 	Models []string
+	// Version is the model version it serves (docs/models.md): it takes
+	// the requests the model registry bound to that version, and no other
+	// bound request. Empty: only requests no registry bound.
+	Version string
 	// Concurrency is how many requests run at once (default 4).
 	Concurrency int
 	// APIKey is sent to the upstream as a bearer token.
@@ -73,6 +77,11 @@ func (c *Config) Validate() error {
 	if c.Upstream != "sim" {
 		if _, err := newHTTPUpstream(c.Upstream, "", nil); err != nil {
 			return err
+		}
+	}
+	if c.Version != "" {
+		if err := semaq.CheckModelVersion(c.Version); err != nil {
+			return fmt.Errorf("worker: --version: %w", err)
 		}
 	}
 	if len(c.Models) == 0 {
@@ -126,8 +135,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("worker: queue storage %q is not memory or file", c.QueueStorage)
 	}
 	for k := range c.Labels {
-		if k == "" || k == "model" {
-			return fmt.Errorf("worker: --label %q: the model label comes from --model", k)
+		if k == "" || k == "model" || k == "version" {
+			return fmt.Errorf("worker: --label %q: the model and version labels come from --model and --version", k)
 		}
 	}
 	return c.Sim.Validate()
@@ -251,6 +260,9 @@ func (w *Worker) run(parent context.Context, ready func()) error {
 			labels = map[string]string{}
 		}
 		labels["model"] = m
+		if w.cfg.Version != "" {
+			labels["version"] = w.cfg.Version
+		}
 		// Several fetches wait at once, so a request finds one already
 		// waiting even while another fetch's answer is on its way back.
 		for range min(w.cfg.Concurrency, fetchersPerModel) {

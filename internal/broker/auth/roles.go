@@ -72,6 +72,15 @@ var cancelAPI = []string{fmt.Sprintf(semaq.APIQueueCancelT, "*")}
 // report, a user with a tenant reaches its own tenant's sessions only).
 var sessionAPI = []string{"$SQ.API.SESSION.>"}
 
+// modelAPI is the model registry: every role reads it, the broker lets
+// only admins change it and workers and services report figures
+// (internal/broker/models). modelEvents are its lifecycle events, which
+// every role may follow: models are the node's, not a tenant's.
+var (
+	modelAPI    = []string{"$SQ.API.MODEL.>"}
+	modelEvents = semaq.ModelEventPrefix + ">"
+)
+
 // provenanceAPI reads session chains' heads and the nodes' public keys:
 // the broker keeps a user with a tenant to its own tenant's chains
 // (internal/broker/chains).
@@ -143,19 +152,19 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	switch p.Role {
 	case semaq.RolePublisher:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI, provenanceAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI, provenanceAPI, modelAPI)
 		sub = append(sub, tsub...)
 		sub = append(sub, semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant))
 	case semaq.RoleReader:
 		tpub, tsub := tokenReader(semaq.TokenTenant(p.Tenant))
-		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI, restoreAPI, provenanceAPI)
+		pub = slices.Concat(readOnlyAPI, readerAPI, readerConsumers(p.Subjects), tpub, sessionAPI, restoreAPI, provenanceAPI, modelAPI)
 		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter(p.Tenant), semaq.PolicyEventFilter(p.Tenant)})
 	case semaq.RoleService:
 		tpub, tsub := tokenReader(semaq.TokenAnyTenant)
-		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI, provenanceAPI)
+		pub = slices.Concat(p.Subjects, readOnlyAPI, readerAPI, readerConsumers(p.Subjects), cancelAPI, tpub, sessionAPI, restoreAPI, batchAPI, provenanceAPI, modelAPI)
 		sub = slices.Concat(sub, p.Subjects, tsub, []string{semaq.SessionEventFilter("*"), semaq.PolicyEventFilter("*")})
 	case semaq.RoleWorker:
-		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants, sessionAPI)
+		pub = slices.Concat(readOnlyAPI, agentAPI, workerGrants, sessionAPI, modelAPI)
 		// Token streams: a writer's records go to $SQ.TW.<writer key>.
 		pub = append(pub, semaq.TokenWritePrefix+">")
 		// Cancel notices go to $SQ.QC.<worker id>, an ID the SDK draws
@@ -164,6 +173,7 @@ func (r Rules) Permissions(p identity.Principal) (*server.Permissions, error) {
 	default:
 		return nil, fmt.Errorf("auth: user %s has unknown role %q", p.User, p.Role)
 	}
+	sub = append(sub, modelEvents)
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: pub, Deny: slices.Clone(r.Deny)},
 		Subscribe: &server.SubjectPermission{Allow: sub, Deny: slices.Clone(r.SubscribeDeny)},

@@ -52,6 +52,8 @@ type Request struct {
 	Routes  uint64 `json:"routes,omitempty"`  // the route rules' bucket revision
 	Users   uint64 `json:"users,omitempty"`   // the identity store's bucket revision
 	Policy  uint64 `json:"policy,omitempty"`  // the policy bucket's revision
+	Models  uint64 `json:"models,omitempty"`  // the model registry's bucket revision
+	Classes uint64 `json:"classes,omitempty"` // the hardware classes' bucket revision
 	// Subjects are a new stream's public patterns: JetStream's interest in
 	// their storage subjects reaches the other nodes over the routes, and a
 	// message stored before it arrives would be dropped.

@@ -150,6 +150,7 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 		if err != nil {
 			d.log.Warn("lease extension not stored; it holds on this node only", "seq", seq, "err", err)
 		}
+		d.extendSlot(seq, wpi.Until)
 	}
 	d.answer(m, nil) // the worker waits on this; JetStream does not
 	d.send(out)
@@ -479,4 +480,4 @@ func (d *Dispatcher) bindLease(j *sched.Job) {
 // unbindLease marks where a lease ends. The token store keeps the last
 // holder's binding until the job is delivered again (BindJob replaces it)
 // or its stream ends, so there is nothing to undo here.
-func (d *Dispatcher) unbindLease(*sched.Job) {}
+func (d *Dispatcher) unbindLease(j *sched.Job) { d.releaseSlot(j) }

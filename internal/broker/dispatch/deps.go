@@ -69,6 +69,9 @@ type Deps struct {
 	// request of tenant, for the tenants' token quotas. Called with the
 	// dispatcher's lock held. Nil: nobody is told.
 	Served func(tenant string, outputTokens int64)
+	// Classes are the hardware classes and their slots (classes.go). Nil:
+	// no classes; requests are placed by their own labels only.
+	Classes Classes
 	// Observer is told what happens to requests, for metrics. Nil:
 	// nothing is recorded.
 	Observer Observer

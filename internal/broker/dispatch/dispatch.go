@@ -79,6 +79,8 @@ type Dispatcher struct {
 	// leases is what the dispatcher knows of the lease store's records
 	// (leases.go).
 	leases leaseTable
+	// classes holds the slots of capped classes (classes.go).
+	classes classState
 	// caughtUp: the consumer has delivered what the stream held at start
 	// (till then admission counts what the stream held, adm.floor).
 	caughtUp bool
@@ -157,6 +159,7 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		closedNC:  make(chan struct{}),
 		closedOut: make(chan struct{}),
 	}
+	d.sched.SetCap(d.capped, d.picked)
 	if err := d.start(ctx); err != nil {
 		return nil, err
 	}
@@ -207,6 +210,7 @@ func (d *Dispatcher) start(ctx context.Context) (err error) {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
 	info := d.stream.CachedInfo()
+	d.loadOwned() // before the lease store: a slot is taken before its lease is recorded
 	if err := d.leases.open(ctx, js, d.nc, info, leaseRecords(d.cfg)); err != nil {
 		return fmt.Errorf("queue %s: %w", d.name, err)
 	}
@@ -438,6 +442,7 @@ func (d *Dispatcher) onTick(now time.Time) {
 		// Every delivery up to the one that caught up has been indexed
 		// (each under mu, in order).
 		stale = d.leases.caughtUp()
+		d.dropOwned()
 	}
 	out2, ships := d.serveParked(now)
 	out = append(out, out2...)
@@ -493,6 +498,7 @@ func (d *Dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	}
 	j := newJob(md, jm, d.cfg)
 	j.ReplyGen = gen
+	d.classOf(j, jm.Headers())
 	var dead []deadJob
 	rec, held := d.leases.takeRestored(seq)
 	if held {
@@ -627,7 +633,9 @@ func (d *Dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 			if !d.deps.Interest(p.reply, p.hdr) {
 				continue // the worker is gone: leasing it work would only delay the work by an ack wait
 			}
-			w := d.sched.TouchWorker(p.req.Worker, nil, p.until.Add(10*time.Second))
+			// Its own labels: another fetch of the same worker may have
+			// announced others (a model version is a requirement).
+			w := d.sched.TouchWorker(p.req.Worker, p.req.Labels, p.until.Add(10*time.Second))
 			if jobs := d.sched.PickMatching(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit(), p.req.Subject); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
 				ships = append(ships, d.deliver(p.reply, jobs, now))
@@ -679,7 +687,8 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		d.bindLease(j)
 		d.leases.moved(j.Seq, sh.key)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
-			deliveries: j.Deliveries, extra: extra, rec: record(j)}
+			deliveries: j.Deliveries, extra: extra, rec: record(j), class: d.classes.pending[j.Seq]}
+		delete(d.classes.pending, j.Seq)
 	}
 	return sh
 }

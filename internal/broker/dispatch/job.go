@@ -39,6 +39,9 @@ func newJob(md *jetstream.MsgMetadata, jm jetstream.Msg, cfg semaq.QueueConfig) 
 		j.Publisher = strings.Clone(hdr.Get(semaq.HdrPublisher))
 		j.CancelSum = strings.Clone(hdr.Get(semaq.HdrCancelSum))
 		j.Model = strings.Clone(hdr.Get(semaq.HdrModel))
+		if hdr.Get(semaq.HdrModelRevision) != "" {
+			j.Version = strings.Clone(hdr.Get(semaq.HdrModelVersion))
+		}
 		j.Adapter = strings.Clone(hdr.Get(semaq.HdrAdapter))
 		if cfg.ChainAnswers != "" {
 			j.Session = strings.Clone(hdr.Get(semaq.HdrSession))

@@ -491,6 +491,7 @@ func (d *Dispatcher) restore(j *sched.Job, rec leaseRecord) bool {
 	if !d.sched.AddHeld(j) {
 		return false
 	}
+	d.adoptSlot(j)
 	d.leases.adopt(j.Seq, rec)
 	return true
 }

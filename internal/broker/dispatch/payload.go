@@ -359,6 +359,7 @@ type shipJob struct {
 	deliveries int
 	extra      []string
 	rec        leaseRecord // for the lease store, written before it ships
+	class      string      // the capped class it takes a slot of (classes.go)
 }
 
 // ship records the leases of the shipments' jobs in the lease store and
@@ -380,6 +381,15 @@ func (d *Dispatcher) ship(ships []*shipment) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
 	defer cancel()
+	if ships = d.takeSlots(ctx, ships); len(ships) == 0 {
+		return
+	}
+	seqs = seqs[:0]
+	for _, sh := range ships {
+		for _, sj := range sh.jobs {
+			seqs = append(seqs, sj.seq)
+		}
+	}
 	stored := d.leases.write(ships)
 	got := d.payloads.read(seqs)
 	k := 0
@@ -448,6 +458,7 @@ func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 		if j.State != sched.JobHeld || j.Lease != sj.lease || j.Acking {
 			continue // cancelled meanwhile
 		}
+		d.releaseSlot(j)
 		if errors.Is(errs[i], errPayloadGone) {
 			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.Seq)
 			d.sched.Forget(j)

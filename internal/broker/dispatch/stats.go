@@ -222,6 +222,13 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 		add(byModel, orDash(j.Model), j)
 	}
 	sc.EachWaiting(each)
+	byVersion := map[string]*semaq.QueueGroupStat{}
+	sc.Each(func(j *sched.Job) {
+		if j.Version != "" {
+			add(byVersion, semaq.ModelVersionKey(j.Model, j.Version), j)
+		}
+	})
+	out.ByVersion = sortedGroups(byVersion)
 	out.ByPriority = sortedGroups(byPrio)
 	out.ByTenant = sortedGroups(byTenant)
 	out.ByModel = sortedGroups(byModel)
@@ -237,6 +244,7 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 		}
 		return 0
 	})
+	out.Classes = d.classStats()
 	return out
 }
 

@@ -319,12 +319,18 @@ func (s *Store) replayOne(ctx context.Context, seq uint64, extend time.Duration)
 
 // replayHeader is what a replayed message carries: the original headers,
 // less the conditions of the original publish (Nats-Expected-*) and its
-// dedup id, which may still be in the stream's window.
+// dedup id, which may still be in the stream's window. A request the
+// model registry bound is bound again (docs/models.md): its version and
+// revision go.
 func replayHeader(orig map[string][]string) map[string][]string {
 	h := make(map[string][]string, len(orig)+1)
+	bound := len(orig[semaq.HdrModelRevision]) > 0
 	for k, v := range orig {
 		lk := strings.ToLower(k)
 		if lk == strings.ToLower(semaq.HdrMsgID) || strings.HasPrefix(lk, "nats-expected-") {
+			continue
+		}
+		if bound && (lk == strings.ToLower(semaq.HdrModelRevision) || lk == strings.ToLower(semaq.HdrModelVersion)) {
 			continue
 		}
 		h[k] = v

@@ -44,6 +44,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/routes/table"
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/broker/wire"
+	"github.com/semaq/semaq/internal/hints"
 	"github.com/semaq/semaq/internal/metrics"
 	"github.com/semaq/semaq/internal/registry"
 	"github.com/semaq/semaq/internal/reserved"
@@ -112,6 +113,11 @@ type Deps struct {
 	// SigningKey signs the links of streams with signed provenance
 	// (docs/provenance.md); nil leaves them unsigned.
 	SigningKey ed25519.PrivateKey
+	// Workloads are the bases of SLA-derived priorities; nil:
+	// hints.DefaultWorkloads. ClassKnown reports whether a class an
+	// AI-Class names is defined; nil accepts any (hints.go).
+	Workloads  hints.Workloads
+	ClassKnown func(class string) bool
 }
 
 // Admitter is the admission control of one work queue: its dispatcher on
@@ -141,6 +147,7 @@ type Ingress struct {
 	conn       *nats.Conn // Deps.Conn
 	node       string     // the node's name, when stock batches are forwarded to it (stockforward.go)
 	served     *Served
+	hintCfg    hintConfig // dispatch hints (hints.go)
 
 	mu      sync.Mutex
 	streams map[string]*stream // by name
@@ -169,6 +176,9 @@ type Ingress struct {
 	// sessions is told of every accepted message that names a session
 	// (SetSessions).
 	sessions atomic.Pointer[func(tenant, session string, confidence float64, hasConfidence bool)]
+	// models binds a request for a registered model to its version at
+	// admission (SetModels).
+	models atomic.Pointer[func(m *nats.Msg, env *semaq.Envelope) *semaq.APIError]
 }
 
 // stream is one stream the ingress serves.
@@ -234,6 +244,7 @@ func New(d Deps) (*Ingress, error) {
 		clustered:  d.Clustered,
 		conn:       d.Conn,
 		served:     d.Served,
+		hintCfg:    hintConfig{workloads: d.Workloads, known: d.ClassKnown},
 		streams:    make(map[string]*stream),
 	}
 	in.stock.metrics = d.Metrics
@@ -384,6 +395,13 @@ func (in *Ingress) CommitStats(name string) *semaq.CommitStats {
 // SetQueues replaces the admission table: a queue's stream name to its
 // admission control.
 func (in *Ingress) SetQueues(m map[string]Admitter) { in.queues.Store(&m) }
+
+// SetModels gives the ingress the model registry's binding
+// (models.Registry.Bind), the first step of admission for a message
+// naming a model: it may stamp the version and revision, or refuse.
+func (in *Ingress) SetModels(bind func(m *nats.Msg, env *semaq.Envelope) *semaq.APIError) {
+	in.models.Store(&bind)
+}
 
 // SetSessions gives the ingress what it tells of each accepted message
 // carrying AI-Session: its tenant, the session, and its AI-Confidence

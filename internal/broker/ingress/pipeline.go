@@ -279,6 +279,9 @@ func (in *Ingress) envelope(p *publication, who api.Principal) *semaq.APIError {
 		return semaq.NewAPIError(semaq.ErrEnvelope, "%s", err.Error())
 	}
 	p.env, p.who = env, who
+	if e := in.hints(p); e != nil {
+		return e
+	}
 	if who.Who == api.User {
 		if e := stampTenant(p); e != nil {
 			return e
@@ -328,7 +331,7 @@ func takeOwnerHeaders(p *publication) *semaq.APIError {
 	h := p.m.Header
 	for k, vs := range h {
 		switch {
-		case strings.EqualFold(k, semaq.HdrCancelSum), strings.EqualFold(k, semaq.HdrPublisher), isChainHeader(k):
+		case strings.EqualFold(k, semaq.HdrCancelSum), strings.EqualFold(k, semaq.HdrPublisher), strings.EqualFold(k, semaq.HdrModelRevision), isChainHeader(k):
 			return semaq.NewAPIError(semaq.ErrEnvelope, "publish on %s: header %s is stamped by the broker; a client may not set it", p.m.Subject, k)
 		case strings.EqualFold(k, semaq.HdrCancelToken):
 			if len(vs) != 1 {
@@ -576,7 +579,8 @@ func (in *Ingress) targetStream(t *table.Target) *stream {
 
 // 5. admission
 
-// admit checks the node's memory, then the quotas, then the admission
+// admit checks the node's memory, binds a registered model's version
+// (SetModels), then the quotas, then the admission
 // control of the queue the message is for. A message the queue refuses
 // gets its quota back.
 func (in *Ingress) admit(p *publication) *semaq.APIError {
@@ -584,6 +588,13 @@ func (in *Ingress) admit(p *publication) *semaq.APIError {
 		if e := in.memory(); e != nil {
 			in.metrics.MemoryRefused()
 			return e
+		}
+	}
+	if p.env.Model != "" {
+		if bind := in.models.Load(); bind != nil {
+			if e := (*bind)(p.m, &p.env); e != nil {
+				return e
+			}
 		}
 	}
 	var d Admitter // this node's dispatcher, or the node dispatching the queue

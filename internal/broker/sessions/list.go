@@ -115,3 +115,35 @@ func isNotFound(err error) bool {
 	ae, ok := err.(*semaq.APIError)
 	return ok && ae.ErrCode == semaq.ErrCodeSessionNotFound
 }
+
+// DependencyMoved is a dependency move for every tenant's sessions: the
+// model registry's, when a model's active version changes (dependency
+// "model:<model>", docs/models.md). It counts the sessions degraded.
+func (s *Store) DependencyMoved(ctx context.Context, name, version string) (int, error) {
+	info, err := s.stream.Info(ctx, jetstream.WithSubjectFilter(subjectPrefix+"*.*.doc"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for subj := range info.State.Subjects {
+		tenant, id, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(subj, subjectPrefix), ".doc"), ".")
+		if !ok {
+			continue
+		}
+		if tenant == semaq.TokenNoTenant {
+			tenant = ""
+		}
+		moved := false
+		_, err := s.apply(ctx, key{tenant: tenant, id: id}, change{fn: func(d *doc, _ time.Time) (*semaq.SessionDelta, bool, error) {
+			_, moved = dependencyMoved(&d.meta, name, version)
+			return nil, moved, nil
+		}})
+		if err != nil && !isNotFound(err) {
+			return n, err
+		}
+		if err == nil && moved {
+			n++
+		}
+	}
+	return n, nil
+}

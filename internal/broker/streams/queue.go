@@ -77,6 +77,9 @@ func (m *Manager) createQueue(ctx context.Context, qc semaq.QueueConfig) (*semaq
 	if err := qc.Check(); err != nil {
 		return nil, semaq.NewAPIError(semaq.ErrBadQueue, "%v", err)
 	}
+	if qc.Class != "" && m.deps.ClassKnown != nil && !m.deps.ClassKnown(qc.Class) {
+		return nil, semaq.NewAPIError(semaq.ErrClassNotFound, "queue %s: class %s is not defined (semaq queue class add)", qc.Name, qc.Class)
+	}
 	full := qc.WithDefaults()
 	if qc.Replicas == 0 {
 		// Queued work is SemaQ's state as much as its own streams are:

@@ -136,6 +136,9 @@ type Deps struct {
 	// QueueMaxBytes is the byte limit of queue qc's stream, JetStream's
 	// backstop behind admission (dispatch.StreamMaxBytes). Required.
 	QueueMaxBytes func(qc semaq.QueueConfig) int64
+	// ClassKnown reports whether a hardware class is defined: a queue
+	// made with a class names one that is. Nil: any name.
+	ClassKnown func(class string) bool
 }
 
 // Ingress is the node's write path as this package drives it (package

@@ -45,6 +45,9 @@ type Config struct {
 	// Match reports whether a subject filter matches a request's subject;
 	// nil: the filter must equal the subject.
 	Match func(filter, subject string) bool
+	// Capped and Picked are a cap outside the scheduler (labels.go).
+	Capped func(j *Job) bool
+	Picked func(j *Job)
 }
 
 // VTC weights: output tokens cost more than prompt tokens, as they do on
@@ -88,6 +91,7 @@ type Job struct {
 	Publisher string
 	CancelSum string
 	Model     string
+	Version   string // bound by the model registry: only a worker announcing it takes the request
 	Adapter   string
 	// Session is its AI-Session, read only for a queue that chains its
 	// answers (semaq.QueueConfig.ChainAnswers).
@@ -100,6 +104,11 @@ type Job struct {
 	HasDL    bool      // its stored headers carry AI-Deadline
 	Arrived  time.Time // AI-Received: when the ingress took it
 	Deadline time.Time // zero: none
+
+	// Class is its hardware class; Require and Prefer the labels a worker
+	// must and should have (labels.go).
+	Class           string
+	Require, Prefer map[string]string
 
 	State      State
 	Deliveries int
@@ -129,6 +138,7 @@ type schedLevel struct {
 type Worker struct {
 	ID       string
 	models   []string // its "model" label, split at commas
+	versions []string // its "version" label: the model versions it serves
 	adapters []string
 	labels   map[string]string
 	Expires  time.Time // live until then unless it fetches or answers again
@@ -146,7 +156,7 @@ func (w *Worker) has(list []string, v string) bool {
 
 // Retained is the bytes of strings the index keeps for j.
 func (j *Job) Retained() int {
-	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Adapter) +
+	return len(j.ID) + len(j.Subject) + len(j.JSReply) + len(j.Tenant) + len(j.Model) + len(j.Version) + len(j.Adapter) + len(j.Class) + len(j.Session) +
 		len(j.Lease) + len(j.LeaseSum) + len(j.Worker)
 }
 
@@ -404,9 +414,17 @@ func (s *Scheduler) eligible(j *Job, w *Worker, now time.Time) bool {
 	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
 		return false
 	}
+	// A bound version is a requirement, never waived by waiting: a
+	// request admitted for v1 is served by v1 (docs/models.md).
+	if j.Version != "" && !w.has(w.versions, j.Version) || !s.placeable(j, w) {
+		return false
+	}
 	waited := s.cfg.AffinityWait >= 0 && now.Sub(j.Arrived) >= s.cfg.AffinityWait
 	if waited {
 		return true
+	}
+	if !s.preferred(j, w, now) {
+		return false
 	}
 	if j.Adapter != "" && !w.has(w.adapters, j.Adapter) && s.holders["a:"+j.Adapter] > 0 {
 		return false
@@ -483,6 +501,9 @@ func (s *Scheduler) PickMatching(w *Worker, now time.Time, max int, maxTokens in
 		s.held[j.Seq] = j
 		s.tokensHeld += j.Tokens
 		w.Held++
+		if s.cfg.Picked != nil {
+			s.cfg.Picked(j)
+		}
 		out = append(out, j)
 		sum += j.Tokens
 		if maxTokens > 0 && sum >= maxTokens {
@@ -512,6 +533,7 @@ func (s *Scheduler) TouchWorker(id string, labels map[string]string, expires tim
 		w.labels = labels
 		w.models = splitLabel(labels["model"])
 		w.adapters = splitLabel(labels["adapter"])
+		w.versions = splitLabel(labels["version"])
 	}
 	if expires.After(w.Expires) {
 		w.Expires = expires

@@ -129,6 +129,20 @@ var scripts = []struct{ name, script string }{
 		pick w at=0s -> 3
 		pick w at=0s -> 2
 	`},
+	// Model versions bound by the registry (docs/models.md): a
+	// requirement, not an affinity.
+	{"version/only a worker announcing the version takes it, however long it waits", `
+		config affinity=10s
+		worker v1 models=llama versions=v1
+		worker v2 models=llama versions=v2
+		worker plain models=llama
+		add 1 model=llama version=v1
+		add 2 model=llama version=v2
+		add 3 model=llama
+		pick plain at=1h -> 3
+		pick v2 at=1h max=3 -> 2
+		pick v1 at=1h max=3 -> 1
+	`},
 	// Affinity.
 	{"affinity/non-holder skips while a live holder exists", `
 		config affinity=10s

@@ -15,8 +15,8 @@ import (
 // start (t0). Commands:
 //
 //	config aging=<dur> affinity=<dur> ack=<dur>   before the first add
-//	add <seq> [tenant= prio= tokens= size= bytes= at= model= adapter= subject= deadline= id=]
-//	worker <id> [models=a,b] [adapters=x] [until=<dur>]
+//	add <seq> [tenant= prio= tokens= size= bytes= at= model= version= adapter= subject= deadline= id=]
+//	worker <id> [models=a,b] [adapters=x] [versions=v1] [until=<dur>]
 //	pick <worker> at=<dur> [max=] [tokens=] [bytes=] [subject=] -> <seq,...|none>
 //	forget <seq> | requeue <seq> | undelay <seq> | delay <seq> until=<dur>
 //	charge <tenant> <output tokens>
@@ -154,7 +154,7 @@ func (r *runner) run(script string) {
 				r.cfg.AckWait = r.dur(v)
 			}
 		case "add":
-			j := &Job{Seq: uint64(r.num(pos[0])), Tenant: kv["tenant"], Model: kv["model"], Adapter: kv["adapter"],
+			j := &Job{Seq: uint64(r.num(pos[0])), Tenant: kv["tenant"], Model: kv["model"], Version: kv["version"], Adapter: kv["adapter"],
 				Subject: kv["subject"], ID: kv["id"], Prio: 4, Tokens: 1, Size: 1, Bytes: 1, Arrived: t0}
 			if v, ok := kv["prio"]; ok {
 				j.Prio = int(r.num(v))
@@ -179,7 +179,7 @@ func (r *runner) run(script string) {
 				r.jobs[j.Seq] = j
 			}
 		case "worker":
-			labels := map[string]string{"model": kv["models"], "adapter": kv["adapters"]}
+			labels := map[string]string{"model": kv["models"], "adapter": kv["adapters"], "version": kv["versions"]}
 			until := time.Hour
 			if v, ok := kv["until"]; ok {
 				until = r.dur(v)
