@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/internal/broker/api"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -52,15 +53,21 @@ func (s *Store) arm(ctx context.Context, k key, d *doc, now time.Time) error {
 
 // followTimers makes the shared durable on the firings and consumes it.
 func (s *Store) followTimers(ctx context.Context) error {
-	cons, err := s.timers.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       timerConsumer,
-		FilterSubject: firePrefix + ">",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		MaxDeliver:    20,
-		MaxAckPending: 1024,
-		BackOff:       nil,
-		Replicas:      0,
+	// Retried: on a cluster electing leaders (a node starting after a
+	// crash) one request may be lost or refused; a node must not fail to
+	// start for it.
+	var cons jetstream.Consumer
+	err := jsutil.Retry(ctx, func(ctx context.Context) error {
+		var err error
+		cons, err = s.timers.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:       timerConsumer,
+			FilterSubject: firePrefix + ">",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       30 * time.Second,
+			MaxDeliver:    20,
+			MaxAckPending: 1024,
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sessions: timer consumer: %w", err)
