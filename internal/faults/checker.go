@@ -1,0 +1,258 @@
+package faults
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Entry is one message of a replica's history.
+type Entry struct {
+	Seq uint64
+	ID  string // the message's Nats-Msg-Id (the harness puts the id in the payload too)
+}
+
+// JobDelivery is one job a worker got from the work queue.
+type JobDelivery struct {
+	ID, Worker string
+	// Asked is when the fetch that handed it out was sent: the lease the
+	// dispatcher gave started after it. Got is when the fetch returned.
+	Asked, Got time.Time
+	// Acked is true when the dispatcher answered the worker's ack with ok,
+	// at Settled.
+	Acked    bool
+	Settled  time.Time
+	Attempts int // the job's delivery count as the dispatcher said
+}
+
+// History is what a run saw: the clients' records and every replica's copy
+// of the stream, read after healing.
+type History struct {
+	// Acked are the ids of the acknowledged publishes to the stream.
+	Acked []string
+	// Replicas is each node's copy of the stream, in sequence order, as
+	// that node serves it when it leads.
+	Replicas map[string][]Entry
+	// Delivered counts the durable consumer's deliveries by id.
+	Delivered map[string]int
+	// Jobs are the ids of the acknowledged publishes to the work queue, and
+	// JobDeliveries every job handed to a worker; AckWait is the queue's
+	// lease.
+	Jobs          []string
+	JobDeliveries []JobDelivery
+	AckWait       time.Duration
+	// Leaders is, for each node, the leader it names for each group
+	// ("stream" → node) after healing.
+	Leaders map[string]map[string]string
+}
+
+// Result is the checker's verdict: no problem means the run kept every
+// promise checked.
+type Result struct {
+	Problems []string
+	// Figures, for the report.
+	Acked, JobsAcked, Redelivered, Delivered int
+	Stored                                   map[string]int // replica → messages
+	UnackedStored                            int            // stored, never acknowledged (a publish whose ack was lost)
+	JobsRedeliveredAfterAck                  int
+}
+
+// OK reports whether the run found no problem.
+func (r Result) OK() bool { return len(r.Problems) == 0 }
+
+func (r Result) String() string {
+	var b strings.Builder
+	nodes := make([]string, 0, len(r.Stored))
+	for n := range r.Stored {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	fmt.Fprintf(&b, "%d acknowledged publishes; stored:", r.Acked)
+	for _, n := range nodes {
+		fmt.Fprintf(&b, " %s %d", n, r.Stored[n])
+	}
+	fmt.Fprintf(&b, "; %d stored without an ack the client saw; %d consumer deliveries (%d redelivered); %d jobs acknowledged and done",
+		r.UnackedStored, r.Delivered, r.Redelivered, r.JobsAcked)
+	if r.JobsRedeliveredAfterAck > 0 {
+		fmt.Fprintf(&b, "; %d jobs handed out again after an acknowledged ack", r.JobsRedeliveredAfterAck)
+	}
+	if len(r.Problems) == 0 {
+		b.WriteString("; no problem")
+	} else {
+		fmt.Fprintf(&b, "; %d problems:\n  %s", len(r.Problems), strings.Join(head(r.Problems, 40), "\n  "))
+	}
+	return b.String()
+}
+
+// Check checks h: every acknowledged publish is stored exactly once on
+// every replica and the replicas hold one history; the consumer delivered
+// every acknowledged publish at least once; every acknowledged job was
+// done, and no job was handed out while another worker's lease on it ran;
+// every node names the same leader for each group.
+func Check(h History) Result {
+	res := Result{Acked: len(h.Acked), Stored: map[string]int{}}
+	acked := make(map[string]bool, len(h.Acked))
+	for _, id := range h.Acked {
+		acked[id] = true
+	}
+	var problems []string
+	add := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+
+	nodes := make([]string, 0, len(h.Replicas))
+	for n := range h.Replicas {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	unacked := map[string]bool{}
+	for _, n := range nodes {
+		entries := h.Replicas[n]
+		res.Stored[n] = len(entries)
+		seen := make(map[string]int, len(entries))
+		var last uint64
+		for _, e := range entries {
+			if e.Seq <= last {
+				add("%s: sequence %d after %d", n, e.Seq, last)
+			}
+			last = e.Seq
+			seen[e.ID]++
+			if !acked[e.ID] {
+				unacked[e.ID] = true
+			}
+		}
+		var lost, twice []string
+		for _, id := range h.Acked {
+			switch c := seen[id]; {
+			case c == 0:
+				lost = append(lost, id)
+			case c > 1:
+				twice = append(twice, fmt.Sprintf("%s×%d", id, c))
+			}
+		}
+		if len(lost) > 0 {
+			add("%s: %d acknowledged publishes lost: %v", n, len(lost), head(lost, 20))
+		}
+		if len(twice) > 0 {
+			add("%s: %d acknowledged publishes stored more than once: %v", n, len(twice), head(twice, 20))
+		}
+	}
+	res.UnackedStored = len(unacked)
+	for _, n := range nodes[min(1, len(nodes)):] {
+		if d := diverge(h.Replicas[nodes[0]], h.Replicas[n]); d != "" {
+			add("%s and %s hold different histories: %s", nodes[0], n, d)
+		}
+	}
+
+	if h.Delivered != nil {
+		var skipped []string
+		for _, id := range h.Acked {
+			if h.Delivered[id] == 0 {
+				skipped = append(skipped, id)
+			}
+		}
+		for _, c := range h.Delivered {
+			res.Delivered += c
+			res.Redelivered += c - 1
+		}
+		if len(skipped) > 0 {
+			add("consumer: %d acknowledged publishes never delivered: %v", len(skipped), head(skipped, 20))
+		}
+	}
+
+	problems = append(problems, checkJobs(h, &res)...)
+
+	groups := map[string]bool{}
+	for _, ls := range h.Leaders {
+		for g := range ls {
+			groups[g] = true
+		}
+	}
+	for g := range groups {
+		named := map[string][]string{}
+		for n, ls := range h.Leaders {
+			named[ls[g]] = append(named[ls[g]], n)
+		}
+		if len(named) != 1 || named[""] != nil {
+			add("%s: the nodes name different leaders (leader → nodes): %v", g, named)
+		}
+	}
+	sort.Strings(problems)
+	res.Problems = problems
+	return res
+}
+
+// checkJobs checks the work queue's record.
+func checkJobs(h History, res *Result) []string {
+	var problems []string
+	byID := map[string][]JobDelivery{}
+	for _, d := range h.JobDeliveries {
+		byID[d.ID] = append(byID[d.ID], d)
+	}
+	var lost []string
+	for _, id := range h.Jobs {
+		done := false
+		for _, d := range byID[id] {
+			done = done || d.Acked
+		}
+		if done {
+			res.JobsAcked++
+		} else {
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) > 0 {
+		problems = append(problems, fmt.Sprintf("queue: %d acknowledged jobs never done: %v", len(lost), head(lost, 20)))
+	}
+	ids := make([]string, 0, len(byID))
+	for id := range byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		ds := byID[id]
+		sort.Slice(ds, func(i, j int) bool { return ds[i].Got.Before(ds[j].Got) })
+		again := false
+		for j, d2 := range ds {
+			for _, d1 := range ds[:j] {
+				if d1.Acked && !d1.Settled.After(d2.Got) {
+					again = true
+					continue
+				}
+				// d1's lease ran until at least d1.Asked+AckWait, unless
+				// its ack ended it first.
+				if d2.Got.Before(d1.Asked.Add(h.AckWait)) {
+					problems = append(problems, fmt.Sprintf("queue: job %s handed to %s %s into the lease %s got (attempts %d then %d)",
+						id, d2.Worker, d2.Got.Sub(d1.Asked).Round(time.Millisecond), d1.Worker, d1.Attempts, d2.Attempts))
+				}
+			}
+		}
+		if again {
+			res.JobsRedeliveredAfterAck++
+		}
+	}
+	return problems
+}
+
+// diverge describes where b departs from a; "" when they are equal.
+func diverge(a, b []Entry) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("entry %d is seq %d %q on one, seq %d %q on the other", i, a[i].Seq, a[i].ID, b[i].Seq, b[i].ID)
+		}
+	}
+	switch {
+	case len(a) < len(b):
+		return fmt.Sprintf("the first is a prefix of the second, %d entries shorter", len(b)-len(a))
+	case len(a) > len(b):
+		return fmt.Sprintf("the second is a prefix of the first, %d entries shorter", len(a)-len(b))
+	}
+	return ""
+}
+
+// head is at most the first n of s.
+func head(s []string, n int) []string {
+	if len(s) > n {
+		return append(s[:n:n], fmt.Sprintf("… %d more", len(s)-n))
+	}
+	return s
+}
