@@ -23,7 +23,8 @@ type JobDelivery struct {
 	// at Settled.
 	Acked    bool
 	Settled  time.Time
-	Attempts int // the job's delivery count as the dispatcher said
+	Err      string // the ack's refusal, when not Acked
+	Attempts int    // the job's delivery count as the dispatcher said
 }
 
 // History is what a run saw: the clients' records and every replica's copy
@@ -42,9 +43,9 @@ type History struct {
 	Jobs          []string
 	JobDeliveries []JobDelivery
 	AckWait       time.Duration
-	// Leaders is, for each node, the leader it names for each group
-	// ("stream" → node) after healing.
-	Leaders map[string]map[string]string
+	// Leaders are, for each group ("meta", a queue's dispatch), the nodes
+	// that claim to lead it after healing.
+	Leaders map[string][]string
 }
 
 // Result is the checker's verdict: no problem means the run kept every
@@ -161,19 +162,9 @@ func Check(h History) Result {
 
 	problems = append(problems, checkJobs(h, &res)...)
 
-	groups := map[string]bool{}
-	for _, ls := range h.Leaders {
-		for g := range ls {
-			groups[g] = true
-		}
-	}
-	for g := range groups {
-		named := map[string][]string{}
-		for n, ls := range h.Leaders {
-			named[ls[g]] = append(named[ls[g]], n)
-		}
-		if len(named) != 1 || named[""] != nil {
-			add("%s: the nodes name different leaders (leader → nodes): %v", g, named)
+	for g, claim := range h.Leaders {
+		if len(claim) != 1 {
+			add("%s: %d nodes lead it: %v", g, len(claim), claim)
 		}
 	}
 	sort.Strings(problems)
@@ -196,9 +187,13 @@ func checkJobs(h History, res *Result) []string {
 		}
 		if done {
 			res.JobsAcked++
-		} else {
-			lost = append(lost, id)
+			continue
 		}
+		var who []string
+		for _, d := range byID[id] {
+			who = append(who, fmt.Sprintf("%s attempt %d at %s: %s", d.Worker, d.Attempts, d.Got.Format("15:04:05.000"), d.Err))
+		}
+		lost = append(lost, fmt.Sprintf("%s %v", id, who))
 	}
 	if len(lost) > 0 {
 		problems = append(problems, fmt.Sprintf("queue: %d acknowledged jobs never done: %v", len(lost), head(lost, 20)))

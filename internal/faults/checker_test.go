@@ -27,7 +27,7 @@ func TestCheck(t *testing.T) {
 				{ID: "j0", Worker: "w2", Asked: t0.Add(11 * time.Second), Got: t0.Add(11 * time.Second), Acked: true, Settled: t0.Add(12 * time.Second)},
 			},
 			AckWait: 10 * time.Second,
-			Leaders: map[string]map[string]string{"n1": {"FA": "n2"}, "n2": {"FA": "n2"}, "n3": {"FA": "n2"}},
+			Leaders: map[string][]string{"meta": {"n2"}, "queue JOBS": {"n1"}},
 		}
 	}
 	for _, tc := range []struct {
@@ -51,12 +51,12 @@ func TestCheck(t *testing.T) {
 		{"a replica behind", func(h *History) { h.Replicas["n3"] = entries("0", "1", "2", "x") }, "n1 and n3 hold different histories: the first is a prefix of the second"},
 		{"sequence out of order", func(h *History) { h.Replicas["n1"] = []Entry{{2, "0"}, {1, "1"}, {3, "2"}} }, "n1: sequence 1 after 2"},
 		{"consumer skipped", func(h *History) { delete(h.Delivered, "2") }, "consumer: 1 acknowledged publishes never delivered: [2]"},
-		{"job lost", func(h *History) { h.JobDeliveries = h.JobDeliveries[:1] }, "queue: 1 acknowledged jobs never done: [j0]"},
+		{"job lost", func(h *History) { h.JobDeliveries = h.JobDeliveries[:1] }, "queue: 1 acknowledged jobs never done: [j0 [w1 attempt 0"},
 		{"job leased twice", func(h *History) {
 			h.JobDeliveries[1].Asked, h.JobDeliveries[1].Got = t0.Add(5*time.Second), t0.Add(5*time.Second)
 		}, "queue: job j0 handed to w2 5s into the lease w1 got"},
-		{"split brain", func(h *History) { h.Leaders["n3"]["FA"] = "n3" }, "FA: the nodes name different leaders"},
-		{"no leader", func(h *History) { h.Leaders["n1"]["FA"] = "" }, "FA: the nodes name different leaders"},
+		{"split brain", func(h *History) { h.Leaders["meta"] = []string{"n2", "n3"} }, "meta: 2 nodes lead it: [n2 n3]"},
+		{"no leader", func(h *History) { h.Leaders["queue JOBS"] = nil }, "queue JOBS: 0 nodes lead it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := good()

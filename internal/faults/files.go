@@ -24,7 +24,10 @@ func Corrupt(dataDir, stream string, f FileFault, seed uint64) (string, error) {
 	case FlipBit, Truncate:
 		pattern = []string{filepath.Join(msgs, "*.blk")}
 	case DeleteIndex:
-		pattern = []string{filepath.Join(msgs, "index.db")}
+		// The stream's state file (written at a clean stop and now and
+		// then) and its consumers' state.
+		obs := filepath.Join(dataDir, "jetstream", "*", "streams", stream, "obs", "*", "o.dat")
+		pattern = []string{filepath.Join(msgs, "index.db"), obs}
 	case DeleteSnapshot:
 		groups := filepath.Join(dataDir, "jetstream", "$SYS", "_js_")
 		pattern = []string{filepath.Join(groups, "S-*", "snapshots", "*"), filepath.Join(groups, "C-*", "snapshots", "*")}

@@ -39,7 +39,8 @@ const (
 	// Truncate cuts a message block at a random length, as a crash
 	// before the page cache reached the disk does.
 	Truncate FileFault = "truncate"
-	// DeleteIndex removes the stream's state file (msgs/index.db).
+	// DeleteIndex removes the stream's state file (msgs/index.db) and its
+	// consumers' state (obs/*/o.dat).
 	DeleteIndex FileFault = "delete-index"
 	// DeleteSnapshot removes the Raft snapshots of the node's stream and
 	// consumer groups.
@@ -58,19 +59,35 @@ type Step struct {
 	For, Gap time.Duration
 }
 
+// NodeName is the name the harness gives node i: n1, n2, ...
+func NodeName(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+func nodeNames(idx []int) string {
+	names := make([]string, len(idx))
+	for i, k := range idx {
+		names[i] = NodeName(k)
+	}
+	return strings.Join(names, ",")
+}
+
+// String describes the step with the nodes' names (NodeName).
 func (s Step) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#%d %s", s.N, s.Kind)
 	switch s.Kind {
 	case Partition:
-		fmt.Fprintf(&b, " %v", s.Groups)
+		sides := make([]string, len(s.Groups))
+		for i, g := range s.Groups {
+			sides[i] = nodeNames(g)
+		}
+		fmt.Fprintf(&b, " %s", strings.Join(sides, " | "))
 	case Delay:
-		fmt.Fprintf(&b, " %v by %s", s.Nodes, s.Latency)
+		fmt.Fprintf(&b, " %s by %s", nodeNames(s.Nodes), s.Latency)
 	case File:
-		fmt.Fprintf(&b, " %s on %v", s.File, s.Nodes)
+		fmt.Fprintf(&b, " %s on %s", s.File, nodeNames(s.Nodes))
 	case KillAll:
 	default:
-		fmt.Fprintf(&b, " %v", s.Nodes)
+		fmt.Fprintf(&b, " %s", nodeNames(s.Nodes))
 	}
 	fmt.Fprintf(&b, " for %s", s.For)
 	return b.String()

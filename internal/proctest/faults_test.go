@@ -1,0 +1,751 @@
+//go:build unix
+
+package proctest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/faults"
+	"github.com/semaq/semaq/semaq"
+)
+
+// The fault harness's settings (docs/faults.md). SEMAQ_FAULT_TESTS=1 runs
+// TestFaults for SEMAQ_FAULT_DURATION (default 5m) on SEMAQ_FAULT_NODES
+// nodes (3 or 5) with --sync SEMAQ_FAULT_SYNC (default: the node's
+// default) from SEMAQ_FAULT_SEED (default: the time); with only
+// SEMAQ_PROCESS_TESTS=1 it runs 40 s of faults from seed 1.
+const (
+	faultEnv         = "SEMAQ_FAULT_TESTS"
+	faultSeedEnv     = "SEMAQ_FAULT_SEED"
+	faultDurationEnv = "SEMAQ_FAULT_DURATION"
+	faultNodesEnv    = "SEMAQ_FAULT_NODES"
+	faultSyncEnv     = "SEMAQ_FAULT_SYNC"
+)
+
+// faultSettings are one run's.
+type faultSettings struct {
+	seed     uint64
+	duration time.Duration
+	nodes    int
+	sync     string
+}
+
+func faultSettingsFromEnv(t *testing.T) faultSettings {
+	t.Helper()
+	s := faultSettings{seed: 1, duration: 40 * time.Second, nodes: 3, sync: os.Getenv(faultSyncEnv)}
+	switch {
+	case os.Getenv(faultEnv) == "1":
+		s.seed, s.duration = uint64(time.Now().UnixNano()%1_000_000), 5*time.Minute
+	case os.Getenv(enableEnv) == "1":
+	default:
+		t.Skipf("runs semaq processes under faults for minutes: run with %s=1 (%s, %s, %s, %s; docs/faults.md), or %s=1 for a 40 s run",
+			faultEnv, faultSeedEnv, faultDurationEnv, faultNodesEnv, faultSyncEnv, enableEnv)
+	}
+	var err error
+	if v := os.Getenv(faultSeedEnv); v != "" {
+		if s.seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("%s: %v", faultSeedEnv, err)
+		}
+	}
+	if v := os.Getenv(faultDurationEnv); v != "" {
+		if s.duration, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("%s: %v", faultDurationEnv, err)
+		}
+	}
+	if v := os.Getenv(faultNodesEnv); v != "" {
+		if s.nodes, err = strconv.Atoi(v); err != nil || (s.nodes != 3 && s.nodes != 5) {
+			t.Fatalf("%s: %q, want 3 or 5", faultNodesEnv, v)
+		}
+	}
+	return s
+}
+
+// faultCluster is a cluster whose routes all pass through the proxy.
+type faultCluster struct {
+	*cluster
+	proxy *faults.Proxy
+	data  []string // each node's --data
+}
+
+// startFaultCluster starts n nodes whose routes go through proxy: each
+// node advertises its front and lists the fronts as its routes.
+func startFaultCluster(t *testing.T, n int, sync string) *faultCluster {
+	t.Helper()
+	bin := semaqBinary(t)
+	proxy := faults.NewProxy()
+	t.Cleanup(proxy.Close) // after the nodes are killed (cleanups run last first)
+	fc := &faultCluster{cluster: &cluster{t: t}, proxy: proxy}
+	c := fc.cluster
+	dir := t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range c.nodes {
+				t.Logf("---- %s (%s), SemaQ's warnings and errors, then the last lines:\n%s\n----\n%s",
+					p.name, p.logPath, p.grep(`level=(WARN|ERROR) msg="[^A-Z]`), p.tail(60))
+			}
+		}
+		for _, p := range c.nodes {
+			if p.running() {
+				_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			}
+			p.kill(t)
+		}
+	})
+	ports, err := freePorts(3 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fronts := make([]string, n)
+	for i := range n {
+		if fronts[i], err = proxy.Front(faults.NodeName(i), fmt.Sprintf("127.0.0.1:%d", ports[2*n+i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	routes := make([]string, n)
+	for i, f := range fronts {
+		routes[i] = "nats://" + f
+	}
+	c.nodes, c.urls, fc.data = make([]*proc, n), make([]string, n), make([]string, n)
+	for i := range n {
+		name := faults.NodeName(i)
+		fc.data[i] = filepath.Join(dir, name)
+		conf := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(conf, []byte("cluster_advertise: "+fronts[i]+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[i])
+		args := []string{"serve", "--config", conf,
+			"--data", fc.data[i],
+			"--listen", fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"--http", fmt.Sprintf("127.0.0.1:%d", ports[n+i]),
+			"--node", name,
+			"--cluster-name", "faults",
+			"--cluster-listen", fmt.Sprintf("127.0.0.1:%d", ports[2*n+i]),
+			"--routes", strings.Join(routes, ","),
+		}
+		if sync != "" {
+			args = append(args, "--sync", sync)
+		}
+		c.nodes[i] = &proc{name: name, bin: bin, args: args, logPath: filepath.Join(dir, name+".log")}
+	}
+	for _, p := range c.nodes {
+		p.start(t)
+	}
+	for _, p := range c.nodes {
+		p.waitStarted(t, readyTimeout)
+	}
+	c.waitWhole(nil)
+	return fc
+}
+
+// recoverTimeout bounds the wait for the cluster to be whole after a
+// fault is healed: a node may have to catch up a stream from scratch.
+const recoverTimeout = 3 * time.Minute
+
+// faultAckWait is the work queue's lease and the consumer's ack wait.
+const faultAckWait = 10 * time.Second
+
+// A cluster of real nodes, their routes through the harness's proxy, runs a
+// seeded schedule of faults (kills, pauses, partitions, delays, coordinated
+// crashes, file faults on a minority) while stock clients publish with
+// message ids to a replicated stream and a work queue, a durable consumer
+// reads the stream and workers take the jobs. After healing, every
+// replica's history is read (each node made the stream's leader in turn)
+// and checked (faults.Check): no acknowledged publish lost or doubled on
+// any replica, one history, no delivery skipped, no job lost or leased
+// twice at once, one meta leader and one dispatcher per queue. The seed
+// is printed: SEMAQ_FAULT_SEED replays the schedule.
+func TestFaults(t *testing.T) {
+	set := faultSettingsFromEnv(t)
+	t.Logf("fault run: seed %d, %d nodes, %s of faults, --sync %q (replay: %s=1 %s=%d %s=%d %s=%s)",
+		set.seed, set.nodes, set.duration, set.sync, faultEnv, faultSeedEnv, set.seed, faultNodesEnv, set.nodes, faultDurationEnv, set.duration)
+	fc := startFaultCluster(t, set.nodes, set.sync)
+	c := fc.cluster
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	setup, scancel := context.WithTimeout(ctx, time.Minute)
+	defer scancel()
+	admin := c.connect(0)
+	if _, err := admin.AddStream(setup, semaq.StreamConfig{Name: "FA", Subjects: []string{"fa.>"}, Replicas: set.nodes}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AddQueue(setup, semaq.QueueConfig{Name: "JOBS", Subjects: []string{"jobs.>"}, Replicas: 3, AckWait: faultAckWait}); err != nil {
+		t.Fatal(err)
+	}
+	cons := newConsumerLog(t, c.allURLs(0))
+	c.waitWhole(nil)
+
+	const many = 1 << 30 // until finished
+	pubs := publish(t, c.allURLs(0), "fa", many)
+	jobPub := publish(t, c.allURLs(set.nodes-1), "jobs", many)
+	jobs := &jobRecord{}
+	wctx, wcancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range c.nodes {
+		cl := c.connect(i)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			faultWorker(wctx, c.nodes[i].name, cl, jobs)
+		}()
+		go func() {
+			defer wg.Done()
+			cons.run(wctx)
+		}()
+	}
+	defer func() { wcancel(); wg.Wait() }()
+	pubs.waitAcks(t, 50, time.Minute)
+
+	sched := faults.NewSchedule(set.seed, set.nodes)
+	minority := make([]string, 0, len(sched.Minority()))
+	for _, i := range sched.Minority() {
+		minority = append(minority, c.nodes[i].name)
+	}
+	t.Logf("file faults on %v only", minority)
+	counts := map[string]int{}
+	start := time.Now()
+	for time.Since(start) < set.duration {
+		st := sched.Next()
+		t.Logf("%6s %s (%d acknowledged publishes, %d jobs)", time.Since(start).Round(time.Second), st, pubs.count(), jobPub.count())
+		label := fc.apply(st)
+		counts[label]++
+		if err := fc.waitRecovered(recoverTimeout); err != nil {
+			t.Fatalf("seed %d, step %s: the cluster is not whole %s after healing: %v", set.seed, st, recoverTimeout, err)
+		}
+		time.Sleep(st.Gap) // the quiet between faults is part of the schedule
+	}
+	faultTime := time.Since(start)
+	t.Logf("faults done after %s: %v", faultTime.Round(time.Second), counts)
+
+	pubs.finish()
+	jobPub.finish()
+	acked := ids(pubs.count())
+	jobIDs := ids(jobPub.count())
+	// Waited for, not asserted: the checker says what is missing.
+	waitFor(t, recoverTimeout, "the consumer to deliver every acknowledged publish", func() error {
+		if n := cons.missing(acked); n > 0 {
+			return fmt.Errorf("%d of %d not delivered", n, len(acked))
+		}
+		return nil
+	})
+	waitFor(t, faultAckWait+recoverTimeout, "every acknowledged job done", func() error {
+		if n := jobs.undone(jobIDs); n > 0 {
+			return fmt.Errorf("%d of %d not done", n, len(jobIDs))
+		}
+		return nil
+	})
+	wcancel()
+	wg.Wait()
+	c.waitWhole(nil)
+
+	h := faults.History{
+		Acked:         acked,
+		Replicas:      map[string][]faults.Entry{},
+		Delivered:     cons.snapshot(),
+		Jobs:          jobIDs,
+		JobDeliveries: jobs.snapshot(),
+		AckWait:       faultAckWait,
+		Leaders:       fc.leaders(t),
+	}
+	for _, p := range c.nodes {
+		entries, err := fc.readReplica(ctx, "FA", p.name)
+		if err != nil {
+			t.Fatalf("seed %d: reading %s's copy of FA: %v", set.seed, p.name, err)
+		}
+		h.Replicas[p.name] = entries
+	}
+	res := faults.Check(h)
+	t.Logf("seed %d, %d nodes, %s of faults %v: %s", set.seed, set.nodes, faultTime.Round(time.Second), counts, res)
+	if !res.OK() {
+		t.Fatalf("seed %d failed the check (replay: %s=1 %s=%d %s=%d %s=%s)", set.seed,
+			faultEnv, faultSeedEnv, set.seed, faultNodesEnv, set.nodes, faultDurationEnv, set.duration)
+	}
+}
+
+// waitFor polls cond until it returns nil or timeout passes, and logs
+// its last error then.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("waited %s for %s: %v", timeout, what, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+}
+
+// ids are "0".."n-1": the publisher's acknowledged ids, in order.
+func ids(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}
+
+func (fc *faultCluster) names(idx []int) []string {
+	out := make([]string, len(idx))
+	for i, k := range idx {
+		out[i] = fc.nodes[k].name
+	}
+	return out
+}
+
+// apply runs step st: applies the fault, holds it, heals it. It returns
+// the label the run's counts use.
+func (fc *faultCluster) apply(st faults.Step) string {
+	t := fc.t
+	switch st.Kind {
+	case faults.Kill, faults.KillAll:
+		nodes := st.Nodes
+		if st.Kind == faults.KillAll {
+			nodes = make([]int, len(fc.nodes))
+			for i := range nodes {
+				nodes[i] = i
+			}
+		}
+		for _, i := range nodes {
+			fc.nodes[i].kill(t)
+		}
+		time.Sleep(st.For) // down for the step's time
+		fc.startAll(nodes)
+	case faults.Pause:
+		for _, i := range st.Nodes {
+			_ = fc.nodes[i].cmd.Process.Signal(syscall.SIGSTOP)
+		}
+		time.Sleep(st.For)
+		for _, i := range st.Nodes {
+			_ = fc.nodes[i].cmd.Process.Signal(syscall.SIGCONT)
+		}
+	case faults.Partition:
+		groups := make([][]string, len(st.Groups))
+		for g, idx := range st.Groups {
+			groups[g] = fc.names(idx)
+		}
+		fc.proxy.Partition(groups...)
+		time.Sleep(st.For)
+		fc.proxy.Heal()
+	case faults.Delay:
+		for _, i := range st.Nodes {
+			for k, other := range fc.nodes {
+				if k != i {
+					fc.proxy.Delay(fc.nodes[i].name, other.name, st.Latency)
+					fc.proxy.Delay(other.name, fc.nodes[i].name, st.Latency)
+				}
+			}
+		}
+		time.Sleep(st.For)
+		fc.proxy.Heal()
+	case faults.File:
+		i := st.Nodes[0]
+		fc.nodes[i].kill(t)
+		did, err := faults.Corrupt(fc.data[i], "FA", st.File, st.FileSeed)
+		switch {
+		case errors.Is(err, faults.ErrNoFile):
+			t.Logf("       %s: %v", fc.nodes[i].name, err)
+		case err != nil:
+			t.Fatal(err)
+		default:
+			t.Logf("       %s: %s", fc.nodes[i].name, did)
+		}
+		time.Sleep(st.For)
+		fc.startAll([]int{i})
+		if err != nil {
+			return string(st.File) + " (no file)"
+		}
+		return string(st.File)
+	}
+	return string(st.Kind)
+}
+
+// startAll starts the nodes idx again and waits until each serves.
+func (fc *faultCluster) startAll(idx []int) {
+	for _, i := range idx {
+		fc.nodes[i].start(fc.t)
+	}
+	for _, i := range idx {
+		fc.nodes[i].waitStarted(fc.t, recoverTimeout)
+	}
+}
+
+// waitRecovered waits until the cluster is whole (whole) or timeout
+// passes.
+func (fc *faultCluster) waitRecovered(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := fc.status(ctx)
+		cancel()
+		if err == nil {
+			if err = whole(st, len(fc.nodes)); err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+}
+
+// leaders asks every node ($SQ.API.CLUSTER.NODE, answered by each) which
+// groups it leads: "meta" for the meta group, "queue JOBS" for the work
+// queue's dispatch; the claimants of each group.
+func (fc *faultCluster) leaders(t *testing.T) map[string][]string {
+	t.Helper()
+	nc, err := nats.Connect(fc.urls[0], nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.PublishRequest(semaq.APIClusterNode, inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string][]string{"meta": nil, "queue JOBS": nil}
+	answered := map[string]bool{}
+	for len(answered) < len(fc.nodes) {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("%d of %d nodes answered %s: %v", len(answered), len(fc.nodes), semaq.APIClusterNode, err)
+		}
+		var r struct {
+			semaq.ClusterNode
+			MetaLeader bool `json:"meta_leader"`
+		}
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		answered[r.Name] = true
+		if r.MetaLeader {
+			claims["meta"] = append(claims["meta"], r.Name)
+		}
+		for _, q := range r.Dispatching {
+			claims["queue "+q] = append(claims["queue "+q], r.Name)
+		}
+	}
+	return claims
+}
+
+// streamInfo is the part of $JS.API.STREAM.INFO the harness reads.
+type streamInfo struct {
+	State struct {
+		FirstSeq uint64 `json:"first_seq"`
+		LastSeq  uint64 `json:"last_seq"`
+		Msgs     uint64 `json:"messages"`
+	} `json:"state"`
+	Cluster struct {
+		Leader string `json:"leader"`
+	} `json:"cluster"`
+	Error *struct {
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+func jsRequest(nc *nats.Conn, subject string, req, resp any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	m, err := nc.Request(subject, body, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("%s: %w", subject, err)
+	}
+	return json.Unmarshal(m.Data, resp)
+}
+
+// readReplica makes node the leader of stream and reads every message it
+// serves: the stream's history as that replica holds it.
+func (fc *faultCluster) readReplica(ctx context.Context, stream, node string) ([]faults.Entry, error) {
+	nc, err := nats.Connect(fc.allURLs(0), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	info := func() (streamInfo, error) {
+		var si streamInfo
+		if err := jsRequest(nc, "$JS.API.STREAM.INFO."+stream, struct{}{}, &si); err != nil {
+			return si, err
+		}
+		if si.Error != nil {
+			return si, errors.New(si.Error.Description)
+		}
+		return si, nil
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var si streamInfo
+	for {
+		if si, err = info(); err == nil && si.Cluster.Leader == node {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s never became the leader of %s (last: %q, %v)", node, stream, si.Cluster.Leader, err)
+		}
+		if err == nil {
+			var resp json.RawMessage
+			_ = jsRequest(nc, "$JS.API.STREAM.LEADER.STEPDOWN."+stream,
+				map[string]any{"placement": map[string]string{"preferred": node}}, &resp)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Second): // an election takes seconds
+		}
+	}
+	entries, err := readAll(nc, stream, si.State.FirstSeq, si.State.LastSeq)
+	if err != nil {
+		return nil, err
+	}
+	after, err := info()
+	if err != nil {
+		return nil, err
+	}
+	if after.Cluster.Leader != node || after.State.LastSeq != si.State.LastSeq {
+		return nil, fmt.Errorf("%s changed while it was read: leader %s, last sequence %d, then %s, %d",
+			stream, node, si.State.LastSeq, after.Cluster.Leader, after.State.LastSeq)
+	}
+	return entries, nil
+}
+
+// readAll reads the messages first..last of stream from its leader
+// ($JS.API.STREAM.MSG.GET, which only the leader answers), eight requests
+// at a time.
+func readAll(nc *nats.Conn, stream string, first, last uint64) ([]faults.Entry, error) {
+	if last < first {
+		return nil, nil
+	}
+	n := last - first + 1
+	got := make([]*faults.Entry, n)
+	errs := make(chan error, 8)
+	var next uint64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				var resp struct {
+					Message *struct {
+						Seq  uint64 `json:"seq"`
+						Data []byte `json:"data"`
+					} `json:"message"`
+					Error *struct {
+						Code    int    `json:"err_code"`
+						Message string `json:"description"`
+					} `json:"error"`
+				}
+				if err := jsRequest(nc, "$JS.API.STREAM.MSG.GET."+stream, map[string]uint64{"seq": first + i}, &resp); err != nil {
+					errs <- err
+					return
+				}
+				switch {
+				case resp.Message != nil:
+					got[i] = &faults.Entry{Seq: resp.Message.Seq, ID: string(resp.Message.Data)}
+				case resp.Error != nil && resp.Error.Code == 10037: // no message: deleted
+				default:
+					errs <- fmt.Errorf("get %d of %s: %+v", first+i, stream, resp.Error)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	out := make([]faults.Entry, 0, n)
+	for _, e := range got {
+		if e != nil {
+			out = append(out, *e)
+		}
+	}
+	return out, nil
+}
+
+// consumerLog is a stock durable pull consumer of FA and every delivery
+// it got.
+type consumerLog struct {
+	urls string
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func newConsumerLog(t *testing.T, urls string) *consumerLog {
+	t.Helper()
+	nc, err := nats.Connect(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.CreateOrUpdateConsumer(ctx, "FA", jetstream.ConsumerConfig{Durable: "FA_C",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: faultAckWait}); err != nil {
+		t.Fatal(err)
+	}
+	return &consumerLog{urls: urls, seen: map[string]int{}}
+}
+
+// run fetches and acks until ctx ends, through failovers.
+func (l *consumerLog) run(ctx context.Context) {
+	nc, err := nats.Connect(l.urls, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cons, err := js.Consumer(gctx, "FA", "FA_C")
+		cancel()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // failover: ask again
+			}
+			continue
+		}
+		batch, err := cons.Fetch(100, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			continue
+		}
+		for m := range batch.Messages() {
+			l.mu.Lock()
+			l.seen[string(m.Data())]++
+			l.mu.Unlock()
+			_ = m.Ack()
+		}
+	}
+}
+
+func (l *consumerLog) missing(acked []string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, id := range acked {
+		if l.seen[id] == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *consumerLog) snapshot() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.seen))
+	for k, v := range l.seen {
+		out[k] = v
+	}
+	return out
+}
+
+// jobRecord is every job handed to a worker.
+type jobRecord struct {
+	mu sync.Mutex
+	ds []faults.JobDelivery
+}
+
+func (r *jobRecord) add(d faults.JobDelivery) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ds = append(r.ds, d)
+	return len(r.ds) - 1
+}
+
+func (r *jobRecord) settle(i int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ds[i].Acked, r.ds[i].Settled = err == nil, time.Now()
+	if err != nil {
+		r.ds[i].Err = err.Error()
+	}
+}
+
+func (r *jobRecord) undone(ids []string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	done := map[string]bool{}
+	for _, d := range r.ds {
+		if d.Acked {
+			done[d.ID] = true
+		}
+	}
+	n := 0
+	for _, id := range ids {
+		if !done[id] {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *jobRecord) snapshot() []faults.JobDelivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]faults.JobDelivery(nil), r.ds...)
+}
+
+// faultWorker fetches jobs and acks each until the dispatcher answers,
+// recording when each fetch was sent and returned.
+func faultWorker(ctx context.Context, name string, cl *client.Client, rec *jobRecord) {
+	for ctx.Err() == nil {
+		asked := time.Now()
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		js, err := cl.Fetch(fctx, "JOBS", client.FetchMax(fetchMax), client.FetchWait(time.Second))
+		cancel()
+		got := time.Now()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond): // no dispatcher yet: ask again
+			}
+			continue
+		}
+		for _, j := range js {
+			i := rec.add(faults.JobDelivery{ID: j.ID, Worker: name, Asked: asked, Got: got, Attempts: j.Deliveries})
+			rec.settle(i, ackUntilHeard(ctx, j))
+		}
+	}
+}
