@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/faults"
 	"github.com/semaq/semaq/semaq"
 )
@@ -27,7 +28,8 @@ import (
 // The fault harness's settings (docs/faults.md). SEMAQ_FAULT_TESTS=1 runs
 // TestFaults for SEMAQ_FAULT_DURATION (default 5m) on SEMAQ_FAULT_NODES
 // nodes (3 or 5) with --sync SEMAQ_FAULT_SYNC (default: the node's
-// default) from SEMAQ_FAULT_SEED (default: the time); with only
+// default) from SEMAQ_FAULT_SEED (default: the time), keeping the nodes'
+// logs and data under SEMAQ_FAULT_DIR if set; with only
 // SEMAQ_PROCESS_TESTS=1 it runs 40 s of faults from seed 1.
 const (
 	faultEnv         = "SEMAQ_FAULT_TESTS"
@@ -35,6 +37,7 @@ const (
 	faultDurationEnv = "SEMAQ_FAULT_DURATION"
 	faultNodesEnv    = "SEMAQ_FAULT_NODES"
 	faultSyncEnv     = "SEMAQ_FAULT_SYNC"
+	faultDirEnv      = "SEMAQ_FAULT_DIR" // keep the nodes' logs and data there
 )
 
 // faultSettings are one run's.
@@ -92,6 +95,14 @@ func startFaultCluster(t *testing.T, n int, sync string) *faultCluster {
 	fc := &faultCluster{cluster: &cluster{t: t}, proxy: proxy}
 	c := fc.cluster
 	dir := t.TempDir()
+	if keep := os.Getenv(faultDirEnv); keep != "" {
+		// Kept after the run: the nodes' logs and stores, for a post-mortem.
+		dir = filepath.Join(keep, fmt.Sprintf("faults-%d", time.Now().Unix()))
+		t.Logf("nodes' logs and data under %s", dir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range c.nodes {
@@ -409,47 +420,26 @@ func (fc *faultCluster) waitRecovered(timeout time.Duration) error {
 	}
 }
 
-// leaders asks every node ($SQ.API.CLUSTER.NODE, answered by each) which
-// groups it leads: "meta" for the meta group, "queue JOBS" for the work
-// queue's dispatch; the claimants of each group.
+// leaders are, from the cluster status, the leader of the meta group,
+// of each stream and of each queue's dispatch; a group the status warns two
+// nodes lead (clusterstatus.SplitBrainWarning) has them both.
 func (fc *faultCluster) leaders(t *testing.T) map[string][]string {
 	t.Helper()
-	nc, err := nats.Connect(fc.urls[0], nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
+	st := fc.waitWhole(nil)
+	out := map[string][]string{"meta": {st.MetaLeader}}
+	for _, s := range st.Streams {
+		out["stream "+s.Stream] = []string{s.Leader}
 	}
-	defer nc.Close()
-	inbox := nats.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		t.Fatal(err)
+	for _, q := range st.Queues {
+		out["queue "+q.Queue] = []string{q.Node}
 	}
-	if err := nc.PublishRequest(semaq.APIClusterNode, inbox, nil); err != nil {
-		t.Fatal(err)
-	}
-	claims := map[string][]string{"meta": nil, "queue JOBS": nil}
-	answered := map[string]bool{}
-	for len(answered) < len(fc.nodes) {
-		m, err := sub.NextMsg(10 * time.Second)
-		if err != nil {
-			t.Fatalf("%d of %d nodes answered %s: %v", len(answered), len(fc.nodes), semaq.APIClusterNode, err)
-		}
-		var r struct {
-			semaq.ClusterNode
-			MetaLeader bool `json:"meta_leader"`
-		}
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			t.Fatal(err)
-		}
-		answered[r.Name] = true
-		if r.MetaLeader {
-			claims["meta"] = append(claims["meta"], r.Name)
-		}
-		for _, q := range r.Dispatching {
-			claims["queue "+q] = append(claims["queue "+q], r.Name)
+	for _, w := range st.Warnings {
+		if g, nodes, ok := strings.Cut(strings.TrimPrefix(w, clusterstatus.SplitBrainWarning), " is led by "); ok && strings.HasPrefix(w, clusterstatus.SplitBrainWarning) {
+			_, list, _ := strings.Cut(nodes, ": ")
+			out[g] = strings.Split(list, ", ")
 		}
 	}
-	return claims
+	return out
 }
 
 // streamInfo is the part of $JS.API.STREAM.INFO the harness reads.
