@@ -24,6 +24,10 @@ type JobDelivery struct {
 	Acked    bool
 	Settled  time.Time
 	Err      string // the ack's refusal, when not Acked
+	// AckUnanswered is true when an ack went unanswered (timed out)
+	// before its refusal: the dispatcher may have taken that one, and
+	// refused the next because the job was done.
+	AckUnanswered bool
 	Attempts int    // the job's delivery count as the dispatcher said
 }
 
@@ -43,6 +47,9 @@ type History struct {
 	Jobs          []string
 	JobDeliveries []JobDelivery
 	AckWait       time.Duration
+	// QueueLeft is how many jobs the queue still held at the end: a job
+	// whose only ack went unanswered was done only if none is left.
+	QueueLeft int
 	// Leaders are, for each group ("meta", a queue's dispatch), the nodes
 	// that claim to lead it after healing.
 	Leaders map[string][]string
@@ -57,6 +64,9 @@ type Result struct {
 	Stored                                   map[string]int // replica → messages
 	UnackedStored                            int            // stored, never acknowledged (a publish whose ack was lost)
 	JobsRedeliveredAfterAck                  int
+	// JobsUnconfirmed were done by an ack whose answer was lost: gone
+	// from the queue, no ack answered ok.
+	JobsUnconfirmed int
 }
 
 // OK reports whether the run found no problem.
@@ -75,6 +85,9 @@ func (r Result) String() string {
 	}
 	fmt.Fprintf(&b, "; %d stored without an ack the client saw; %d consumer deliveries (%d redelivered); %d jobs acknowledged and done",
 		r.UnackedStored, r.Delivered, r.Redelivered, r.JobsAcked)
+	if r.JobsUnconfirmed > 0 {
+		fmt.Fprintf(&b, " (%d of them by an ack whose answer was lost)", r.JobsUnconfirmed)
+	}
 	if r.JobsRedeliveredAfterAck > 0 {
 		fmt.Fprintf(&b, "; %d jobs handed out again after an acknowledged ack", r.JobsRedeliveredAfterAck)
 	}
@@ -181,9 +194,14 @@ func checkJobs(h History, res *Result) []string {
 	}
 	var lost []string
 	for _, id := range h.Jobs {
-		done := false
+		done, unanswered := false, false
 		for _, d := range byID[id] {
 			done = done || d.Acked
+			unanswered = unanswered || d.AckUnanswered
+		}
+		if !done && unanswered && h.QueueLeft == 0 {
+			done = true
+			res.JobsUnconfirmed++
 		}
 		if done {
 			res.JobsAcked++
@@ -191,7 +209,7 @@ func checkJobs(h History, res *Result) []string {
 		}
 		var who []string
 		for _, d := range byID[id] {
-			who = append(who, fmt.Sprintf("%s attempt %d at %s: %s", d.Worker, d.Attempts, d.Got.Format("15:04:05.000"), d.Err))
+			who = append(who, fmt.Sprintf("%s attempt %d at %s: %s (unanswered %v)", d.Worker, d.Attempts, d.Got.Format("15:04:05.000"), d.Err, d.AckUnanswered))
 		}
 		lost = append(lost, fmt.Sprintf("%s %v", id, who))
 	}

@@ -52,6 +52,12 @@ func TestCheck(t *testing.T) {
 		{"sequence out of order", func(h *History) { h.Replicas["n1"] = []Entry{{2, "0"}, {1, "1"}, {3, "2"}} }, "n1: sequence 1 after 2"},
 		{"consumer skipped", func(h *History) { delete(h.Delivered, "2") }, "consumer: 1 acknowledged publishes never delivered: [2]"},
 		{"job lost", func(h *History) { h.JobDeliveries = h.JobDeliveries[:1] }, "queue: 1 acknowledged jobs never done: [j0 [w1 attempt 0"},
+		{"a job done by an ack whose answer was lost", func(h *History) {
+			h.JobDeliveries[1].Acked, h.JobDeliveries[1].AckUnanswered, h.JobDeliveries[1].Err = false, true, "lease lost"
+		}, ""},
+		{"a job left in the queue after an unanswered ack", func(h *History) {
+			h.JobDeliveries[1].Acked, h.JobDeliveries[1].AckUnanswered, h.QueueLeft = false, true, 1
+		}, "queue: 1 acknowledged jobs never done: [j0"},
 		{"job leased twice", func(h *History) {
 			h.JobDeliveries[1].Asked, h.JobDeliveries[1].Got = t0.Add(5*time.Second), t0.Add(5*time.Second)
 		}, "queue: job j0 handed to w2 5s into the lease w1 got"},

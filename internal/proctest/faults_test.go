@@ -273,12 +273,21 @@ func TestFaults(t *testing.T) {
 		AckWait:       faultAckWait,
 		Leaders:       fc.leaders(t),
 	}
-	for _, p := range c.nodes {
-		entries, err := fc.readReplica(ctx, "FA", p.name)
+	si, err := fc.streamInfo("FA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range c.nodes {
+		entries, err := fc.readReplica(i, "FA", si.State.FirstSeq, si.State.LastSeq)
 		if err != nil {
 			t.Fatalf("seed %d: reading %s's copy of FA: %v", set.seed, p.name, err)
 		}
 		h.Replicas[p.name] = entries
+	}
+	if jsi, err := fc.streamInfo("JOBS"); err != nil {
+		t.Fatal(err)
+	} else {
+		h.QueueLeft = int(jsi.State.Msgs)
 	}
 	res := faults.Check(h)
 	t.Logf("seed %d, %d nodes, %s of faults %v: %s", set.seed, set.nodes, faultTime.Round(time.Second), counts, res)
@@ -449,12 +458,26 @@ type streamInfo struct {
 		LastSeq  uint64 `json:"last_seq"`
 		Msgs     uint64 `json:"messages"`
 	} `json:"state"`
-	Cluster struct {
-		Leader string `json:"leader"`
-	} `json:"cluster"`
 	Error *struct {
 		Description string `json:"description"`
 	} `json:"error"`
+}
+
+// streamInfo is stream's info from its leader.
+func (fc *faultCluster) streamInfo(stream string) (streamInfo, error) {
+	var si streamInfo
+	nc, err := nats.Connect(fc.allURLs(0))
+	if err != nil {
+		return si, err
+	}
+	defer nc.Close()
+	if err := jsRequest(nc, "$JS.API.STREAM.INFO."+stream, struct{}{}, &si); err != nil {
+		return si, err
+	}
+	if si.Error != nil {
+		return si, errors.New(si.Error.Description)
+	}
+	return si, nil
 }
 
 func jsRequest(nc *nats.Conn, subject string, req, resp any) error {
@@ -469,64 +492,81 @@ func jsRequest(nc *nats.Conn, subject string, req, resp any) error {
 	return json.Unmarshal(m.Data, resp)
 }
 
-// readReplica makes node the leader of stream and reads every message it
-// serves: the stream's history as that replica holds it.
-func (fc *faultCluster) readReplica(ctx context.Context, stream, node string) ([]faults.Entry, error) {
-	nc, err := nats.Connect(fc.allURLs(0), nats.MaxReconnects(-1))
+// readReplica reads node i's own copy of stream: every other node is
+// killed, so node i is the only replica left to answer a direct get, and
+// started again after. first and last are the stream's sequences as its
+// leader reported them; the node's own messages past last are read too.
+func (fc *faultCluster) readReplica(i int, stream string, first, last uint64) ([]faults.Entry, error) {
+	var others []int
+	for k, p := range fc.nodes {
+		if k != i {
+			p.kill(fc.t)
+			others = append(others, k)
+		}
+	}
+	defer func() {
+		fc.startAll(others)
+		if err := fc.waitRecovered(recoverTimeout); err != nil {
+			fc.t.Fatalf("the cluster is not whole again after reading %s alone: %v", fc.nodes[i].name, err)
+		}
+	}()
+	nc, err := nats.Connect(fc.urls[i], nats.MaxReconnects(-1))
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	info := func() (streamInfo, error) {
-		var si streamInfo
-		if err := jsRequest(nc, "$JS.API.STREAM.INFO."+stream, struct{}{}, &si); err != nil {
-			return si, err
-		}
-		if si.Error != nil {
-			return si, errors.New(si.Error.Description)
-		}
-		return si, nil
-	}
-	deadline := time.Now().Add(2 * time.Minute)
-	var si streamInfo
+	// A follower answers direct gets once a check (every 2 s in NATS)
+	// finds it caught up: until then nothing answers.
+	deadline := time.Now().Add(time.Minute)
 	for {
-		if si, err = info(); err == nil && si.Cluster.Leader == node {
+		_, _, err := directGetSeq(nc, stream, first)
+		if err == nil || time.Now().After(deadline) {
 			break
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s never became the leader of %s (last: %q, %v)", node, stream, si.Cluster.Leader, err)
-		}
-		if err == nil {
-			var resp json.RawMessage
-			_ = jsRequest(nc, "$JS.API.STREAM.LEADER.STEPDOWN."+stream,
-				map[string]any{"placement": map[string]string{"preferred": node}}, &resp)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second): // an election takes seconds
-		}
+		time.Sleep(200 * time.Millisecond) // polling a condition
 	}
-	entries, err := readAll(nc, stream, si.State.FirstSeq, si.State.LastSeq)
+	entries, err := readAll(nc, stream, first, last)
 	if err != nil {
 		return nil, err
 	}
-	after, err := info()
-	if err != nil {
-		return nil, err
+	for seq := last + 1; ; seq++ {
+		e, ok, err := directGetSeq(nc, stream, seq)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return entries, nil
+		}
+		entries = append(entries, e)
 	}
-	if after.Cluster.Leader != node || after.State.LastSeq != si.State.LastSeq {
-		return nil, fmt.Errorf("%s changed while it was read: leader %s, last sequence %d, then %s, %d",
-			stream, node, si.State.LastSeq, after.Cluster.Leader, after.State.LastSeq)
-	}
-	return entries, nil
 }
 
-// readAll reads the messages first..last of stream from its leader
-// ($JS.API.STREAM.MSG.GET, which only the leader answers), eight requests
-// at a time.
+// directGetSeq is message seq of stream by direct get; false when the
+// stream holds no message there.
+func directGetSeq(nc *nats.Conn, stream string, seq uint64) (faults.Entry, bool, error) {
+	body, _ := json.Marshal(map[string]uint64{"seq": seq})
+	m, err := nc.Request("$JS.API.DIRECT.GET."+stream, body, 5*time.Second)
+	if err != nil {
+		return faults.Entry{}, false, fmt.Errorf("direct get %d of %s: %w", seq, stream, err)
+	}
+	switch st := m.Header.Get("Status"); st {
+	case "":
+	case "404":
+		return faults.Entry{}, false, nil
+	default:
+		return faults.Entry{}, false, fmt.Errorf("direct get %d of %s: status %s %s", seq, stream, st, m.Header.Get("Description"))
+	}
+	got, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil || got != seq {
+		return faults.Entry{}, false, fmt.Errorf("direct get %d of %s: sequence %q", seq, stream, m.Header.Get(jetstream.SequenceHeader))
+	}
+	return faults.Entry{Seq: seq, ID: string(m.Data)}, true, nil
+}
+
+// readAll reads the messages first..last of stream by direct get, eight
+// requests at a time.
 func readAll(nc *nats.Conn, stream string, first, last uint64) ([]faults.Entry, error) {
-	if last < first {
+	if last < first || first == 0 {
 		return nil, nil
 	}
 	n := last - first + 1
@@ -547,27 +587,13 @@ func readAll(nc *nats.Conn, stream string, first, last uint64) ([]faults.Entry, 
 				if i >= n {
 					return
 				}
-				var resp struct {
-					Message *struct {
-						Seq  uint64 `json:"seq"`
-						Data []byte `json:"data"`
-					} `json:"message"`
-					Error *struct {
-						Code    int    `json:"err_code"`
-						Message string `json:"description"`
-					} `json:"error"`
-				}
-				if err := jsRequest(nc, "$JS.API.STREAM.MSG.GET."+stream, map[string]uint64{"seq": first + i}, &resp); err != nil {
+				e, ok, err := directGetSeq(nc, stream, first+i)
+				if err != nil {
 					errs <- err
 					return
 				}
-				switch {
-				case resp.Message != nil:
-					got[i] = &faults.Entry{Seq: resp.Message.Seq, ID: string(resp.Message.Data)}
-				case resp.Error != nil && resp.Error.Code == 10037: // no message: deleted
-				default:
-					errs <- fmt.Errorf("get %d of %s: %+v", first+i, stream, resp.Error)
-					return
+				if ok {
+					got[i] = &e
 				}
 			}
 		}()
@@ -684,10 +710,10 @@ func (r *jobRecord) add(d faults.JobDelivery) int {
 	return len(r.ds) - 1
 }
 
-func (r *jobRecord) settle(i int, err error) {
+func (r *jobRecord) settle(i int, err error, unanswered bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ds[i].Acked, r.ds[i].Settled = err == nil, time.Now()
+	r.ds[i].Acked, r.ds[i].Settled, r.ds[i].AckUnanswered = err == nil, time.Now(), unanswered
 	if err != nil {
 		r.ds[i].Err = err.Error()
 	}
@@ -735,7 +761,31 @@ func faultWorker(ctx context.Context, name string, cl *client.Client, rec *jobRe
 		}
 		for _, j := range js {
 			i := rec.add(faults.JobDelivery{ID: j.ID, Worker: name, Asked: asked, Got: got, Attempts: j.Deliveries})
-			rec.settle(i, ackUntilHeard(ctx, j))
+			unanswered, err := ackJob(ctx, j)
+			rec.settle(i, err, unanswered)
+		}
+	}
+}
+
+// ackJob acks j until the dispatcher answers: ok, or a refusal such as
+// ErrLeaseLost. unanswered says an ack timed out before: the dispatcher
+// may have taken it, and refuses the next because the job is done.
+func ackJob(ctx context.Context, j *client.Job) (unanswered bool, err error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := j.Ack(actx)
+		cancel()
+		var apiErr *semaq.APIError
+		if err == nil || errors.As(err, &apiErr) && !errors.Is(err, semaq.ErrUnavailable) || ctx.Err() != nil {
+			return unanswered, err
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			unanswered = true
+		}
+		select {
+		case <-ctx.Done():
+			return unanswered, ctx.Err()
+		case <-time.After(50 * time.Millisecond): // polling the dispatcher's return
 		}
 	}
 }
