@@ -30,7 +30,7 @@ import (
 // nodes (3 or 5) with --sync SEMAQ_FAULT_SYNC (default: the node's
 // default) from SEMAQ_FAULT_SEED (default: the time), keeping the nodes'
 // logs and data under SEMAQ_FAULT_DIR if set; with only
-// SEMAQ_PROCESS_TESTS=1 it runs 40 s of faults from seed 1.
+// SEMAQ_PROCESS_TESTS=1 it runs 20 s of faults from seed 1.
 const (
 	faultEnv         = "SEMAQ_FAULT_TESTS"
 	faultSeedEnv     = "SEMAQ_FAULT_SEED"
@@ -50,13 +50,13 @@ type faultSettings struct {
 
 func faultSettingsFromEnv(t *testing.T) faultSettings {
 	t.Helper()
-	s := faultSettings{seed: 1, duration: 40 * time.Second, nodes: 3, sync: os.Getenv(faultSyncEnv)}
+	s := faultSettings{seed: 1, duration: 20 * time.Second, nodes: 3, sync: os.Getenv(faultSyncEnv)}
 	switch {
 	case os.Getenv(faultEnv) == "1":
 		s.seed, s.duration = uint64(time.Now().UnixNano()%1_000_000), 5*time.Minute
 	case os.Getenv(enableEnv) == "1":
 	default:
-		t.Skipf("runs semaq processes under faults for minutes: run with %s=1 (%s, %s, %s, %s; docs/faults.md), or %s=1 for a 40 s run",
+		t.Skipf("runs semaq processes under faults for minutes: run with %s=1 (%s, %s, %s, %s; docs/faults.md), or %s=1 for a 20 s run",
 			faultEnv, faultSeedEnv, faultDurationEnv, faultNodesEnv, faultSyncEnv, enableEnv)
 	}
 	var err error
