@@ -21,14 +21,14 @@ type JobDelivery struct {
 	Asked, Got time.Time
 	// Acked is true when the dispatcher answered the worker's ack with ok,
 	// at Settled.
-	Acked    bool
-	Settled  time.Time
-	Err      string // the ack's refusal, when not Acked
+	Acked   bool
+	Settled time.Time
+	Err     string // the ack's refusal, when not Acked
 	// AckUnanswered is true when an ack went unanswered (timed out)
 	// before its refusal: the dispatcher may have taken that one, and
 	// refused the next because the job was done.
 	AckUnanswered bool
-	Attempts int    // the job's delivery count as the dispatcher said
+	Attempts      int // the job's delivery count as the dispatcher said
 }
 
 // History is what a run saw: the clients' records and every replica's copy
