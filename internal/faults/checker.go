@@ -50,6 +50,9 @@ type History struct {
 	// QueueLeft is how many jobs the queue still held at the end: a job
 	// whose only ack went unanswered was done only if none is left.
 	QueueLeft int
+	// Damage is, per node, the damaged records its store still held after
+	// a clean stop at the end (VerifyBlocks).
+	Damage map[string][]BlockDamage
 	// Leaders are, for each group ("meta", a queue's dispatch), the nodes
 	// that claim to lead it after healing.
 	Leaders map[string][]string
@@ -174,6 +177,12 @@ func Check(h History) Result {
 	}
 
 	problems = append(problems, checkJobs(h, &res)...)
+
+	for n, ds := range h.Damage {
+		for _, d := range ds {
+			add("%s keeps a damaged record after healing: %s", n, d)
+		}
+	}
 
 	for g, claim := range h.Leaders {
 		if len(claim) != 1 {

@@ -289,6 +289,17 @@ func TestFaults(t *testing.T) {
 	} else {
 		h.QueueLeft = int(jsi.State.Msgs)
 	}
+	// Every node stopped cleanly, then each store's blocks read offline.
+	h.Damage = map[string][]faults.BlockDamage{}
+	for i, p := range c.nodes {
+		p.stop(t, time.Minute)
+		rep, err := faults.VerifyBlocks(fc.data[i], "FA")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s's store of FA after a clean stop: %d blocks, %d records whose checksums hold, %d damaged", p.name, rep.Blocks, rep.Records, len(rep.Damage))
+		h.Damage[p.name] = rep.Damage
+	}
 	res := faults.Check(h)
 	t.Logf("seed %d, %d nodes, %s of faults %v: %s", set.seed, set.nodes, faultTime.Round(time.Second), counts, res)
 	if !res.OK() {
