@@ -32,7 +32,9 @@ type BlockDamage struct {
 	Reason string
 }
 
-func (d BlockDamage) String() string { return fmt.Sprintf("%s at byte %d: %s", d.File, d.Offset, d.Reason) }
+func (d BlockDamage) String() string {
+	return fmt.Sprintf("%s at byte %d: %s", d.File, d.Offset, d.Reason)
+}
 
 // BlockReport is what VerifyBlocks found in one stream's store.
 type BlockReport struct {
