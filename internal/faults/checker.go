@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/semaq/semaq/internal/blockcheck"
 )
 
 // Entry is one message of a replica's history.
@@ -51,8 +53,8 @@ type History struct {
 	// whose only ack went unanswered was done only if none is left.
 	QueueLeft int
 	// Damage is, per node, the damaged records its store still held after
-	// a clean stop at the end (VerifyBlocks).
-	Damage map[string][]BlockDamage
+	// a clean stop at the end (blockcheck.Verify).
+	Damage map[string][]blockcheck.Damage
 	// Leaders are, for each group ("meta", a queue's dispatch), the nodes
 	// that claim to lead it after healing.
 	Leaders map[string][]string

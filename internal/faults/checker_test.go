@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/semaq/semaq/internal/blockcheck"
 )
 
 func entries(ids ...string) []Entry {
@@ -62,7 +64,7 @@ func TestCheck(t *testing.T) {
 			h.JobDeliveries[1].Asked, h.JobDeliveries[1].Got = t0.Add(5*time.Second), t0.Add(5*time.Second)
 		}, "queue: job j0 handed to w2 5s into the lease w1 got"},
 		{"a damaged record kept", func(h *History) {
-			h.Damage = map[string][]BlockDamage{"n2": {{File: "1.blk", Offset: 40, Reason: "invalid checksum"}}}
+			h.Damage = map[string][]blockcheck.Damage{"n2": {{File: "1.blk", Offset: 40, Reason: "invalid checksum"}}}
 		}, "n2 keeps a damaged record after healing: 1.blk at byte 40: invalid checksum"},
 		{"split brain", func(h *History) { h.Leaders["meta"] = []string{"n2", "n3"} }, "meta: 2 nodes lead it: [n2 n3]"},
 		{"no leader", func(h *History) { h.Leaders["queue JOBS"] = nil }, "queue JOBS: 0 nodes lead it"},

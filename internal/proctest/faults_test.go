@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/semaq/semaq/client"
+	"github.com/semaq/semaq/internal/blockcheck"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/faults"
 	"github.com/semaq/semaq/semaq"
@@ -136,7 +137,7 @@ func startFaultCluster(t *testing.T, n int, sync string) *faultCluster {
 		name := faults.NodeName(i)
 		fc.data[i] = filepath.Join(dir, name)
 		conf := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(conf, []byte("cluster_advertise: "+fronts[i]+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(conf, []byte("cluster_advertise: "+fronts[i]+"\nstore_check: true\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		c.urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[i])
@@ -290,10 +291,10 @@ func TestFaults(t *testing.T) {
 		h.QueueLeft = int(jsi.State.Msgs)
 	}
 	// Every node stopped cleanly, then each store's blocks read offline.
-	h.Damage = map[string][]faults.BlockDamage{}
+	h.Damage = map[string][]blockcheck.Damage{}
 	for i, p := range c.nodes {
 		p.stop(t, time.Minute)
-		rep, err := faults.VerifyBlocks(fc.data[i], "FA")
+		rep, err := blockcheck.Verify(fc.data[i], "FA")
 		if err != nil {
 			t.Fatal(err)
 		}

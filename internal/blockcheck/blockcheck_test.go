@@ -1,4 +1,4 @@
-package faults
+package blockcheck
 
 import (
 	"os"
@@ -26,7 +26,7 @@ func blockStore(t *testing.T, spoil func([]byte) []byte) string {
 	return dir
 }
 
-func TestVerifyBlocks(t *testing.T) {
+func TestVerify(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		spoil   func([]byte) []byte
@@ -42,12 +42,15 @@ func TestVerifyBlocks(t *testing.T) {
 		{"cut in a record header", func(b []byte) []byte { return b[:len(b)/3+3] }, 1, "cut short"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rep, err := VerifyBlocks(blockStore(t, tc.spoil), "FA")
+			rep, err := Verify(blockStore(t, tc.spoil), "FA")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if rep.Blocks != 1 || rep.Records != tc.records {
 				t.Fatalf("%d blocks, %d good records; want 1 and %d (%v)", rep.Blocks, rep.Records, tc.records, rep.Damage)
+			}
+			if rep.Last == "" || filepath.Base(rep.Last) != "1.blk" {
+				t.Fatalf("last block %q", rep.Last)
 			}
 			if tc.records == 3 {
 				if len(rep.Damage) != 0 {
@@ -66,7 +69,18 @@ func TestVerifyBlocks(t *testing.T) {
 	if err := os.Rename(filepath.Join(dir, "jetstream", "$G", "streams", "FA"), filepath.Join(dir, "jetstream", "$G", "streams", "FB")); err != nil {
 		t.Fatal(err)
 	}
-	if rep, _ := VerifyBlocks(dir, "FB"); len(rep.Damage) != 1 {
+	if rep, _ := Verify(dir, "FB"); len(rep.Damage) != 1 {
 		t.Fatalf("a block checked with another stream's key: %+v", rep)
+	}
+}
+
+func TestStreams(t *testing.T) {
+	dir := blockStore(t, func(b []byte) []byte { return b })
+	if err := os.MkdirAll(filepath.Join(dir, "jetstream", "SQ_PUBLIC", "streams", "B"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Streams(dir)
+	if err != nil || strings.Join(got, ",") != "B,FA" {
+		t.Fatalf("streams %v, %v; want B,FA", got, err)
 	}
 }
