@@ -84,6 +84,8 @@ type faultCluster struct {
 	*cluster
 	proxy *faults.Proxy
 	data  []string // each node's --data
+	// startFailures counts the starts that exited before the node served.
+	startFailures int
 }
 
 // startFaultCluster starts n nodes whose routes go through proxy: each
@@ -242,7 +244,7 @@ func TestFaults(t *testing.T) {
 		time.Sleep(st.Gap) // the quiet between faults is part of the schedule
 	}
 	faultTime := time.Since(start)
-	t.Logf("faults done after %s: %v", faultTime.Round(time.Second), counts)
+	t.Logf("faults done after %s: %v; %d starts exited before the node served", faultTime.Round(time.Second), counts, fc.startFailures)
 
 	pubs.finish()
 	jobPub.finish()
@@ -411,14 +413,41 @@ func (fc *faultCluster) apply(st faults.Step) string {
 	return string(st.Kind)
 }
 
-// startAll starts the nodes idx again and waits until each serves.
+// startAll starts the nodes idx again and waits until each serves. A node
+// that exits before it serves is started again, as a supervisor would, up
+// to maxStarts times; each such exit is logged and counted (startFailures).
 func (fc *faultCluster) startAll(idx []int) {
 	for _, i := range idx {
 		fc.nodes[i].start(fc.t)
 	}
 	for _, i := range idx {
-		fc.nodes[i].waitStarted(fc.t, recoverTimeout)
+		p := fc.nodes[i]
+		for attempt := 1; ; attempt++ {
+			select {
+			case <-p.ready:
+			case <-p.done:
+				fc.startFailures++
+				if attempt == maxStarts {
+					fc.t.Fatalf("%s exited before it was ready %d times:\n%s", p.name, attempt, p.tail(40))
+				}
+				fc.t.Logf("       %s exited before it was ready (started again): %s", p.name, lastLine(p.tail(3)))
+				p.start(fc.t)
+				continue
+			case <-time.After(recoverTimeout):
+				fc.t.Fatalf("%s not ready after %s:\n%s", p.name, recoverTimeout, p.tail(40))
+			}
+			break
+		}
 	}
+}
+
+// maxStarts bounds the starts of a node that exits before it serves.
+const maxStarts = 5
+
+// lastLine is the last line of s.
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	return s[strings.LastIndex(s, "\n")+1:]
 }
 
 // waitRecovered waits until the cluster is whole (whole) or timeout
