@@ -23,7 +23,7 @@ import (
 	"github.com/minio/highwayhash"
 )
 
-// The record layout of nats-server 2.15's message blocks (server/filestore.go:
+// The record layout of nats-server 2.15 message blocks (its file store:
 // msgHdrSize, recordHashSize, hbit, tbit, ebit, rlBadThresh).
 const (
 	recordHeader = 22 // length, sequence, timestamp, subject length
