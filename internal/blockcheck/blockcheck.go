@@ -39,6 +39,9 @@ type Damage struct {
 	File   string
 	Offset int
 	Reason string
+	// Torn is true when the record runs past the end of its file, as the
+	// last record does when the process died while writing it.
+	Torn bool
 }
 
 func (d Damage) String() string {
@@ -114,7 +117,7 @@ func verifyBlock(buf []byte, stream string, index uint64) (int, *Damage) {
 	good := 0
 	for off := 0; off < len(buf); {
 		if off+recordHeader > len(buf) {
-			return good, &Damage{Offset: off, Reason: fmt.Sprintf("a record header cut short (%d bytes left)", len(buf)-off)}
+			return good, &Damage{Offset: off, Reason: fmt.Sprintf("a record header cut short (%d bytes left)", len(buf)-off), Torn: true}
 		}
 		hdr := buf[off : off+recordHeader]
 		rl, slen := int(le.Uint32(hdr[0:])), int(le.Uint16(hdr[20:]))
@@ -126,7 +129,8 @@ func verifyBlock(buf []byte, stream string, index uint64) (int, *Damage) {
 		}
 		dlen := rl - recordHeader
 		if dlen < 0 || shlen > dlen-recordHash || off+rl > len(buf) || rl > maxRecord {
-			return good, &Damage{Offset: off, Reason: fmt.Sprintf("record length %d does not fit (subject %d, %d bytes left)", rl, slen, len(buf)-off)}
+			torn := dlen >= 0 && shlen <= dlen-recordHash && rl <= maxRecord // sane, but past the end
+			return good, &Damage{Offset: off, Reason: fmt.Sprintf("record length %d does not fit (subject %d, %d bytes left)", rl, slen, len(buf)-off), Torn: torn}
 		}
 		data := buf[off+recordHeader : off+rl]
 		hh.Reset()

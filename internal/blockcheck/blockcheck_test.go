@@ -61,6 +61,9 @@ func TestVerify(t *testing.T) {
 			if len(rep.Damage) != 1 || !strings.Contains(rep.Damage[0].String(), tc.says) {
 				t.Fatalf("damage %v, want one saying %q", rep.Damage, tc.says)
 			}
+			if torn := tc.says != "invalid checksum"; rep.Damage[0].Torn != torn {
+				t.Fatalf("damage %+v: torn %v, want %v", rep.Damage[0], rep.Damage[0].Torn, torn)
+			}
 		})
 	}
 	// The key is the stream's name: the same bytes under another name do

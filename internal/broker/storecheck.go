@@ -33,13 +33,19 @@ func (s *Server) checkStore() {
 		blocks, records = blocks+rep.Blocks, records+rep.Records
 		for _, d := range rep.Damage {
 			damaged++
+			attrs := []any{"stream", st, "file", d.File, "offset", d.Offset, "damage", d.Reason,
+				"last_block", d.File == rep.Last, "stream_dir", filepath.Dir(filepath.Dir(d.File))}
+			if d.Torn && d.File == rep.Last {
+				// The usual trace of a crash: the last record half written.
+				s.log.Warn("store check: the stream's last record is cut short (the process died while writing "+
+					"it): JetStream drops it; on a cluster the leader sends it again", attrs...)
+				continue
+			}
 			s.log.Error("store check: damaged record: JetStream cuts the block there and this replica loses the "+
-				"records after it, in a block that is not the last for good and, as the fault harness saw, often in "+
-				"the last one too (it writes the stream's next records after the hole), with no error to clients if "+
-				"it leads; stop this node, move the stream's directory aside (it is recreated and caught up from the "+
-				"other replicas) and start it again, one node at a time (docs/faults.md#defences)",
-				"stream", st, "file", d.File, "offset", d.Offset, "damage", d.Reason, "last_block", d.File == rep.Last,
-				"stream_dir", filepath.Dir(filepath.Dir(d.File)))
+				"records after it for good (the fault harness saw it write the stream's next records after the "+
+				"hole), with no error to clients if it leads; stop this node, move the stream's directory aside (it "+
+				"is recreated and caught up from the other replicas) and start it again, one node at a time "+
+				"(docs/faults.md#defences)", attrs...)
 		}
 	}
 	s.log.Info("store check", "streams", len(streams), "blocks", blocks, "records", records, "damaged", damaged,

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// The store check names each damaged record, in the last block or not, as
-// the loss it is.
+// The store check names a damaged record as the loss it is, and the last
+// record of the last block cut short as the trace of a crash.
 func TestCheckStore(t *testing.T) {
 	blk, err := os.ReadFile(filepath.Join("..", "blockcheck", "testdata", "FA-1.blk"))
 	if err != nil {
@@ -38,6 +38,7 @@ func TestCheckStore(t *testing.T) {
 	for _, want := range []string{
 		`level=ERROR msg="store check: damaged record: JetStream cuts the block there`,
 		"1.blk offset=112 damage=\"invalid checksum (sequence 2 as written)\" last_block=false",
+		`level=WARN msg="store check: the stream's last record is cut short`,
 		"2.blk offset=0 damage=\"a record header cut short (10 bytes left)\" last_block=true",
 		`msg="store check" streams=1 blocks=2 records=1 damaged=2`,
 	} {
