@@ -34,16 +34,11 @@ func (s *Server) checkStore() {
 		for _, d := range rep.Damage {
 			damaged++
 			attrs := []any{"stream", st, "file", d.File, "offset", d.Offset, "damage", d.Reason,
-				"last_block", d.File == rep.Last, "stream_dir", filepath.Dir(filepath.Dir(d.File))}
-			if d.Torn && d.File == rep.Last {
-				// The usual trace of a crash: the last record half written.
-				s.log.Warn("store check: the stream's last record is cut short (the process died while writing "+
-					"it): JetStream drops it; on a cluster the leader sends it again", attrs...)
-				continue
-			}
+				"last_block", d.File == rep.Last, "torn", d.Torn, "stream_dir", filepath.Dir(filepath.Dir(d.File))}
 			s.log.Error("store check: damaged record: JetStream cuts the block there and this replica loses the "+
 				"records after it for good (the fault harness saw it write the stream's next records after the "+
-				"hole), with no error to clients if it leads; stop this node, move the stream's directory aside (it "+
+				"hole, even when the damage was a cut-short tail of the last block, which is what a lost page cache "+
+				"leaves), with no error to clients if it leads; stop this node, move the stream's directory aside (it "+
 				"is recreated and caught up from the other replicas) and start it again, one node at a time "+
 				"(docs/faults.md#defences)", attrs...)
 		}
