@@ -47,6 +47,11 @@ func (c *Config) checkCluster() error {
 	if _, _, err := splitHostPort(c.ClusterListen); err != nil {
 		return fmt.Errorf("cluster_listen: %w", err)
 	}
+	if c.ClusterAdvertise != "" {
+		if host, port, err := splitHostPort(c.ClusterAdvertise); err != nil || host == "" || port == 0 {
+			return fmt.Errorf("cluster_advertise: %q is not host:port with a host and a port", c.ClusterAdvertise)
+		}
+	}
 	if c.Name == "" {
 		return errors.New("name: a clustered node needs a name unique in its cluster (--node n1): JetStream's replicas are placed by node name")
 	}
@@ -138,6 +143,7 @@ func (c *Config) setCluster(opts *server.Options, tlsFiles *tlsFiles, t *tlsStat
 	opts.Cluster.Name = c.ClusterName
 	opts.Cluster.Host = host
 	opts.Cluster.Port = port
+	opts.Cluster.Advertise = c.ClusterAdvertise
 	if port == 0 {
 		opts.Cluster.Port = server.RANDOM_PORT
 	}

@@ -64,6 +64,16 @@ type Config struct {
 	// ClusterListen is the address, host:port, other nodes' routes reach
 	// this node on; it follows the loopback rule of Listen (cluster.go).
 	ClusterListen string `yaml:"cluster_listen"`
+	// ClusterAdvertise, when set, is the host:port the node tells the
+	// other nodes to reach it on instead of ClusterListen: the address of a
+	// NAT or proxy in front of the cluster port. Nodes learn each other's
+	// routes from it, so every route to the node goes through it.
+	ClusterAdvertise string `yaml:"cluster_advertise"`
+	// StoreCheck reads every message block of every stream at start,
+	// before JetStream opens them, and logs each damaged record
+	// (storecheck.go, docs/faults.md#defences). It reads the whole store:
+	// off by default.
+	StoreCheck bool `yaml:"store_check"`
 	// Routes are the cluster addresses of the other nodes (nats://host:port);
 	// listing the node itself is allowed, so every node can share one list.
 	Routes []string `yaml:"routes"`

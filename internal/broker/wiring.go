@@ -83,6 +83,9 @@ func openNATS(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.StoreCheck {
+		s.checkStore()
+	}
 	known := s.knownAccounts()
 	ns, err := newNATSServer(opts, known)
 	if err != nil {

@@ -30,7 +30,7 @@ var configKeys = []string{
 	"token_max_bytes", "token_stream_max_bytes", "token_stream_max_records", "token_max_streams", "session_max_bytes",
 	"http_max_conns", "http_allowed_hosts", "http_allowed_origins", "audit_max_age", "audit_max_bytes", "stream_max_bytes", "max_memory",
 	"tls_cert", "tls_key", "tls_client_ca", "insecure", "auth",
-	"cluster_name", "cluster_listen", "routes", "cluster_secret_file", "quotas", "policy",
+	"cluster_name", "cluster_listen", "cluster_advertise", "store_check", "routes", "cluster_secret_file", "quotas", "policy",
 	"pii_vault_key_file", "pii_vault_ttl", "plugin_keys", "plugin_cache_dir", "workloads",
 }
 

@@ -101,10 +101,38 @@ func Open(ctx context.Context, d Deps) (*Chains, error) {
 		}
 	}
 	b, _ := json.Marshal(pk)
-	if _, err := c.kv.Put(ctx, entryKey, b); err != nil {
+	if err := putKey(ctx, c.kv, entryKey, b); err != nil {
 		return nil, fmt.Errorf("provenance: publishing the node's key: %w", err)
 	}
 	return c, nil
+}
+
+// keyPutWait bounds how long a starting node retries publishing its key
+// while the keys bucket has no leader (a node of the cluster just died:
+// an election takes seconds).
+const keyPutWait = 2 * time.Minute
+
+// putKey puts the node's key, again while the bucket's stream does not
+// answer: a node that restarts while another is down must not exit for
+// it (the fault harness, docs/faults.md, saw it happen).
+func putKey(ctx context.Context, kv jetstream.KeyValue, key string, value []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, keyPutWait)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := kv.Put(actx, key, value)
+		acancel()
+		noAnswer := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		if err == nil || !noAnswer || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond): // the election under way
+		}
+	}
 }
 
 // sanitize makes a node name a KV key token.

@@ -292,11 +292,17 @@ func (st *Status) status(ctx context.Context, _ *struct{}) (any, error) {
 		cs.Warnings = append(cs.Warnings, w)
 	}
 	dispatcher := map[string]string{}
+	claims := map[string][]string{}
 	for name, r := range reports {
 		for _, q := range r.Dispatching {
 			dispatcher[q] = name
+			claims["queue "+q] = append(claims["queue "+q], name)
+		}
+		if r.MetaLeader {
+			claims["the meta group"] = append(claims["the meta group"], name)
 		}
 	}
+	cs.Warnings = append(cs.Warnings, splitBrain(claims)...)
 	lister := st.deps.JS.ListStreams(ctx)
 	for info := range lister.Info() {
 		if len(cs.Streams) == semaq.MaxClusterStreams {
@@ -333,4 +339,22 @@ func StreamCluster(ci *jetstream.ClusterInfo) *semaq.StreamCluster {
 		c.Followers = append(c.Followers, peerStatus(p.Name, p.Current, p.Offline, p.Active, p.Lag))
 	}
 	return c
+}
+
+// SplitBrainWarning starts the warning of a group two nodes claim to lead
+// at once.
+const SplitBrainWarning = "split brain: "
+
+// splitBrain warns of every group more than one node claims to lead, in
+// order.
+func splitBrain(claims map[string][]string) []string {
+	var out []string
+	for g, nodes := range claims {
+		if len(nodes) > 1 {
+			slices.Sort(nodes)
+			out = append(out, fmt.Sprintf("%s%s is led by %d nodes at once: %s", SplitBrainWarning, g, len(nodes), strings.Join(nodes, ", ")))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -1,6 +1,7 @@
 package clusterstatus
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/semaq/semaq/semaq"
@@ -25,5 +26,16 @@ func TestSyncDisagreement(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestSplitBrain(t *testing.T) {
+	got := splitBrain(map[string][]string{"queue JOBS": {"n2", "n1"}, "the meta group": {"n3"}, "queue B": {"n1", "n2", "n3"}})
+	want := []string{
+		"split brain: queue B is led by 3 nodes at once: n1, n2, n3",
+		"split brain: queue JOBS is led by 2 nodes at once: n1, n2",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("warnings %q, want %q", got, want)
 	}
 }
