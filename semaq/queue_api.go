@@ -320,6 +320,10 @@ type QueueCounters struct {
 	// ConsumerRecoveries counts the times the dispatcher found its stream
 	// consumer deleted, paused or altered and made it anew.
 	ConsumerRecoveries uint64 `json:"consumer_recoveries"`
+	// LeaseConflicts counts jobs the lease store said another dispatcher
+	// of the queue had leased or done (two at once, one not yet told it no
+	// longer leads; docs/queues.md), taken as it said.
+	LeaseConflicts uint64 `json:"lease_conflicts"`
 }
 
 // QueueListResponse lists queues.

@@ -129,8 +129,8 @@ func writeQueueStatus(e *env, qi *semaq.QueueInfo) error {
 	k := st.Counters
 	fmt.Fprintf(w, "  admitted %d, refused %d, dispatched %d, acked %d, nacked %d, redelivered %d, expired %d, cancelled %d, dead letters %d\n",
 		k.Admitted, k.Refused, k.Dispatched, k.Acked, k.Nacked, k.Redelivered, k.Expired, k.Cancelled, k.DeadLetters)
-	if k.BadReplies > 0 || k.ConsumerRecoveries > 0 {
-		fmt.Fprintf(w, "  ignored for bad reply subjects %d, dispatch consumer recreated %d\n", k.BadReplies, k.ConsumerRecoveries)
+	if k.BadReplies > 0 || k.ConsumerRecoveries > 0 || k.LeaseConflicts > 0 {
+		fmt.Fprintf(w, "  ignored for bad reply subjects %d, dispatch consumer recreated %d, lease conflicts %d\n", k.BadReplies, k.ConsumerRecoveries, k.LeaseConflicts)
 	}
 	groups := func(title string, gs []semaq.QueueGroupStat) {
 		if len(gs) == 0 {

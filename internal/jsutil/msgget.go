@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -71,3 +72,47 @@ func GetMsg(ctx context.Context, nc *nats.Conn, stream string, q MsgQuery) (*Sto
 	}
 	return m, nil
 }
+
+// DeleteMsg removes message seq of stream (without erasing its bytes, as
+// a delete by sequence through JetStream's client API does). A message the
+// stream no longer holds — removed already, by an ack or another delete —
+// is jetstream.ErrMsgNotFound, whichever of JetStream's ways of saying so
+// it answered with; another refusal comes back as its *jetstream.APIError.
+func DeleteMsg(ctx context.Context, nc *nats.Conn, stream string, seq uint64) error {
+	body, err := json.Marshal(struct {
+		Seq     uint64 `json:"seq"`
+		NoErase bool   `json:"no_erase"`
+	}{seq, true})
+	if err != nil {
+		return err
+	}
+	r, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+stream, body)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Error   *jetstream.APIError `json:"error"`
+		Success bool                `json:"success"`
+	}
+	if err := json.Unmarshal(r.Data, &resp); err != nil {
+		return fmt.Errorf("stream %s: deleting message %d: the reply is not JSON: %w", stream, seq, err)
+	}
+	switch {
+	case resp.Error == nil && resp.Success:
+		return nil
+	case resp.Error == nil:
+		return fmt.Errorf("stream %s: deleting message %d: not done", stream, seq)
+	case resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound, resp.Error.ErrorCode == jsErrSequenceNotFound,
+		resp.Error.ErrorCode == jsErrMsgDeleteFailed && (strings.Contains(resp.Error.Description, "not found") ||
+			strings.Contains(resp.Error.Description, "no message found")):
+		return jetstream.ErrMsgNotFound
+	}
+	return resp.Error
+}
+
+// JetStream's error codes for a delete of a sequence the stream does not
+// hold: past its last, or a delete that found no message there.
+const (
+	jsErrSequenceNotFound jetstream.ErrorCode = 10043
+	jsErrMsgDeleteFailed  jetstream.ErrorCode = 10057
+)

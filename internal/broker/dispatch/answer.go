@@ -16,6 +16,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
+	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -31,6 +32,12 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	if d.badReply(m, "answer") {
 		return
 	}
+	d.answerJob(m, false)
+}
+
+// answerJob handles an answer; checked: its lease was found in the lease
+// store (checkLease) and adopted.
+func (d *Dispatcher) answerJob(m *nats.Msg, checked bool) {
 	rest := strings.TrimPrefix(m.Subject, semaq.QueueAckPrefix+d.name+".")
 	seqStr, lease, ok := strings.Cut(rest, ".")
 	seq, err := strconv.ParseUint(seqStr, 10, 64)
@@ -46,22 +53,32 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 		dead  []deadJob
 		ack   *semaq.JobAckReport
 		wpi   *leaseRecord
+		wrev  uint64
 	)
 	d.mu.Lock()
 	j := d.sched.HeldJob(seq)
-	if j == nil || !leaseMatches(j, lease) {
+	// A lease past its end is lost even before the loop's next tick
+	// takes the job back (a node that was paused runs its answers first).
+	if j == nil || !leaseMatches(j, lease) || !j.Acking && now.After(j.LeaseUntil) {
 		repeat := j == nil && verb == semaq.JobAck && d.leases.finishedAck(seq, lease)
 		starting := j == nil && d.leases.restoredLease(seq, lease)
 		d.mu.Unlock()
-		if repeat {
+		switch {
+		case repeat:
 			d.answer(m, nil) // acked before this dispatcher started; its answer was lost
-			return
+		case starting:
+			// Not read back yet: another dispatcher still serving the
+			// queue (the one this one took over from, not yet told) may
+			// hold it and answer; with none, the worker's wait ends and
+			// it asks again.
+		case !checked && len(lease) == leaseLen:
+			// Another dispatcher of the queue (one that has not heard it
+			// no longer leads, or this one's successor) may have leased
+			// it: the lease store says.
+			d.checkLease(m, seq, lease, verb)
+		default:
+			d.answer(m, errLeaseLost(d.name, seq))
 		}
-		if starting {
-			d.answer(m, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: the dispatcher is starting and has not read job %d back yet; ask again", d.name, seq))
-			return
-		}
-		d.answer(m, semaq.NewAPIError(semaq.ErrLeaseLost, "queue %s: job %d is no longer held by this worker (ack wait passed, cancelled, or answered already)", d.name, seq))
 		return
 	}
 	if j.Acking {
@@ -115,8 +132,7 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	case semaq.JobInProgress:
 		j.LeaseUntil = now.Add(d.cfg.AckWait)
 		rec := record(j)
-		wpi = &rec
-		d.leases.extend(seq)
+		wpi, wrev = &rec, d.leases.rev[seq]
 	case semaq.JobTerm:
 		reason := semaq.DLQReasonTerminated
 		if arg = strings.TrimSpace(arg); arg != "" {
@@ -144,11 +160,9 @@ func (d *Dispatcher) onAnswer(m *nats.Msg) {
 	case wpi != nil:
 		// The new end is stored before the worker hears it: a dispatcher
 		// taking over honours it.
-		ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
-		err := d.leases.put(ctx, seq, *wpi)
-		cancel()
-		if err != nil {
-			d.log.Warn("lease extension not stored; it holds on this node only", "seq", seq, "err", err)
+		if !d.extend(seq, *wpi, wrev) {
+			d.answer(m, errLeaseLost(d.name, seq))
+			return
 		}
 		d.extendSlot(seq, wpi.Until)
 	}
@@ -197,8 +211,122 @@ func (d *Dispatcher) ackDone(p *pendingAck, err error) {
 	// record left makes the next dispatcher answer the repeated ack ok.
 	d.answer(m, nil)
 	d.mu.Lock()
-	d.leases.done(j.Seq)
+	d.leases.done(j.Seq, j.LeaseSum)
 	d.mu.Unlock()
+}
+
+// errLeaseLost refuses an answer under a lease that is not (or no longer)
+// the job's.
+func errLeaseLost(queue string, seq uint64) *semaq.APIError {
+	return semaq.NewAPIError(semaq.ErrLeaseLost, "queue %s: job %d is no longer held by this worker (ack wait passed, cancelled, or answered already)", queue, seq)
+}
+
+// leaseLen is the length of a lease (newLeases): an answer under anything
+// else is refused without a look at the lease store.
+const leaseLen = 22
+
+// maxLeaseChecks bounds the answers under leases this dispatcher does not
+// know that are being checked against the lease store at once; past it
+// the worker is told to ask again.
+const maxLeaseChecks = 16
+
+// checkLease answers m, an answer to job seq under a lease the dispatcher
+// does not hold, from the lease store, on a goroutine of the gate's: a
+// lease the store names as the job's, not ended, is adopted (the job held
+// by that worker, as the dispatcher that leased it holds it) and the
+// answer handled; an ack repeated under the lease a job was acked under
+// is answered ok; a lease the store does not name, or names ended, is
+// refused. When it cannot tell (too many checks at once, the store not
+// answering, the job not read back yet) it does not answer: another
+// dispatcher that knows the lease may. mu is not held.
+func (d *Dispatcher) checkLease(m *nats.Msg, seq uint64, lease, verb string) {
+	select {
+	case d.checks <- struct{}{}:
+	default:
+		// Past the bound the answer is left to the dispatcher that leased
+		// the job, if another does; with none, the worker's wait ends and
+		// it asks again. A dispatcher that does not know the lease never
+		// says "ask again": it would be heard before the one that does.
+		d.stats.leaseChecksRefused++
+		return
+	}
+	if d.deps.Gate.Go("lease-check", func(ctx context.Context) {
+		defer func() { <-d.checks }()
+		ctx, cancel := context.WithTimeout(ctx, api.Timeout)
+		defer cancel()
+		t, err := d.leases.read(ctx, seq)
+		if err != nil {
+			d.log.Debug("an answer's lease could not be checked; left unanswered", "seq", seq, "err", err)
+			return
+		}
+		now := time.Now()
+		switch {
+		case t.gone && t.done != "" && sumMatches(t.done, lease):
+			if verb == semaq.JobAck {
+				d.answer(m, nil) // acked under this lease, through another dispatcher
+			} else {
+				d.answer(m, errLeaseLost(d.name, seq))
+			}
+		case t.rec != nil && sumMatches(t.rec.Sum, lease) && t.rec.Until > now.UnixMilli():
+			d.mu.Lock()
+			j := d.sched.BySeq(seq)
+			if j == nil || j.Acking {
+				// Not read back yet (its consumer made anew), or answered
+				// under another lease: the dispatcher that leased it
+				// answers; with none, the worker's wait ends and it asks
+				// again.
+				d.mu.Unlock()
+				return
+			}
+			if j.State != sched.JobHeld || !leaseMatches(j, lease) {
+				d.takeRecord(j, t, now)
+				d.stats.leaseConflicts++
+			}
+			d.mu.Unlock()
+			d.answerJob(m, true)
+		default:
+			d.answer(m, errLeaseLost(d.name, seq))
+		}
+	}) {
+		return
+	}
+	<-d.checks // the node is stopping
+}
+
+// extend stores a held job's longer lease (rec, over the record of
+// revision rev) before the worker hears it, so that a dispatcher taking
+// over honours it. It reports false when the store says the job's lease
+// is another's (another dispatcher leased it again): the job then becomes
+// what the store says. A store that cannot be reached leaves the longer
+// lease on this node only. mu is not held.
+func (d *Dispatcher) extend(seq uint64, rec leaseRecord, rev uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), leaseTimeout)
+	defer cancel()
+	nrev, err := d.leases.put(ctx, seq, rec, rev)
+	if moved(err) {
+		var t *leaseTaken
+		if t, err = d.leases.read(ctx, seq); err == nil {
+			if t.rec == nil || t.rec.Sum != rec.Sum {
+				d.mu.Lock()
+				if j := d.sched.HeldJob(seq); j != nil && j.LeaseSum == rec.Sum {
+					d.takeRecord(j, t, time.Now())
+				}
+				d.mu.Unlock()
+				return false
+			}
+			nrev, err = d.leases.put(ctx, seq, rec, t.rev) // its own record, at a revision it had not heard of
+		}
+	}
+	if err != nil {
+		d.log.Warn("lease extension not stored; it holds on this node only", "seq", seq, "err", err)
+		return true
+	}
+	d.mu.Lock()
+	if j := d.sched.HeldJob(seq); j != nil && j.LeaseSum == rec.Sum {
+		d.leases.leased(seq, nrev)
+	}
+	d.mu.Unlock()
+	return true
 }
 
 func (d *Dispatcher) answer(m *nats.Msg, e *semaq.APIError) {
@@ -346,7 +474,7 @@ func (d *Dispatcher) removeSync(rm removal) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), api.Timeout)
 	defer cancel()
-	if err := d.stream.DeleteMsg(ctx, rm.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if err := jsutil.DeleteMsg(ctx, d.nc, d.name, rm.seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return err
 	}
 	return nil
@@ -364,7 +492,7 @@ func (d *Dispatcher) remove(rm removal) {
 	}
 	d.mu.Lock()
 	delete(d.removing, rm.seq)
-	d.leases.done(rm.seq)
+	d.leases.done(rm.seq, "")
 	d.mu.Unlock()
 }
 
@@ -427,7 +555,7 @@ func (d *Dispatcher) deadLetter(dead []deadJob) {
 			d.log.Warn("request to dead-letter left the stream behind the dispatcher's back", "seq", j.Seq, "reason", dj.reason)
 			d.mu.Lock()
 			delete(d.leaving, j.Seq)
-			d.leases.done(j.Seq)
+			d.leases.done(j.Seq, "")
 			d.mu.Unlock()
 			continue
 		}

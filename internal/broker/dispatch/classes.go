@@ -225,7 +225,6 @@ func (d *Dispatcher) takeSlots(ctx context.Context, ships []*shipment) []*shipme
 			if still {
 				j.Deliveries--
 				d.sched.Requeue(j)
-				d.leases.gone(j.Seq)
 			}
 		}
 	}

@@ -129,7 +129,7 @@ func (d *Dispatcher) openConsumer(ctx context.Context) error {
 	d.consMu.Lock()
 	d.cons, d.consume = cons, cc
 	d.consMu.Unlock()
-	d.consSince = time.Time{}
+	d.consSince, d.consCreated = time.Time{}, cons.CachedInfo().Created
 	d.leaderMoved(cons.CachedInfo().Cluster) // its leader when made, if elected already
 	return nil
 }
@@ -181,6 +181,13 @@ func (d *Dispatcher) checkConsumer() {
 			why = "paused"
 		case !d.intact(&info.Config):
 			why = "redefined"
+		case !info.Created.Equal(d.consCreated):
+			// Deleted and made again under its name, by another
+			// dispatcher of the queue (one that has not heard it no
+			// longer leads, or this one's successor): its deliveries go
+			// to whichever pulls first, and those the other takes would
+			// wait for the ack wait (a day) before this one saw them.
+			why = "made anew by another dispatcher"
 		case d.leaderMoved(info.Cluster):
 			// Deliveries the former leader sent as it went may never
 			// have arrived, and the new one will not send them again
@@ -194,6 +201,7 @@ func (d *Dispatcher) checkConsumer() {
 	}
 	if !d.leadsStream(ctx) {
 		d.log.Info("dispatch consumer lost, but this node no longer leads the queue's stream; leaving it to the leader's dispatcher", "reason", why)
+		d.stopConsuming() // so that it does not take the deliveries of the leader's
 		return
 	}
 	d.log.Warn("dispatch consumer lost; making it anew (held jobs keep their leases)", "reason", why)

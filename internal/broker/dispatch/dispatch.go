@@ -15,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jsutil"
@@ -92,7 +91,8 @@ type Dispatcher struct {
 	admitted       atomic.Uint64
 	refused        atomic.Uint64
 
-	consSince time.Time // when the consumer's Raft leader was elected, as last seen (loop only)
+	consSince   time.Time // when the consumer's Raft leader was elected, as last seen (loop only)
+	consCreated time.Time // when the consumer this dispatcher made was made (loop only)
 
 	consMu  sync.Mutex
 	cons    jetstream.Consumer
@@ -113,6 +113,9 @@ type Dispatcher struct {
 	// acks takes acked requests out of the stream and hands them back
 	// to ackDone once JetStream has confirmed it (acks.go).
 	acks *ackTracker
+	// checks holds a token per answer being checked against the lease
+	// store (checkLease): at most maxLeaseChecks.
+	checks chan struct{}
 }
 
 // parkedFetch is a fetch waiting for work.
@@ -154,6 +157,7 @@ func Start(ctx context.Context, cfg semaq.QueueConfig, deps Deps) (*Dispatcher, 
 		removing:  make(map[uint64]bool),
 		leases:    newLeaseTable(log),
 		kick:      make(chan struct{}, 1),
+		checks:    make(chan struct{}, maxLeaseChecks),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		closedNC:  make(chan struct{}),
@@ -441,7 +445,7 @@ func (d *Dispatcher) onTick(now time.Time) {
 	if d.caughtUp {
 		// Every delivery up to the one that caught up has been indexed
 		// (each under mu, in order).
-		stale = d.leases.caughtUp()
+		stale = d.leases.caughtUp(func(seq uint64) bool { return d.sched.BySeq(seq) != nil })
 		d.dropOwned()
 	}
 	out2, ships := d.serveParked(now)
@@ -603,6 +607,9 @@ func (d *Dispatcher) onFetch(m *nats.Msg) {
 	switch {
 	case len(jobs) > 0:
 		ship = d.deliver(m.Reply, jobs, now)
+		if req.Wait > 0 {
+			ship.park = &parkedFetch{req: req, reply: m.Reply, hdr: m.Header, until: now.Add(req.Wait)}
+		}
 	case req.Wait > 0:
 		d.parked = append(d.parked, &parkedFetch{req: req, reply: m.Reply, hdr: m.Header, until: now.Add(req.Wait)})
 	default:
@@ -638,7 +645,9 @@ func (d *Dispatcher) serveParked(now time.Time) ([]*outMsg, []*shipment) {
 			w := d.sched.TouchWorker(p.req.Worker, p.req.Labels, p.until.Add(10*time.Second))
 			if jobs := d.sched.PickMatching(w, now, p.req.Max, p.req.MaxTokens, d.frameLimit(), p.req.Subject); len(jobs) > 0 {
 				d.stats.dispatched += uint64(len(jobs))
-				ships = append(ships, d.deliver(p.reply, jobs, now))
+				sh := d.deliver(p.reply, jobs, now)
+				sh.park = p
+				ships = append(ships, sh)
 				continue
 			}
 		}
@@ -663,7 +672,7 @@ func (d *Dispatcher) frameLimit() int { return int(d.nc.MaxPayload()) - 4096 }
 // body is a batch frame of the jobs (semaq.ParseJobFrame), built by ship
 // once the jobs are read back; pick kept it within frameLimit. mu is held.
 func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *shipment {
-	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs)), key: "b" + nuid.Next()}
+	sh := &shipment{reply: reply, now: now, jobs: make([]shipJob, len(jobs))}
 	leases := newLeases(len(jobs))
 	for i, j := range jobs {
 		j.Lease, j.LeaseSum = leases[i], leaseSum(leases[i])
@@ -684,10 +693,8 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		}
 		d.obs.Dispatched(j, now) // metrics; the span when it is shipped (span.go)
 		d.stats.observeWait(now.Sub(j.Arrived))
-		d.bindLease(j)
-		d.leases.moved(j.Seq, sh.key)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
-			deliveries: j.Deliveries, extra: extra, rec: record(j), class: d.classes.pending[j.Seq]}
+			deliveries: j.Deliveries, extra: extra, rec: record(j), rev: d.leases.rev[j.Seq], class: d.classes.pending[j.Seq]}
 		delete(d.classes.pending, j.Seq)
 	}
 	return sh

@@ -2,25 +2,39 @@ package dispatch
 
 // The lease store: what the dispatcher knows of held jobs that JetStream
 // does not, kept where a dispatcher started later (after a restart, or on
-// the node that leads the queue's stream after a failover) finds it.
+// the node that leads the queue's stream after a failover) finds it, and
+// the one place that says which lease of a job counts.
 //
 // The stream holds every request until it is done, and the dispatch
 // consumer, made anew at each start, delivers all of them again; what it
 // cannot say is which are with a worker, under which lease, until when,
-// and how often each was delivered. The leases of a fetch's jobs are
-// recorded, before the jobs are shipped, in one record of a KV-shaped
-// stream of the queue's own (KV_SQ_LEASES_<queue>, key b<unique id>,
-// history 1), with the queue stream's storage and replicas: a worker that
-// holds a job can answer it whichever dispatcher takes the answer.
-// Recorded: the worker, when the jobs were handed out and when their
-// leases end (wall-clock time, so the nodes' clocks must agree to well
-// within an ack wait), and per job its sequence, delivery count and the
-// SHA-256 of its lease (the secret itself never leaves the dispatcher's
-// memory, so readers of the record learn nothing they could answer with).
-// An in-progress answer records the job's new end under s<sequence>. Of
-// several records naming a job, the one with the most deliveries, then
-// the latest end, counts. A record is replaced by a purge marker once
-// every job it names is done or was handed out again.
+// and how often each was delivered. Each job's lease is recorded, before
+// the job is shipped, under the job's own key s<sequence> of a KV-shaped
+// stream of the queue's own (KV_SQ_LEASES_<queue>, history 1), with the
+// queue stream's storage and replicas: a worker that holds a job can
+// answer it whichever dispatcher takes the answer. Recorded: the worker,
+// when the job was handed out and when its lease ends (wall-clock time, so
+// the nodes' clocks must agree to well within an ack wait), its delivery
+// count and the SHA-256 of its lease (the secret itself never leaves the
+// dispatcher's memory, so readers of the record learn nothing they could
+// answer with). An in-progress answer writes the job's record again with
+// its new end. A done job's record is replaced by a purge marker, which
+// carries the sum of the lease it was acked under (HdrLeaseDone).
+//
+// Every write of a job's record is conditional on the record the
+// dispatcher last knew (JetStream's expected last sequence of the key's
+// subject), so the store orders the leases of a job: two dispatchers that
+// both believe they serve the queue — the one a partition or a pause cut
+// off, which has not yet heard that it no longer leads, and its successor
+// — cannot both lease one job, since the second write finds the record
+// moved and is refused. The loser reads the record (resolve) and adopts
+// what it says: the job is held by the other's worker until the lease
+// ends, or done. A worker's answer under a lease the dispatcher does not
+// know is checked against the store before it is refused, so the
+// dispatcher that did not lease the job answers as the one that did.
+//
+// Records of an earlier version (key b<id>, the jobs of one fetch) are
+// read at start and dropped once no job needs them.
 //
 // The records are written from the internal connection only: $KV.> is
 // reserved for the broker (docs/security.md), so a client can neither
@@ -57,6 +71,7 @@ type leaseRecord struct {
 	Fetched    int64  // when it was handed out, Unix ms
 	Until      int64  // when the lease ends, Unix ms
 	key        string // of the stored record that says so
+	rev        uint64 // that record's revision (its stream sequence)
 }
 
 // storedLeases is one stored record: the jobs of one fetch (key b<id>), or
@@ -113,6 +128,11 @@ type leaseStore struct {
 	prefix string // $KV.<bucket>.
 }
 
+// HdrLeaseDone is the header of a done job's purge marker: the sum of the
+// lease it was acked under, so that a dispatcher that did not take the
+// ack answers a worker repeating it as the one that did.
+const HdrLeaseDone = "SQ-Lease-Done"
+
 // openLeases makes (or adopts) the lease store of the queue whose stream
 // is info, with its storage and replicas. maxRecords bounds it: records
 // past it are dropped oldest first (docs/queues.md).
@@ -158,40 +178,50 @@ func openLeases(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, info
 	return &leaseStore{js: js, nc: nc, bucket: bucket, prefix: "$KV." + bucket + "."}, nil
 }
 
-// load reads every record of the store: the latest lease of each job it
-// names (sequence -> record), and the keys of all records.
-func (ls *leaseStore) load(ctx context.Context) (map[uint64]leaseRecord, []string, error) {
+// storeContents is what the store holds: the latest lease of each job it names
+// (sequence -> record), the revision of each job's own record
+// (s<sequence>), and the keys of all records.
+type storeContents struct {
+	leases map[uint64]leaseRecord
+	revs   map[uint64]uint64
+	keys   []string
+}
+
+// load reads every record of the store.
+func (ls *leaseStore) load(ctx context.Context) (storeContents, error) {
 	kv, err := ls.js.KeyValue(ctx, ls.bucket)
 	if err != nil {
-		return nil, nil, fmt.Errorf("lease store %s: %w", ls.bucket, err)
+		return storeContents{}, fmt.Errorf("lease store %s: %w", ls.bucket, err)
 	}
 	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("lease store %s: %w", ls.bucket, err)
+		return storeContents{}, fmt.Errorf("lease store %s: %w", ls.bucket, err)
 	}
 	defer func() { _ = w.Stop() }()
-	out := make(map[uint64]leaseRecord)
-	var keys []string
+	out := storeContents{leases: make(map[uint64]leaseRecord), revs: make(map[uint64]uint64)}
 	for {
 		select {
 		case e := <-w.Updates():
 			if e == nil {
-				return out, keys, nil // everything stored has been read
+				return out, nil // everything stored has been read
 			}
-			keys = append(keys, e.Key()) // one not ours is dropped with the stale ones
+			out.keys = append(out.keys, e.Key()) // one not ours is dropped with the stale ones
+			if seq, ok := jobKey(e.Key()); ok {
+				out.revs[seq] = e.Revision()
+			}
 			var st storedLeases
 			if json.Unmarshal(e.Value(), &st) != nil {
 				continue
 			}
 			for _, sj := range st.Jobs {
 				rec := leaseRecord{Sum: sj.Sum, Worker: st.Worker, Deliveries: sj.Deliveries, Fetched: st.Fetched,
-					Until: st.Until, key: e.Key()}
-				if have, ok := out[sj.Seq]; sj.Sum != "" && (!ok || rec.better(have)) {
-					out[sj.Seq] = rec
+					Until: st.Until, key: e.Key(), rev: e.Revision()}
+				if have, ok := out.leases[sj.Seq]; sj.Sum != "" && (!ok || rec.better(have)) {
+					out.leases[sj.Seq] = rec
 				}
 			}
 		case <-ctx.Done():
-			return nil, nil, fmt.Errorf("lease store %s: reading: %w", ls.bucket, ctx.Err())
+			return storeContents{}, fmt.Errorf("lease store %s: reading: %w", ls.bucket, ctx.Err())
 		}
 	}
 }
@@ -203,73 +233,152 @@ func record(j *sched.Job) leaseRecord {
 		Fetched: j.Fetched.UnixMilli(), Until: (j.LeaseUntil.UnixNano() + 999_999) / 1_000_000}
 }
 
-// msg is the stored record of recs under key: one worker's, handed out
-// and ending at once.
-func (ls *leaseStore) msg(key string, seqs []uint64, recs []leaseRecord) *nats.Msg {
-	st := storedLeases{Worker: recs[0].Worker, Fetched: recs[0].Fetched, Until: recs[0].Until, Jobs: make([]storedJob, len(recs))}
-	for i, r := range recs {
-		st.Jobs[i] = storedJob{Seq: seqs[i], Deliveries: r.Deliveries, Sum: r.Sum}
+// jobKey is the sequence of the job whose own record key is.
+func jobKey(key string) (uint64, bool) {
+	if len(key) < 2 || key[0] != 's' {
+		return 0, false
 	}
-	body, _ := json.Marshal(st)
-	return &nats.Msg{Subject: ls.prefix + key, Data: body}
+	seq, err := strconv.ParseUint(key[1:], 10, 64)
+	return seq, err == nil
 }
 
-// leaseWrites are records on their way to the store.
+// extKey is the key of job seq's own record.
+func extKey(seq uint64) string { return "s" + strconv.FormatUint(seq, 10) }
+
+// msg is job seq's record rec, to be written over the record of revision
+// rev (0: none).
+func (ls *leaseStore) msg(seq uint64, rec leaseRecord, rev uint64) *nats.Msg {
+	st := storedLeases{Worker: rec.Worker, Fetched: rec.Fetched, Until: rec.Until,
+		Jobs: []storedJob{{Seq: seq, Deliveries: rec.Deliveries, Sum: rec.Sum}}}
+	body, _ := json.Marshal(st)
+	m := &nats.Msg{Subject: ls.prefix + extKey(seq), Header: nats.Header{}, Data: body}
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	return m
+}
+
+// leaseWrites are job records on their way to the store.
 type leaseWrites struct {
 	futs []jetstream.PubAckFuture
 	errs []error
 }
 
-// begin sends the records of shipments to the store, one a shipment, all
-// in flight at once; wait says which JetStream stored.
+// begin sends the records of the shipments' jobs to the store, one per
+// job, all in flight at once, each over the revision the shipment says
+// (shipJob.rev); wait says which JetStream stored.
 func (ls *leaseStore) begin(ships []*shipment) *leaseWrites {
-	w := &leaseWrites{futs: make([]jetstream.PubAckFuture, len(ships)), errs: make([]error, len(ships))}
-	for i, sh := range ships {
-		seqs, recs := make([]uint64, len(sh.jobs)), make([]leaseRecord, len(sh.jobs))
-		for k, sj := range sh.jobs {
-			seqs[k], recs[k] = sj.seq, sj.rec
+	w := &leaseWrites{}
+	for _, sh := range ships {
+		for _, sj := range sh.jobs {
+			f, err := ls.js.PublishMsgAsync(ls.msg(sj.seq, sj.rec, sj.rev))
+			w.futs, w.errs = append(w.futs, f), append(w.errs, err)
 		}
-		w.futs[i], w.errs[i] = ls.js.PublishMsgAsync(ls.msg(sh.key, seqs, recs))
 	}
 	return w
 }
 
-// wait waits for the writes: nil where JetStream stored the record.
-func (w *leaseWrites) wait(ctx context.Context) []error {
+// leaseWritten is the outcome of one job's record write: its new revision,
+// or why it was not stored (*leaseTaken when another writer moved the
+// record first).
+type leaseWritten struct {
+	rev uint64
+	err error
+}
+
+// wait waits for the writes, in the order begin sent them.
+func (w *leaseWrites) wait(ctx context.Context) []leaseWritten {
+	out := make([]leaseWritten, len(w.futs))
 	for i, f := range w.futs {
 		if f == nil {
+			out[i].err = w.errs[i]
 			continue
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			out[i].rev = ack.Sequence
 		case err := <-f.Err():
-			w.errs[i] = err
+			out[i].err = err
 		case <-ctx.Done():
-			w.errs[i] = ctx.Err()
+			out[i].err = ctx.Err()
 		}
 	}
-	return w.errs
+	return out
 }
 
-// extKey is the key of job seq's extended lease.
-func extKey(seq uint64) string { return "s" + strconv.FormatUint(seq, 10) }
-
-// put stores job seq's extended lease and waits for JetStream to have it.
-func (ls *leaseStore) put(ctx context.Context, seq uint64, rec leaseRecord) error {
-	_, err := ls.js.PublishMsg(ctx, ls.msg(extKey(seq), []uint64{seq}, []leaseRecord{rec}))
-	return err
-}
-
-// drop replaces the records of keys by purge markers. Nothing waits for
-// JetStream: a record left behind names requests that are done or leased
-// again, and the next start drops it.
-func (ls *leaseStore) drop(keys ...string) {
-	for _, key := range keys {
-		m := &nats.Msg{Subject: ls.prefix + key, Header: nats.Header{}}
-		m.Header.Set("KV-Operation", "PURGE")
-		m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-		_ = ls.nc.PublishMsg(m)
+// put writes job seq's record rec over the record of revision rev and
+// waits for JetStream to have it: its new revision.
+func (ls *leaseStore) put(ctx context.Context, seq uint64, rec leaseRecord, rev uint64) (uint64, error) {
+	ack, err := ls.js.PublishMsg(ctx, ls.msg(seq, rec, rev))
+	if err != nil {
+		return 0, err
 	}
+	return ack.Sequence, nil
+}
+
+// moved reports whether err is the store's refusal of a write whose
+// record another writer moved first.
+func moved(err error) bool {
+	var ae *jetstream.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		ae.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// leaseTaken is a job's record as another writer left it, read after a
+// write of the dispatcher's lost to it.
+type leaseTaken struct {
+	rev  uint64       // the record's revision; 0: none (dropped)
+	done string       // a purge marker: the job is done (the sum of the lease it was acked under, if any)
+	gone bool         // done
+	rec  *leaseRecord // a lease, running or ended
+}
+
+func (t *leaseTaken) Error() string {
+	switch {
+	case t.gone:
+		return "the job is done (another dispatcher's record says so)"
+	case t.rec != nil:
+		return "the job was leased by another dispatcher (worker " + t.rec.Worker + ")"
+	}
+	return "the job's lease record moved"
+}
+
+// read reads job seq's record as the store's leader holds it.
+func (ls *leaseStore) read(ctx context.Context, seq uint64) (*leaseTaken, error) {
+	m, err := jsutil.GetMsg(ctx, ls.nc, "KV_"+ls.bucket, jsutil.MsgQuery{LastBySubj: ls.prefix + extKey(seq)})
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return &leaseTaken{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lease store %s: reading job %d's record: %w", ls.bucket, seq, err)
+	}
+	t := &leaseTaken{rev: m.Seq}
+	if op := m.Header.Get("KV-Operation"); op != "" {
+		t.gone, t.done = true, m.Header.Get(HdrLeaseDone)
+		return t, nil
+	}
+	var st storedLeases
+	if json.Unmarshal(m.Data, &st) == nil {
+		for _, sj := range st.Jobs {
+			if sj.Seq == seq && sj.Sum != "" {
+				t.rec = &leaseRecord{Sum: sj.Sum, Worker: st.Worker, Deliveries: sj.Deliveries, Fetched: st.Fetched,
+					Until: st.Until, key: extKey(seq), rev: m.Seq}
+			}
+		}
+	}
+	return t, nil
+}
+
+// drop replaces the record of key by a purge marker, carrying sum when
+// the job was acked under that lease. Nothing waits for JetStream: a
+// record left behind names a request that is done, and the next start
+// drops it.
+func (ls *leaseStore) drop(key, sum string) {
+	m := &nats.Msg{Subject: ls.prefix + key, Header: nats.Header{}}
+	m.Header.Set("KV-Operation", "PURGE")
+	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if sum != "" {
+		m.Header.Set(HdrLeaseDone, sum)
+	}
+	_ = ls.nc.PublishMsg(m)
 }
 
 // DeleteLeases removes queue's lease store (the queue is deleted). A store
@@ -282,31 +391,32 @@ func DeleteLeases(ctx context.Context, js jetstream.JetStream, queue string) err
 	return nil
 }
 
-// leaseTable is the dispatcher's account of its lease store: which
-// stored record holds each held job's latest lease and how many jobs'
-// latest lease each record holds (a record is dropped at none), which
-// jobs have an extension record (s<sequence>), and the records of
-// requests that are done or not yet read back: while the dispatcher
-// starts, those the consumer has not delivered yet (restored), and the
-// acks it answers ok when a worker repeats them, until the lease would
-// have ended (finished).
+// leaseTable is the dispatcher's account of its lease store: the revision
+// of each job's own record (the next write of it is made over that one),
+// the records of an earlier version still holding a job's lease, and the
+// records of requests that are done or not yet read back: while the
+// dispatcher starts, those the consumer has not delivered yet (restored),
+// and the acks it answers ok when a worker repeats them, until the lease
+// would have ended (finished).
 //
 // Locking: it has no lock of its own; Dispatcher.mu guards it. Every
-// method but open, write, put and dropStale is called with mu held: open
-// runs at start, before the dispatcher serves; write, put and dropStale
-// use only the store (safe for concurrent use) and are called with mu
-// released. With mu held it updates its maps and sends purge markers on
-// the internal connection (a publish only buffers); it never calls back
-// into the dispatcher or its scheduler.
+// method but open, write, put, read and dropStale is called with mu held:
+// open runs at start, before the dispatcher serves; write, put, read and
+// dropStale use only the store (safe for concurrent use) and are called
+// with mu released. With mu held it updates its maps and sends purge
+// markers on the internal connection (a publish only buffers); it never
+// calls back into the dispatcher or its scheduler.
 type leaseTable struct {
 	store *leaseStore // set by open; safe for concurrent use
 	log   *slog.Logger
-	// key is the record of each job's latest lease, refs how many jobs'
-	// latest lease each record holds, extended the jobs with an extension
-	// record.
-	key      map[uint64]string
-	refs     map[string]int
-	extended map[uint64]bool
+	// rev is the revision of the record of each job the index holds that
+	// has one.
+	rev map[uint64]uint64
+	// legacy is the earlier version's record (b<id>) of each job whose
+	// lease is in one, refs how many jobs' leases each such record holds
+	// (it is dropped at none).
+	legacy map[uint64]string
+	refs   map[string]int
 	// restored holds the store's records of requests the consumer has not
 	// delivered yet, and storedKeys the keys of all records found at
 	// start, until the consumer has caught up; heldRestored counts the
@@ -322,9 +432,9 @@ type leaseTable struct {
 func newLeaseTable(log *slog.Logger) leaseTable {
 	return leaseTable{
 		log:      log,
-		key:      make(map[uint64]string),
+		rev:      make(map[uint64]uint64),
+		legacy:   make(map[uint64]string),
 		refs:     make(map[string]int),
-		extended: make(map[uint64]bool),
 		finished: make(map[uint64]leaseRecord),
 	}
 }
@@ -338,9 +448,13 @@ func (t *leaseTable) open(ctx context.Context, js jetstream.JetStream, nc *nats.
 		return err
 	}
 	t.store = store
-	return jsutil.Retry(ctx, func(ctx context.Context) (err error) {
-		t.restored, t.storedKeys, err = store.load(ctx)
-		return err
+	return jsutil.Retry(ctx, func(ctx context.Context) error {
+		st, err := store.load(ctx)
+		if err != nil {
+			return err
+		}
+		t.restored, t.storedKeys, t.rev = st.leases, st.keys, st.revs
+		return nil
 	})
 }
 
@@ -355,48 +469,58 @@ func (t *leaseTable) takeRestored(seq uint64) (leaseRecord, bool) {
 	return rec, ok
 }
 
-// adopt records that job seq was restored as held under rec (restore).
-// mu is held.
+// adopt records that job seq was restored as held under rec (restore):
+// read at start, or after a write lost to it. mu is held.
 func (t *leaseTable) adopt(seq uint64, rec leaseRecord) {
 	t.heldRestored++
-	t.moved(seq, rec.key)
-	if rec.key == extKey(seq) {
-		t.extended[seq] = true
+	if _, ok := jobKey(rec.key); ok {
+		t.rev[seq] = max(t.rev[seq], rec.rev)
+		return
+	}
+	t.gone(seq)
+	t.legacy[seq] = rec.key
+	t.refs[rec.key]++
+}
+
+// leased records that job seq's record is now at revision rev, written by
+// this dispatcher. mu is held.
+func (t *leaseTable) leased(seq, rev uint64) {
+	t.gone(seq)
+	t.rev[seq] = max(t.rev[seq], rev)
+}
+
+// at records that job seq's record is at revision rev, as read (0: it has
+// none). mu is held.
+func (t *leaseTable) at(seq, rev uint64) {
+	if rev == 0 {
+		delete(t.rev, seq)
+		return
+	}
+	t.rev[seq] = rev
+}
+
+// done records that job seq is done, acked under the lease whose sum is
+// sum ("" if not acked): its record is replaced by a purge marker. mu is
+// held; the marker is sent under it (a publish only buffers).
+func (t *leaseTable) done(seq uint64, sum string) {
+	t.gone(seq)
+	if _, ok := t.rev[seq]; ok || sum != "" {
+		delete(t.rev, seq)
+		t.store.drop(extKey(seq), sum)
 	}
 }
 
-// moved records that job seq's latest lease is in the record key, and
-// lets the record of its previous one go once no job needs it. mu is held.
-func (t *leaseTable) moved(seq uint64, key string) {
-	t.gone(seq)
-	t.key[seq] = key
-	t.refs[key]++
-}
-
-// extend records that job seq's lease was extended: its extension record
-// (put) goes when the job is done. mu is held.
-func (t *leaseTable) extend(seq uint64) { t.extended[seq] = true }
-
-// done records that job seq is done: its records go once no job needs
-// them. mu is held; the purge markers are sent under it (a publish only
-// buffers).
-func (t *leaseTable) done(seq uint64) {
-	t.gone(seq)
-	if t.extended[seq] {
-		delete(t.extended, seq)
-		t.store.drop(extKey(seq))
-	}
-}
-
+// gone lets the earlier version's record of job seq's lease go once no job
+// needs it. mu is held.
 func (t *leaseTable) gone(seq uint64) {
-	key, ok := t.key[seq]
+	key, ok := t.legacy[seq]
 	if !ok {
 		return
 	}
-	delete(t.key, seq)
+	delete(t.legacy, seq)
 	if t.refs[key]--; t.refs[key] <= 0 {
 		delete(t.refs, key)
-		t.store.drop(key)
+		t.store.drop(key, "")
 	}
 }
 
@@ -408,14 +532,15 @@ func (t *leaseTable) finish(seq uint64, sum string, until int64) {
 }
 
 // caughtUp is called once the consumer has delivered what the stream held
-// at start: the restored records left name requests that are done (acked
-// by an earlier dispatcher). They are kept in memory until their lease
-// ends (finished, with the acks this dispatcher confirms), so that a
-// worker repeating an ack that was confirmed but not answered in time
-// hears that it is done rather than that its lease is lost. mu is held;
-// the store's records that name no job any more are returned, to drop
-// (dropStale). Called again, it does nothing.
-func (t *leaseTable) caughtUp() []string {
+// at start (indexed says which sequences the index holds): the restored
+// records left name requests that are done (acked by an earlier
+// dispatcher). They are kept in memory until their lease ends (finished,
+// with the acks this dispatcher confirms), so that a worker repeating an
+// ack that was confirmed but not answered in time hears that it is done
+// rather than that its lease is lost. mu is held; the store's records
+// that name no job any more are returned, to drop (dropStale). Called
+// again, it does nothing.
+func (t *leaseTable) caughtUp(indexed func(seq uint64) bool) []string {
 	if t.restored == nil {
 		return nil
 	}
@@ -424,7 +549,12 @@ func (t *leaseTable) caughtUp() []string {
 	}
 	var stale []string
 	for _, key := range t.storedKeys {
-		if t.refs[key] == 0 {
+		if seq, ok := jobKey(key); ok {
+			if !indexed(seq) {
+				delete(t.rev, seq)
+				stale = append(stale, key)
+			}
+		} else if t.refs[key] == 0 {
 			stale = append(stale, key)
 		}
 	}
@@ -440,7 +570,9 @@ func (t *leaseTable) caughtUp() []string {
 func (t *leaseTable) dropStale(stale []string) {
 	if len(stale) > 0 {
 		t.log.Debug("dropping lease records of requests no longer in the stream", "count", len(stale))
-		t.store.drop(stale...)
+		for _, key := range stale {
+			t.store.drop(key, "")
+		}
 	}
 }
 
@@ -471,14 +603,19 @@ func (t *leaseTable) pruneFinished(now time.Time) {
 	}
 }
 
-// write sends the records of shipments' leases to the store (begin). mu
+// write sends the records of the shipments' jobs to the store (begin). mu
 // is not held.
 func (t *leaseTable) write(ships []*shipment) *leaseWrites { return t.store.begin(ships) }
 
-// put stores job seq's extended lease and waits for JetStream to have it.
-// mu is not held.
-func (t *leaseTable) put(ctx context.Context, seq uint64, rec leaseRecord) error {
-	return t.store.put(ctx, seq, rec)
+// put writes job seq's record rec over revision rev and waits for
+// JetStream to have it. mu is not held.
+func (t *leaseTable) put(ctx context.Context, seq uint64, rec leaseRecord, rev uint64) (uint64, error) {
+	return t.store.put(ctx, seq, rec, rev)
+}
+
+// read reads job seq's record from the store. mu is not held.
+func (t *leaseTable) read(ctx context.Context, seq uint64) (*leaseTaken, error) {
+	return t.store.read(ctx, seq)
 }
 
 // restore takes a request the stream delivers that the lease store says a

@@ -346,7 +346,9 @@ type shipment struct {
 	reply string
 	now   time.Time
 	jobs  []shipJob
-	key   string // of its record in the lease store
+	// park is the fetch, when it may wait: taken back to wait again if
+	// every job picked for it was another dispatcher's.
+	park *parkedFetch
 }
 
 // shipJob is what a leased job's frame needs, copied under mu.
@@ -359,6 +361,7 @@ type shipJob struct {
 	deliveries int
 	extra      []string
 	rec        leaseRecord // for the lease store, written before it ships
+	rev        uint64      // of the job's record, as the dispatcher knows it: the write goes over it
 	class      string      // the capped class it takes a slot of (classes.go)
 }
 
@@ -368,7 +371,10 @@ type shipJob struct {
 // lease is stored: a dispatcher that takes over knows every lease a
 // worker may hold. A job whose lease cannot be stored, or that cannot be
 // read, goes back to the queue (out of the index when it has left the
-// stream). mu is not held.
+// stream). One whose record another dispatcher moved first is not this
+// one's to give: it takes what the record says (unship), and a fetch left
+// with nothing is not answered, since that dispatcher answers it. mu is
+// not held.
 func (d *Dispatcher) ship(ships []*shipment) {
 	if len(ships) == 0 {
 		return
@@ -390,23 +396,42 @@ func (d *Dispatcher) ship(ships []*shipment) {
 			seqs = append(seqs, sj.seq)
 		}
 	}
-	stored := d.leases.write(ships)
+	writes := d.leases.write(ships)
 	got := d.payloads.read(seqs)
-	k := 0
-	for i, err := range stored.wait(ctx) {
-		for range ships[i].jobs {
-			if err != nil && got[k].err == nil {
-				got[k].err = fmt.Errorf("recording its lease: %w", err)
+	written := writes.wait(ctx)
+	taken := 0
+	for k, w := range written {
+		switch {
+		case w.err == nil:
+		case moved(w.err):
+			// Read whatever the payload's read said: what the record
+			// says decides where the job is.
+			taken++
+			t, err := d.leases.read(ctx, seqs[k])
+			if err != nil {
+				got[k].err = fmt.Errorf("recording its lease: %w (and then %w)", w.err, err)
+			} else {
+				got[k].err = t
 			}
-			k++
+		case got[k].err == nil:
+			got[k].err = fmt.Errorf("recording its lease: %w", w.err)
+		}
+	}
+	d.leased(ships, written, got)
+	if taken > 0 {
+		d.log.Warn("jobs leased by another dispatcher of this queue first: this node may no longer lead the queue's stream",
+			"jobs", taken)
+		if d.deps.Resync != nil {
+			d.deps.Resync()
 		}
 	}
 	var (
 		out    []*outMsg
 		failed []shipJob
 		errs   []error
+		repark []*parkedFetch
 	)
-	k = 0
+	k := 0
 	for _, sh := range ships {
 		frame := semaq.AppendJobFrameHeader(make([]byte, 0, 64+d.shipSize(sh, got[k:])))
 		n := 0
@@ -423,6 +448,13 @@ func (d *Dispatcher) ship(ships []*shipment) {
 			n++
 		}
 		if n == 0 {
+			if takenAll(got[k-len(sh.jobs) : k]) {
+				// Another dispatcher answers it, or it waits on.
+				if sh.park != nil && time.Now().Before(sh.park.until) {
+					repark = append(repark, sh.park)
+				}
+				continue
+			}
 			out = append(out, errorEnd(sh.reply, semaq.NewAPIError(semaq.ErrUnavailable, "queue %s: the requests picked could not be read; fetch again", d.name)))
 			continue
 		}
@@ -432,6 +464,11 @@ func (d *Dispatcher) ship(ships []*shipment) {
 	}
 	if len(failed) > 0 {
 		d.unship(failed, errs)
+	}
+	if len(repark) > 0 {
+		d.mu.Lock()
+		d.parked = append(d.parked, repark...)
+		d.mu.Unlock()
 	}
 	d.send(out)
 }
@@ -449,9 +486,57 @@ func (d *Dispatcher) shipSize(sh *shipment, got []stored) int {
 	return n
 }
 
-// unship takes back jobs that could not be read: out of the index when
-// they left the stream, back to the queue otherwise.
+// leased records the revisions of the job records written (written, in
+// shipping order) and binds the leases of the jobs about to ship (got
+// without error). mu is not held.
+func (d *Dispatcher) leased(ships []*shipment, written []leaseWritten, got []stored) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := 0
+	for _, sh := range ships {
+		for _, sj := range sh.jobs {
+			w := written[k]
+			ok := got[k].err == nil
+			k++
+			if w.err != nil {
+				continue
+			}
+			j := sj.j
+			switch {
+			case j.State == sched.JobHeld && j.Lease == sj.lease:
+				d.leases.leased(sj.seq, w.rev)
+				if ok {
+					d.bindLease(j)
+				}
+			case j.State == sched.JobGone:
+				// Done while its record was on its way: drop that too.
+				d.leases.leased(sj.seq, w.rev)
+				d.leases.done(sj.seq, "")
+			default:
+				d.leases.leased(sj.seq, w.rev)
+			}
+		}
+	}
+}
+
+// takenAll reports whether every job of a fetch was lost to another
+// dispatcher's record.
+func takenAll(got []stored) bool {
+	for _, g := range got {
+		var t *leaseTaken
+		if !errors.As(g.err, &t) {
+			return false
+		}
+	}
+	return len(got) > 0
+}
+
+// unship takes back jobs that could not be shipped: out of the index when
+// they left the stream; held by another worker, or done, when the lease
+// store says so (another dispatcher leased them first); back to the queue
+// otherwise.
 func (d *Dispatcher) unship(failed []shipJob, errs []error) {
+	now := time.Now()
 	d.mu.Lock()
 	for i, sj := range failed {
 		j := sj.j
@@ -459,10 +544,16 @@ func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 			continue // cancelled meanwhile
 		}
 		d.releaseSlot(j)
+		var t *leaseTaken
+		if errors.As(errs[i], &t) {
+			d.stats.leaseConflicts++
+			d.takeRecord(j, t, now)
+			continue
+		}
 		if errors.Is(errs[i], errPayloadGone) {
 			d.log.Warn("request left the stream behind the dispatcher's back", "seq", j.Seq)
 			d.sched.Forget(j)
-			d.leases.done(j.Seq)
+			d.leases.done(j.Seq, "")
 			continue
 		}
 		d.log.Warn("request could not be read; it goes back to the queue", "seq", j.Seq, "err", errs[i])
@@ -471,4 +562,48 @@ func (d *Dispatcher) unship(failed []shipJob, errs []error) {
 	}
 	d.publishDepth(usage{})
 	d.mu.Unlock()
+}
+
+// takeRecord makes j, in the index under a lease of this dispatcher's
+// that the lease store did not take, what the store's record t says: done
+// (out of the index: whoever wrote the marker removed it from the stream),
+// held by another dispatcher's worker until its lease ends, or queued
+// again. mu is held.
+func (d *Dispatcher) takeRecord(j *sched.Job, t *leaseTaken, now time.Time) {
+	if j.State == sched.JobHeld {
+		d.unbindLease(j)
+	}
+	switch {
+	case t.gone:
+		// Out of the stream too, if it is still there: an ack confirmed
+		// by a consumer of the same name made anew by the other
+		// dispatcher may have left it (the loop removes it).
+		d.log.Info("request done by another dispatcher of this queue", "seq", j.Seq)
+		d.sched.Forget(j)
+		d.removing[j.Seq] = true
+		d.leases.at(j.Seq, 0)
+		if t.done != "" {
+			d.leases.finish(j.Seq, t.done, now.Add(d.cfg.AckWait).UnixMilli())
+		}
+	case t.rec != nil && t.rec.Until > now.UnixMilli():
+		d.sched.Forget(j)
+		d.restore(j, *t.rec) // in the index no more: AddHeld takes it
+		if _, bound := d.classes.slots[j.Seq]; !bound && d.deps.Classes != nil {
+			// The class slot the other dispatcher took for it, if any,
+			// is given back where this lease ends, whichever of them
+			// sees it end.
+			if ref, ok := d.deps.Classes.Owned(d.name)[j.Seq]; ok {
+				if d.classes.slots == nil {
+					d.classes.slots = make(map[uint64]SlotRef)
+				}
+				d.classes.slots[j.Seq] = ref
+			}
+		}
+	default:
+		d.leases.at(j.Seq, t.rev)
+		if j.State == sched.JobHeld {
+			j.Deliveries--
+			d.sched.Requeue(j)
+		}
+	}
 }

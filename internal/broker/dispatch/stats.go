@@ -16,7 +16,8 @@ type queueStats struct {
 	arrivals, dispatched, acked, nacked, redelivered uint64
 	expired, cancelled, deadLetters, outputTokens    uint64
 	badReplies, consumerRecoveries                   uint64
-	cancelsRefused                                   uint64
+	cancelsRefused, leaseConflicts                   uint64
+	leaseChecksRefused                               uint64 // answers past maxLeaseChecks, left unanswered
 
 	// per-interval accumulators, folded into the averages by roll
 	intervalAcks   uint64
@@ -189,6 +190,7 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 			Dispatched: st.dispatched, Acked: st.acked, Nacked: st.nacked, Redelivered: st.redelivered,
 			Expired: st.expired, Cancelled: st.cancelled, DeadLetters: st.deadLetters, OutputToks: st.outputTokens,
 			BadReplies: st.badReplies, ConsumerRecoveries: st.consumerRecoveries, CancelsRefused: st.cancelsRefused,
+			LeaseConflicts: st.leaseConflicts,
 		},
 	}
 	out.Admission.Saturated = d.saturation(1) != ""
