@@ -50,7 +50,8 @@ func (d Damage) String() string {
 
 // Report is what VerifyBlocks found in one stream's store.
 type Report struct {
-	Blocks, Records int // blocks read, records whose checksum holds
+	Blocks, Records int   // blocks read, records whose checksum holds
+	Bytes           int64 // bytes read
 	Damage          []Damage
 	// Last is the path of the stream's last block: damage there is cut
 	// by nats-server and, on a cluster, caught up from the leader.
@@ -65,11 +66,20 @@ type Report struct {
 // first bad record, as nats-server would cut it there. Compressed or
 // encrypted stores are not read (an error says so).
 func Verify(dataDir, stream string) (Report, error) {
-	var rep Report
 	dirs, err := filepath.Glob(filepath.Join(dataDir, "jetstream", "*", "streams", stream, "msgs"))
 	if err != nil {
-		return rep, err
+		return Report{}, err
 	}
+	return verifyDirs(dirs, stream)
+}
+
+// VerifyReplica is Verify for one account's replica of a stream.
+func VerifyReplica(r Replica) (Report, error) {
+	return verifyDirs([]string{filepath.Join(r.Dir, "msgs")}, r.Stream)
+}
+
+func verifyDirs(dirs []string, stream string) (Report, error) {
+	var rep Report
 	for _, dir := range dirs {
 		if keys, _ := filepath.Glob(filepath.Join(dir, "*.key")); len(keys) > 0 {
 			return rep, fmt.Errorf("blockcheck: %s is encrypted: not verified", dir)
@@ -88,6 +98,7 @@ func Verify(dataDir, stream string) (Report, error) {
 				return rep, err
 			}
 			rep.Blocks++
+			rep.Bytes += int64(len(buf))
 			n, dmg := verifyBlock(buf, stream, blockIndex(path))
 			rep.Records += n
 			if dmg != nil {
