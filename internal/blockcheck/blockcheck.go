@@ -14,12 +14,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/minio/highwayhash"
 )
 
@@ -32,6 +34,7 @@ const (
 	tombstoneBit = 1 << 62
 	erasedBit    = 1 << 63
 	maxRecord    = 32 << 20
+	maxBlock     = 64 << 20 // past nats-server's largest block (8 MB)
 )
 
 // Damage is a record of a message block that does not check out.
@@ -99,7 +102,11 @@ func verifyDirs(dirs []string, stream string) (Report, error) {
 			}
 			rep.Blocks++
 			rep.Bytes += int64(len(buf))
-			n, dmg := verifyBlock(buf, stream, blockIndex(path))
+			buf, dmg := decompress(buf)
+			n := 0
+			if dmg == nil {
+				n, dmg = verifyBlock(buf, stream, blockIndex(path))
+			}
 			rep.Records += n
 			if dmg != nil {
 				dmg.File = path
@@ -108,6 +115,28 @@ func verifyDirs(dirs []string, stream string) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// decompress returns the records of a block nats-server compressed (a
+// stream with compression: s2 compresses a block once it is full): the
+// header "cmp", the algorithm (1, S2), the original size as a uvarint,
+// then the records compressed but for the last 8 bytes (the last
+// record's hash), kept as they are. A block without the header is
+// returned as it is.
+func decompress(buf []byte) ([]byte, *Damage) {
+	if len(buf) < 5 || string(buf[:3]) != "cmp" || buf[3] != 1 {
+		return buf, nil
+	}
+	_, n := binary.Uvarint(buf[4:])
+	if n <= 0 || len(buf) < 4+n+recordHash {
+		return nil, &Damage{Reason: "a compressed block's header does not hold"}
+	}
+	body := buf[4+n:]
+	out, err := io.ReadAll(io.LimitReader(s2.NewReader(bytes.NewReader(body[:len(body)-recordHash])), maxBlock))
+	if err != nil {
+		return nil, &Damage{Reason: fmt.Sprintf("a compressed block does not decompress: %v", err)}
+	}
+	return append(out, body[len(body)-recordHash:]...), nil
 }
 
 // blockIndex is the number of a block file, <n>.blk.
