@@ -139,7 +139,7 @@ func (s *Server) checkStore() error {
 		return nil
 	}
 	if mode == StoreCheckRepair {
-		if err := s.repairable(damaged); err != nil {
+		if err := s.repairable(damaged, records0); err != nil {
 			s.metrics.StoreChecked(records0, 0)
 			return err
 		}
@@ -148,8 +148,15 @@ func (s *Server) checkStore() error {
 		return err
 	}
 	s.metrics.StoreChecked(records0, 0)
+	if !s.cfg.Clustered() {
+		return refusal(damaged, records0, notClustered)
+	}
 	return refusal(damaged, records0, "")
 }
+
+// notClustered is the operator's choice on a node with no other replica.
+const notClustered = "this node is not clustered, so no other replica can catch the stream up: restore it from a " +
+	"backup, or start the node once with store_check: report to accept the loss"
 
 // refusal is the error of a node that does not start on damaged: it names
 // the first damaged record and the operator's choices.
@@ -172,12 +179,9 @@ func refusal(damaged []damagedReplica, records int, why string) error {
 // repairable refuses a repair that has nothing to catch up from: a node
 // outside a cluster, or a stream of one replica. Nothing is moved unless
 // every damaged replica can be.
-func (s *Server) repairable(damaged []damagedReplica) error {
-	records := len(damaged)
+func (s *Server) repairable(damaged []damagedReplica, records int) error {
 	if !s.cfg.Clustered() {
-		return refusal(damaged, records, "store_check: repair needs the other replicas of a cluster to catch "+
-			"the stream up from, and this node is not clustered: restore the stream from a backup, or start the node "+
-			"once with store_check: report to accept the loss")
+		return refusal(damaged, records, "store_check: repair needs the other replicas of a cluster: "+notClustered)
 	}
 	for _, d := range damaged {
 		n, err := d.NumReplicas()

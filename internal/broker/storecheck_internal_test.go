@@ -129,9 +129,9 @@ func TestStoreCheckRefuses(t *testing.T) {
 		clustered bool
 		says      string
 	}{
-		{"refuse", StoreCheckRefuse, false, "start this node with store_check: repair"},
-		{"the default", "", true, "start this node with store_check: repair"},
-		{"repair on a single node", StoreCheckRepair, false, "this node is not clustered"},
+		{"refuse", StoreCheckRefuse, false, "this node is not clustered, so no other replica can catch the stream up"},
+		{"the default, on a cluster", "", true, "start this node with store_check: repair"},
+		{"repair on a single node", StoreCheckRepair, false, "store_check: repair needs the other replicas of a cluster: this node is not clustered"},
 		{"repair of an R1 stream", StoreCheckRepair, true, "the stream has one replica, this one"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

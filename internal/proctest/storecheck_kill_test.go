@@ -189,3 +189,33 @@ func setStoreCheck(t *testing.T, p *proc, mode string) {
 		t.Fatal(err)
 	}
 }
+
+// repairOnRefusal applies the operator action to a node whose start
+// exited because its store check refused a damaged replica
+// (store_check: refuse, the harness's setting): it starts it again with
+// store_check: repair, counting it, and returns true. The corruptible
+// minority keeps a majority of intact replicas, which repair needs.
+func (fc *faultCluster) repairOnRefusal(p *proc) bool {
+	refusal := ""
+	for _, l := range strings.Split(p.tail(20), "\n") {
+		if strings.Contains(l, "store check: damaged record: stream ") {
+			refusal = l
+		}
+	}
+	if refusal == "" {
+		return false
+	}
+	fc.storeRepairs++
+	fc.t.Logf("       %s refused to start (started again with store_check: repair): %s", p.name, refusal)
+	setStoreCheck(fc.t, p, "repair")
+	p.start(fc.t)
+	return true
+}
+
+// refuseAgain sets a node that started with store_check: repair back to
+// refuse once it serves (it has read its config by then).
+func (fc *faultCluster) refuseAgain(p *proc) {
+	if fc.storeRepairs > 0 {
+		setStoreCheck(fc.t, p, "refuse")
+	}
+}
