@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // Replica is one account's copy of a stream in a node's store:
@@ -17,7 +18,9 @@ type Replica struct {
 }
 
 // Replicas are the stream replicas of every account in the store under
-// dataDir, by account then stream.
+// dataDir, by account then stream. A directory whose name starts with a
+// dot is a stream nats-server was deleting, which it removes at start:
+// not a replica.
 func Replicas(dataDir string) ([]Replica, error) {
 	dirs, err := filepath.Glob(filepath.Join(dataDir, "jetstream", "*", "streams", "*"))
 	if err != nil {
@@ -25,7 +28,7 @@ func Replicas(dataDir string) ([]Replica, error) {
 	}
 	out := make([]Replica, 0, len(dirs))
 	for _, d := range dirs {
-		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() || strings.HasPrefix(fi.Name(), ".") {
 			continue
 		}
 		out = append(out, Replica{Account: filepath.Base(filepath.Dir(filepath.Dir(d))), Stream: filepath.Base(d), Dir: d})
