@@ -109,7 +109,7 @@ func (s *Server) checkStore() error {
 	if err != nil {
 		return fmt.Errorf("store check: listing streams: %w", err)
 	}
-	blocks, records, bytes, records0 := 0, 0, int64(0), 0
+	blocks, records, read, bad := 0, 0, int64(0), 0
 	var damaged []damagedReplica
 	for _, r := range replicas {
 		rep, err := blockcheck.VerifyReplica(r)
@@ -117,9 +117,9 @@ func (s *Server) checkStore() error {
 			s.log.Warn("store check: stream not checked", "stream", r.Stream, "account", r.Account, "err", err)
 			continue
 		}
-		blocks, records, bytes = blocks+rep.Blocks, records+rep.Records, bytes+rep.Bytes
+		blocks, records, read = blocks+rep.Blocks, records+rep.Records, read+rep.Bytes
 		for _, d := range rep.Damage {
-			records0++
+			bad++
 			s.log.Error("store check: damaged record: JetStream cuts the block there and this replica loses the "+
 				"records after it for good (the fault harness saw it write the stream's next records after the "+
 				"hole, even when the damage was a cut-short tail of the last block, which is what a lost page cache "+
@@ -131,27 +131,24 @@ func (s *Server) checkStore() error {
 			damaged = append(damaged, damagedReplica{Replica: r, first: rep.Damage[0]})
 		}
 	}
-	took := time.Since(start)
 	s.log.Info("store check", "mode", mode, "streams", len(replicas), "blocks", blocks, "records", records,
-		"bytes", bytes, "damaged", records0, "took", took.Round(time.Millisecond))
-	if len(damaged) == 0 || mode == StoreCheckReport {
-		s.metrics.StoreChecked(records0, 0)
+		"bytes", read, "damaged", bad, "took", time.Since(start).Round(time.Millisecond))
+	repaired := 0
+	defer func() { s.metrics.StoreChecked(bad, repaired) }()
+	switch {
+	case len(damaged) == 0 || mode == StoreCheckReport:
 		return nil
-	}
-	if mode == StoreCheckRepair {
-		if err := s.repairable(damaged, records0); err != nil {
-			s.metrics.StoreChecked(records0, 0)
+	case mode == StoreCheckRepair:
+		if err := s.repairable(damaged, bad); err != nil {
 			return err
 		}
-		n, err := s.repairStore(damaged, start)
-		s.metrics.StoreChecked(records0, n)
+		repaired, err = s.repairStore(damaged, start)
 		return err
+	case !s.cfg.Clustered():
+		return refusal(damaged, bad, notClustered)
+	default:
+		return refusal(damaged, bad, "")
 	}
-	s.metrics.StoreChecked(records0, 0)
-	if !s.cfg.Clustered() {
-		return refusal(damaged, records0, notClustered)
-	}
-	return refusal(damaged, records0, "")
 }
 
 // notClustered is the operator's choice on a node with no other replica.
