@@ -4,9 +4,10 @@
 // only the last block of a stream at start (the others when a message is
 // read), and cuts a block at its first bad record; records lost that way in
 // a block that is not the last are not fetched again from the other
-// replicas (docs/faults.md, Defences). The node runs it at start with the
-// config key store_check; the fault harness runs it on every store after a
-// run.
+// replicas (docs/faults.md, Defences). The node runs it at start (Start,
+// the config key store_check), and refuses to start or moves a damaged
+// replica aside to be caught up (Quarantine); the fault harness runs it
+// on every store after a run.
 package blockcheck
 
 import (

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/semaq/semaq/internal/blockcheck"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/streams"
@@ -73,8 +74,9 @@ type Config struct {
 	// in a stream's message blocks, read before JetStream opens them:
 	// off, report, refuse (the default: exit naming it) or repair (move
 	// the replica aside to be caught up from the others); true and false
-	// mean report and off (storecheck.go, docs/faults.md#defences).
-	StoreCheck StoreCheckMode `yaml:"store_check"`
+	// mean report and off (internal/blockcheck/start.go,
+	// docs/faults.md#defences).
+	StoreCheck blockcheck.Mode `yaml:"store_check"`
 	// Routes are the cluster addresses of the other nodes (nats://host:port);
 	// listing the node itself is allowed, so every node can share one list.
 	Routes []string `yaml:"routes"`
@@ -237,7 +239,7 @@ func DefaultConfig() Config {
 		MaxHeaderBytes: 16 * 1024,
 		MaxPayload:     1 << 20,
 		LogLevel:       "info",
-		StoreCheck:     StoreCheckDefault,
+		StoreCheck:     blockcheck.DefaultMode,
 
 		MaxConnections:   10000,
 		MaxSubscriptions: 100000,
@@ -257,7 +259,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("http: %w", err)
 		}
 	}
-	if _, err := c.StoreCheck.mode(); err != nil {
+	if _, err := blockcheck.ParseMode(string(c.StoreCheck)); err != nil {
 		return err
 	}
 	switch c.Sync {

@@ -87,9 +87,9 @@ func TestStoreCheckRepairsAReplica(t *testing.T) {
 	}
 
 	var log bytes.Buffer
-	cfg.StoreCheck = broker.StoreCheckRefuse
+	cfg.StoreCheck = blockcheck.ModeRefuse
 	err = broker.CheckStore(cfg, slog.New(slog.NewTextHandler(&log, nil)))
-	if !errors.Is(err, broker.ErrStoreDamaged) || !strings.Contains(err.Error(), "stream FD (account $G), file "+first+" at byte ") ||
+	if !errors.Is(err, blockcheck.ErrDamaged) || !strings.Contains(err.Error(), "stream FD (account $G), file "+first+" at byte ") ||
 		!strings.Contains(err.Error(), "store_check: repair") {
 		t.Fatalf("refuse: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestStoreCheckRepairsAReplica(t *testing.T) {
 		t.Fatalf("refuse moved the replica: %v", err)
 	}
 
-	cfg.StoreCheck = broker.StoreCheckRepair
+	cfg.StoreCheck = blockcheck.ModeRepair
 	if err := broker.CheckStore(cfg, slog.New(slog.NewTextHandler(&log, nil))); err != nil {
 		t.Fatalf("repair: %v\n%s", err, log.String())
 	}
