@@ -200,6 +200,10 @@ func (st Start) repair(bad []damaged, at time.Time) (int, error) {
 			return i, fmt.Errorf("store check: repair: moving stream %s (account %s) aside to %s (moved so far: %v): %w",
 				d.Stream, d.Account, dest, moved, err)
 		}
+		if len(moved) == 1 {
+			st.Log.Warn("store check: repair: no Raft group of the stream found (its log's meta.inf names none): "+
+				"its log stays, so this node may be elected before it has caught up", "stream", d.Stream, "account", d.Account)
+		}
 		st.Log.Warn("store check: damaged replica moved aside (store_check: repair); nats-server recreates it "+
 			"empty and catches it up from the other replicas, and its Raft groups start with no log, keeping "+
 			"their term and vote; delete the quarantine once the stream is current on this node",

@@ -66,3 +66,40 @@ func TestModeRefuses(t *testing.T) {
 		})
 	}
 }
+
+// repair on a cluster moves the damaged replica into the quarantine and
+// says so; with no Raft group found for it, it warns that the log stays.
+func TestStartRepairs(t *testing.T) {
+	blk, err := os.ReadFile(filepath.Join("testdata", "FA-1.blk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	stream := filepath.Join(dir, "jetstream", "$G", "streams", "FA")
+	if err := os.MkdirAll(filepath.Join(stream, "msgs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stream, "msgs", "1.blk"), blk[:len(blk)-3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(stream, "meta.inf"), []byte(`{"name":"FA","num_replicas":3}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	res, err := Start{DataDir: dir, Mode: ModeRepair, Clustered: true, Log: slog.New(slog.NewTextHandler(&log, nil))}.Run()
+	if err != nil || res.Damaged != 1 || res.Repaired != 1 {
+		t.Fatalf("outcome %+v, %v\n%s", res, err, log.String())
+	}
+	if _, err := os.Stat(stream); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the damaged replica stayed: %v", err)
+	}
+	q, _ := filepath.Glob(filepath.Join(dir, "quarantine", "*", "jetstream", "$G", "streams", "FA", "msgs", "1.blk"))
+	if len(q) != 1 {
+		t.Fatalf("quarantine %v", q)
+	}
+	for _, want := range []string{"no Raft group of the stream found", `msg="store check: damaged replica moved aside`, "stream=FA"} {
+		if !strings.Contains(log.String(), want) {
+			t.Fatalf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
