@@ -4,9 +4,10 @@
 // only the last block of a stream at start (the others when a message is
 // read), and cuts a block at its first bad record; records lost that way in
 // a block that is not the last are not fetched again from the other
-// replicas (docs/faults.md, Defences). The node runs it at start with the
-// config key store_check; the fault harness runs it on every store after a
-// run.
+// replicas (docs/faults.md, Defences). The node runs it at start (Start,
+// the config key store_check), and refuses to start or moves a damaged
+// replica aside to be caught up (Quarantine); the fault harness runs it
+// on every store after a run.
 package blockcheck
 
 import (
@@ -14,12 +15,14 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/klauspost/compress/s2"
 	"github.com/minio/highwayhash"
 )
 
@@ -32,6 +35,7 @@ const (
 	tombstoneBit = 1 << 62
 	erasedBit    = 1 << 63
 	maxRecord    = 32 << 20
+	maxBlock     = 64 << 20 // past nats-server's largest block (8 MB)
 )
 
 // Damage is a record of a message block that does not check out.
@@ -50,7 +54,8 @@ func (d Damage) String() string {
 
 // Report is what VerifyBlocks found in one stream's store.
 type Report struct {
-	Blocks, Records int // blocks read, records whose checksum holds
+	Blocks, Records int   // blocks read, records whose checksum holds
+	Bytes           int64 // bytes read
 	Damage          []Damage
 	// Last is the path of the stream's last block: damage there is cut
 	// by nats-server and, on a cluster, caught up from the leader.
@@ -65,11 +70,20 @@ type Report struct {
 // first bad record, as nats-server would cut it there. Compressed or
 // encrypted stores are not read (an error says so).
 func Verify(dataDir, stream string) (Report, error) {
-	var rep Report
 	dirs, err := filepath.Glob(filepath.Join(dataDir, "jetstream", "*", "streams", stream, "msgs"))
 	if err != nil {
-		return rep, err
+		return Report{}, err
 	}
+	return verifyDirs(dirs, stream)
+}
+
+// VerifyReplica is Verify for one account's replica of a stream.
+func VerifyReplica(r Replica) (Report, error) {
+	return verifyDirs([]string{filepath.Join(r.Dir, "msgs")}, r.Stream)
+}
+
+func verifyDirs(dirs []string, stream string) (Report, error) {
+	var rep Report
 	for _, dir := range dirs {
 		if keys, _ := filepath.Glob(filepath.Join(dir, "*.key")); len(keys) > 0 {
 			return rep, fmt.Errorf("blockcheck: %s is encrypted: not verified", dir)
@@ -88,7 +102,12 @@ func Verify(dataDir, stream string) (Report, error) {
 				return rep, err
 			}
 			rep.Blocks++
-			n, dmg := verifyBlock(buf, stream, blockIndex(path))
+			rep.Bytes += int64(len(buf))
+			buf, dmg := decompress(buf)
+			n := 0
+			if dmg == nil {
+				n, dmg = verifyBlock(buf, stream, blockIndex(path))
+			}
 			rep.Records += n
 			if dmg != nil {
 				dmg.File = path
@@ -97,6 +116,28 @@ func Verify(dataDir, stream string) (Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// decompress returns the records of a block nats-server compressed (a
+// stream with compression: s2 compresses a block once it is full): the
+// header "cmp", the algorithm (1, S2), the original size as a uvarint,
+// then the records compressed but for the last 8 bytes (the last
+// record's hash), kept as they are. A block without the header is
+// returned as it is.
+func decompress(buf []byte) ([]byte, *Damage) {
+	if len(buf) < 5 || string(buf[:3]) != "cmp" || buf[3] != 1 {
+		return buf, nil
+	}
+	_, n := binary.Uvarint(buf[4:])
+	if n <= 0 || len(buf) < 4+n+recordHash {
+		return nil, &Damage{Reason: "a compressed block's header does not hold"}
+	}
+	body := buf[4+n:]
+	out, err := io.ReadAll(io.LimitReader(s2.NewReader(bytes.NewReader(body[:len(body)-recordHash])), maxBlock))
+	if err != nil {
+		return nil, &Damage{Reason: fmt.Sprintf("a compressed block does not decompress: %v", err)}
+	}
+	return append(out, body[len(body)-recordHash:]...), nil
 }
 
 // blockIndex is the number of a block file, <n>.blk.

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/semaq/semaq/internal/blockcheck"
 	"github.com/semaq/semaq/internal/broker/ingress"
 	"github.com/semaq/semaq/internal/broker/quota"
 	"github.com/semaq/semaq/internal/broker/streams"
@@ -69,11 +70,13 @@ type Config struct {
 	// NAT or proxy in front of the cluster port. Nodes learn each other's
 	// routes from it, so every route to the node goes through it.
 	ClusterAdvertise string `yaml:"cluster_advertise"`
-	// StoreCheck reads every message block of every stream at start,
-	// before JetStream opens them, and logs each damaged record
-	// (storecheck.go, docs/faults.md#defences). It reads the whole store:
-	// off by default.
-	StoreCheck bool `yaml:"store_check"`
+	// StoreCheck is what the node does at start about a damaged record
+	// in a stream's message blocks, read before JetStream opens them:
+	// off, report, refuse (the default: exit naming it) or repair (move
+	// the replica aside to be caught up from the others); true and false
+	// mean report and off (internal/blockcheck/start.go,
+	// docs/faults.md#defences).
+	StoreCheck blockcheck.Mode `yaml:"store_check"`
 	// Routes are the cluster addresses of the other nodes (nats://host:port);
 	// listing the node itself is allowed, so every node can share one list.
 	Routes []string `yaml:"routes"`
@@ -236,6 +239,7 @@ func DefaultConfig() Config {
 		MaxHeaderBytes: 16 * 1024,
 		MaxPayload:     1 << 20,
 		LogLevel:       "info",
+		StoreCheck:     blockcheck.DefaultMode,
 
 		MaxConnections:   10000,
 		MaxSubscriptions: 100000,
@@ -254,6 +258,9 @@ func (c *Config) Validate() error {
 		if _, _, err := splitHostPort(c.HTTP); err != nil {
 			return fmt.Errorf("http: %w", err)
 		}
+	}
+	if _, err := blockcheck.ParseMode(string(c.StoreCheck)); err != nil {
+		return err
 	}
 	switch c.Sync {
 	case SyncInterval, SyncAlways:

@@ -81,8 +81,8 @@ func openNATS(ctx context.Context, s *Server) (subsystem.Subsystem, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.cfg.StoreCheck {
-		s.checkStore()
+	if err := s.checkStore(); err != nil {
+		return nil, err
 	}
 	known := s.knownAccounts()
 	ns, err := newNATSServer(opts, known)

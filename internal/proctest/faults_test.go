@@ -83,8 +83,10 @@ type faultCluster struct {
 	*cluster
 	proxy *faults.Proxy
 	data  []string // each node's --data
-	// startFailures counts the starts that exited before the node served.
-	startFailures int
+	// startFailures counts the starts that exited before the node served;
+	// storeRepairs those that refused a damaged store and were started
+	// again with store_check: repair (repairOnRefusal).
+	startFailures, storeRepairs int
 }
 
 // startFaultCluster starts n nodes whose routes go through proxy: each
@@ -138,7 +140,7 @@ func startFaultCluster(t *testing.T, n int, sync string) *faultCluster {
 		name := faults.NodeName(i)
 		fc.data[i] = filepath.Join(dir, name)
 		conf := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(conf, []byte("cluster_advertise: "+fronts[i]+"\nstore_check: true\n"), 0o600); err != nil {
+		if err := os.WriteFile(conf, []byte("cluster_advertise: "+fronts[i]+"\nstore_check: refuse\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		c.urls[i] = fmt.Sprintf("nats://127.0.0.1:%d", ports[i])
@@ -243,7 +245,8 @@ func TestFaults(t *testing.T) {
 		time.Sleep(st.Gap) // the quiet between faults is part of the schedule
 	}
 	faultTime := time.Since(start)
-	t.Logf("faults done after %s: %v; %d starts exited before the node served", faultTime.Round(time.Second), counts, fc.startFailures)
+	t.Logf("faults done after %s: %v; %d starts exited before the node served; %d refused a damaged store and were repaired",
+		faultTime.Round(time.Second), counts, fc.startFailures, fc.storeRepairs)
 
 	pubs.finish()
 	jobPub.finish()
@@ -424,7 +427,11 @@ func (fc *faultCluster) startAll(idx []int) {
 		for attempt := 1; ; attempt++ {
 			select {
 			case <-p.ready:
+				fc.refuseAgain(p)
 			case <-p.done:
+				if fc.repairOnRefusal(p) {
+					continue
+				}
 				fc.startFailures++
 				if attempt == maxStarts {
 					fc.t.Fatalf("%s exited before it was ready %d times:\n%s", p.name, attempt, p.tail(40))
