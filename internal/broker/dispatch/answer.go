@@ -62,15 +62,22 @@ func (d *Dispatcher) answerJob(m *nats.Msg, checked bool) {
 	if j == nil || !leaseMatches(j, lease) || !j.Acking && now.After(j.LeaseUntil) {
 		repeat := j == nil && verb == semaq.JobAck && d.leases.finishedAck(seq, lease)
 		starting := j == nil && d.leases.restoredLease(seq, lease)
+		if starting && len(d.early) < maxEarlyAnswers {
+			// Not read back yet: handled once the consumer has caught
+			// up (onTick), rather than told to ask again — another
+			// dispatcher still serving the queue (the one this one took
+			// over from, not yet told) may answer meanwhile, and an
+			// "ask again" would be heard before it.
+			d.early = append(d.early, m)
+			d.mu.Unlock()
+			return
+		}
 		d.mu.Unlock()
 		switch {
 		case repeat:
 			d.answer(m, nil) // acked before this dispatcher started; its answer was lost
 		case starting:
-			// Not read back yet: another dispatcher still serving the
-			// queue (the one this one took over from, not yet told) may
-			// hold it and answer; with none, the worker's wait ends and
-			// it asks again.
+			// Past the bound: the worker's wait ends and it asks again.
 		case !checked && len(lease) == leaseLen:
 			// Another dispatcher of the queue (one that has not heard it
 			// no longer leads, or this one's successor) may have leased
@@ -224,6 +231,10 @@ func errLeaseLost(queue string, seq uint64) *semaq.APIError {
 // leaseLen is the length of a lease (newLeases): an answer under anything
 // else is refused without a look at the lease store.
 const leaseLen = 22
+
+// maxEarlyAnswers bounds the answers a starting dispatcher keeps until its
+// consumer has caught up (answerJob); past it they are not answered.
+const maxEarlyAnswers = 4096
 
 // maxLeaseChecks bounds the answers under leases this dispatcher does not
 // know that are being checked against the lease store at once; past it

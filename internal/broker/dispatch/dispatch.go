@@ -113,6 +113,9 @@ type Dispatcher struct {
 	// acks takes acked requests out of the stream and hands them back
 	// to ackDone once JetStream has confirmed it (acks.go).
 	acks *ackTracker
+	// early holds the answers to jobs not read back yet while the
+	// dispatcher starts, handled once its consumer has caught up (mu).
+	early []*nats.Msg
 	// checks holds a token per answer being checked against the lease
 	// store (checkLease): at most maxLeaseChecks.
 	checks chan struct{}
@@ -441,12 +444,16 @@ func (d *Dispatcher) onTick(now time.Time) {
 		d.sched.Requeue(j)
 	}
 	d.sched.ExpireWorkers(now)
-	var stale []string
+	var (
+		stale []string
+		early []*nats.Msg
+	)
 	if d.caughtUp {
 		// Every delivery up to the one that caught up has been indexed
 		// (each under mu, in order).
 		stale = d.leases.caughtUp(func(seq uint64) bool { return d.sched.BySeq(seq) != nil })
 		d.dropOwned()
+		early, d.early = d.early, nil
 	}
 	out2, ships := d.serveParked(now)
 	out = append(out, out2...)
@@ -456,6 +463,9 @@ func (d *Dispatcher) onTick(now time.Time) {
 	d.send(out)
 	d.ship(ships)
 	d.deadLetter(dead)
+	for _, m := range early {
+		d.answerJob(m, false)
+	}
 }
 
 // exhausted reports whether j has been handed out as often as allowed.
