@@ -703,6 +703,11 @@ func (d *Dispatcher) deliver(reply string, jobs []*sched.Job, now time.Time) *sh
 		}
 		d.obs.Dispatched(j, now) // metrics; the span when it is shipped (span.go)
 		d.stats.observeWait(now.Sub(j.Arrived))
+		// Bound now, before its record's write: the binding travels to the
+		// node of the worker's token stream ahead of the job (an answer
+		// chained depends on it). A write lost to another dispatcher
+		// leaves it bound to a lease never shipped (docs/queues.md).
+		d.bindLease(j)
 		sh.jobs[i] = shipJob{j: j, seq: j.Seq, lease: j.Lease, subject: j.Subject, arrived: j.Arrived,
 			deliveries: j.Deliveries, extra: extra, rec: record(j), rev: d.leases.rev[j.Seq], class: d.classes.pending[j.Seq]}
 		delete(d.classes.pending, j.Seq)

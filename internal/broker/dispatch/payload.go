@@ -417,7 +417,7 @@ func (d *Dispatcher) ship(ships []*shipment) {
 			got[k].err = fmt.Errorf("recording its lease: %w", w.err)
 		}
 	}
-	d.leased(ships, written, got)
+	d.leased(ships, written)
 	if taken > 0 {
 		d.log.Warn("jobs leased by another dispatcher of this queue first: this node may no longer lead the queue's stream",
 			"jobs", taken)
@@ -487,27 +487,20 @@ func (d *Dispatcher) shipSize(sh *shipment, got []stored) int {
 }
 
 // leased records the revisions of the job records written (written, in
-// shipping order) and binds the leases of the jobs about to ship (got
-// without error). mu is not held.
-func (d *Dispatcher) leased(ships []*shipment, written []leaseWritten, got []stored) {
+// shipping order). mu is not held.
+func (d *Dispatcher) leased(ships []*shipment, written []leaseWritten) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := 0
 	for _, sh := range ships {
 		for _, sj := range sh.jobs {
 			w := written[k]
-			ok := got[k].err == nil
 			k++
 			if w.err != nil {
 				continue
 			}
 			j := sj.j
 			switch {
-			case j.State == sched.JobHeld && j.Lease == sj.lease:
-				d.leases.leased(sj.seq, w.rev)
-				if ok {
-					d.bindLease(j)
-				}
 			case j.State == sched.JobGone:
 				// Done while its record was on its way: drop that too.
 				d.leases.leased(sj.seq, w.rev)
