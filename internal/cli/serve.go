@@ -17,6 +17,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker"
 	"github.com/semaq/semaq/internal/node"
+	"github.com/semaq/semaq/internal/wallclock"
 )
 
 // configKeys are the keys of a --config file, for --help; the flags are
@@ -171,6 +172,9 @@ func serve(ctx context.Context, e *env, cfg broker.Config) error {
 	// limit too (the broker refuses publishes near it either way).
 	if limit, _ := broker.ResolveMaxMemory(cfg.MaxMemory); limit > 0 {
 		debug.SetMemoryLimit(limit)
+	}
+	if err := wallclock.FromEnv(ctx, log); err != nil {
+		return err
 	}
 	srv, err := node.New(cfg, log)
 	if err != nil {

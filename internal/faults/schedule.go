@@ -57,6 +57,17 @@ type Step struct {
 	File     FileFault
 	FileSeed uint64 // picks the file, the offset, the bit
 	For, Gap time.Duration
+	// Clock, when set, jumps one node's wall clock while the fault holds
+	// and sets it right at the heal.
+	Clock *ClockJump
+}
+
+// ClockJump is a jump of one node's wall clock as SemaQ reads it
+// (internal/wallclock: the lease, slot and claim times it compares with
+// other nodes'), forward or back.
+type ClockJump struct {
+	Node int
+	By   time.Duration
 }
 
 // NodeName is the name the harness gives node i: n1, n2, ...
@@ -90,6 +101,9 @@ func (s Step) String() string {
 		fmt.Fprintf(&b, " %s", nodeNames(s.Nodes))
 	}
 	fmt.Fprintf(&b, " for %s", s.For)
+	if s.Clock != nil {
+		fmt.Fprintf(&b, ", clock of %s jumped %+ds", NodeName(s.Clock.Node), int(s.Clock.By/time.Second))
+	}
 	return b.String()
 }
 
@@ -97,6 +111,7 @@ func (s Step) String() string {
 // same steps in the same order, so a failing run replays from its seed.
 type Schedule struct {
 	r        *rand.Rand
+	clock    *rand.Rand // the clock jumps: a stream of their own, so a seed's other faults are what they were before jumps were drawn
 	n        int
 	minority []int
 	count    int
@@ -108,7 +123,7 @@ func NewSchedule(seed uint64, n int) *Schedule {
 	perm := r.Perm(n)
 	minority := perm[:(n-1)/2]
 	sort.Ints(minority)
-	return &Schedule{r: r, n: n, minority: minority}
+	return &Schedule{r: r, clock: rand.New(rand.NewPCG(seed, seed^0xc10c)), n: n, minority: minority}
 }
 
 // Minority are the nodes whose files may be damaged: fewer than half, the
@@ -162,7 +177,23 @@ func (s *Schedule) Next() Step {
 	case KillAll:
 		st.For = s.between(1, 5)
 	}
+	st.Clock = s.clockJump()
 	return st
+}
+
+// clockJump is a step's clock jump, one step in three: any node, forward
+// or back by 1 to 5 s (within a lease), 10 to 60 s or 1 to 10 minutes
+// (past any lease of the run).
+func (s *Schedule) clockJump() *ClockJump {
+	if s.clock.IntN(3) != 0 {
+		return nil
+	}
+	r := [][2]int{{1, 5}, {10, 60}, {60, 600}}[s.clock.IntN(3)]
+	by := time.Duration(r[0]+s.clock.IntN(r[1]-r[0]+1)) * time.Second
+	if s.clock.IntN(2) == 0 {
+		by = -by
+	}
+	return &ClockJump{Node: s.clock.IntN(s.n), By: by}
 }
 
 // between is a whole number of seconds in [lo, hi].

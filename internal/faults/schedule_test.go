@@ -1,8 +1,11 @@
 package faults
 
 import (
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestScheduleReplaysFromSeed(t *testing.T) {
@@ -68,5 +71,49 @@ func TestScheduleKeepsFaultsToAMinority(t *testing.T) {
 		if len(files) != 4 {
 			t.Fatalf("%d nodes: file faults drawn %v, want all four", n, files)
 		}
+	}
+}
+
+// TestScheduleJumpsClocks: about one step in three also jumps a node's
+// clock, forward and back, within a lease and past it; the jumps are drawn
+// apart from the faults, so a seed's faults are those of its earlier runs
+// (seed 1: a 15 s pause of n3, then a deleted index: docs/faults.md, run E).
+func TestScheduleJumpsClocks(t *testing.T) {
+	s := NewSchedule(1, 3)
+	first, second := s.Next(), s.Next()
+	if first.Kind != Pause || fmt.Sprint(first.Nodes) != "[2]" || first.For != 15*time.Second ||
+		second.Kind != File || second.File != DeleteIndex {
+		t.Fatalf("seed 1 drew %v, then %v; want a 15 s pause of n3, then a deleted index", first, second)
+	}
+	var jumps, ahead, behind, short, long int
+	for range 600 {
+		st := s.Next()
+		if st.Clock == nil {
+			continue
+		}
+		jumps++
+		by := st.Clock.By
+		if by > 0 {
+			ahead++
+		} else {
+			behind++
+			by = -by
+		}
+		if by < time.Second || by > 10*time.Minute || st.Clock.Node < 0 || st.Clock.Node >= 3 {
+			t.Fatalf("%v: clock jump out of bounds", st)
+		}
+		if by <= 5*time.Second {
+			short++
+		}
+		if by >= time.Minute {
+			long++
+		}
+		if !strings.Contains(st.String(), "clock of "+NodeName(st.Clock.Node)+" jumped") {
+			t.Fatalf("%q does not name its clock jump", st)
+		}
+	}
+	if jumps < 150 || jumps > 250 || ahead == 0 || behind == 0 || short == 0 || long == 0 {
+		t.Fatalf("600 steps: %d clock jumps (%d ahead, %d behind, %d within 5 s, %d of a minute or more), want about 200 of each kind",
+			jumps, ahead, behind, short, long)
 	}
 }

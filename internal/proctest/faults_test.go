@@ -22,6 +22,7 @@ import (
 	"github.com/semaq/semaq/internal/blockcheck"
 	"github.com/semaq/semaq/internal/broker/clusterstatus"
 	"github.com/semaq/semaq/internal/faults"
+	"github.com/semaq/semaq/internal/wallclock"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -84,6 +85,7 @@ type faultCluster struct {
 	*cluster
 	proxy *faults.Proxy
 	data  []string // each node's --data
+	clock []string // each node's clock offset file (wallclock.FileEnv)
 	// startFailures counts the starts that exited before the node served;
 	// storeRepairs those that refused a damaged store and were started
 	// again with store_check: repair (repairOnRefusal).
@@ -136,10 +138,11 @@ func startFaultCluster(t *testing.T, n int, sync string) *faultCluster {
 	for i, f := range fronts {
 		routes[i] = "nats://" + f
 	}
-	c.nodes, c.urls, fc.data = make([]*proc, n), make([]string, n), make([]string, n)
+	c.nodes, c.urls, fc.data, fc.clock = make([]*proc, n), make([]string, n), make([]string, n), make([]string, n)
 	for i := range n {
 		name := faults.NodeName(i)
 		fc.data[i] = filepath.Join(dir, name)
+		fc.clock[i] = filepath.Join(dir, name+".clock")
 		conf := filepath.Join(dir, name+".yaml")
 		if err := os.WriteFile(conf, []byte("cluster_advertise: "+fronts[i]+"\nstore_check: refuse\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -157,7 +160,8 @@ func startFaultCluster(t *testing.T, n int, sync string) *faultCluster {
 		if sync != "" {
 			args = append(args, "--sync", sync)
 		}
-		c.nodes[i] = &proc{name: name, bin: bin, args: args, logPath: filepath.Join(dir, name+".log")}
+		c.nodes[i] = &proc{name: name, bin: bin, args: args, logPath: filepath.Join(dir, name+".log"),
+			env: []string{wallclock.FileEnv + "=" + fc.clock[i]}}
 	}
 	for _, p := range c.nodes {
 		p.start(t)
@@ -240,6 +244,9 @@ func TestFaults(t *testing.T) {
 		t.Logf("%6s %s (%d acknowledged publishes, %d jobs)", time.Since(start).Round(time.Second), st, pubs.count(), jobPub.count())
 		label := fc.apply(st)
 		counts[label]++
+		if st.Clock != nil {
+			counts["clock"]++
+		}
 		if err := fc.waitRecovered(recoverTimeout); err != nil {
 			t.Fatalf("seed %d, step %s: the cluster is not whole %s after healing: %v", set.seed, st, recoverTimeout, err)
 		}
@@ -353,6 +360,12 @@ func (fc *faultCluster) names(idx []int) []string {
 // the label the run's counts use.
 func (fc *faultCluster) apply(st faults.Step) string {
 	t := fc.t
+	if st.Clock != nil {
+		// Jumped as the fault starts, set right as it heals (the node
+		// reads its file every wallclock.Poll, through restarts too).
+		fc.setClock(st.Clock.Node, st.Clock.By)
+		defer fc.setClock(st.Clock.Node, 0)
+	}
 	switch st.Kind {
 	case faults.Kill, faults.KillAll:
 		nodes := st.Nodes
@@ -414,6 +427,17 @@ func (fc *faultCluster) apply(st faults.Step) string {
 		return string(st.File)
 	}
 	return string(st.Kind)
+}
+
+// setClock sets node i's wall clock offset: its file, replaced whole.
+func (fc *faultCluster) setClock(i int, by time.Duration) {
+	tmp := fc.clock[i] + ".tmp"
+	if err := os.WriteFile(tmp, []byte(by.String()), 0o600); err != nil {
+		fc.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, fc.clock[i]); err != nil {
+		fc.t.Fatal(err)
+	}
 }
 
 // startAll starts the nodes idx again and waits until each serves. A node

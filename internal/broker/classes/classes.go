@@ -44,6 +44,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/subsystem"
 	"github.com/semaq/semaq/internal/jsutil"
 	"github.com/semaq/semaq/internal/reserved"
+	"github.com/semaq/semaq/internal/wallclock"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -269,7 +270,7 @@ func (c *Classes) Class(name string) (semaq.QueueClass, bool) {
 func (c *Classes) Held(class string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.heldLocked(class, time.Now().UnixMilli())
+	return c.heldLocked(class, wallclock.Now().UnixMilli())
 }
 
 func (c *Classes) heldLocked(class string, now int64) int {
@@ -290,7 +291,7 @@ func (c *Classes) heldLocked(class string, now int64) int {
 // one whose lease ended SlotGrace ago. ErrFull when there is none.
 func (c *Classes) Acquire(ctx context.Context, class string, max int, s Slot) (SlotRef, error) {
 	val, _ := json.Marshal(s)
-	now := time.Now().UnixMilli()
+	now := wallclock.Now().UnixMilli()
 	type cand struct {
 		key string
 		rev uint64 // 0: free
@@ -424,7 +425,7 @@ func (c *Classes) Stats() []semaq.ClassInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]semaq.ClassInfo, 0, len(c.classes))
-	now := time.Now().UnixMilli()
+	now := wallclock.Now().UnixMilli()
 	for _, d := range c.classes {
 		out = append(out, semaq.ClassInfo{QueueClass: d.QueueClass, Revision: d.rev, Held: c.heldLocked(d.Name, now)})
 	}

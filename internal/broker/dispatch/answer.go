@@ -270,7 +270,6 @@ func (d *Dispatcher) checkLease(m *nats.Msg, seq uint64, lease, verb string) {
 			d.log.Debug("an answer's lease could not be checked; left unanswered", "seq", seq, "err", err)
 			return
 		}
-		now := time.Now()
 		switch {
 		case t.gone && t.done != "" && sumMatches(t.done, lease):
 			if verb == semaq.JobAck {
@@ -278,7 +277,10 @@ func (d *Dispatcher) checkLease(m *nats.Msg, seq uint64, lease, verb string) {
 			} else {
 				d.answer(m, errLeaseLost(d.name, seq))
 			}
-		case t.rec != nil && sumMatches(t.rec.Sum, lease) && t.rec.Until > now.UnixMilli():
+		case t.rec != nil && sumMatches(t.rec.Sum, lease):
+			// The store still names this lease, so no other worker was
+			// given the job since, whatever its end reads on this
+			// node's clock.
 			d.mu.Lock()
 			j := d.sched.BySeq(seq)
 			if j == nil || j.Acking {
@@ -290,7 +292,7 @@ func (d *Dispatcher) checkLease(m *nats.Msg, seq uint64, lease, verb string) {
 				return
 			}
 			if j.State != sched.JobHeld || !leaseMatches(j, lease) {
-				d.takeRecord(j, t, now)
+				d.takeRecord(j, t, time.Now())
 				d.stats.leaseConflicts++
 			}
 			d.mu.Unlock()

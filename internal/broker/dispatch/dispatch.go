@@ -18,6 +18,7 @@ import (
 
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/wallclock"
 	"github.com/semaq/semaq/semaq"
 )
 
@@ -520,7 +521,7 @@ func (d *Dispatcher) onRequest(gen uint64, jm jetstream.Msg) {
 	}
 	if !held && d.sched.Add(j) {
 		d.stats.arrivals++
-		if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+		if !j.Deadline.IsZero() && !wallclock.Of(now).Before(j.Deadline) {
 			d.stats.expired++
 			d.obs.Expired(j)
 			dead = append(dead, d.dead(j, "expired", "expired: deadline "+j.Deadline.UTC().Format(time.RFC3339Nano)+" passed before dispatch"))

@@ -57,6 +57,7 @@ import (
 	"github.com/semaq/semaq/internal/broker/api"
 	"github.com/semaq/semaq/internal/broker/dispatch/sched"
 	"github.com/semaq/semaq/internal/jsutil"
+	"github.com/semaq/semaq/internal/wallclock"
 )
 
 // LeaseBucket is the name of queue's lease store, a KV bucket whose
@@ -226,11 +227,11 @@ func (ls *leaseStore) load(ctx context.Context) (storeContents, error) {
 	}
 }
 
-// record is the lease record of j, held. mu is held.
+// record is the lease record of j, held: its times as this node's wall
+// clock reads them (wallclock), the end rounded up. mu is held.
 func record(j *sched.Job) leaseRecord {
-	// The end rounded up: a restored lease never ends before the one given.
 	return leaseRecord{Sum: j.LeaseSum, Worker: j.Worker, Deliveries: j.Deliveries,
-		Fetched: j.Fetched.UnixMilli(), Until: (j.LeaseUntil.UnixNano() + 999_999) / 1_000_000}
+		Fetched: wallclock.Of(j.Fetched).UnixMilli(), Until: (wallclock.Of(j.LeaseUntil).UnixNano() + 999_999) / 1_000_000}
 }
 
 // jobKey is the sequence of the job whose own record key is.
@@ -619,12 +620,17 @@ func (t *leaseTable) read(ctx context.Context, seq uint64) (*leaseTaken, error) 
 }
 
 // restore takes a request the stream delivers that the lease store says a
-// worker holds into the index as held, with its lease, holder, deliveries
-// and end. A lease that ended meanwhile lapses at the next tick: the job
-// goes back to the queue, its deliveries kept. mu is held.
+// worker holds into the index as held, with its lease, holder and
+// deliveries, for one whole ack wait from now on this node's monotonic
+// clock: the record's end was written by another dispatcher's wall clock,
+// perhaps another node's, and no lease runs longer than an ack wait from
+// its last grant, so a takeover never ends a lease early whatever the two
+// clocks say (it may end one late by up to an ack wait). mu is held.
 func (d *Dispatcher) restore(j *sched.Job, rec leaseRecord) bool {
+	now := time.Now()
 	j.LeaseSum, j.Worker, j.Deliveries = rec.Sum, rec.Worker, rec.Deliveries
-	j.Fetched, j.LeaseUntil = time.UnixMilli(rec.Fetched), time.UnixMilli(rec.Until)
+	j.Fetched = now.Add(time.Duration(rec.Fetched-wallclock.Of(now).UnixMilli()) * time.Millisecond)
+	j.LeaseUntil = now.Add(d.cfg.AckWait)
 	if !d.sched.AddHeld(j) {
 		return false
 	}

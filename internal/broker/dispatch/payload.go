@@ -578,7 +578,9 @@ func (d *Dispatcher) takeRecord(j *sched.Job, t *leaseTaken, now time.Time) {
 		if t.done != "" {
 			d.leases.finish(j.Seq, t.done, now.Add(d.cfg.AckWait).UnixMilli())
 		}
-	case t.rec != nil && t.rec.Until > now.UnixMilli():
+	case t.rec != nil:
+		// Held by the other's worker, however its end reads on this
+		// node's clock: restore gives it a whole ack wait.
 		d.sched.Forget(j)
 		d.restore(j, *t.rec) // in the index no more: AddHeld takes it
 		if _, bound := d.classes.slots[j.Seq]; !bound && d.deps.Classes != nil {

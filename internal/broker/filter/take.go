@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nuid"
 
 	"github.com/semaq/semaq/internal/broker/pump"
+	"github.com/semaq/semaq/internal/wallclock"
 )
 
 // A START for a durable takes it over (docs/filtering.md), on whatever node
@@ -35,7 +36,7 @@ type claim struct {
 	ID string `json:"id"`
 }
 
-func newClaim() claim { return claim{At: time.Now().UnixNano(), ID: nuid.Next()} }
+func newClaim() claim { return claim{At: wallclock.Now().UnixNano(), ID: nuid.Next()} }
 
 func (c claim) olderThan(o claim) bool {
 	return c.At < o.At || c.At == o.At && c.ID < o.ID

@@ -37,15 +37,23 @@ const (
 	drainWait = 5 * time.Second
 )
 
-// Lease is the time of a client's last ping. The zero Lease has expired;
-// safe for concurrent use.
-type Lease struct{ last atomic.Int64 } // unix nanos
+// Lease is the time of a client's last ping, on the process's monotonic
+// clock (a step of the wall clock ends no lease). The zero Lease has
+// expired; safe for concurrent use.
+type Lease struct{ last atomic.Int64 } // nanoseconds since epoch
+
+// epoch is the origin of Lease times: a time.Now reading, so Sub on it
+// uses the monotonic clock.
+var epoch = time.Now()
 
 // Renew records a ping now.
-func (l *Lease) Renew() { l.last.Store(time.Now().UnixNano()) }
+func (l *Lease) Renew() { l.last.Store(max(int64(time.Since(epoch)), 1)) }
 
-// Before reports whether the last ping came before t.
-func (l *Lease) Before(t time.Time) bool { return l.last.Load() < t.UnixNano() }
+// Before reports whether the last ping came before t, a time.Now reading.
+func (l *Lease) Before(t time.Time) bool {
+	last := l.last.Load()
+	return last == 0 || last < int64(t.Sub(epoch))
+}
 
 // reaper ends, every period, what the clients stopped pinging: the leases
 // not renewed for Expiry heartbeats. It runs one goroutine from

@@ -28,6 +28,8 @@ import (
 	"container/list"
 	"strings"
 	"time"
+
+	"github.com/semaq/semaq/internal/wallclock"
 )
 
 // Config is what the scheduler needs of a queue's configuration.
@@ -411,7 +413,7 @@ func (s *Scheduler) effLevel(j *Job, now time.Time) int {
 
 // eligible reports whether worker w may take j now.
 func (s *Scheduler) eligible(j *Job, w *Worker, now time.Time) bool {
-	if !j.Deadline.IsZero() && !now.Before(j.Deadline) {
+	if !j.Deadline.IsZero() && !wallclock.Of(now).Before(j.Deadline) { // a deadline is wall-clock time
 		return false
 	}
 	// A bound version is a requirement, never waived by waiting: a
@@ -568,7 +570,8 @@ func (s *Scheduler) ExpireWorkers(now time.Time) {
 // Due returns requests that expired, delayed requests whose delay ended,
 // and held requests whose lease ran out, as of now.
 func (s *Scheduler) Due(now time.Time) (expired, undelayed, lapsed []*Job) {
-	for s.deadlines.Len() > 0 && !now.Before(s.deadlines[0].Deadline) {
+	wall := wallclock.Of(now) // a deadline is wall-clock time, perhaps another node's
+	for s.deadlines.Len() > 0 && !wall.Before(s.deadlines[0].Deadline) {
 		j := s.deadlines[0]
 		heap.Pop(&s.deadlines)
 		if j.State == JobHeld {
