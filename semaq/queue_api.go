@@ -324,6 +324,10 @@ type QueueCounters struct {
 	// of the queue had leased or done (two at once, one not yet told it no
 	// longer leads; docs/queues.md), taken as it said.
 	LeaseConflicts uint64 `json:"lease_conflicts"`
+	// LeaseChecksUnanswered counts answers under a lease the dispatcher
+	// did not know that it left unanswered, past its bound on lease store
+	// reads at once (16; docs/queues.md).
+	LeaseChecksUnanswered uint64 `json:"lease_checks_unanswered"`
 }
 
 // QueueListResponse lists queues.

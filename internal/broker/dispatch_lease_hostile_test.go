@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +135,89 @@ func TestQueueRemoteSubjectsClosed(t *testing.T) {
 	}
 	// Nothing was reserved: a request that fits is admitted.
 	pubReq(t, c, "second", client.WithPromptTokens(10))
+}
+
+// TestQueueMadeUpLeaseFlood: answers under made-up leases, for a job a
+// worker holds and for jobs that do not exist, are each refused or, past
+// the dispatcher's 16 lease store reads at once, left unanswered and
+// counted; none does a job, and the worker's own answers go on being heard.
+func TestQueueMadeUpLeaseFlood(t *testing.T) {
+	const flood = 2000
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	addQueue(t, c, semaq.QueueConfig{Name: "Q", AckWait: time.Minute})
+	pubReq(t, c, "r0")
+	pubReq(t, c, "r1")
+	waitQueued(t, c, "Q", 2)
+	held := fetch(t, c, "Q", client.FetchWorker("honest"))
+	if len(held) != 1 {
+		t.Fatalf("fetch got %v", ids(held))
+	}
+	prefix, _ := leaseOf(t, held[0].AckSubject()) // $SQ.QA.Q.<seq>.
+	seq := strings.TrimSuffix(strings.TrimPrefix(prefix, semaq.QueueAckPrefix+"Q."), ".")
+
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	inbox := nats.NewInbox()
+	replies := make(chan *nats.Msg, flood)
+	sub, err := nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	verbs := []string{semaq.JobAck, semaq.JobNak, semaq.JobTerm, semaq.JobInProgress}
+	for i := range flood {
+		target := seq
+		if i%2 == 1 {
+			target = strconv.Itoa(1_000_000 + i) // no such job
+		}
+		sum := sha256.Sum256([]byte("made up " + strconv.Itoa(i)))
+		lease := base64.RawURLEncoding.EncodeToString(sum[:16]) // a lease's length: checked against the store
+		if err := nc.PublishRequest(semaq.QueueAckPrefix+"Q."+target+"."+lease, inbox, []byte(verbs[i%len(verbs)])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// The honest worker is heard during the flood.
+	if err := held[0].InProgress(context.Background()); err != nil {
+		t.Fatalf("the worker's in-progress during the flood: %v", err)
+	}
+	var refused, other int
+	waitFor(t, "every made-up answer to be refused or counted unanswered", func() bool {
+		for {
+			select {
+			case m := <-replies:
+				var r semaq.JobReply
+				if json.Unmarshal(m.Data, &r) == nil && r.Error != nil && errors.Is(r.Error, semaq.ErrLeaseLost) {
+					refused++
+				} else {
+					other++
+					t.Errorf("a made-up answer on %s was answered %s", m.Subject, m.Data)
+				}
+				continue
+			default:
+			}
+			break
+		}
+		qi, err := c.QueueInfo(context.Background(), "Q")
+		return err == nil && refused+other+int(qi.Status.Counters.LeaseChecksUnanswered) == flood
+	})
+	if err := held[0].Ack(context.Background()); err != nil {
+		t.Fatalf("the worker's ack after the flood: %v", err)
+	}
+	rest := fetch(t, c, "Q", client.FetchWorker("honest"))
+	if fmt.Sprint(ids(rest)) != "[r1]" {
+		t.Fatalf("after the flood a fetch got %v, want r1", ids(rest))
+	}
+	ackAll(t, rest)
+	qi, err := c.QueueInfo(context.Background(), "Q")
+	if err != nil || qi.Status.Counters.Acked != 2 || qi.Status.Held != 0 || qi.Status.Queued != 0 {
+		t.Fatalf("after the flood: %+v, %v; want 2 acked, nothing held or queued", qi, err)
+	}
+	t.Logf("%d made-up answers: %d refused, %d left unanswered past the bound", flood, refused, qi.Status.Counters.LeaseChecksUnanswered)
 }

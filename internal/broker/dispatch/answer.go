@@ -243,10 +243,11 @@ const maxLeaseChecks = 16
 
 // checkLease answers m, an answer to job seq under a lease the dispatcher
 // does not hold, from the lease store, on a goroutine of the gate's: a
-// lease the store names as the job's, not ended, is adopted (the job held
-// by that worker, as the dispatcher that leased it holds it) and the
-// answer handled; an ack repeated under the lease a job was acked under
-// is answered ok; a lease the store does not name, or names ended, is
+// lease the store names as the job's, in a record this dispatcher had not
+// heard of, is adopted (the job held by that worker for an ack wait, as
+// restore does) and the answer handled; an ack repeated under the lease a
+// job was acked under is answered ok; a lease the store does not name, or
+// names in a record this dispatcher knows (it took the lease back), is
 // refused. When it cannot tell (too many checks at once, the store not
 // answering, the job not read back yet) it does not answer: another
 // dispatcher that knows the lease may. mu is not held.
@@ -292,6 +293,14 @@ func (d *Dispatcher) checkLease(m *nats.Msg, seq uint64, lease, verb string) {
 				return
 			}
 			if j.State != sched.JobHeld || !leaseMatches(j, lease) {
+				if d.leases.known(seq) >= t.rev {
+					// A record this dispatcher wrote or read already: it
+					// took the lease back itself (its ack wait passed on
+					// this node's clock, or it was cancelled).
+					d.mu.Unlock()
+					d.answer(m, errLeaseLost(d.name, seq))
+					return
+				}
 				d.takeRecord(j, t, time.Now())
 				d.stats.leaseConflicts++
 			}

@@ -500,6 +500,10 @@ func (t *leaseTable) at(seq, rev uint64) {
 	t.rev[seq] = rev
 }
 
+// known is the revision of job seq's record this dispatcher last wrote or
+// read (0: none). mu is held.
+func (t *leaseTable) known(seq uint64) uint64 { return t.rev[seq] }
+
 // done records that job seq is done, acked under the lease whose sum is
 // sum ("" if not acked): its record is replaced by a purge marker. mu is
 // held; the marker is sent under it (a publish only buffers).

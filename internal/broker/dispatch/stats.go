@@ -190,7 +190,7 @@ func (st *queueStats) status(d *Dispatcher, now time.Time) semaq.QueueStatus {
 			Dispatched: st.dispatched, Acked: st.acked, Nacked: st.nacked, Redelivered: st.redelivered,
 			Expired: st.expired, Cancelled: st.cancelled, DeadLetters: st.deadLetters, OutputToks: st.outputTokens,
 			BadReplies: st.badReplies, ConsumerRecoveries: st.consumerRecoveries, CancelsRefused: st.cancelsRefused,
-			LeaseConflicts: st.leaseConflicts,
+			LeaseConflicts: st.leaseConflicts, LeaseChecksUnanswered: st.leaseChecksRefused,
 		},
 	}
 	out.Admission.Saturated = d.saturation(1) != ""
