@@ -64,8 +64,9 @@ func ParseOffset(s string) (time.Duration, error) {
 }
 
 // FromEnv follows the offset file FileEnv names, if set, until ctx ends:
-// read once now (an error then is returned), then every Poll (a missing
-// or bad file then keeps the offset in force, logged once per change).
+// read once now (an error then is returned), then every Poll (a bad file
+// then keeps the offset in force, logged once per change). No file means
+// no offset.
 func FromEnv(ctx context.Context, log *slog.Logger) error {
 	path := os.Getenv(FileEnv)
 	if path == "" {
@@ -73,13 +74,16 @@ func FromEnv(ctx context.Context, log *slog.Logger) error {
 	}
 	read := func() (time.Duration, error) {
 		b, err := os.ReadFile(path)
+		if os.IsNotExist(err) {
+			return 0, nil // no file (yet): no offset
+		}
 		if err != nil {
 			return 0, err
 		}
 		return ParseOffset(string(b))
 	}
 	d, err := read()
-	if err != nil && !os.IsNotExist(err) {
+	if err != nil {
 		return fmt.Errorf("%s=%s: %w", FileEnv, path, err)
 	}
 	Set(d)
