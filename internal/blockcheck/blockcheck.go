@@ -66,7 +66,9 @@ type Report struct {
 // of a stopped node under dataDir (its --data) and checks each record as
 // nats-server does when it rebuilds a block: the record's bounds, then its
 // HighwayHash-64, keyed with SHA-256 of "<stream>-<block index>", over its
-// sequence, timestamp, subject, headers and body. A block is read up to its
+// sequence, timestamp, subject, headers and body, and the headers' length,
+// which the hash does not cover, as nats-server checks it when it reads the
+// record. A block is read up to its
 // first bad record, as nats-server would cut it there. Compressed or
 // encrypted stores are not read (an error says so).
 func Verify(dataDir, stream string) (Report, error) {
@@ -174,6 +176,16 @@ func verifyBlock(buf []byte, stream string, index uint64) (int, *Damage) {
 			return good, &Damage{Offset: off, Reason: fmt.Sprintf("record length %d does not fit (subject %d, %d bytes left)", rl, slen, len(buf)-off), Torn: torn}
 		}
 		data := buf[off+recordHeader : off+rl]
+		if hasHeaders {
+			// The headers' length is the one field of a record its hash
+			// does not cover (the hash runs over headers and body as one):
+			// nats-server refuses to read a record whose headers overrun
+			// it, so such a record is lost to every reader, checksum or not.
+			if hl := int(le.Uint32(data[slen:])); hl > dlen-recordHash-shlen {
+				seq := le.Uint64(hdr[4:]) &^ (tombstoneBit | erasedBit)
+				return good, &Damage{Offset: off, Reason: fmt.Sprintf("headers' length %d overruns the record (%d bytes for headers and body; sequence %d as written)", hl, dlen-recordHash-shlen, seq)}
+			}
+		}
 		hh.Reset()
 		hh.Write(hdr[4:20])
 		hh.Write(data[:slen])

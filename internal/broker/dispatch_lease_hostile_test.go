@@ -221,3 +221,31 @@ func TestQueueMadeUpLeaseFlood(t *testing.T) {
 	}
 	t.Logf("%d made-up answers: %d refused, %d left unanswered past the bound", flood, refused, qi.Status.Counters.LeaseChecksUnanswered)
 }
+
+// TestQueueMarkerWithoutAckRemovesNothing: a purge marker in a job's lease
+// record that names no ack (what a dispatcher whose consumer lagged once
+// wrote for requests it had not indexed) does not make a dispatcher drop
+// the job: the request is still in the stream, so the job is handed out
+// and done, not removed unseen.
+func TestQueueMarkerWithoutAckRemovesNothing(t *testing.T) {
+	s := brokertest.Start(t)
+	c := brokertest.Connect(t, s)
+	addQueue(t, c, semaq.QueueConfig{Name: "Q"})
+	pubReq(t, c, "r0")
+	waitQueued(t, c, "Q", 1)
+	js := internalJS(t, s)
+	marker := &nats.Msg{Subject: "$KV.SQ_LEASES_Q.s1", Header: nats.Header{}}
+	marker.Header.Set("KV-Operation", "PURGE")
+	marker.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
+	if _, err := js.PublishMsg(context.Background(), marker); err != nil {
+		t.Fatal(err)
+	}
+	got := fetch(t, c, "Q", client.FetchWait(5*time.Second))
+	if fmt.Sprint(ids(got)) != "[r0]" {
+		t.Fatalf("with a marker naming no ack in its record, a fetch got %v, want r0", ids(got))
+	}
+	ackAll(t, got)
+	if st := queueStatus(t, c, "Q"); st.Counters.Acked != 1 || st.Queued != 0 || st.Held != 0 {
+		t.Fatalf("after the ack: %+v", st)
+	}
+}

@@ -452,7 +452,7 @@ func (d *Dispatcher) onTick(now time.Time) {
 	if d.caughtUp {
 		// Every delivery up to the one that caught up has been indexed
 		// (each under mu, in order).
-		stale = d.leases.caughtUp(func(seq uint64) bool { return d.sched.BySeq(seq) != nil })
+		stale = d.leases.caughtUp(func(seq uint64) bool { return d.sched.BySeq(seq) != nil }, d.cfg.AckWait)
 		d.dropOwned()
 		early, d.early = d.early, nil
 	}

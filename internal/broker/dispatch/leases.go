@@ -428,6 +428,15 @@ type leaseTable struct {
 	storedKeys   []string
 	heldRestored int
 	finished     map[uint64]leaseRecord
+	// firstSeq is the queue stream's first sequence when the dispatcher
+	// started: a request below it is out of the stream for good. late
+	// holds, until lateUntil, the restored records of requests at or past
+	// it that the consumer had not delivered when it caught up: a
+	// consumer whose leader's replica lags delivers them after, and they
+	// are restored as held then.
+	firstSeq  uint64
+	late      map[uint64]leaseRecord
+	lateUntil time.Time
 }
 
 func newLeaseTable(log *slog.Logger) leaseTable {
@@ -455,6 +464,7 @@ func (t *leaseTable) open(ctx context.Context, js jetstream.JetStream, nc *nats.
 			return err
 		}
 		t.restored, t.storedKeys, t.rev = st.leases, st.keys, st.revs
+		t.firstSeq = info.State.FirstSeq
 		return nil
 	})
 }
@@ -466,6 +476,17 @@ func (t *leaseTable) takeRestored(seq uint64) (leaseRecord, bool) {
 	rec, ok := t.restored[seq]
 	if ok {
 		delete(t.restored, seq)
+		return rec, true
+	}
+	if t.late != nil {
+		if time.Now().After(t.lateUntil) {
+			t.late = nil
+			return rec, false
+		}
+		if rec, ok = t.late[seq]; ok {
+			delete(t.late, seq)
+			delete(t.finished, seq)
+		}
 	}
 	return rec, ok
 }
@@ -545,17 +566,32 @@ func (t *leaseTable) finish(seq uint64, sum string, until int64) {
 // rather than that its lease is lost. mu is held; the store's records
 // that name no job any more are returned, to drop (dropStale). Called
 // again, it does nothing.
-func (t *leaseTable) caughtUp(indexed func(seq uint64) bool) []string {
+func (t *leaseTable) caughtUp(indexed func(seq uint64) bool, ackWait time.Duration) []string {
 	if t.restored == nil {
 		return nil
 	}
 	for seq, rec := range t.restored {
 		t.finished[seq] = rec
+		if seq >= t.firstSeq {
+			// Perhaps still in the stream, and delivered later (the
+			// consumer caught up as its leader's replica saw the stream):
+			// its worker's lease, at most an ack wait from now, is kept
+			// then.
+			if t.late == nil {
+				t.late = make(map[uint64]leaseRecord)
+			}
+			t.late[seq] = rec
+		}
 	}
+	t.lateUntil = time.Now().Add(ackWait)
 	var stale []string
 	for _, key := range t.storedKeys {
 		if seq, ok := jobKey(key); ok {
-			if !indexed(seq) {
+			// Only a record of a request below the stream's first
+			// sequence is surely stale: one the consumer has not
+			// delivered may yet come (a lagging replica), and a purge
+			// marker would tell another dispatcher it is done.
+			if !indexed(seq) && seq < t.firstSeq {
 				delete(t.rev, seq)
 				stale = append(stale, key)
 			}

@@ -99,7 +99,9 @@ func TestLeaseTable(t *testing.T) {
 	// held; 3 and 7 are not (acked by the one before, their answers maybe
 	// lost).
 	lt2 := newLeaseTable(log)
-	if err := lt2.open(ctx, js, nc, info, 100); err != nil {
+	started := *info
+	started.State.FirstSeq = 5 // requests 1 to 4 have left the stream for good
+	if err := lt2.open(ctx, js, nc, &started, 100); err != nil {
 		t.Fatal(err)
 	}
 	if lt2.rev[2] != lt.rev[2] || lt2.rev[3] != lt.rev[3] {
@@ -123,16 +125,24 @@ func TestLeaseTable(t *testing.T) {
 		t.Fatal("job 2 restored twice")
 	}
 	indexed := func(seq uint64) bool { return seq == 2 || seq == 6 }
-	stale := lt2.caughtUp(indexed)
+	stale := lt2.caughtUp(indexed, time.Minute)
 	slices.Sort(stale)
 	if !slices.Equal(stale, []string{"s3"}) || lt2.heldRestored != 2 {
-		t.Fatalf("caught up: stale %q, held %d; want [s3], 2", stale, lt2.heldRestored)
+		t.Fatalf("caught up: stale %q, held %d; want [s3] (7 may still be in the stream), 2", stale, lt2.heldRestored)
 	}
-	if again := lt2.caughtUp(indexed); again != nil {
+	if again := lt2.caughtUp(indexed, time.Minute); again != nil {
 		t.Fatalf("caught up again: stale %q", again)
 	}
 	if lt2.restoredLease(3, "L3") || !lt2.finishedAck(3, "L3") || !lt2.finishedAck(7, "L7") || lt2.finishedAck(3, "L2") {
 		t.Fatal("after catch-up, jobs 3 and 7 are not done under their own leases only")
+	}
+	// Job 7, past the stream's first sequence, delivered after the
+	// catch-up (the consumer's replica lagged): held under its lease.
+	if rec, ok := lt2.takeRestored(7); !ok || !sumMatches(rec.Sum, "L7") || lt2.finishedAck(7, "L7") {
+		t.Fatalf("job 7 delivered late: restored %+v, %v; want held under L7, no longer done", rec, ok)
+	}
+	if _, ok := lt2.takeRestored(3); ok {
+		t.Fatal("job 3, below the stream's first sequence, restored late")
 	}
 	// Job 6 leased again under its own record: the earlier version's
 	// record goes once no job needs it.
