@@ -60,7 +60,8 @@ func (d *Dispatcher) answerJob(m *nats.Msg, checked bool) {
 	// A lease past its end is lost even before the loop's next tick
 	// takes the job back (a node that was paused runs its answers first).
 	if j == nil || !leaseMatches(j, lease) || !j.Acking && now.After(j.LeaseUntil) {
-		repeat := j == nil && verb == semaq.JobAck && d.leases.finishedAck(seq, lease)
+		finished := j == nil && d.leases.finishedAck(seq, lease)
+		repeat := finished && verb == semaq.JobAck
 		starting := j == nil && d.leases.restoredLease(seq, lease)
 		if starting && len(d.early) < maxEarlyAnswers {
 			// Not read back yet: handled once the consumer has caught
@@ -76,6 +77,8 @@ func (d *Dispatcher) answerJob(m *nats.Msg, checked bool) {
 		switch {
 		case repeat:
 			d.answer(m, nil) // acked before this dispatcher started; its answer was lost
+		case finished:
+			d.answer(m, errLeaseLost(d.name, seq)) // anything but an ack, after the ack
 		case starting:
 			// Past the bound: the worker's wait ends and it asks again.
 		case !checked && len(lease) == leaseLen:

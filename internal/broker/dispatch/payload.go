@@ -448,10 +448,14 @@ func (d *Dispatcher) ship(ships []*shipment) {
 			n++
 		}
 		if n == 0 {
-			if takenAll(got[k-len(sh.jobs) : k]) {
-				// Another dispatcher answers it, or it waits on.
-				if sh.park != nil && time.Now().Before(sh.park.until) {
+			if taken, gone := settled(got[k-len(sh.jobs) : k]); taken || gone {
+				// Another dispatcher answers it, or it waits on; with none
+				// left to pick (they left the stream), nothing now.
+				switch {
+				case sh.park != nil && time.Now().Before(sh.park.until):
 					repark = append(repark, sh.park)
+				case gone:
+					out = append(out, endOfBatch(sh.reply, 408, 0, "no requests"))
 				}
 				continue
 			}
@@ -512,16 +516,22 @@ func (d *Dispatcher) leased(ships []*shipment, written []leaseWritten) {
 	}
 }
 
-// takenAll reports whether every job of a fetch was lost to another
-// dispatcher's record.
-func takenAll(got []stored) bool {
+// settled reports whether every job picked for a fetch was lost to
+// another dispatcher's lease (taken) or had left the stream (gone, only
+// when none was taken): no read failed.
+func settled(got []stored) (taken, gone bool) {
 	for _, g := range got {
 		var t *leaseTaken
-		if !errors.As(g.err, &t) {
-			return false
+		switch {
+		case errors.As(g.err, &t):
+			taken = true
+		case errors.Is(g.err, errPayloadGone):
+			gone = true
+		default:
+			return false, false
 		}
 	}
-	return len(got) > 0
+	return taken, gone && !taken
 }
 
 // unship takes back jobs that could not be shipped: out of the index when
