@@ -223,11 +223,10 @@ func TestQueueMadeUpLeaseFlood(t *testing.T) {
 }
 
 // TestQueueMarkerWithoutAckRemovesNothing: a purge marker in a job's lease
-// record that says neither an ack nor that the request left the stream
-// (what an earlier version wrote for requests it had not indexed when its
-// consumer lagged) does not make a dispatcher drop the job: the request is
-// still in the stream, so the job is handed out and done, not removed
-// unseen.
+// record that names no ack (what a dispatcher whose consumer lagged once
+// wrote for requests it had not indexed) does not make a dispatcher drop
+// the job: the request is still in the stream, so the job is handed out
+// and done, not removed unseen.
 func TestQueueMarkerWithoutAckRemovesNothing(t *testing.T) {
 	s := brokertest.Start(t)
 	c := brokertest.Connect(t, s)

@@ -110,8 +110,9 @@ func (d *Dispatcher) answerJob(m *nats.Msg, checked bool) {
 			}
 		}
 		// Done once JetStream confirms the request left the stream
-		// (ackDone): an ack answered ok is never served again, whichever
-		// dispatcher serves the queue next.
+		// (ackDone): an ack answered ok is not served again, whichever
+		// dispatcher serves the queue next (but for a request an ack
+		// through a consumer made anew left in the stream: docs/queues.md).
 		j.Acking = true
 		ack = &rep
 	case semaq.JobNak:

@@ -134,13 +134,6 @@ type leaseStore struct {
 // ack answers a worker repeating it as the one that did.
 const HdrLeaseDone = "SQ-Lease-Done"
 
-// HdrLeaseLeft is the header of a purge marker written once the job's
-// request has left the stream, or is being removed by the dispatcher that
-// writes it (done, cancelled, dead-lettered, gone). A marker without it
-// (written by an earlier version, which also dropped the records of
-// requests it had not yet indexed) makes no dispatcher remove a request.
-const HdrLeaseLeft = "SQ-Lease-Left"
-
 // openLeases makes (or adopts) the lease store of the queue whose stream
 // is info, with its storage and replicas. maxRecords bounds it: records
 // past it are dropped oldest first (docs/queues.md).
@@ -335,8 +328,7 @@ func moved(err error) bool {
 type leaseTaken struct {
 	rev  uint64       // the record's revision; 0: none (dropped)
 	done string       // a purge marker: the job is done (the sum of the lease it was acked under, if any)
-	gone bool         // a purge marker
-	left bool         // the marker says the request left the stream (HdrLeaseLeft, or an ack's)
+	gone bool         // done
 	rec  *leaseRecord // a lease, running or ended
 }
 
@@ -362,7 +354,6 @@ func (ls *leaseStore) read(ctx context.Context, seq uint64) (*leaseTaken, error)
 	t := &leaseTaken{rev: m.Seq}
 	if op := m.Header.Get("KV-Operation"); op != "" {
 		t.gone, t.done = true, m.Header.Get(HdrLeaseDone)
-		t.left = t.done != "" || m.Header.Get(HdrLeaseLeft) != ""
 		return t, nil
 	}
 	var st storedLeases
@@ -385,7 +376,6 @@ func (ls *leaseStore) drop(key, sum string) {
 	m := &nats.Msg{Subject: ls.prefix + key, Header: nats.Header{}}
 	m.Header.Set("KV-Operation", "PURGE")
 	m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
-	m.Header.Set(HdrLeaseLeft, "1")
 	if sum != "" {
 		m.Header.Set(HdrLeaseDone, sum)
 	}

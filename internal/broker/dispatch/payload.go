@@ -577,21 +577,19 @@ func (d *Dispatcher) takeRecord(j *sched.Job, t *leaseTaken, now time.Time) {
 		d.unbindLease(j)
 	}
 	switch {
-	case t.gone && t.left:
-		// Done by another dispatcher. Out of the stream too, if it is
-		// still there: an ack confirmed by a consumer of the same name
-		// made anew by the other dispatcher may have left it, and a
-		// cancel or dead letter may be under way (the loop removes it).
-		// A marker that does not say its request left (an earlier
-		// version's) is no word to remove it on: the default below
-		// queues the job again.
+	case t.gone && t.done != "":
+		// Acked under another dispatcher's lease. Out of the stream too,
+		// if it is still there: an ack confirmed by a consumer of the
+		// same name made anew by the other dispatcher may have left it
+		// (the loop removes it). A marker naming no ack is written once
+		// the request left the stream, so with the request here it says
+		// nothing (the default below): the job is queued again, never
+		// removed on its word.
 		d.log.Info("request done by another dispatcher of this queue", "seq", j.Seq)
 		d.sched.Forget(j)
 		d.removing[j.Seq] = true
 		d.leases.at(j.Seq, 0)
-		if t.done != "" {
-			d.leases.finish(j.Seq, t.done, now.Add(d.cfg.AckWait).UnixMilli())
-		}
+		d.leases.finish(j.Seq, t.done, now.Add(d.cfg.AckWait).UnixMilli())
 	case t.rec != nil:
 		// Held by the other's worker, however its end reads on this
 		// node's clock: restore gives it a whole ack wait.
